@@ -1,0 +1,136 @@
+//! `kharonctl status`: the daemon, its listener, the inventory and its age, connection counters and
+//! the health of every jump host chain.
+
+use std::process::ExitCode;
+use std::time::{SystemTime, UNIX_EPOCH};
+
+use kharon_shared::proto::v1 as pb;
+use serde_json::json;
+
+use crate::context::Context;
+use crate::output::{self, Format};
+
+#[derive(Debug, clap::Args)]
+pub struct Args {
+    /// Output format
+    #[arg(short, long, value_enum, default_value_t)]
+    pub output: Format,
+}
+
+fn now_ms() -> i64 {
+    SystemTime::now().duration_since(UNIX_EPOCH).map(|d| d.as_millis() as i64).unwrap_or(0)
+}
+
+fn age_of(ms: i64) -> String {
+    if ms <= 0 {
+        return "unknown".into();
+    }
+    output::age(u64::try_from((now_ms() - ms) / 1000).unwrap_or(0))
+}
+
+fn state_name(state: pb::ChainState) -> &'static str {
+    match state {
+        pb::ChainState::Idle => "idle",
+        pb::ChainState::Connecting => "connecting",
+        pb::ChainState::Connected => "connected",
+        pb::ChainState::Failed => "failed",
+        pb::ChainState::Unspecified => "unknown",
+    }
+}
+
+pub async fn run(args: Args, ctx: &Context) -> anyhow::Result<ExitCode> {
+    let s = ctx.daemon().await?.status().await?;
+    let inv = s.inventory.clone().unwrap_or_default();
+    let conn = s.connections.unwrap_or_default();
+    if args.output == Format::Json {
+        let chains: Vec<_> = s
+            .chains
+            .iter()
+            .map(|c| {
+                json!({
+                    "jumphost": c.jumphost, "hops": c.hops, "state": state_name(c.state()),
+                    "since_ms": c.since_ms, "last_error": c.last_error, "open_channels": c.open_channels,
+                    "bytes_up": c.bytes_up, "bytes_down": c.bytes_down, "next_retry_ms": c.next_retry_ms,
+                })
+            })
+            .collect();
+        let conflicts: Vec<_> = inv
+            .conflicts
+            .iter()
+            .map(|c| {
+                let w = c.winner.clone().unwrap_or_default();
+                json!({"suffix": c.suffix, "winner": {"cluster": w.cluster, "jumphost": w.jumphost},
+                       "shadowed": c.shadowed.iter().map(|x| json!({"cluster": x.cluster, "jumphost": x.jumphost})).collect::<Vec<_>>()})
+            })
+            .collect();
+        return output::json(&json!({
+            "version": s.version, "pid": s.pid, "uptime_seconds": s.uptime_seconds,
+            "listen_address": s.listen_address, "control_socket": s.control_socket,
+            "socks_auth_required": s.socks_auth_required,
+            "inventory": {
+                "source": inv.source_kind, "path": inv.source_path, "loaded_at_ms": inv.loaded_at_ms,
+                "modified_at_ms": inv.modified_at_ms, "clusters_total": inv.clusters_total,
+                "clusters_ignored": inv.clusters_ignored, "clusters_routed": inv.clusters_routed,
+                "include_suffixes": inv.include_suffixes, "exclude_suffixes": inv.exclude_suffixes,
+                "jumphosts": inv.jumphosts, "conflicts": conflicts, "warnings": inv.warnings,
+            },
+            "connections": {
+                "open_direct": conn.open_direct, "open_jumphost": conn.open_jumphost,
+                "total_direct": conn.total_direct, "total_jumphost": conn.total_jumphost,
+                "failed": conn.failed, "bytes_up": conn.bytes_up, "bytes_down": conn.bytes_down,
+            },
+            "chains": chains,
+        }))
+        .map(|()| ExitCode::SUCCESS);
+    }
+
+    println!("kharond {} (pid {}), up {}", s.version, s.pid, output::age(s.uptime_seconds));
+    let auth = if s.socks_auth_required { " (username/password required)" } else { "" };
+    println!("listening on socks5h://{}{auth}", s.listen_address);
+    println!("control socket {}", s.control_socket);
+    println!(
+        "inventory: {} {} — {} clusters ({} routed, {} ignored), {} suffixes, {} jump hosts, data age {}",
+        inv.source_kind,
+        inv.source_path,
+        inv.clusters_total,
+        inv.clusters_routed,
+        inv.clusters_ignored,
+        inv.include_suffixes,
+        inv.jumphosts,
+        age_of(inv.modified_at_ms)
+    );
+    println!(
+        "connections: {} open direct, {} open via jump hosts; {} direct and {} routed so far, {} failed",
+        conn.open_direct, conn.open_jumphost, conn.total_direct, conn.total_jumphost, conn.failed
+    );
+    for c in &inv.conflicts {
+        let w = c.winner.clone().unwrap_or_default();
+        println!("conflict: {} claimed by several jump hosts; {} ({}) wins", c.suffix, w.cluster, w.jumphost);
+    }
+    for w in &inv.warnings {
+        println!("warning: {w}");
+    }
+    if s.chains.is_empty() {
+        println!("jump host chains: none used yet (sessions open on first use)");
+    } else {
+        let rows = s.chains.iter().map(|c| {
+            vec![
+                c.jumphost.clone(),
+                c.hops.join(" → "),
+                state_name(c.state()).to_owned(),
+                age_of(c.since_ms),
+                c.open_channels.to_string(),
+                format!("{} / {}", c.bytes_up, c.bytes_down),
+                c.last_error.clone(),
+            ]
+        });
+        println!(
+            "{}",
+            output::table(
+                &["jump host", "hops", "state", "since", "channels", "bytes up/down", "last error"],
+                rows
+            )
+        );
+    }
+    Ok(ExitCode::SUCCESS)
+}

@@ -1,0 +1,86 @@
+//! The gRPC client on kharond's control socket, and the only file here that touches tonic.
+//! A missing socket or a refused connection becomes "kharond is not running; start it with …"
+//! instead of a transport error dump.
+
+use std::path::{Path, PathBuf};
+use std::time::Duration;
+
+use hyper_util::rt::TokioIo;
+use kharon_shared::proto::v1 as pb;
+use kharon_shared::proto::v1::control_client::ControlClient;
+use tokio::net::UnixStream;
+use tonic::transport::{Channel, Endpoint};
+
+/// How long connecting to the control socket may take; it is local, so this only trips on a
+/// daemon that is frozen or overloaded.
+const CONNECT_TIMEOUT: Duration = Duration::from_secs(3);
+/// Upper bound for one control call (a reload compiles the whole inventory).
+const CALL_TIMEOUT: Duration = Duration::from_secs(60);
+
+#[derive(Debug, thiserror::Error)]
+pub enum Error {
+    #[error(
+        "kharond is not running (no control socket at {}); start it with `kharond` \
+         (or `systemctl --user start kharond` once installed as a service)",
+        path.display()
+    )]
+    NotRunning { path: PathBuf },
+    #[error("cannot reach kharond at {}: {source}", path.display())]
+    Connect { path: PathBuf, source: tonic::transport::Error },
+    #[error("kharond: {}", status.message())]
+    Call { status: tonic::Status },
+}
+
+/// A connected control client.
+pub struct Daemon {
+    client: ControlClient<Channel>,
+}
+
+impl Daemon {
+    pub async fn connect(path: &Path) -> Result<Self, Error> {
+        if !path.exists() {
+            return Err(Error::NotRunning { path: path.to_owned() });
+        }
+        let socket = path.to_owned();
+        // The URI is ignored by the connector; it must be http:// or tonic would try TLS.
+        let endpoint = Endpoint::from_static("http://kharond.sock")
+            .connect_timeout(CONNECT_TIMEOUT)
+            .timeout(CALL_TIMEOUT);
+        let channel = endpoint
+            .connect_with_connector(tower::service_fn(move |_| {
+                let socket = socket.clone();
+                async move { UnixStream::connect(socket).await.map(TokioIo::new) }
+            }))
+            .await
+            .map_err(|source| {
+                // A stale socket file (daemon crashed) refuses connections: same advice.
+                if std::error::Error::source(&source).is_some_and(|s| s.to_string().contains("refused")) {
+                    Error::NotRunning { path: path.to_owned() }
+                } else {
+                    Error::Connect { path: path.to_owned(), source }
+                }
+            })?;
+        Ok(Self { client: ControlClient::new(channel) })
+    }
+
+    pub async fn status(&mut self) -> Result<pb::StatusResponse, Error> {
+        let reply =
+            self.client.status(pb::StatusRequest {}).await.map_err(|status| Error::Call { status })?;
+        Ok(reply.into_inner())
+    }
+
+    pub async fn reload(&mut self) -> Result<pb::ReloadResponse, Error> {
+        let reply =
+            self.client.reload(pb::ReloadRequest {}).await.map_err(|status| Error::Call { status })?;
+        Ok(reply.into_inner())
+    }
+
+    pub async fn route(&mut self, host: &str) -> Result<pb::RouteResponse, Error> {
+        let reply = self
+            .client
+            .route(pb::RouteRequest { host: host.to_owned() })
+            .await
+            .map_err(|status| Error::Call { status })?;
+        Ok(reply.into_inner())
+    }
+}

@@ -1,0 +1,59 @@
+//! How results are printed for `-o`: tables for people, JSON for scripts. Commands build data;
+//! only this module turns it into text on stdout.
+
+use comfy_table::presets::UTF8_FULL_CONDENSED;
+use comfy_table::{ContentArrangement, Table};
+use serde::Serialize;
+
+/// The output formats most commands accept.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, clap::ValueEnum)]
+pub enum Format {
+    /// Human-readable text and tables.
+    #[default]
+    Table,
+    /// One JSON document.
+    Json,
+}
+
+/// A table with our house style; `headers` first, then rows.
+pub fn table<I, R>(headers: &[&str], rows: I) -> Table
+where
+    I: IntoIterator<Item = R>,
+    R: IntoIterator<Item = String>,
+{
+    let mut table = Table::new();
+    table.load_style(UTF8_FULL_CONDENSED).set_content_arrangement(ContentArrangement::Dynamic);
+    table.set_header(headers.iter().copied());
+    for row in rows {
+        table.add_row(row);
+    }
+    table
+}
+
+/// Prints `value` as pretty JSON on stdout.
+pub fn json<T: Serialize>(value: &T) -> anyhow::Result<()> {
+    println!("{}", serde_json::to_string_pretty(value)?);
+    Ok(())
+}
+
+/// "3h 4m" style ages for people.
+pub fn age(seconds: u64) -> String {
+    let (d, h, m, s) = (seconds / 86_400, seconds / 3600 % 24, seconds / 60 % 60, seconds % 60);
+    match (d, h, m) {
+        (0, 0, 0) => format!("{s}s"),
+        (0, 0, _) => format!("{m}m {s}s"),
+        (0, _, _) => format!("{h}h {m}m"),
+        _ => format!("{d}d {h}h"),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    #[test]
+    fn ages_read_naturally() {
+        assert_eq!(super::age(5), "5s");
+        assert_eq!(super::age(65), "1m 5s");
+        assert_eq!(super::age(3 * 3600 + 240), "3h 4m");
+        assert_eq!(super::age(2 * 86_400 + 3600), "2d 1h");
+    }
+}

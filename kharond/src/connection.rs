@@ -1,0 +1,116 @@
+//! The spine of one client connection, top to bottom:
+//!
+//! ```text
+//! socks::handshake   greeting, optional auth, request, under a deadline  → Target
+//! routing lookup     the current table snapshot                          → Route (direct | jumphost)
+//! dial               direct TCP, or a channel from the chain's last hop  → Upstream
+//! socks reply        success, or the reply code of the failure
+//! relay              splice / buffered copy both ways, half-close honoured → Transfer
+//! ```
+//!
+//! It calls the error mappings but implements none of them.
+
+use std::net::SocketAddr;
+use std::sync::Arc;
+use std::time::Instant;
+
+use kharon_shared::routing::Route;
+use tokio::net::TcpStream;
+use tracing::{debug, info};
+
+use crate::dial::{self, Upstream};
+use crate::relay;
+use crate::socks::{self, Target};
+use crate::state::{Path, State};
+
+/// Per-connection buffer for routed downloads (see relay.rs for why it is bounded).
+const TUNNEL_BUFFER: usize = 8 * 1024 * 1024;
+
+/// Serves one accepted client until its connection ends. Errors end here, in the client's own
+/// span; they never reach the accept loop.
+pub async fn serve(state: Arc<State>, stream: TcpStream, peer: SocketAddr) {
+    let _ = stream.set_nodelay(true);
+    let request =
+        match socks::handshake(stream, state.proxy.auth.as_ref(), state.proxy.handshake_timeout).await {
+            Ok(request) => request,
+            Err(e) => {
+                state.stats.failed();
+                debug!(client.addr = %peer, "handshake failed: {e}");
+                return;
+            }
+        };
+    let target = request.target.clone();
+
+    // One table snapshot per connection: a reload in the middle changes nothing for it.
+    let table = state.table();
+    let route = match &target {
+        Target::Ip(_) => Route::Direct,
+        Target::Name(name, _) => table.table.lookup(name),
+    };
+    let (path, jumphost) = match route {
+        Route::Direct => (Path::Direct, None),
+        Route::Jumphost(r) => (Path::Jumphost, Some(r.jumphost.to_owned())),
+    };
+    drop(table);
+
+    let started = Instant::now();
+    let timeout = state.proxy.connect_timeout;
+    let upstream = match &jumphost {
+        None => dial::direct(&target, timeout).await,
+        Some(jumphost) => dial::via_jumphost(&state.pool, jumphost, &target, timeout).await,
+    };
+    let upstream = match upstream {
+        Ok(upstream) => upstream,
+        Err(e) => {
+            state.stats.failed();
+            let code = socks::reply_code(e.kind());
+            match path {
+                // A routed failure is something the user can act on (dead jump host, ssh config).
+                Path::Jumphost => {
+                    info!(client.addr = %peer, %target, via = path.as_str(), "cannot connect: {e}")
+                }
+                Path::Direct => {
+                    debug!(client.addr = %peer, %target, via = path.as_str(), "cannot connect: {e}")
+                }
+            }
+            request.reply_error(code).await;
+            return;
+        }
+    };
+
+    let _open = state.stats.open(path);
+    let bound = match &upstream {
+        Upstream::Tcp(tcp) => tcp.local_addr().unwrap_or(SocketAddr::from(([0, 0, 0, 0], 0))),
+        Upstream::Tunnel(_) => SocketAddr::from(([0, 0, 0, 0], 0)),
+    };
+    let mut client = match request.reply_success(bound).await {
+        Ok(client) => client,
+        Err(e) => {
+            debug!(client.addr = %peer, %target, "client left before the reply: {e}");
+            return;
+        }
+    };
+    debug!(client.addr = %peer, %target, via = path.as_str(), jumphost = jumphost.as_deref(), "open");
+
+    let result = match upstream {
+        Upstream::Tcp(mut tcp) => relay::tcp(&mut client, &mut tcp).await.map_err(relay::Error::from),
+        Upstream::Tunnel(tunnel) => {
+            relay::buffered(&mut client, tunnel, TUNNEL_BUFFER, state.proxy.stall_timeout).await
+        }
+    };
+    let elapsed = started.elapsed();
+    match result {
+        Ok(t) => {
+            state.stats.transferred(t.up, t.down);
+            debug!(client.addr = %peer, %target, via = path.as_str(), up = t.up, down = t.down, ?elapsed, "closed");
+        }
+        Err(relay::Error::Stalled(after, bytes)) => {
+            info!(client.addr = %peer, %target, via = path.as_str(),
+                "dropped a client that read nothing for {after:?} with {bytes} bytes waiting; \
+                 other connections on the same jump host keep flowing");
+        }
+        Err(e) => {
+            debug!(client.addr = %peer, %target, via = path.as_str(), ?elapsed, "closed with error: {e}")
+        }
+    }
+}

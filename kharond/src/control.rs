@@ -1,0 +1,186 @@
+//! The control API (gRPC over the Unix socket): `Status`, `Reload`, `Route`. It converts between
+//! proto messages and daemon types and calls [`State`]; no business logic lives here. Only the
+//! user who runs the daemon may call it (peer credentials are checked on every request).
+
+use std::sync::Arc;
+use std::sync::atomic::Ordering;
+use std::time::{SystemTime, UNIX_EPOCH};
+
+use kharon_shared::proto::v1 as pb;
+use kharon_shared::routing::{self, Via};
+use tonic::{Request, Response, Status};
+
+use crate::inventory::LoadedTable;
+use crate::ssh;
+use crate::state::State;
+
+pub struct Control {
+    state: Arc<State>,
+}
+
+impl Control {
+    pub fn new(state: Arc<State>) -> Self {
+        Self { state }
+    }
+
+    pub fn into_service(self) -> pb::control_server::ControlServer<Self> {
+        pb::control_server::ControlServer::new(self)
+    }
+}
+
+/// Refuses callers that are not us. The socket is 0600 in a 0700 directory already; this also
+/// holds if someone loosens those modes (OpenSSH's agent-getpeereid check does the same).
+fn authorize<T>(request: &Request<T>) -> Result<(), Status> {
+    let me = kharon_shared::paths::uid();
+    let peer = request
+        .extensions()
+        .get::<tonic::transport::server::UdsConnectInfo>()
+        .and_then(|info| info.peer_cred)
+        .map(|cred| cred.uid());
+    match peer {
+        Some(uid) if uid == me => Ok(()),
+        Some(uid) => {
+            Err(Status::permission_denied(format!("uid {uid} may not control this kharond (uid {me})")))
+        }
+        // Not a Unix socket (tests calling the service in-process): nothing to check.
+        None => Ok(()),
+    }
+}
+
+fn unix_ms(t: SystemTime) -> i64 {
+    t.duration_since(UNIX_EPOCH).map(|d| i64::try_from(d.as_millis()).unwrap_or(i64::MAX)).unwrap_or(0)
+}
+
+fn inventory_info(state: &State, loaded: &LoadedTable) -> pb::InventoryInfo {
+    let report = loaded.table.report();
+    let claim = |c: &routing::Claim| pb::Claim { cluster: c.cluster.clone(), jumphost: c.jumphost.clone() };
+    let count = |n: usize| u32::try_from(n).unwrap_or(u32::MAX);
+    pb::InventoryInfo {
+        source_kind: state.source.kind().to_owned(),
+        source_path: state.source.path().display().to_string(),
+        loaded_at_ms: unix_ms(loaded.loaded_at),
+        modified_at_ms: loaded.modified_at.map(unix_ms).unwrap_or(0),
+        clusters_total: count(report.clusters_total),
+        clusters_ignored: count(report.clusters_ignored),
+        clusters_routed: count(report.clusters_routed),
+        include_suffixes: count(report.include_suffixes),
+        exclude_suffixes: count(report.exclude_suffixes),
+        conflicts: report
+            .conflicts
+            .iter()
+            .map(|c| pb::Conflict {
+                suffix: c.suffix.clone(),
+                winner: Some(claim(&c.winner)),
+                shadowed: c.shadowed.iter().map(claim).collect(),
+            })
+            .collect(),
+        warnings: report.warnings.clone(),
+        jumphosts: count(loaded.table.jumphosts().len()),
+    }
+}
+
+fn chain_status(health: ssh::ChainHealth) -> pb::ChainStatus {
+    let state = match health.state {
+        ssh::ChainState::Idle => pb::ChainState::Idle,
+        ssh::ChainState::Connecting => pb::ChainState::Connecting,
+        ssh::ChainState::Connected => pb::ChainState::Connected,
+        ssh::ChainState::Failed => pb::ChainState::Failed,
+    };
+    pb::ChainStatus {
+        jumphost: health.jumphost,
+        hops: health.hops,
+        state: state.into(),
+        since_ms: unix_ms(health.since),
+        last_error: health.last_error.unwrap_or_default(),
+        open_channels: health.open_channels,
+        bytes_up: health.bytes_up,
+        bytes_down: health.bytes_down,
+        next_retry_ms: health.next_retry.map(unix_ms).unwrap_or(0),
+    }
+}
+
+#[tonic::async_trait]
+impl pb::control_server::Control for Control {
+    async fn status(
+        &self,
+        request: Request<pb::StatusRequest>,
+    ) -> Result<Response<pb::StatusResponse>, Status> {
+        authorize(&request)?;
+        let state = &self.state;
+        let loaded = state.table();
+        let stats = &state.stats;
+        let now = SystemTime::now();
+        Ok(Response::new(pb::StatusResponse {
+            version: kharon_shared::VERSION.to_owned(),
+            pid: std::process::id(),
+            started_at_ms: unix_ms(state.started_at),
+            uptime_seconds: now.duration_since(state.started_at).map(|d| d.as_secs()).unwrap_or(0),
+            listen_address: state.listen.to_string(),
+            control_socket: state.control_socket.display().to_string(),
+            inventory: Some(inventory_info(state, &loaded)),
+            connections: Some(pb::ConnectionStats {
+                open_direct: stats.open_direct.load(Ordering::Relaxed),
+                open_jumphost: stats.open_jumphost.load(Ordering::Relaxed),
+                total_direct: stats.total_direct.load(Ordering::Relaxed),
+                total_jumphost: stats.total_jumphost.load(Ordering::Relaxed),
+                failed: stats.failed.load(Ordering::Relaxed),
+                bytes_up: stats.bytes_up.load(Ordering::Relaxed),
+                bytes_down: stats.bytes_down.load(Ordering::Relaxed),
+            }),
+            chains: state.pool.status().into_iter().map(chain_status).collect(),
+            socks_auth_required: state.proxy.auth.is_some(),
+        }))
+    }
+
+    async fn reload(
+        &self,
+        request: Request<pb::ReloadRequest>,
+    ) -> Result<Response<pb::ReloadResponse>, Status> {
+        authorize(&request)?;
+        let state = Arc::clone(&self.state);
+        // Reading and compiling a large inventory is blocking work.
+        let outcome = tokio::task::spawn_blocking(move || state.reload())
+            .await
+            .map_err(|e| Status::internal(format!("reload task failed: {e}")))?;
+        match outcome {
+            Ok(outcome) => {
+                let loaded = self.state.table();
+                tracing::info!(
+                    added = outcome.routes_added.len(),
+                    removed = outcome.routes_removed.len(),
+                    "reloaded routing table from {}",
+                    self.state.source.path().display()
+                );
+                Ok(Response::new(pb::ReloadResponse {
+                    inventory: Some(inventory_info(&self.state, &loaded)),
+                    routes_added: outcome.routes_added,
+                    routes_removed: outcome.routes_removed,
+                }))
+            }
+            Err(e) => {
+                tracing::warn!("{e}");
+                Err(Status::failed_precondition(e.to_string()))
+            }
+        }
+    }
+
+    async fn route(&self, request: Request<pb::RouteRequest>) -> Result<Response<pb::RouteResponse>, Status> {
+        authorize(&request)?;
+        let host = request.into_inner().host;
+        let loaded = self.state.table();
+        let e = loaded.table.explain(&host);
+        let via = match e.via {
+            Via::Direct => pb::Via::Direct,
+            Via::Jumphost => pb::Via::Jumphost,
+        };
+        Ok(Response::new(pb::RouteResponse {
+            host: e.host,
+            via: via.into(),
+            jumphost: e.jumphost.unwrap_or_default(),
+            cluster: e.cluster.unwrap_or_default(),
+            suffix: e.suffix.unwrap_or_default(),
+            reason: e.reason,
+            rule: e.rule.as_str().to_owned(),
+        }))
+    }
+}

@@ -1,0 +1,245 @@
+//! kharond: flags → settings → logging → inventory → listeners → [`daemon::run`].
+//!
+//! A startup problem is one line on stderr and a non-zero exit code, never a panic or a trace.
+//!
+//! # Layout
+//! - [`daemon`]: runs listener, control server and signals; the only file that knows them all.
+//! - [`listener`]: accept loop, connection limit, drain. [`connection`]: the per-client spine.
+//! - [`socks`]: SOCKS5 handshake and replies. [`dial`]: direct or via a jump host.
+//!   [`relay`]: moving bytes (splice, buffered).
+//! - [`state`]: routing table snapshot, SSH pool, counters. [`inventory`]: loading the routing data.
+//! - [`control`]: the gRPC control API. [`ssh`]: the SSH engine.
+
+mod connection;
+mod control;
+mod daemon;
+mod dial;
+mod inventory;
+mod listener;
+mod relay;
+mod socks;
+mod ssh;
+mod state;
+
+use std::collections::HashMap;
+use std::path::PathBuf;
+use std::process::ExitCode;
+use std::sync::Arc;
+use std::time::Duration;
+
+use anyhow::Context as _;
+use clap::Parser;
+use kharon_shared::config::{self, Config, Overrides};
+use tracing_subscriber::EnvFilter;
+
+/// Exit codes; listed in `--help`.
+mod exit {
+    /// Settings, inventory or ssh config are unusable.
+    pub const CONFIG: u8 = 2;
+    /// The listen port or control socket is taken, or another daemon runs.
+    pub const UNAVAILABLE: u8 = 3;
+    /// The daemon failed while running.
+    pub const RUNTIME: u8 = 1;
+}
+
+#[derive(Parser, Debug)]
+#[command(
+    name = "kharond",
+    version,
+    about = "Local SOCKS5 proxy that routes cluster hosts through their SSH jump hosts",
+    long_about = "kharond listens for SOCKS5 clients (curl, kubectl, oc, browsers) and connects each \
+        destination either directly or, when its name matches a cluster's domains, through that \
+        cluster's SSH jump host chain from ~/.ssh/config. Routing comes from the Lieutenant \
+        inventory cache (`kharonctl update`) or from a /clusters JSON file (--inventory). \
+        kharonctl talks to it over the control socket.",
+    after_help = "Examples:\n  kharond --inventory contrib/examples/inventory.json\n  \
+        HTTPS_PROXY=socks5h://127.0.0.1:12000 curl https://api.c-example.vshnmanaged.net:6443/version\n\n\
+        Exit codes: 0 stopped cleanly; 1 failed while running; 2 bad settings, inventory or ssh config; \
+        3 listen address or control socket already in use.\n\n\
+        Logging: RUST_LOG (e.g. RUST_LOG=kharond=debug) or -v/-vv."
+)]
+struct Cli {
+    /// Config file (TOML) [env: KHARON_CONFIG] [default: <config dir>/kharon/config.toml]
+    #[arg(long, value_name = "FILE")]
+    config: Option<PathBuf>,
+    /// SOCKS5 listen address; non-loopback needs [socks] username/password [env: KHARON_LISTEN] [default: 127.0.0.1:12000]
+    #[arg(long, value_name = "ADDR:PORT")]
+    listen: Option<String>,
+    /// Route by this Lieutenant /clusters JSON file instead of the local cache [env: KHARON_INVENTORY]
+    #[arg(long, value_name = "FILE")]
+    inventory: Option<PathBuf>,
+    /// ssh_config to read jump host chains from [env: KHARON_SSH_CONFIG] [default: ~/.ssh/config]
+    #[arg(long, value_name = "FILE")]
+    ssh_config: Option<PathBuf>,
+    /// Control socket path [env: KHARON_CONTROL_SOCKET] [default: $XDG_RUNTIME_DIR/kharon/kharond.sock]
+    #[arg(long, value_name = "PATH")]
+    control_socket: Option<PathBuf>,
+    /// More logging: -v debug for kharond, -vv debug for everything
+    #[arg(short, long, action = clap::ArgAction::Count)]
+    verbose: u8,
+}
+
+struct Failure {
+    code: u8,
+    error: anyhow::Error,
+}
+
+fn fail(code: u8) -> impl FnOnce(anyhow::Error) -> Failure {
+    move |error| Failure { code, error }
+}
+
+fn main() -> ExitCode {
+    let cli = Cli::parse();
+    init_logging(cli.verbose);
+    let runtime = match tokio::runtime::Builder::new_multi_thread().enable_all().build() {
+        Ok(rt) => rt,
+        Err(e) => {
+            eprintln!("kharond: cannot start the async runtime: {e}");
+            return ExitCode::from(exit::RUNTIME);
+        }
+    };
+    match runtime.block_on(start(cli)) {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(Failure { code, error }) => {
+            eprintln!("kharond: {error:#}");
+            ExitCode::from(code)
+        }
+    }
+}
+
+/// Logs go to stderr; under systemd (JOURNAL_STREAM set) without timestamps or colours, since the
+/// journal adds its own. fast-socks5 logs client passwords at debug, so it is capped at info
+/// whatever RUST_LOG says (house rule: no secret is ever logged).
+fn init_logging(verbose: u8) {
+    let default = match verbose {
+        0 => "info",
+        1 => "info,kharond=debug",
+        _ => "debug",
+    };
+    let filter = EnvFilter::try_from_default_env().unwrap_or_else(|_| EnvFilter::new(default));
+    let filter = match "fast_socks5=info".parse() {
+        Ok(directive) => filter.add_directive(directive),
+        Err(_) => filter,
+    };
+    let journald = std::env::var_os("JOURNAL_STREAM").is_some();
+    let builder = tracing_subscriber::fmt().with_env_filter(filter).with_writer(std::io::stderr);
+    if journald {
+        builder.without_time().with_ansi(false).with_target(false).init();
+    } else {
+        builder.init();
+    }
+}
+
+async fn start(cli: Cli) -> Result<(), Failure> {
+    let overrides = Overrides {
+        config: cli.config,
+        listen: cli.listen,
+        inventory: cli.inventory,
+        ssh_config: cli.ssh_config,
+        control_socket: cli.control_socket,
+    };
+    let config = Config::load(&overrides).map_err(|e| fail(exit::CONFIG)(e.into()))?;
+    raise_fd_limit();
+
+    let source = match &config.inventory {
+        Some(file) => inventory::Source::File(file.value.clone()),
+        None => inventory::Source::Cache(kharon_shared::cache::path(&config.cache_dir.value)),
+    };
+    let table = inventory::load(&source).map_err(|e| {
+        let hint = match &source {
+            inventory::Source::Cache(_) => {
+                "\nno routing information: run `kharonctl update` to fetch it from Lieutenant, or start with \
+                 --inventory FILE (a Lieutenant /clusters JSON such as contrib/examples/inventory.json)"
+            }
+            inventory::Source::File(_) => "",
+        };
+        fail(exit::CONFIG)(anyhow::anyhow!("{e}{hint}"))
+    })?;
+    let report = table.table.report();
+    tracing::info!(
+        source = %source.path().display(),
+        clusters = report.clusters_total,
+        routed = report.clusters_routed,
+        suffixes = report.include_suffixes,
+        conflicts = report.conflicts.len(),
+        "routing table loaded"
+    );
+    for conflict in &report.conflicts {
+        tracing::warn!(
+            "suffix {} is claimed by clusters with different jump hosts; {} ({}) wins over {}",
+            conflict.suffix,
+            conflict.winner.cluster,
+            conflict.winner.jumphost,
+            conflict
+                .shadowed
+                .iter()
+                .map(|c| format!("{} ({})", c.cluster, c.jumphost))
+                .collect::<Vec<_>>()
+                .join(", ")
+        );
+    }
+    for warning in &report.warnings {
+        tracing::warn!("{warning}");
+    }
+
+    let env: HashMap<String, String> = std::env::vars().collect();
+    let home = env.get("HOME").map(PathBuf::from).unwrap_or_else(|| PathBuf::from("/"));
+    let pool = ssh::Pool::new(ssh::PoolSettings {
+        ssh_config: config.ssh_config.value.clone(),
+        home,
+        env,
+        connect_timeout: config.connect_timeout.value,
+    })
+    .map_err(|e| fail(exit::CONFIG)(e.into()))?;
+    for (jumphost, error) in pool.validate(&table.table.jumphosts()) {
+        tracing::warn!("jump host {jumphost}: {error}");
+    }
+
+    let listen = config.listen.value;
+    let socks = tokio::net::TcpListener::bind(listen)
+        .await
+        .with_context(|| {
+            format!(
+                "cannot listen on {listen} (from {}); is another proxy or kharond using that port? \
+                 pick another with --listen",
+                config.listen.source
+            )
+        })
+        .map_err(fail(exit::UNAVAILABLE))?;
+    let listen = socks.local_addr().map_err(|e| fail(exit::RUNTIME)(e.into()))?;
+    let control_path = config.control_socket.value.clone();
+    let control = daemon::bind_control_socket(&control_path).await.map_err(|e| {
+        let code = match e {
+            daemon::Error::AlreadyRunning { .. } => exit::UNAVAILABLE,
+            _ => exit::CONFIG,
+        };
+        fail(code)(e.into())
+    })?;
+
+    let proxy = state::ProxySettings {
+        auth: config.socks_auth.as_ref().map(|s| s.value.clone()),
+        handshake_timeout: config.handshake_timeout.value,
+        connect_timeout: config.connect_timeout.value,
+        stall_timeout: STALL_TIMEOUT,
+    };
+    let state = Arc::new(state::State::new(source, proxy, pool, listen, control_path, table));
+    daemon::run(state, socks, control, std::future::pending())
+        .await
+        .map_err(|e| fail(exit::RUNTIME)(e.into()))
+}
+
+/// How long a routed client may leave its buffer full before it is dropped (relay.rs).
+const STALL_TIMEOUT: Duration = Duration::from_secs(config::STALL_TIMEOUT_SECS);
+
+/// Every connection costs two descriptors; the default soft limit (1024) would cap us at ~500
+/// clients while the hard limit is usually far higher.
+fn raise_fd_limit() {
+    let mut limit = libc::rlimit { rlim_cur: 0, rlim_max: 0 };
+    // SAFETY: getrlimit/setrlimit write/read only the struct we pass.
+    unsafe {
+        if libc::getrlimit(libc::RLIMIT_NOFILE, &mut limit) == 0 && limit.rlim_cur < limit.rlim_max {
+            limit.rlim_cur = limit.rlim_max;
+            let _ = libc::setrlimit(libc::RLIMIT_NOFILE, &limit);
+        }
+    }
+}

@@ -1,0 +1,225 @@
+//! Every ssh_config(5) client keyword of OpenSSH 9.x and what kharon does with it: apply it,
+//! ignore it (it only matters to an interactive `ssh`), or refuse the file because honouring
+//! the config would need it and ignoring it would make kharon connect differently from `ssh`
+//! (other algorithms, another source address, fewer host-key checks, ...).
+//!
+//! Refusal is the safe default: a keyword missing from this table is "unknown" and refused too,
+//! unless the user lists it in `IgnoreUnknown`.
+
+/// The keywords whose values [`super::load`] parses and [`super::resolve`] applies.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(super) enum Key {
+    HostName,
+    User,
+    Port,
+    IdentityFile,
+    IdentitiesOnly,
+    IdentityAgent,
+    CertificateFile,
+    ProxyJump,
+    ProxyCommand,
+    ServerAliveInterval,
+    ServerAliveCountMax,
+    ConnectTimeout,
+    StrictHostKeyChecking,
+    UserKnownHostsFile,
+    GlobalKnownHostsFile,
+    HostKeyAlias,
+}
+
+#[derive(Debug, Clone, Copy)]
+pub(super) enum Kind {
+    Host,
+    Match,
+    Include,
+    IgnoreUnknown,
+    Apply(Key),
+    /// Interactive-only, or OpenSSH itself ignores it (deprecated): logged at debug.
+    Ignore,
+    /// Refused unless its (first) argument is one of these (case-insensitive); those values
+    /// are what `ssh` does anyway, so they are ignored.
+    RefuseUnless(&'static [&'static str], &'static str),
+    /// Refused whatever the value, with the reason.
+    Refuse(&'static str),
+}
+
+const ALGORITHMS: &str = "kharon negotiates algorithms with its SSH library's defaults";
+const BIND: &str = "kharon dials from the default source address";
+const HOST_KEYS: &str = "kharon checks host keys only against known_hosts files";
+
+/// (canonical spelling, what to do). Canonical spellings are what error messages print.
+const TABLE: &[(&str, Kind)] = &[
+    ("Host", Kind::Host),
+    ("Match", Kind::Match),
+    ("Include", Kind::Include),
+    ("IgnoreUnknown", Kind::IgnoreUnknown),
+    ("HostName", Kind::Apply(Key::HostName)),
+    ("User", Kind::Apply(Key::User)),
+    ("Port", Kind::Apply(Key::Port)),
+    ("IdentityFile", Kind::Apply(Key::IdentityFile)),
+    ("IdentitiesOnly", Kind::Apply(Key::IdentitiesOnly)),
+    ("IdentityAgent", Kind::Apply(Key::IdentityAgent)),
+    ("CertificateFile", Kind::Apply(Key::CertificateFile)),
+    ("ProxyJump", Kind::Apply(Key::ProxyJump)),
+    ("ProxyCommand", Kind::Apply(Key::ProxyCommand)),
+    ("ServerAliveInterval", Kind::Apply(Key::ServerAliveInterval)),
+    ("ServerAliveCountMax", Kind::Apply(Key::ServerAliveCountMax)),
+    ("ConnectTimeout", Kind::Apply(Key::ConnectTimeout)),
+    ("StrictHostKeyChecking", Kind::Apply(Key::StrictHostKeyChecking)),
+    ("UserKnownHostsFile", Kind::Apply(Key::UserKnownHostsFile)),
+    ("GlobalKnownHostsFile", Kind::Apply(Key::GlobalKnownHostsFile)),
+    ("HostKeyAlias", Kind::Apply(Key::HostKeyAlias)),
+    // Interactive sessions, forwarding, multiplexing, logging: a tunnel does none of it.
+    ("AddKeysToAgent", Kind::Ignore),
+    ("BatchMode", Kind::Ignore),
+    ("CanonicalDomains", Kind::Ignore), // only used with CanonicalizeHostname, refused below
+    ("CanonicalizeFallbackLocal", Kind::Ignore),
+    ("CanonicalizeMaxDots", Kind::Ignore),
+    ("CanonicalizePermittedCNAMEs", Kind::Ignore),
+    ("ChallengeResponseAuthentication", Kind::Ignore),
+    ("ChannelTimeout", Kind::Ignore),
+    ("CheckHostIP", Kind::Ignore), // an extra warning in ssh; off by default since 8.5
+    ("ClearAllForwardings", Kind::Ignore),
+    ("Compression", Kind::Ignore),
+    ("ConnectionAttempts", Kind::Ignore), // the pool has its own retry
+    ("ControlMaster", Kind::Ignore),
+    ("ControlPath", Kind::Ignore),
+    ("ControlPersist", Kind::Ignore),
+    ("DynamicForward", Kind::Ignore),
+    ("EnableEscapeCommandline", Kind::Ignore),
+    ("EnableSSHKeysign", Kind::Ignore), // only for HostbasedAuthentication, refused below
+    ("EscapeChar", Kind::Ignore),
+    ("ExitOnForwardFailure", Kind::Ignore),
+    ("FingerprintHash", Kind::Ignore),
+    ("ForkAfterAuthentication", Kind::Ignore),
+    ("ForwardAgent", Kind::Ignore),
+    ("ForwardX11", Kind::Ignore),
+    ("ForwardX11Timeout", Kind::Ignore),
+    ("ForwardX11Trusted", Kind::Ignore),
+    ("GatewayPorts", Kind::Ignore),
+    ("HashKnownHosts", Kind::Ignore),
+    ("IPQoS", Kind::Ignore),
+    ("KbdInteractiveAuthentication", Kind::Ignore),
+    ("KbdInteractiveDevices", Kind::Ignore),
+    ("KeepAlive", Kind::Ignore),
+    ("LocalCommand", Kind::Ignore),
+    ("LocalForward", Kind::Ignore),
+    ("LogLevel", Kind::Ignore),
+    ("LogVerbose", Kind::Ignore),
+    ("NumberOfPasswordPrompts", Kind::Ignore),
+    ("ObscureKeystrokeTiming", Kind::Ignore),
+    ("PasswordAuthentication", Kind::Ignore),
+    ("PermitLocalCommand", Kind::Ignore),
+    ("PermitRemoteOpen", Kind::Ignore),
+    ("PreferredAuthentications", Kind::Ignore), // kharon only does publickey
+    ("RekeyLimit", Kind::Ignore),
+    ("RemoteCommand", Kind::Ignore),
+    ("RemoteForward", Kind::Ignore),
+    ("RequestTTY", Kind::Ignore),
+    ("SendEnv", Kind::Ignore),
+    ("SessionType", Kind::Ignore),
+    ("SetEnv", Kind::Ignore),
+    ("StdinNull", Kind::Ignore),
+    ("StreamLocalBindMask", Kind::Ignore),
+    ("StreamLocalBindUnlink", Kind::Ignore),
+    ("SyslogFacility", Kind::Ignore),
+    ("Tag", Kind::Ignore),
+    ("TCPKeepAlive", Kind::Ignore),
+    ("Tunnel", Kind::Ignore),
+    ("TunnelDevice", Kind::Ignore),
+    ("UpdateHostKeys", Kind::Ignore),
+    ("UseKeychain", Kind::Ignore),
+    ("VisualHostKey", Kind::Ignore),
+    ("WarnWeakCrypto", Kind::Ignore),
+    ("XAuthLocation", Kind::Ignore),
+    // Deprecated or removed keywords that OpenSSH itself only warns about.
+    ("AFSTokenPassing", Kind::Ignore),
+    ("Cipher", Kind::Ignore),
+    ("CompressionLevel", Kind::Ignore),
+    ("FallBackToRsh", Kind::Ignore),
+    ("GlobalKnownHostsFile2", Kind::Ignore),
+    ("KerberosAuthentication", Kind::Ignore),
+    ("KerberosTGTPassing", Kind::Ignore),
+    ("Protocol", Kind::Ignore),
+    ("RhostsAuthentication", Kind::Ignore),
+    ("RhostsRSAAuthentication", Kind::Ignore),
+    ("RSAAuthentication", Kind::Ignore),
+    ("SkeyAuthentication", Kind::Ignore),
+    ("TISAuthentication", Kind::Ignore),
+    ("UsePrivilegedPort", Kind::Ignore),
+    ("UseRoaming", Kind::Ignore),
+    ("UseRsh", Kind::Ignore),
+    ("UserKnownHostsFile2", Kind::Ignore),
+    // Would change how kharon connects, authenticates or trusts a host.
+    ("AddressFamily", Kind::RefuseUnless(&["any"], "kharon dials every address family")),
+    ("BindAddress", Kind::Refuse(BIND)),
+    ("BindInterface", Kind::Refuse(BIND)),
+    ("CanonicalizeHostname", Kind::RefuseUnless(&["no", "false"], "kharon does not canonicalize host names")),
+    ("CASignatureAlgorithms", Kind::Refuse(ALGORITHMS)),
+    ("Ciphers", Kind::Refuse(ALGORITHMS)),
+    ("DSAAuthentication", Kind::RefuseUnless(&["yes", "true"], "kharon always authenticates by public key")),
+    ("HostbasedAcceptedAlgorithms", Kind::Refuse(ALGORITHMS)),
+    (
+        "HostbasedAuthentication",
+        Kind::RefuseUnless(&["no", "false"], "kharon authenticates by public key only"),
+    ),
+    ("HostbasedKeyTypes", Kind::Refuse(ALGORITHMS)),
+    ("HostKeyAlgorithms", Kind::Refuse(ALGORITHMS)),
+    ("KexAlgorithms", Kind::Refuse(ALGORITHMS)),
+    ("KnownHostsCommand", Kind::RefuseUnless(&["none"], HOST_KEYS)),
+    ("MACs", Kind::Refuse(ALGORITHMS)),
+    (
+        "NoHostAuthenticationForLocalhost",
+        Kind::RefuseUnless(&["no", "false"], "kharon checks the host key of localhost too"),
+    ),
+    ("PKCS11Provider", Kind::RefuseUnless(&["none"], "kharon uses keys from the agent and key files only")),
+    ("ProxyUseFdpass", Kind::RefuseUnless(&["no", "false"], "kharon reads the ProxyCommand's stdout")),
+    ("PubkeyAcceptedAlgorithms", Kind::Refuse(ALGORITHMS)),
+    ("PubkeyAcceptedKeyTypes", Kind::Refuse(ALGORITHMS)),
+    (
+        "PubkeyAuthentication",
+        Kind::RefuseUnless(
+            &["yes", "true", "unbound", "host-bound"],
+            "kharon always authenticates by public key",
+        ),
+    ),
+    ("RefuseConnection", Kind::RefuseUnless(&["no", "false"], "ssh itself would refuse this connection")),
+    ("RequiredRSASize", Kind::Refuse("kharon applies its SSH library's RSA key size limits")),
+    ("RevokedHostKeys", Kind::RefuseUnless(&["none"], HOST_KEYS)),
+    (
+        "SecurityKeyProvider",
+        Kind::RefuseUnless(&["internal"], "kharon uses keys from the agent and key files only"),
+    ),
+    ("SmartcardDevice", Kind::RefuseUnless(&["none"], "kharon uses keys from the agent and key files only")),
+    ("VerifyHostKeyDNS", Kind::RefuseUnless(&["no", "false", "ask"], HOST_KEYS)),
+];
+
+/// Looks a keyword up case-insensitively, as OpenSSH does.
+pub(super) fn lookup(keyword: &str) -> Option<(&'static str, Kind)> {
+    if keyword.len() > 6 && keyword[..6].eq_ignore_ascii_case("gssapi") {
+        // GSSAPIAuthentication, GSSAPIDelegateCredentials and the Debian GSSAPIKeyExchange family.
+        return Some(("GSSAPI*", Kind::Ignore));
+    }
+    TABLE.iter().find(|(name, _)| name.eq_ignore_ascii_case(keyword)).copied()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn lookup_ignores_case_and_knows_gssapi() {
+        assert!(matches!(lookup("proxyjump"), Some(("ProxyJump", Kind::Apply(Key::ProxyJump)))));
+        assert!(matches!(lookup("GSSAPIAuthentication"), Some((_, Kind::Ignore))));
+        assert!(lookup("Frobnicate").is_none());
+    }
+
+    #[test]
+    fn table_has_no_duplicates() {
+        for (i, (a, _)) in TABLE.iter().enumerate() {
+            for (b, _) in &TABLE[i + 1..] {
+                assert!(!a.eq_ignore_ascii_case(b), "{a} twice");
+            }
+        }
+    }
+}

@@ -1,0 +1,439 @@
+//! Reading: the config file and its `Include`s → a tree of parsed directives, each with its
+//! file:line. Every line is validated here, once, whether or not any host will use it, and every
+//! bad line is collected so the user sees them all at once.
+//!
+//! The tree keeps the file structure (an `Include` stays a node) because OpenSSH's matching
+//! depends on it: an Include inside a Host block that does not match makes the whole included
+//! file inert, and the included file's `Host` lines do not end the including file's block.
+
+use std::collections::{BTreeSet, HashMap};
+use std::path::{Path, PathBuf};
+use std::time::Duration;
+
+use super::expand;
+use super::jump::{self, JumpSpec, ProxyCommand};
+use super::keyword::{self, Key, Kind};
+use super::lexer::{self, Line};
+use super::pattern;
+use super::{Error, Origin, StrictHostKeyChecking};
+
+/// One `Host` pattern.
+#[derive(Debug, Clone)]
+pub(super) struct HostPattern {
+    pub negated: bool,
+    pub pattern: String,
+}
+
+/// `IdentityAgent`.
+#[derive(Debug, Clone)]
+pub(super) enum Agent {
+    None,
+    Env,
+    /// Unexpanded; legacy `$NAME` already rewritten to `${NAME}`.
+    Path(String),
+}
+
+/// A supported directive's value, parsed and checked; path-like values keep their tokens.
+#[derive(Debug, Clone)]
+pub(super) enum Setting {
+    HostName(String),
+    User(String),
+    Port(u16),
+    IdentityFile(String),
+    IdentitiesOnly(bool),
+    IdentityAgent(Agent),
+    CertificateFile(String),
+    /// `None` is `ProxyJump none`.
+    ProxyJump(Option<Vec<JumpSpec>>),
+    ProxyCommand(ProxyCommand),
+    ServerAliveInterval(Duration),
+    ServerAliveCountMax(u32),
+    /// `None` is `none` or 0: no timeout.
+    ConnectTimeout(Option<Duration>),
+    StrictHostKeyChecking(StrictHostKeyChecking),
+    /// Empty is `none`.
+    UserKnownHostsFile(Vec<String>),
+    GlobalKnownHostsFile(Vec<String>),
+    HostKeyAlias(String),
+}
+
+#[derive(Debug, Clone)]
+pub(super) struct Directive {
+    pub origin: Origin,
+    pub setting: Setting,
+}
+
+#[derive(Debug, Clone)]
+pub(super) enum Item {
+    Host {
+        patterns: Vec<HostPattern>,
+        origin: Origin,
+    },
+    Set(Directive),
+    /// Indices into [`Loaded::files`], in glob order.
+    Include(Vec<usize>),
+}
+
+#[derive(Debug, Clone)]
+pub(super) struct File {
+    pub items: Vec<Item>,
+}
+
+/// Everything `load` learned.
+#[derive(Debug, Clone)]
+pub(super) struct Loaded {
+    pub files: Vec<File>,
+    /// Index of the top-level file in `files`.
+    pub root: usize,
+    /// Files actually read, in reading order.
+    pub read: Vec<PathBuf>,
+    /// Environment variables named by `${VAR}` anywhere in the config.
+    pub env_names: BTreeSet<String>,
+}
+
+pub(super) fn load(path: &Path, home: &Path) -> Result<Loaded, Error> {
+    let mut loader = Loader {
+        home,
+        files: Vec::new(),
+        by_path: HashMap::new(),
+        stack: Vec::new(),
+        read: Vec::new(),
+        errors: Vec::new(),
+        ignore_unknown: Vec::new(),
+        env_names: BTreeSet::new(),
+    };
+    let root = match std::fs::read(path) {
+        Ok(bytes) => loader.file(path, &bytes),
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
+            // OpenSSH treats a missing ~/.ssh/config as empty; so do we (direct hops only).
+            tracing::debug!(path = %path.display(), "no ssh config file; using defaults");
+            loader.files.push(File { items: Vec::new() });
+            loader.files.len() - 1
+        }
+        Err(source) => return Err(Error::Read { path: path.to_owned(), source }),
+    };
+    let Loader { files, read, mut errors, env_names, .. } = loader;
+    match errors.len() {
+        0 => Ok(Loaded { files, root, read, env_names }),
+        1 => Err(errors.remove(0)),
+        _ => Err(Error::Many(errors)),
+    }
+}
+
+struct Loader<'a> {
+    home: &'a Path,
+    files: Vec<File>,
+    /// Canonical path → index, so a file included twice is parsed (and reported) once.
+    by_path: HashMap<PathBuf, usize>,
+    /// Canonical paths of the files being read, outermost first: an Include cycle check.
+    stack: Vec<PathBuf>,
+    read: Vec<PathBuf>,
+    errors: Vec<Error>,
+    /// `IgnoreUnknown` values seen so far. OpenSSH applies the one of the matching Host block;
+    /// validation is host-independent, so any earlier IgnoreUnknown line counts.
+    ignore_unknown: Vec<String>,
+    env_names: BTreeSet<String>,
+}
+
+impl Loader<'_> {
+    /// Parses one file's bytes and returns its index in `files`.
+    fn file(&mut self, path: &Path, bytes: &[u8]) -> usize {
+        let canonical = path.canonicalize().unwrap_or_else(|_| path.to_owned());
+        self.read.push(path.to_owned());
+        self.stack.push(canonical.clone());
+        let text = String::from_utf8_lossy(bytes);
+        let mut items = Vec::new();
+        for (index, raw) in text.lines().enumerate() {
+            let origin = Origin { file: path.to_owned(), line: index + 1 };
+            match self.line(raw, &origin) {
+                Ok(Some(item)) => items.push(item),
+                Ok(None) => {}
+                Err(message) => self.errors.push(Error::Invalid { origin, message }),
+            }
+        }
+        self.stack.pop();
+        self.files.push(File { items });
+        let index = self.files.len() - 1;
+        self.by_path.insert(canonical, index);
+        index
+    }
+
+    fn line(&mut self, raw: &str, origin: &Origin) -> Result<Option<Item>, String> {
+        let Some(line) = lexer::split(raw).map_err(|e| e.to_string())? else {
+            return Ok(None);
+        };
+        let Some((name, kind)) = keyword::lookup(line.keyword) else {
+            if self.ignored(line.keyword) {
+                tracing::debug!(%origin, option = line.keyword, "ignoring option listed in IgnoreUnknown");
+                return Ok(None);
+            }
+            return Err(format!(
+                "unknown option {:?}; fix the spelling, or name it in IgnoreUnknown (before this line)",
+                line.keyword
+            ));
+        };
+        let refused = |this: &Self, what: String, why: &str| {
+            if this.ignored(name) {
+                tracing::debug!(%origin, option = name, "ignoring unsupported option listed in IgnoreUnknown");
+                Ok(None)
+            } else {
+                Err(format!(
+                    "{what} is not supported: {why}; remove it, or name {name} in IgnoreUnknown (before \
+                     this line) to have kharon skip it"
+                ))
+            }
+        };
+        match kind {
+            Kind::Host => {
+                Ok(Some(Item::Host { patterns: host_patterns(&line.args, origin)?, origin: origin.clone() }))
+            }
+            Kind::Match => Err("Match is not supported; move these options into Host blocks".to_owned()),
+            Kind::Include => Ok(Some(Item::Include(self.include(&line.args, origin)))),
+            Kind::IgnoreUnknown => {
+                self.ignore_unknown.push(one(name, &line)?.to_owned());
+                Ok(None)
+            }
+            Kind::Ignore => {
+                tracing::debug!(%origin, option = name, "ignoring ssh config option that only affects interactive ssh");
+                Ok(None)
+            }
+            Kind::RefuseUnless(fine, why) => {
+                if fine.iter().any(|v| v.eq_ignore_ascii_case(&line.args[0])) {
+                    tracing::debug!(%origin, option = name, "ignoring ssh config option set to what kharon does anyway");
+                    Ok(None)
+                } else {
+                    refused(self, format!("{name} {}", line.args.join(" ")), why)
+                }
+            }
+            Kind::Refuse(why) => refused(self, name.to_owned(), why),
+            Kind::Apply(key) => {
+                let setting = self.setting(key, name, &line)?;
+                Ok(Some(Item::Set(Directive { origin: origin.clone(), setting })))
+            }
+        }
+    }
+
+    fn ignored(&self, keyword: &str) -> bool {
+        self.ignore_unknown.iter().any(|list| pattern::list_matches(keyword, list))
+    }
+
+    fn setting(&mut self, key: Key, name: &str, line: &Line<'_>) -> Result<Setting, String> {
+        let prefixed = |message: String| format!("{name}: {message}");
+        Ok(match key {
+            Key::HostName => {
+                let value = one(name, line)?;
+                expand::check(value, expand::HOST_NAME, false).map_err(prefixed)?;
+                Setting::HostName(value.to_owned())
+            }
+            Key::User => Setting::User(one(name, line)?.to_owned()),
+            Key::Port => Setting::Port(jump::parse_port(one(name, line)?).map_err(prefixed)?),
+            Key::IdentityFile => Setting::IdentityFile(self.path(name, one(name, line)?)?),
+            Key::CertificateFile => Setting::CertificateFile(self.path(name, one(name, line)?)?),
+            Key::IdentitiesOnly => Setting::IdentitiesOnly(yes_no(name, one(name, line)?)?),
+            Key::IdentityAgent => Setting::IdentityAgent(match one(name, line)? {
+                "none" => Agent::None,
+                "SSH_AUTH_SOCK" => Agent::Env,
+                // Legacy form: `IdentityAgent $NAME` names a variable holding the socket path.
+                value if value.strip_prefix('$').is_some_and(expand::valid_env_name) => {
+                    Agent::Path(self.path(name, &format!("${{{}}}", &value[1..]))?)
+                }
+                value => Agent::Path(self.path(name, value)?),
+            }),
+            Key::ProxyJump => Setting::ProxyJump(jump::parse_list(line.rest).map_err(prefixed)?),
+            Key::ProxyCommand => {
+                expand::check(line.rest, expand::COMMAND, false).map_err(prefixed)?;
+                Setting::ProxyCommand(jump::parse_proxy_command(line.rest))
+            }
+            Key::ServerAliveInterval => Setting::ServerAliveInterval(time(name, one(name, line)?)?),
+            Key::ServerAliveCountMax => {
+                let value = one(name, line)?;
+                Setting::ServerAliveCountMax(
+                    value.parse().map_err(|_| format!("{name}: bad number {value:?}"))?,
+                )
+            }
+            Key::ConnectTimeout => Setting::ConnectTimeout(match one(name, line)? {
+                v if v.eq_ignore_ascii_case("none") => None,
+                v => Some(time(name, v)?).filter(|t| !t.is_zero()),
+            }),
+            Key::StrictHostKeyChecking => {
+                let value = one(name, line)?;
+                Setting::StrictHostKeyChecking(match value.to_ascii_lowercase().as_str() {
+                    // The daemon cannot ask; refusing is what `ask` does when nobody answers.
+                    "yes" | "true" | "ask" => StrictHostKeyChecking::Yes,
+                    "accept-new" => StrictHostKeyChecking::AcceptNew,
+                    "no" | "false" | "off" => StrictHostKeyChecking::No,
+                    _ => {
+                        return Err(format!("{name}: bad value {value:?} (yes, ask, accept-new, no or off)"));
+                    }
+                })
+            }
+            Key::UserKnownHostsFile => Setting::UserKnownHostsFile(self.paths(name, &line.args, true)?),
+            Key::GlobalKnownHostsFile => Setting::GlobalKnownHostsFile(self.paths(name, &line.args, false)?),
+            Key::HostKeyAlias => Setting::HostKeyAlias(one(name, line)?.to_owned()),
+        })
+    }
+
+    /// Checks a path option's `~`, `${VAR}` and tokens now; expands later, per hop.
+    fn path(&mut self, name: &str, value: &str) -> Result<String, String> {
+        let vars = expand::check(value, expand::PATH, true).map_err(|e| format!("{name}: {e}"))?;
+        self.env_names.extend(vars);
+        Ok(value.to_owned())
+    }
+
+    /// Known-hosts lists; `none` alone means no file. Only the user list takes tokens and
+    /// variables (OpenSSH expands just `~` in GlobalKnownHostsFile).
+    fn paths(&mut self, name: &str, args: &[String], tokens: bool) -> Result<Vec<String>, String> {
+        if args.len() == 1 && args[0] == "none" {
+            return Ok(Vec::new());
+        }
+        args.iter()
+            .map(|arg| {
+                if arg.is_empty() {
+                    Err(format!("{name}: empty argument"))
+                } else if tokens {
+                    self.path(name, arg)
+                } else {
+                    expand::tilde(arg, Path::new("/")).map_err(|e| format!("{name}: {e}"))?;
+                    Ok(arg.clone())
+                }
+            })
+            .collect()
+    }
+
+    /// `Include`: relative paths are under `~/.ssh` (not the including file's directory),
+    /// globs are sorted, a pattern that matches nothing is fine, all as in OpenSSH.
+    fn include(&mut self, args: &[String], origin: &Origin) -> Vec<usize> {
+        let mut included = Vec::new();
+        for arg in args {
+            let pattern = match expand::tilde(arg, self.home) {
+                Ok(p) => self.home.join(".ssh").join(p),
+                Err(e) => {
+                    self.errors
+                        .push(Error::Invalid { origin: origin.clone(), message: format!("Include: {e}") });
+                    continue;
+                }
+            };
+            let paths = if pattern::has_glob_meta(&pattern.to_string_lossy()) {
+                pattern::glob(&pattern)
+            } else if pattern.is_file() {
+                vec![pattern.clone()]
+            } else {
+                Vec::new()
+            };
+            if paths.is_empty() {
+                tracing::debug!(%origin, pattern = %pattern.display(), "Include matched no files");
+            }
+            for path in paths {
+                if let Some(index) = self.include_one(&path, origin) {
+                    included.push(index);
+                }
+            }
+        }
+        included
+    }
+
+    fn include_one(&mut self, path: &Path, origin: &Origin) -> Option<usize> {
+        let canonical = path.canonicalize().unwrap_or_else(|_| path.to_owned());
+        if let Some(start) = self.stack.iter().position(|p| *p == canonical) {
+            let cycle: Vec<String> =
+                self.stack[start..].iter().chain([&canonical]).map(|p| p.display().to_string()).collect();
+            self.errors.push(Error::Invalid {
+                origin: origin.clone(),
+                message: format!("Include cycle: {}; remove one of these Include lines", cycle.join(" -> ")),
+            });
+            return None;
+        }
+        if let Some(&index) = self.by_path.get(&canonical) {
+            return Some(index);
+        }
+        match std::fs::read(path) {
+            Ok(bytes) => Some(self.file(path, &bytes)),
+            Err(source) => {
+                self.errors.push(Error::Read { path: path.to_owned(), source });
+                None
+            }
+        }
+    }
+}
+
+fn one<'l>(name: &str, line: &'l Line<'_>) -> Result<&'l str, String> {
+    match line.args.as_slice() {
+        [value] if value.is_empty() => Err(format!("{name}: empty argument")),
+        [value] => Ok(value),
+        args => Err(format!("{name} takes one argument, found {}", args.len())),
+    }
+}
+
+fn host_patterns(args: &[String], origin: &Origin) -> Result<Vec<HostPattern>, String> {
+    args.iter()
+        .map(|arg| {
+            let (negated, pattern) = match arg.strip_prefix('!') {
+                Some(rest) => (true, rest),
+                None => (false, arg.as_str()),
+            };
+            if pattern.is_empty() {
+                return Err("Host: empty pattern".to_owned());
+            }
+            if pattern.contains(',') {
+                // OpenSSH takes the comma literally (only Match uses comma lists), so this block
+                // matches nothing; almost certainly not what was meant.
+                tracing::warn!(%origin, pattern, "Host patterns are separated by spaces, not commas; this one never matches");
+            }
+            Ok(HostPattern { negated, pattern: pattern.to_owned() })
+        })
+        .collect()
+}
+
+fn yes_no(name: &str, value: &str) -> Result<bool, String> {
+    match value.to_ascii_lowercase().as_str() {
+        "yes" | "true" => Ok(true),
+        "no" | "false" => Ok(false),
+        _ => Err(format!("{name}: expected yes or no, found {value:?}")),
+    }
+}
+
+/// OpenSSH `convtime`: `90`, `90s`, `1m30s`, `1h`, `2d`, `1w`; a bare number is seconds.
+fn time(name: &str, value: &str) -> Result<Duration, String> {
+    let bad = || format!("{name}: bad time {value:?} (e.g. 30, 30s, 5m, 1h30m)");
+    let mut total: u64 = 0;
+    let mut number = String::new();
+    for c in value.chars() {
+        if c.is_ascii_digit() {
+            number.push(c);
+            continue;
+        }
+        let unit = match c.to_ascii_lowercase() {
+            's' => 1,
+            'm' => 60,
+            'h' => 3600,
+            'd' => 86_400,
+            'w' => 604_800,
+            _ => return Err(bad()),
+        };
+        let n: u64 = number.parse().map_err(|_| bad())?;
+        total = n.checked_mul(unit).and_then(|s| total.checked_add(s)).ok_or_else(bad)?;
+        number.clear();
+    }
+    if !number.is_empty() {
+        let n: u64 = number.parse().map_err(|_| bad())?;
+        total = total.checked_add(n).ok_or_else(bad)?;
+    } else if value.is_empty() {
+        return Err(bad());
+    }
+    Ok(Duration::from_secs(total))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn time_follows_convtime() {
+        assert_eq!(time("X", "90"), Ok(Duration::from_secs(90)));
+        assert_eq!(time("X", "1m30s"), Ok(Duration::from_secs(90)));
+        assert_eq!(time("X", "1h30"), Ok(Duration::from_secs(5430)));
+        assert_eq!(time("X", "2W"), Ok(Duration::from_secs(1_209_600)));
+        assert_eq!(time("X", "5x"), Err("X: bad time \"5x\" (e.g. 30, 30s, 5m, 1h30m)".to_owned()));
+        assert!(time("X", "s").is_err());
+    }
+}

@@ -1,0 +1,183 @@
+//! What the daemon knows while it runs: the current routing table (swapped atomically on
+//! reload), where it came from, the proxy settings, and the counters `Status` reports.
+//!
+//! It knows nothing of the SOCKS wire format or of gRPC.
+//!
+//! # Concurrency
+//! Every connection reads the table once, at routing time, through [`State::table`], which is a
+//! lock-free `ArcSwap` load. A reload builds the new table completely and then swaps it in, so a
+//! connection sees either the old table or the new one, never a mix, and a connection that is
+//! already relaying keeps its upstream whatever the reload does.
+
+use std::sync::Arc;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::time::{Duration, SystemTime};
+
+use arc_swap::ArcSwap;
+use kharon_shared::config::SocksAuth;
+
+use crate::inventory::{LoadedTable, Source};
+use crate::ssh;
+
+/// Settings of the SOCKS side, fixed at start.
+#[derive(Debug, Clone)]
+pub struct ProxySettings {
+    pub auth: Option<SocksAuth>,
+    pub handshake_timeout: Duration,
+    pub connect_timeout: Duration,
+    /// How long a routed client may leave a full buffer unread before it is dropped (relay.rs).
+    pub stall_timeout: Duration,
+}
+
+/// Which way a connection went; the word used in logs (`via`), JSON and counters.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Path {
+    Direct,
+    Jumphost,
+}
+
+impl Path {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Path::Direct => "direct",
+            Path::Jumphost => "jumphost",
+        }
+    }
+}
+
+/// Connection counters. Relaxed ordering: they are statistics, not synchronisation.
+#[derive(Debug, Default)]
+pub struct Stats {
+    pub open_direct: AtomicU64,
+    pub open_jumphost: AtomicU64,
+    pub total_direct: AtomicU64,
+    pub total_jumphost: AtomicU64,
+    pub failed: AtomicU64,
+    pub bytes_up: AtomicU64,
+    pub bytes_down: AtomicU64,
+}
+
+impl Stats {
+    /// Counts a connection as open on `path` until the returned guard is dropped.
+    pub fn open(self: &Arc<Self>, path: Path) -> OpenGuard {
+        let (open, total) = self.counters(path);
+        open.fetch_add(1, Ordering::Relaxed);
+        total.fetch_add(1, Ordering::Relaxed);
+        OpenGuard { stats: Arc::clone(self), path }
+    }
+
+    pub fn failed(&self) {
+        self.failed.fetch_add(1, Ordering::Relaxed);
+    }
+
+    pub fn transferred(&self, up: u64, down: u64) {
+        self.bytes_up.fetch_add(up, Ordering::Relaxed);
+        self.bytes_down.fetch_add(down, Ordering::Relaxed);
+    }
+
+    fn counters(&self, path: Path) -> (&AtomicU64, &AtomicU64) {
+        match path {
+            Path::Direct => (&self.open_direct, &self.total_direct),
+            Path::Jumphost => (&self.open_jumphost, &self.total_jumphost),
+        }
+    }
+}
+
+/// Decrements the open-connection counter when the connection ends, however it ends.
+#[derive(Debug)]
+pub struct OpenGuard {
+    stats: Arc<Stats>,
+    path: Path,
+}
+
+impl Drop for OpenGuard {
+    fn drop(&mut self) {
+        self.stats.counters(self.path).0.fetch_sub(1, Ordering::Relaxed);
+    }
+}
+
+/// The daemon's shared state; one `Arc<State>` is handed to every component.
+pub struct State {
+    pub source: Source,
+    pub proxy: ProxySettings,
+    pub pool: Arc<ssh::Pool>,
+    /// The listener's real address (the configured port may have been 0).
+    pub listen: std::net::SocketAddr,
+    pub control_socket: std::path::PathBuf,
+    pub stats: Arc<Stats>,
+    pub started_at: SystemTime,
+    table: ArcSwap<LoadedTable>,
+}
+
+impl State {
+    pub fn new(
+        source: Source,
+        proxy: ProxySettings,
+        pool: Arc<ssh::Pool>,
+        listen: std::net::SocketAddr,
+        control_socket: std::path::PathBuf,
+        table: LoadedTable,
+    ) -> Self {
+        Self {
+            source,
+            proxy,
+            pool,
+            listen,
+            control_socket,
+            stats: Arc::new(Stats::default()),
+            started_at: SystemTime::now(),
+            table: ArcSwap::from_pointee(table),
+        }
+    }
+
+    /// The current table. Cheap; call it once per connection and keep the `Arc`.
+    pub fn table(&self) -> Arc<LoadedTable> {
+        self.table.load_full()
+    }
+
+    /// Replaces the table; returns the one it replaced.
+    pub fn swap_table(&self, table: LoadedTable) -> Arc<LoadedTable> {
+        self.table.swap(Arc::new(table))
+    }
+}
+
+/// What a reload changed, for the `Reload` answer and the log.
+#[derive(Debug, Default)]
+pub struct ReloadOutcome {
+    /// "suffix -> jumphost" lines that appeared or disappeared.
+    pub routes_added: Vec<String>,
+    pub routes_removed: Vec<String>,
+}
+
+#[derive(Debug, thiserror::Error)]
+pub enum ReloadError {
+    #[error("inventory not reloaded, the old routing table stays: {0}")]
+    Inventory(#[from] crate::inventory::Error),
+}
+
+impl State {
+    /// Re-reads the inventory and the ssh config, then swaps the table in one step. A failure
+    /// keeps the old table; connections already relaying are never touched either way.
+    pub fn reload(&self) -> Result<ReloadOutcome, ReloadError> {
+        let fresh = crate::inventory::load(&self.source)?;
+        if let Err(e) = self.pool.reload() {
+            // A broken ssh config must not block routing updates; the pool keeps its old config
+            // and the error reaches the user through Status and the next routed connection.
+            tracing::warn!("ssh config not reloaded: {e}");
+        }
+        let describe = |t: &LoadedTable| -> std::collections::BTreeSet<String> {
+            t.table
+                .routes()
+                .into_iter()
+                .map(|(suffix, jumphost, _)| format!("{suffix} -> {jumphost}"))
+                .collect()
+        };
+        let new_routes = describe(&fresh);
+        let old = self.swap_table(fresh);
+        let old_routes = describe(&old);
+        Ok(ReloadOutcome {
+            routes_added: new_routes.difference(&old_routes).cloned().collect(),
+            routes_removed: old_routes.difference(&new_routes).cloned().collect(),
+        })
+    }
+}

@@ -1,0 +1,12 @@
+//! Compiles `proto/kharon/v1/*.proto` with protox (pure Rust), so building needs no `protoc`
+//! on the machine (crates.md §4.1).
+
+fn main() -> Result<(), Box<dyn std::error::Error>> {
+    let proto_root = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../proto");
+    let file = proto_root.join("kharon/v1/control.proto");
+    let fds = protox::compile([&file], [&proto_root])?;
+    tonic_prost_build::configure().build_server(true).build_client(true).compile_fds(fds)?;
+    // compile_fds does not emit this for us
+    println!("cargo:rerun-if-changed={}", proto_root.display());
+    Ok(())
+}

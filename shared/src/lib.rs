@@ -1,0 +1,19 @@
+//! The library both kharon binaries use. It knows nothing of sockets, SSH or HTTP.
+//!
+//! # Layout
+//! - [`inventory`]: Lieutenant `/clusters` JSON → [`inventory::Cluster`] and the routing facts of each.
+//! - [`routing`]: compiles clusters once into a [`routing::RoutingTable`]; `lookup` is the hot path.
+//! - [`cache`]: the versioned local inventory cache `kharonctl update` writes and kharond reads.
+//! - [`config`]: the TOML schema and defaults, merged with env and flags into one validated `Config`.
+//! - [`paths`]: every on-disk location (config, cache, control socket); the only user of `directories`.
+//! - [`proto`]: the gRPC control API generated from `proto/kharon/v1/control.proto`.
+
+pub mod cache;
+pub mod config;
+pub mod inventory;
+pub mod paths;
+pub mod proto;
+pub mod routing;
+
+/// The version both binaries report.
+pub const VERSION: &str = env!("CARGO_PKG_VERSION");

@@ -1,0 +1,150 @@
+//! Every on-disk location kharon uses, and the only caller of `directories`.
+//!
+//! Callers get plain paths; what goes into the files is someone else's business. Each location can
+//! be overridden (flag, env or config) by the caller, so tests never depend on the real home.
+//!
+//! | what | Linux | macOS |
+//! |---|---|---|
+//! | config file | `$XDG_CONFIG_HOME/kharon/config.toml` | `~/Library/Application Support/ch.vshn.kharon/config.toml` |
+//! | cache dir | `$XDG_CACHE_HOME/kharon` | `~/Library/Caches/ch.vshn.kharon` |
+//! | control socket | `$XDG_RUNTIME_DIR/kharon/kharond.sock` | `$TMPDIR/kharon-<uid>/kharond.sock` |
+//!
+//! Without `XDG_RUNTIME_DIR` (sudo, cron, containers, plain ssh without logind) the socket falls
+//! back to `$TMPDIR/kharon-<uid>/` (`/tmp` when `TMPDIR` is unset); crates.md §6.
+
+use std::os::unix::fs::{DirBuilderExt, MetadataExt, PermissionsExt};
+use std::path::{Path, PathBuf};
+
+/// `sun_path` holds 108 bytes on Linux and 104 on macOS, including the terminating NUL.
+#[cfg(target_os = "linux")]
+pub const MAX_SOCKET_PATH: usize = 107;
+#[cfg(not(target_os = "linux"))]
+pub const MAX_SOCKET_PATH: usize = 103;
+
+/// File name of the control socket inside the runtime directory.
+pub const SOCKET_FILE: &str = "kharond.sock";
+/// File name of the config file inside the config directory.
+pub const CONFIG_FILE: &str = "config.toml";
+
+#[derive(Debug, thiserror::Error)]
+pub enum Error {
+    #[error("cannot determine the home directory; set HOME")]
+    NoHome,
+    #[error(
+        "control socket path {} is {len} bytes, longer than the {max} a Unix socket allows; \
+         pass a shorter --control-socket",
+        path.display(),
+        max = MAX_SOCKET_PATH
+    )]
+    SocketPathTooLong { path: PathBuf, len: usize },
+    #[error("cannot create directory {}: {source}", path.display())]
+    CreateDir { path: PathBuf, source: std::io::Error },
+    #[error(
+        "directory {} is owned by uid {owner}, not by us (uid {uid}); refusing to put a control socket there",
+        path.display()
+    )]
+    NotOurs { path: PathBuf, owner: u32, uid: u32 },
+    #[error(
+        "directory {} is writable by others (mode {mode:o}); refusing to put a control socket there",
+        path.display()
+    )]
+    WorldWritable { path: PathBuf, mode: u32 },
+}
+
+fn project_dirs() -> Result<directories::ProjectDirs, Error> {
+    directories::ProjectDirs::from("ch", "vshn", "kharon").ok_or(Error::NoHome)
+}
+
+/// The effective user id, for the per-user socket fallback and ownership checks.
+pub fn uid() -> u32 {
+    // SAFETY: geteuid has no preconditions and cannot fail.
+    unsafe { libc::geteuid() }
+}
+
+/// Default config file path (it need not exist).
+pub fn config_file() -> Result<PathBuf, Error> {
+    Ok(project_dirs()?.config_dir().join(CONFIG_FILE))
+}
+
+/// Default cache directory (inventory cache, tokens, per-cluster kubeconfigs).
+pub fn cache_dir() -> Result<PathBuf, Error> {
+    Ok(project_dirs()?.cache_dir().to_path_buf())
+}
+
+/// Default control socket path.
+pub fn control_socket() -> Result<PathBuf, Error> {
+    let dir = match project_dirs()?.runtime_dir() {
+        Some(dir) => dir.to_path_buf(),
+        None => {
+            let tmp = std::env::var_os("TMPDIR")
+                .filter(|v| !v.is_empty())
+                .map(PathBuf::from)
+                .unwrap_or_else(|| PathBuf::from("/tmp"));
+            tmp.join(format!("kharon-{}", uid()))
+        }
+    };
+    Ok(dir.join(SOCKET_FILE))
+}
+
+/// Checks that a socket path fits into `sun_path`.
+pub fn check_socket_path(path: &Path) -> Result<(), Error> {
+    let len = path.as_os_str().len();
+    if len > MAX_SOCKET_PATH {
+        return Err(Error::SocketPathTooLong { path: path.to_owned(), len });
+    }
+    Ok(())
+}
+
+/// Creates the socket's parent directory `0700` if missing, then refuses a directory that is
+/// not ours or that others can write to (someone could swap our socket for theirs).
+pub fn prepare_private_dir(dir: &Path) -> Result<(), Error> {
+    if !dir.exists() {
+        std::fs::DirBuilder::new()
+            .recursive(true)
+            .mode(0o700)
+            .create(dir)
+            .map_err(|source| Error::CreateDir { path: dir.to_owned(), source })?;
+        // `recursive` applies the mode to every level it creates, but umask may have narrowed it.
+        std::fs::set_permissions(dir, std::fs::Permissions::from_mode(0o700))
+            .map_err(|source| Error::CreateDir { path: dir.to_owned(), source })?;
+    }
+    let meta = std::fs::metadata(dir).map_err(|source| Error::CreateDir { path: dir.to_owned(), source })?;
+    let me = uid();
+    if meta.uid() != me {
+        return Err(Error::NotOurs { path: dir.to_owned(), owner: meta.uid(), uid: me });
+    }
+    let mode = meta.mode() & 0o7777;
+    if mode & 0o022 != 0 {
+        return Err(Error::WorldWritable { path: dir.to_owned(), mode });
+    }
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn long_socket_path_is_refused_with_its_length() {
+        let long = PathBuf::from(format!("/tmp/{}/kharond.sock", "x".repeat(120)));
+        let err = check_socket_path(&long).unwrap_err().to_string();
+        assert!(err.contains("longer than"), "{err}");
+        assert!(err.contains("--control-socket"), "{err}");
+        check_socket_path(Path::new("/run/user/1000/kharon/kharond.sock")).unwrap();
+    }
+
+    #[test]
+    fn private_dir_is_created_0700_and_group_writable_dir_is_refused() {
+        let tmp = tempfile::tempdir().unwrap();
+        let dir = tmp.path().join("a/b");
+        prepare_private_dir(&dir).unwrap();
+        let mode = std::fs::metadata(&dir).unwrap().mode() & 0o777;
+        assert_eq!(mode, 0o700);
+
+        let open = tmp.path().join("open");
+        std::fs::create_dir(&open).unwrap();
+        std::fs::set_permissions(&open, std::fs::Permissions::from_mode(0o777)).unwrap();
+        let err = prepare_private_dir(&open).unwrap_err().to_string();
+        assert!(err.contains("writable by others"), "{err}");
+    }
+}

@@ -1,0 +1,588 @@
+//! The routing table: compiled once from the inventory, consulted on every SOCKS connection.
+//!
+//! This module owns the rules that turn a target host name into a [`Route`]:
+//! - suffixes match whole DNS labels, ignoring case and one trailing dot;
+//! - IP literals always go direct ([`Rule::IpLiteral`]), names that are not valid go direct too
+//!   ([`Rule::Invalid`]);
+//! - an exclusion beats an inclusion *of the same cluster*: a host under one of cluster C's
+//!   `jumphostSkipDomains` is never routed through C, yet another cluster may still route it;
+//! - among the clusters that still claim the host, the longest matching include suffix decides, and
+//!   on the same suffix the lowest cluster id wins. Two clusters claiming one suffix with different
+//!   jump hosts is a [`Conflict`], always reported, never silent.
+//!
+//! What a suffix is, and which facts produce one, is `inventory`'s job ([`Cluster::routing_facts`]);
+//! both sides use `inventory`'s name rules so hosts and suffixes agree. This module is pure and
+//! synchronous: it knows nothing of sockets, tokio, SSH or files.
+//!
+//! # How a lookup stays fast
+//! `compile` drops every include of a cluster that lies at or below one of that cluster's own
+//! exclusions (no host could ever use it). After that, an exclusion of C that covers a host matched by
+//! a live include of C is always *longer* than that include. So one walk over the host's label
+//! suffixes, longest first, has seen every relevant exclusion of C before it meets C's include, and
+//! can decide in a single pass: one hash probe per label (skipped when no suffix has that length),
+//! no allocation, no copying unless the host has upper-case letters.
+//!
+//! # Concurrency
+//! A `RoutingTable` is immutable after `compile`, hence `Send + Sync`; the daemon swaps whole tables
+//! on reload instead of editing one in place.
+
+use crate::inventory::{self, Cluster, MAX_NAME_LEN, SuffixError};
+use std::collections::HashMap;
+use std::fmt;
+use std::net::{IpAddr, Ipv6Addr};
+
+#[cfg(test)]
+mod tests;
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Route<'a> {
+    Direct,
+    Jumphost(JumphostRoute<'a>),
+}
+
+impl Route<'_> {
+    pub fn via(&self) -> Via {
+        match self {
+            Route::Direct => Via::Direct,
+            Route::Jumphost(_) => Via::Jumphost,
+        }
+    }
+
+    /// The ssh_config alias to connect through, if the route uses one.
+    pub fn jumphost(&self) -> Option<&str> {
+        match self {
+            Route::Direct => None,
+            Route::Jumphost(route) => Some(route.jumphost),
+        }
+    }
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct JumphostRoute<'a> {
+    pub jumphost: &'a str,
+    pub cluster: &'a str,
+    pub suffix: &'a str,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Via {
+    Direct,
+    Jumphost,
+}
+
+impl Via {
+    /// The word used for this path everywhere: log field `via`, JSON, tables (style.md §3.3).
+    pub fn as_str(&self) -> &'static str {
+        match self {
+            Via::Direct => "direct",
+            Via::Jumphost => "jumphost",
+        }
+    }
+}
+
+impl fmt::Display for Via {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Rule {
+    IpLiteral,
+    NoMatch,
+    Include,
+    Exclude,
+    Invalid,
+}
+
+impl Rule {
+    pub fn as_str(&self) -> &'static str {
+        match self {
+            Rule::IpLiteral => "ip-literal",
+            Rule::NoMatch => "no-match",
+            Rule::Include => "include",
+            Rule::Exclude => "exclude",
+            Rule::Invalid => "invalid",
+        }
+    }
+}
+
+impl fmt::Display for Rule {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Explanation {
+    /// The host as the router saw it: lowercase, no trailing dot (an IP in its canonical form; an
+    /// invalid name exactly as given).
+    pub host: String,
+    pub via: Via,
+    /// Set only when `via` is `Jumphost`.
+    pub jumphost: Option<String>,
+    /// The cluster that routes the host, or for [`Rule::Exclude`] the one whose exclusion sent it direct.
+    pub cluster: Option<String>,
+    /// The include suffix that matched, or for [`Rule::Exclude`] the exclude suffix.
+    pub suffix: Option<String>,
+    pub rule: Rule,
+    pub reason: String,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Claim {
+    pub cluster: String,
+    pub jumphost: String,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Conflict {
+    pub suffix: String,
+    pub winner: Claim,
+    /// The claims on the same suffix whose jump host differs from the winner's, in cluster id order.
+    pub shadowed: Vec<Claim>,
+}
+
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct CompileReport {
+    /// Every cluster in the inventory, ignored ones included.
+    pub clusters_total: usize,
+    /// Clusters dropped by `kharonIgnore`.
+    pub clusters_ignored: usize,
+    /// Clusters with a jumphost and at least one include suffix left after their own exclusions.
+    pub clusters_routed: usize,
+    /// Distinct include suffixes in the table (the length of [`RoutingTable::routes`]).
+    pub include_suffixes: usize,
+    /// Distinct exclude suffixes in the table (those that can affect a route).
+    pub exclude_suffixes: usize,
+    /// Sorted by suffix.
+    pub conflicts: Vec<Conflict>,
+    /// Sentences for an operator, in cluster id order: bad fact values, clusters that route nothing,
+    /// exclusions without effect, duplicate cluster ids.
+    pub warnings: Vec<String>,
+}
+
+/// Index into `RoutingTable::members`. `u32` keeps the per-suffix lists small and cache friendly.
+type MemberIdx = u32;
+
+/// A cluster that routes something.
+#[derive(Debug)]
+struct Member {
+    id: Box<str>,
+    jumphost: Box<str>,
+}
+
+/// What the table knows about one suffix. Both lists hold member indices in ascending order, which
+/// is cluster id order, so the first claimant not excluded is the winner.
+#[derive(Debug, Default)]
+struct Entry {
+    include: Vec<MemberIdx>,
+    exclude: Vec<MemberIdx>,
+}
+
+#[derive(Debug, Default)]
+pub struct RoutingTable {
+    /// Routed clusters sorted by (id, jumphost); the index is the tie-break order.
+    members: Vec<Member>,
+    /// Keyed by normalised suffix; the key is what `Route` borrows.
+    suffixes: HashMap<Box<str>, Entry>,
+    /// Bit n set when some suffix is n bytes long: most label suffixes of a host can be skipped
+    /// without hashing them.
+    lengths: [u64; 4],
+    report: CompileReport,
+}
+
+/// The outcome of a lookup, before it is turned into a `Route` or an `Explanation`.
+enum Decision<'t> {
+    NoMatch,
+    Routed {
+        member: MemberIdx,
+        suffix: &'t str,
+        skipped: Option<MemberIdx>,
+    },
+    /// Every claimant excluded the host; `member` is the first that would have won.
+    Excluded {
+        member: MemberIdx,
+    },
+}
+
+/// A host name that passed validation, or why not.
+enum Host<'b> {
+    Ip(IpAddr),
+    Invalid(SuffixError),
+    Name(&'b str),
+}
+
+/// Small stack of exclusion lists seen on the walk. A host rarely sits under more than one or two
+/// exclusions; beyond `INLINE` the rest spills to the heap rather than failing.
+struct Seen<'t> {
+    inline: [&'t [MemberIdx]; Seen::INLINE],
+    len: usize,
+    spill: Vec<&'t [MemberIdx]>,
+}
+
+impl<'t> Seen<'t> {
+    const INLINE: usize = 8;
+
+    fn new() -> Self {
+        Seen { inline: [&[]; Seen::INLINE], len: 0, spill: Vec::new() }
+    }
+
+    fn push(&mut self, list: &'t [MemberIdx]) {
+        if self.len < Seen::INLINE {
+            self.inline[self.len] = list;
+            self.len += 1;
+        } else {
+            self.spill.push(list);
+        }
+    }
+
+    fn contains(&self, member: MemberIdx) -> bool {
+        self.inline[..self.len].iter().chain(&self.spill).any(|list| list.binary_search(&member).is_ok())
+    }
+}
+
+/// One routed cluster while compiling.
+struct Candidate<'c> {
+    id: &'c str,
+    jumphost: &'c str,
+    include: Vec<String>,
+    exclude: Vec<String>,
+}
+
+impl RoutingTable {
+    pub fn empty() -> Self {
+        Self::default()
+    }
+
+    /// Builds the table. Never fails: a bad fact becomes a warning in [`RoutingTable::report`] and
+    /// the rest of the inventory still routes. The result does not depend on the order of
+    /// `clusters`.
+    pub fn compile(clusters: &[Cluster]) -> Self {
+        let mut report = CompileReport { clusters_total: clusters.len(), ..CompileReport::default() };
+
+        // Sorted first so that warnings, tie-breaks and member indices follow cluster id order.
+        let mut sorted: Vec<&Cluster> = clusters.iter().collect();
+        sorted.sort_by(|a, b| (&a.id, a.jumphost()).cmp(&(&b.id, b.jumphost())));
+        let mut duplicates: Vec<&str> = sorted
+            .windows(2)
+            .filter(|pair| pair[0].id == pair[1].id)
+            .map(|pair| pair[0].id.as_str())
+            .collect();
+        duplicates.dedup();
+        for id in duplicates {
+            report.warnings.push(format!(
+                "cluster {id} appears more than once in the inventory; every copy is used, lowest jumphost first"
+            ));
+        }
+
+        let mut candidates = Vec::new();
+        for cluster in sorted {
+            if cluster.is_ignored() {
+                report.clusters_ignored += 1;
+                continue;
+            }
+            let Some(jumphost) = cluster.jumphost() else { continue };
+            if let Some(candidate) = candidate(cluster, jumphost, &mut report.warnings) {
+                candidates.push(candidate);
+            }
+        }
+
+        let mut table = RoutingTable::default();
+        for (idx, candidate) in candidates.iter().enumerate() {
+            // More than u32::MAX routed clusters cannot come out of one JSON document we can hold.
+            let idx = MemberIdx::try_from(idx).unwrap_or(MemberIdx::MAX);
+            for suffix in &candidate.include {
+                table.entry(suffix).include.push(idx);
+            }
+            for suffix in &candidate.exclude {
+                table.entry(suffix).exclude.push(idx);
+            }
+            table.members.push(Member { id: candidate.id.into(), jumphost: candidate.jumphost.into() });
+        }
+
+        for (suffix, entry) in &table.suffixes {
+            let Some((&first, rest)) = entry.include.split_first() else { continue };
+            let winner = &table.members[first as usize];
+            let shadowed: Vec<Claim> = rest
+                .iter()
+                .map(|&m| &table.members[m as usize])
+                .filter(|m| m.jumphost != winner.jumphost)
+                .map(Member::claim)
+                .collect();
+            if !shadowed.is_empty() {
+                report.conflicts.push(Conflict {
+                    suffix: suffix.to_string(),
+                    winner: winner.claim(),
+                    shadowed,
+                });
+            }
+        }
+        report.conflicts.sort_by(|a, b| a.suffix.cmp(&b.suffix));
+        report.clusters_routed = table.members.len();
+        report.include_suffixes = table.suffixes.values().filter(|e| !e.include.is_empty()).count();
+        report.exclude_suffixes = table.suffixes.values().filter(|e| !e.exclude.is_empty()).count();
+        table.report = report;
+        table
+    }
+
+    fn entry(&mut self, suffix: &str) -> &mut Entry {
+        let len = suffix.len();
+        if let Some(word) = self.lengths.get_mut(len / 64) {
+            *word |= 1 << (len % 64);
+        }
+        self.suffixes.entry(suffix.into()).or_default()
+    }
+
+    fn has_length(&self, len: usize) -> bool {
+        self.lengths.get(len / 64).is_some_and(|word| word & (1 << (len % 64)) != 0)
+    }
+
+    /// The route for `host` (a SOCKS target name). This is the per-connection hot path.
+    pub fn lookup(&self, host: &str) -> Route<'_> {
+        let mut buf = [0u8; MAX_NAME_LEN];
+        let Host::Name(name) = classify(host, &mut buf) else { return Route::Direct };
+        match self.decide(name) {
+            Decision::Routed { member, suffix, .. } => {
+                let member = &self.members[member as usize];
+                Route::Jumphost(JumphostRoute { jumphost: &member.jumphost, cluster: &member.id, suffix })
+            }
+            _ => Route::Direct,
+        }
+    }
+
+    /// Walks the label suffixes of a valid, lowercase `name`, longest first (see the module docs).
+    fn decide(&self, name: &str) -> Decision<'_> {
+        let mut seen = Seen::new();
+        let mut skipped = None;
+        let mut start = 0;
+        loop {
+            let candidate = &name[start..];
+            if self.has_length(candidate.len())
+                && let Some((suffix, entry)) = self.suffixes.get_key_value(candidate)
+            {
+                if !entry.exclude.is_empty() {
+                    seen.push(&entry.exclude);
+                }
+                for &member in &entry.include {
+                    if !seen.contains(member) {
+                        return Decision::Routed { member, suffix, skipped };
+                    }
+                    skipped.get_or_insert(member);
+                }
+            }
+            match candidate.find('.') {
+                Some(dot) => start += dot + 1,
+                None => break,
+            }
+        }
+        match skipped {
+            Some(member) => Decision::Excluded { member },
+            None => Decision::NoMatch,
+        }
+    }
+
+    /// Which rule decides `host`, and why, for `kharonctl route` and the control API.
+    pub fn explain(&self, host: &str) -> Explanation {
+        let mut buf = [0u8; MAX_NAME_LEN];
+        let direct = |host: String, rule, reason| Explanation {
+            host,
+            via: Via::Direct,
+            jumphost: None,
+            cluster: None,
+            suffix: None,
+            rule,
+            reason,
+        };
+        let name = match classify(host, &mut buf) {
+            Host::Ip(ip) => {
+                return direct(ip.to_string(), Rule::IpLiteral, "IP literals are never routed".into());
+            }
+            Host::Invalid(err) => {
+                return direct(host.to_owned(), Rule::Invalid, format!("not a valid host name: {err}"));
+            }
+            Host::Name(name) => name,
+        };
+        match self.decide(name) {
+            Decision::NoMatch => direct(name.to_owned(), Rule::NoMatch, "no cluster claims this host".into()),
+            Decision::Routed { member, suffix, skipped } => {
+                let m = &self.members[member as usize];
+                let mut reason = format!(
+                    "{name} matches include suffix {suffix} of cluster {} (jumphost {})",
+                    m.id, m.jumphost
+                );
+                if let Some(skipped) = skipped {
+                    let s = &self.members[skipped as usize];
+                    if let Some(exclude) = self.exclusion_of(skipped, name) {
+                        reason.push_str(&format!(
+                            "; cluster {} also claims it but excludes it by jumphostSkipDomains {exclude}",
+                            s.id
+                        ));
+                    }
+                }
+                Explanation {
+                    host: name.to_owned(),
+                    via: Via::Jumphost,
+                    jumphost: Some(m.jumphost.to_string()),
+                    cluster: Some(m.id.to_string()),
+                    suffix: Some(suffix.to_owned()),
+                    rule: Rule::Include,
+                    reason,
+                }
+            }
+            Decision::Excluded { member } => {
+                let m = &self.members[member as usize];
+                let exclude = self.exclusion_of(member, name).unwrap_or_default();
+                Explanation {
+                    host: name.to_owned(),
+                    via: Via::Direct,
+                    jumphost: None,
+                    cluster: Some(m.id.to_string()),
+                    suffix: Some(exclude.to_owned()),
+                    rule: Rule::Exclude,
+                    reason: format!("excluded by jumphostSkipDomains {exclude} of cluster {}", m.id),
+                }
+            }
+        }
+    }
+
+    /// The longest exclude suffix of `member` that covers `name`.
+    fn exclusion_of(&self, member: MemberIdx, name: &str) -> Option<&str> {
+        label_suffixes(name).find_map(|candidate| {
+            let (suffix, entry) = self.suffixes.get_key_value(candidate)?;
+            entry.exclude.binary_search(&member).is_ok().then_some(&**suffix)
+        })
+    }
+
+    pub fn report(&self) -> &CompileReport {
+        &self.report
+    }
+
+    /// Every (suffix, jumphost, cluster) the table routes, sorted by suffix.
+    ///
+    /// Only winners appear: on a contested suffix the lowest cluster id. A listed suffix may still
+    /// have exclusions below it; see [`RoutingTable::excludes`].
+    pub fn routes(&self) -> Vec<(String, String, String)> {
+        let mut routes: Vec<(String, String, String)> = self
+            .suffixes
+            .iter()
+            .filter_map(|(suffix, entry)| {
+                let m = &self.members[*entry.include.first()? as usize];
+                Some((suffix.to_string(), m.jumphost.to_string(), m.id.to_string()))
+            })
+            .collect();
+        routes.sort();
+        routes
+    }
+
+    /// Every (exclude suffix, cluster) that can send a host direct, sorted.
+    pub fn excludes(&self) -> Vec<(String, String)> {
+        let mut excludes: Vec<(String, String)> = self
+            .suffixes
+            .iter()
+            .flat_map(|(suffix, entry)| {
+                entry.exclude.iter().map(|&m| (suffix.to_string(), self.members[m as usize].id.to_string()))
+            })
+            .collect();
+        excludes.sort();
+        excludes
+    }
+
+    /// Distinct jump hosts, sorted.
+    pub fn jumphosts(&self) -> Vec<String> {
+        let mut jumphosts: Vec<String> = self.members.iter().map(|m| m.jumphost.to_string()).collect();
+        jumphosts.sort();
+        jumphosts.dedup();
+        jumphosts
+    }
+
+    /// The clusters that route something, with their jump host, sorted by cluster id.
+    pub fn clusters(&self) -> Vec<Claim> {
+        self.members.iter().map(Member::claim).collect()
+    }
+}
+
+impl Member {
+    fn claim(&self) -> Claim {
+        Claim { cluster: self.id.to_string(), jumphost: self.jumphost.to_string() }
+    }
+}
+
+/// Validates and lowercases a target host; IP literals are recognised before name rules so that
+/// `::1` is not reported as a bad character.
+fn classify<'b>(host: &'b str, buf: &'b mut [u8; MAX_NAME_LEN]) -> Host<'b> {
+    if let Some(inner) = host.strip_prefix('[') {
+        return match inner.strip_suffix(']').and_then(|v| v.parse::<Ipv6Addr>().ok()) {
+            Some(ip) => Host::Ip(IpAddr::V6(ip)),
+            None => Host::Invalid(SuffixError::BadChar('[')),
+        };
+    }
+    if host.contains(':') {
+        return match host.parse::<Ipv6Addr>() {
+            Ok(ip) => Host::Ip(IpAddr::V6(ip)),
+            Err(_) => Host::Invalid(SuffixError::BadChar(':')),
+        };
+    }
+    match inventory::lower_name(host, buf) {
+        Err(err) => Host::Invalid(err),
+        Ok(name) if inventory::ends_in_ipv4(name) => match name.parse() {
+            Ok(ip) => Host::Ip(IpAddr::V4(ip)),
+            Err(_) => Host::Name(name),
+        },
+        Ok(name) => Host::Name(name),
+    }
+}
+
+/// `a.b.c`, `b.c`, `c`: a valid name's label suffixes, longest first.
+fn label_suffixes(name: &str) -> impl Iterator<Item = &str> {
+    std::iter::successors(Some(name), |s| s.find('.').map(|dot| &s[dot + 1..]))
+}
+
+/// Whether `name` equals `suffix` or lies below it, on a label boundary.
+fn is_at_or_below(name: &str, suffix: &str) -> bool {
+    name.strip_suffix(suffix).is_some_and(|rest| rest.is_empty() || rest.ends_with('.'))
+}
+
+/// The routing view of one cluster with a jumphost: its includes minus those its own exclusions
+/// kill, and the exclusions that can still matter. Everything dropped is explained in `warnings`.
+fn candidate<'c>(
+    cluster: &'c Cluster,
+    jumphost: &'c str,
+    warnings: &mut Vec<String>,
+) -> Option<Candidate<'c>> {
+    let id = &cluster.id;
+    let facts = cluster.routing_facts();
+    for invalid in &facts.invalid {
+        warnings.push(format!("cluster {id}: {invalid}; it is ignored"));
+    }
+    if facts.include.is_empty() {
+        warnings.push(format!(
+            "cluster {id} has jumphost {jumphost} but no domains; nothing is routed through it"
+        ));
+        return None;
+    }
+    let (include, dead): (Vec<String>, Vec<String>) =
+        facts.include.into_iter().partition(|inc| !facts.exclude.iter().any(|exc| is_at_or_below(inc, exc)));
+    if include.is_empty() {
+        warnings.push(format!(
+            "cluster {id} has jumphost {jumphost} but jumphostSkipDomains cover all its domains; \
+             nothing is routed through it"
+        ));
+        return None;
+    }
+    // An exclusion matters if some live include lies above it (it carves a hole) or it removed an
+    // include. One that does neither is most likely meant for another cluster: say so, since
+    // exclusions are scoped per cluster (Go kharon kept one global list).
+    let mut exclude = Vec::new();
+    for exc in facts.exclude {
+        let carves = include.iter().any(|inc| is_at_or_below(&exc, inc));
+        if carves {
+            exclude.push(exc);
+        } else if !dead.iter().any(|inc| is_at_or_below(inc, &exc)) {
+            warnings.push(format!(
+                "cluster {id}: jumphostSkipDomains {exc} is not below any domain the cluster routes; it has no effect"
+            ));
+        }
+    }
+    Some(Candidate { id, jumphost, include, exclude })
+}
