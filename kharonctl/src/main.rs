@@ -3,16 +3,28 @@
 //! # Layout
 //! - [`cmd`]: one file per subcommand. [`daemon`]: the control-socket client (only user of tonic).
 //! - [`context`]: merged settings handed to every subcommand. [`output`]: tables and JSON.
+//! - [`lieutenant`]: the Lieutenant HTTP client. [`oidc`]: login flows and the 0600 token cache.
+//! - [`completion`]: dynamic shell completion (cluster ids from the cache). [`service`]: systemd and
+//!   launchd files for `service-install`.
+//! - [`clusters`]: loading, filtering and finding clusters. [`kube`]: building and merging kubeconfigs.
+//!   [`openshift_login`]: OpenShift tokens, the exec credential and the web login.
 
+mod clusters;
 mod cmd;
+mod completion;
 mod context;
 mod daemon;
+mod kube;
+mod lieutenant;
+mod oidc;
+mod openshift_login;
 mod output;
+mod service;
 
 use std::path::PathBuf;
 use std::process::ExitCode;
 
-use clap::{Parser, Subcommand};
+use clap::{CommandFactory, Parser, Subcommand};
 use kharon_shared::config::Overrides;
 
 use crate::context::Context;
@@ -23,7 +35,8 @@ use crate::context::Context;
     version,
     about = "Control kharond, the SOCKS5 proxy that routes cluster hosts through their SSH jump hosts",
     after_help = "Examples:\n  kharonctl status\n  kharonctl route api.c-example.vshnmanaged.net\n  \
-        kharonctl route api.c-example.vshnmanaged.net -o json\n  kharonctl reload\n\n\
+        kharonctl route api.c-example.vshnmanaged.net -o json\n  kharonctl reload\n  \
+        kharonctl login\n  kharonctl update\n  kharonctl config\n\n\
         Exit codes: 0 success; 1 the command failed; 2 bad usage or settings; 3 kharond is not running."
 )]
 struct Cli {
@@ -33,6 +46,15 @@ struct Cli {
     /// Config file (TOML) [env: KHARON_CONFIG]
     #[arg(long, global = true, value_name = "FILE")]
     config: Option<PathBuf>,
+    /// Lieutenant API URL [env: LIEUTENANT_URL, then COMMODORE_API_URL]
+    #[arg(long, global = true, value_name = "URL")]
+    lieutenant_url: Option<String>,
+    /// OIDC client id, instead of the one Lieutenant announces [env: COMMODORE_OIDC_CLIENT]
+    #[arg(long, global = true, value_name = "ID")]
+    oidc_client: Option<String>,
+    /// OIDC discovery URL, instead of the one Lieutenant announces [env: COMMODORE_OIDC_DISCOVERY_URL]
+    #[arg(long, global = true, value_name = "URL")]
+    oidc_discovery_url: Option<String>,
     #[command(subcommand)]
     command: Command,
 }
@@ -45,6 +67,26 @@ enum Command {
     Reload(cmd::reload::Args),
     /// Show how a host would be routed and which rule decided
     Route(cmd::route::Args),
+    /// Log in to Lieutenant (browser, or --device) and cache the tokens
+    Login(cmd::login::Args),
+    /// Remove the cached Lieutenant tokens
+    Logout(cmd::logout::Args),
+    /// Fetch the inventory from Lieutenant, update the local cache and reload kharond
+    Update(cmd::update::Args),
+    /// Show the effective settings and where each came from
+    Config(cmd::config::Args),
+    /// List clusters, or act on one: kubeconfig, shell, kubectl, oc, console, token, login
+    Clusters(cmd::clusters::Args),
+    /// Print or write a kubeconfig with one context per cluster, or merge it into yours
+    Kubeconfig(cmd::kubeconfig::Args),
+    /// Make a cluster the current kube context (`-`: the previous one)
+    Switch(cmd::switch::Args),
+    /// Run kharond under the user's service manager (systemd user unit or launchd agent)
+    ServiceInstall(cmd::service_install::Args),
+    /// Stop kharond's service and remove the files service-install wrote
+    ServiceUninstall(cmd::service_install::UninstallArgs),
+    /// Print the shell completion script (bash, zsh, fish); cluster ids complete from the cache
+    Completions(cmd::completions::Args),
 }
 
 /// Exit codes; listed in `--help`.
@@ -55,10 +97,19 @@ mod exit {
 }
 
 fn main() -> ExitCode {
+    // Completion requests (`COMPLETE=bash kharonctl …`) are answered and exit here, before anything
+    // else can print (crates.md §7).
+    clap_complete::CompleteEnv::with_factory(Cli::command)
+        .bin(completion::BIN)
+        .completer(completion::completer())
+        .complete();
     let cli = Cli::parse();
     let overrides = Overrides {
         config: cli.config.clone(),
         control_socket: cli.control_socket.clone(),
+        lieutenant_url: cli.lieutenant_url.clone(),
+        oidc_client: cli.oidc_client.clone(),
+        oidc_discovery_url: cli.oidc_discovery_url.clone(),
         ..Default::default()
     };
     let ctx = match Context::load(&overrides) {
@@ -80,6 +131,16 @@ fn main() -> ExitCode {
             Command::Status(args) => cmd::status::run(args, &ctx).await,
             Command::Reload(args) => cmd::reload::run(args, &ctx).await,
             Command::Route(args) => cmd::route::run(args, &ctx).await,
+            Command::Login(args) => cmd::login::run(args, &ctx).await,
+            Command::Logout(args) => cmd::logout::run(args, &ctx).await,
+            Command::Update(args) => cmd::update::run(args, &ctx).await,
+            Command::Config(args) => cmd::config::run(args, &ctx).await,
+            Command::Clusters(args) => cmd::clusters::run(args, &ctx).await,
+            Command::Kubeconfig(args) => cmd::kubeconfig::run(args, &ctx).await,
+            Command::Switch(args) => cmd::switch::run(args, &ctx).await,
+            Command::ServiceInstall(args) => cmd::service_install::run(args, &ctx).await,
+            Command::ServiceUninstall(args) => cmd::service_install::run_uninstall(args, &ctx).await,
+            Command::Completions(args) => cmd::completions::run(args, &ctx).await,
         }
     });
     match result {

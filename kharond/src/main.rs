@@ -137,6 +137,7 @@ async fn start(cli: Cli) -> Result<(), Failure> {
         inventory: cli.inventory,
         ssh_config: cli.ssh_config,
         control_socket: cli.control_socket,
+        ..Overrides::default()
     };
     let config = Config::load(&overrides).map_err(|e| fail(exit::CONFIG)(e.into()))?;
     raise_fd_limit();

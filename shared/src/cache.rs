@@ -1,7 +1,23 @@
-//! STUB — being written by a helper. The public surface below is the contract kharond builds on.
+//! The local inventory cache: what `kharonctl update` fetched from Lieutenant, and what kharond
+//! routes by when no `--inventory` file is given.
+//!
+//! The file is one JSON [`Envelope`]: a format `version`, the Lieutenant `api_url` and `fetched_at`
+//! time, the raw `clusters` exactly as Lieutenant returned them, and the `routes` derived from them
+//! when they were written (for `kharonctl update`'s "what changed" report; kharond recompiles the
+//! clusters itself, so an older build's routes are never trusted).
+//!
+//! There is no TTL: the cache serves until the next successful update, also when Lieutenant is down.
+//! [`store`] writes atomically (a temp file in the same directory, fsync, rename) with mode 0600, so a
+//! reader sees the old file or the new one, never half of one. A corrupt file or one from a future
+//! version is an error that names the file and says what to do.
+//!
+//! This module knows nothing of Lieutenant, HTTP or the daemon.
 
+use std::io::Write;
 use std::path::{Path, PathBuf};
-use std::time::SystemTime;
+use std::time::{Duration, SystemTime, UNIX_EPOCH};
+
+use serde::{Deserialize, Serialize};
 
 use crate::inventory::Cluster;
 
@@ -11,12 +27,34 @@ pub const FILE_NAME: &str = "inventory.json";
 pub const VERSION: u32 = 1;
 
 /// The cache file: raw clusters as Lieutenant returned them plus where and when they came from.
-#[derive(Debug, Clone)]
+#[derive(Debug, Clone, PartialEq)]
 pub struct Envelope {
     pub version: u32,
     pub api_url: String,
     pub fetched_at: SystemTime,
     pub clusters: Vec<Cluster>,
+    /// The routes derived from `clusters` when the file was written, sorted by suffix.
+    pub routes: Vec<RouteEntry>,
+}
+
+/// One derived route: hosts under `suffix` go through `jumphost`, claimed by `cluster`.
+#[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord, Serialize, Deserialize)]
+pub struct RouteEntry {
+    pub suffix: String,
+    pub jumphost: String,
+    pub cluster: String,
+}
+
+impl Envelope {
+    /// A current-version envelope fetched now.
+    pub fn new(api_url: impl Into<String>, clusters: Vec<Cluster>, routes: Vec<RouteEntry>) -> Self {
+        Self { version: VERSION, api_url: api_url.into(), fetched_at: SystemTime::now(), clusters, routes }
+    }
+
+    /// How long ago the data was fetched (zero if the clock went backwards).
+    pub fn age(&self) -> Duration {
+        SystemTime::now().duration_since(self.fetched_at).unwrap_or_default()
+    }
 }
 
 #[derive(Debug, thiserror::Error)]
@@ -25,6 +63,38 @@ pub enum Error {
     Missing { path: PathBuf },
     #[error("cannot read inventory cache {}: {source}", path.display())]
     Read { path: PathBuf, source: std::io::Error },
+    #[error(
+        "inventory cache {} is corrupt ({source}); run `kharonctl update` to fetch it again",
+        path.display()
+    )]
+    Corrupt { path: PathBuf, source: serde_json::Error },
+    #[error(
+        "inventory cache {} has format version {found}, newer than the {supported} this build reads; \
+         upgrade kharon, or run `kharonctl update` with this version to rewrite it",
+        path.display(),
+        supported = VERSION
+    )]
+    FutureVersion { path: PathBuf, found: u32 },
+    #[error("cannot write inventory cache {}: {source}", path.display())]
+    Write { path: PathBuf, source: std::io::Error },
+}
+
+/// The on-disk shape. `fetched_at` is Unix seconds so the file reads well with `jq`.
+#[derive(Serialize, Deserialize)]
+struct OnDisk {
+    version: u32,
+    api_url: String,
+    fetched_at: u64,
+    clusters: Vec<Cluster>,
+    #[serde(default)]
+    routes: Vec<RouteEntry>,
+}
+
+/// Only the version, read first so a future format with other fields is reported as such, not as
+/// corrupt.
+#[derive(Deserialize)]
+struct VersionOnly {
+    version: u32,
 }
 
 /// The cache file inside `cache_dir`.
@@ -34,5 +104,136 @@ pub fn path(cache_dir: &Path) -> PathBuf {
 
 /// Reads and checks the cache file.
 pub fn load(path: &Path) -> Result<Envelope, Error> {
-    Err(Error::Missing { path: path.to_owned() })
+    let bytes = match std::fs::read(path) {
+        Ok(bytes) => bytes,
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
+            return Err(Error::Missing { path: path.to_owned() });
+        }
+        Err(source) => return Err(Error::Read { path: path.to_owned(), source }),
+    };
+    let corrupt = |source| Error::Corrupt { path: path.to_owned(), source };
+    let VersionOnly { version } = serde_json::from_slice(&bytes).map_err(corrupt)?;
+    if version > VERSION {
+        return Err(Error::FutureVersion { path: path.to_owned(), found: version });
+    }
+    let disk: OnDisk = serde_json::from_slice(&bytes).map_err(corrupt)?;
+    Ok(Envelope {
+        version: disk.version,
+        api_url: disk.api_url,
+        fetched_at: UNIX_EPOCH + Duration::from_secs(disk.fetched_at),
+        clusters: disk.clusters,
+        routes: disk.routes,
+    })
+}
+
+/// Writes `envelope` to `path` atomically with mode 0600, creating the directory (0700) if needed.
+pub fn store(path: &Path, envelope: &Envelope) -> Result<(), Error> {
+    let disk = OnDisk {
+        version: envelope.version,
+        api_url: envelope.api_url.clone(),
+        fetched_at: envelope.fetched_at.duration_since(UNIX_EPOCH).map(|d| d.as_secs()).unwrap_or(0),
+        clusters: envelope.clusters.clone(),
+        routes: envelope.routes.clone(),
+    };
+    let bytes = serde_json::to_vec_pretty(&disk)
+        .map_err(|e| Error::Write { path: path.to_owned(), source: std::io::Error::other(e) })?;
+    write_private(path, &bytes).map_err(|source| Error::Write { path: path.to_owned(), source })
+}
+
+/// Replaces `path` with `bytes` atomically: a 0600 temp file in the same directory (so the rename
+/// cannot cross file systems), flushed to disk, then renamed over the target. Also used for the
+/// token cache, which must never be readable by others, not even for a moment.
+pub fn write_private(path: &Path, bytes: &[u8]) -> std::io::Result<()> {
+    let dir = match path.parent() {
+        Some(d) if !d.as_os_str().is_empty() => d,
+        _ => Path::new("."),
+    };
+    if !dir.exists() {
+        use std::os::unix::fs::DirBuilderExt;
+        std::fs::DirBuilder::new().recursive(true).mode(0o700).create(dir)?;
+    }
+    // tempfile creates its files 0600 on Unix.
+    let mut tmp = tempfile::Builder::new().prefix(".kharon-").suffix(".tmp").tempfile_in(dir)?;
+    tmp.write_all(bytes)?;
+    tmp.as_file().sync_all()?;
+    tmp.persist(path).map_err(|e| e.error)?;
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::os::unix::fs::PermissionsExt;
+
+    fn cluster(id: &str) -> Cluster {
+        serde_json::from_value(serde_json::json!({
+            "id": id, "tenant": "t-a",
+            "facts": {"jumphost": "jh", "distribution": "openshift4"},
+            "dynamicFacts": {"openshiftBaseDomain": "c.example.net", "kubernetesVersion": {"major": "1"}}
+        }))
+        .unwrap()
+    }
+
+    #[test]
+    fn envelope_round_trips_with_mode_0600() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = path(&dir.path().join("sub"));
+        let route =
+            RouteEntry { suffix: "c.example.net".into(), jumphost: "jh".into(), cluster: "c-a".into() };
+        let mut env = Envelope::new("https://api.example/", vec![cluster("c-a")], vec![route]);
+        // The file keeps whole seconds.
+        env.fetched_at = UNIX_EPOCH + Duration::from_secs(1_700_000_000);
+        store(&path, &env).unwrap();
+        assert_eq!(load(&path).unwrap(), env);
+        let mode = std::fs::metadata(&path).unwrap().permissions().mode() & 0o777;
+        assert_eq!(mode, 0o600);
+        // Overwriting keeps the mode and leaves no temp files behind.
+        store(&path, &env).unwrap();
+        let names: Vec<_> = std::fs::read_dir(path.parent().unwrap()).unwrap().collect();
+        assert_eq!(names.len(), 1);
+    }
+
+    #[test]
+    fn missing_cache_says_run_update() {
+        let dir = tempfile::tempdir().unwrap();
+        let err = load(&path(dir.path())).unwrap_err();
+        assert!(matches!(err, Error::Missing { .. }));
+        assert!(err.to_string().contains("run `kharonctl update`"), "{err}");
+    }
+
+    #[test]
+    fn corrupt_cache_names_the_file() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = path(dir.path());
+        std::fs::write(&path, b"{\"version\": 1, \"clusters\": [").unwrap();
+        let err = load(&path).unwrap_err().to_string();
+        assert!(err.contains(&path.display().to_string()), "{err}");
+        assert!(err.contains("corrupt"), "{err}");
+        std::fs::write(&path, b"{\"version\": 1}").unwrap();
+        let err = load(&path).unwrap_err().to_string();
+        assert!(err.contains("corrupt") && err.contains("api_url"), "{err}");
+    }
+
+    #[test]
+    fn future_version_is_refused_with_both_versions() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = path(dir.path());
+        std::fs::write(&path, br#"{"version": 7, "something": "else"}"#).unwrap();
+        let err = load(&path).unwrap_err().to_string();
+        assert!(err.contains(&path.display().to_string()), "{err}");
+        assert!(err.contains("version 7") && err.contains("upgrade kharon"), "{err}");
+    }
+
+    #[test]
+    fn a_failed_write_leaves_the_old_file() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = path(dir.path());
+        let env = Envelope::new("https://a/", vec![cluster("c-a")], vec![]);
+        store(&path, &env).unwrap();
+        // A directory where the file should be: the rename fails, the temp file is cleaned up.
+        let blocked = dir.path().join("blocked");
+        std::fs::create_dir(&blocked).unwrap();
+        assert!(store(&blocked, &env).is_err());
+        assert_eq!(load(&path).unwrap().clusters.len(), 1);
+    }
 }

@@ -87,6 +87,12 @@ pub struct Config {
     pub socks_auth: Option<Setting<SocksAuth>>,
     pub handshake_timeout: Setting<Duration>,
     pub connect_timeout: Setting<Duration>,
+    /// The Lieutenant API base URL (protocols.md §1.1); `None` until the user sets one.
+    pub lieutenant_url: Option<Setting<String>>,
+    /// OIDC client id; overrides what Lieutenant's discovery (`GET /`) announces.
+    pub oidc_client: Option<Setting<String>>,
+    /// OIDC discovery URL; overrides what Lieutenant's discovery announces.
+    pub oidc_discovery_url: Option<Setting<String>>,
 }
 
 /// Values given on the command line. `None` means "not given".
@@ -97,6 +103,9 @@ pub struct Overrides {
     pub inventory: Option<PathBuf>,
     pub ssh_config: Option<PathBuf>,
     pub control_socket: Option<PathBuf>,
+    pub lieutenant_url: Option<String>,
+    pub oidc_client: Option<String>,
+    pub oidc_discovery_url: Option<String>,
 }
 
 #[derive(Debug, thiserror::Error)]
@@ -116,6 +125,8 @@ pub enum Error {
          the proxy. Set [socks] username and password in the config file, or listen on 127.0.0.1"
     )]
     OpenListener { addr: SocketAddr, origin: Source },
+    #[error("{setting} (from {origin}): {value:?} is not an http(s) URL")]
+    BadUrl { setting: &'static str, origin: Source, value: String },
     #[error("[socks] in {}: username and password must both be set and non-empty", path.display())]
     HalfAuth { path: PathBuf },
     #[error(transparent)]
@@ -134,6 +145,9 @@ struct FileConfig {
     handshake_timeout_secs: Option<u64>,
     connect_timeout_secs: Option<u64>,
     socks: Option<FileSocks>,
+    lieutenant_url: Option<String>,
+    oidc_client: Option<String>,
+    oidc_discovery_url: Option<String>,
 }
 
 #[derive(Debug, Default, Deserialize)]
@@ -151,6 +165,12 @@ pub mod env {
     pub const SSH_CONFIG: &str = "KHARON_SSH_CONFIG";
     pub const CONTROL_SOCKET: &str = "KHARON_CONTROL_SOCKET";
     pub const CACHE_DIR: &str = "KHARON_CACHE_DIR";
+    /// Go kharon's name for the Lieutenant URL; wins over commodore's.
+    pub const LIEUTENANT_URL: &str = "LIEUTENANT_URL";
+    /// Commodore's name for the Lieutenant URL, which commodore users already export.
+    pub const COMMODORE_API_URL: &str = "COMMODORE_API_URL";
+    pub const OIDC_CLIENT: &str = "COMMODORE_OIDC_CLIENT";
+    pub const OIDC_DISCOVERY_URL: &str = "COMMODORE_OIDC_DISCOVERY_URL";
 }
 
 impl Config {
@@ -272,6 +292,41 @@ impl Config {
         let connect_timeout =
             secs("connect_timeout_secs", file_cfg.connect_timeout_secs, DEFAULT_CONNECT_TIMEOUT)?;
 
+        // Lieutenant: flag > LIEUTENANT_URL > COMMODORE_API_URL > file (protocols.md §1.1). The URL is
+        // kept as the user wrote it: commodore's token cache is keyed by that exact string.
+        let http_url = |setting: &'static str, picked: Option<(String, Source)>| match picked {
+            None => Ok(None),
+            Some((v, source)) => match url::Url::parse(&v) {
+                Ok(u) if matches!(u.scheme(), "http" | "https") && u.has_host() => {
+                    Ok(Some(Setting::new(v, source)))
+                }
+                _ => Err(Error::BadUrl { setting, origin: source, value: v }),
+            },
+        };
+        let lieutenant_url = http_url(
+            "lieutenant_url",
+            match pick(overrides.lieutenant_url.clone(), "--lieutenant-url", env::LIEUTENANT_URL, None) {
+                Some(p) => Some(p),
+                None => pick(None, "", env::COMMODORE_API_URL, file_cfg.lieutenant_url.clone()),
+            },
+        )?;
+        let oidc_client = pick(
+            overrides.oidc_client.clone(),
+            "--oidc-client",
+            env::OIDC_CLIENT,
+            file_cfg.oidc_client.clone(),
+        )
+        .map(|(v, s)| Setting::new(v, s));
+        let oidc_discovery_url = http_url(
+            "oidc_discovery_url",
+            pick(
+                overrides.oidc_discovery_url.clone(),
+                "--oidc-discovery-url",
+                env::OIDC_DISCOVERY_URL,
+                file_cfg.oidc_discovery_url.clone(),
+            ),
+        )?;
+
         let config = Config {
             file,
             listen,
@@ -282,6 +337,9 @@ impl Config {
             socks_auth,
             handshake_timeout,
             connect_timeout,
+            lieutenant_url,
+            oidc_client,
+            oidc_discovery_url,
         };
         config.validate()?;
         Ok(config)
@@ -407,6 +465,63 @@ mod tests {
         let ov = Overrides { config: Some(dir.path().join("nope.toml")), ..Default::default() };
         let err = load(&ov, &[], dir.path()).unwrap_err().to_string();
         assert!(err.contains("cannot read config file"), "{err}");
+    }
+
+    #[test]
+    fn lieutenant_url_flag_beats_lieutenant_url_beats_commodore_beats_file() {
+        let (dir, path) = write_config("lieutenant_url = \"https://file.example/\"\n");
+        let ov = Overrides { config: Some(path.clone()), ..Default::default() };
+        let cfg = load(&ov, &[], dir.path()).unwrap();
+        let url = cfg.lieutenant_url.unwrap();
+        assert_eq!((url.value.as_str(), url.source), ("https://file.example/", Source::File(path.clone())));
+
+        let commodore = (env::COMMODORE_API_URL, "https://commodore.example".to_string());
+        let cfg = load(&ov, std::slice::from_ref(&commodore), dir.path()).unwrap();
+        let url = cfg.lieutenant_url.unwrap();
+        assert_eq!(url.value, "https://commodore.example");
+        assert_eq!(url.source, Source::Env(env::COMMODORE_API_URL));
+
+        let both = [commodore.clone(), (env::LIEUTENANT_URL, "https://lieutenant.example".to_string())];
+        let cfg = load(&ov, &both, dir.path()).unwrap();
+        assert_eq!(cfg.lieutenant_url.unwrap().source, Source::Env(env::LIEUTENANT_URL));
+
+        let ov = Overrides { lieutenant_url: Some("http://127.0.0.1:1".into()), ..ov };
+        let cfg = load(&ov, &both, dir.path()).unwrap();
+        let url = cfg.lieutenant_url.unwrap();
+        assert_eq!(
+            (url.value.as_str(), url.source),
+            ("http://127.0.0.1:1", Source::Flag("--lieutenant-url"))
+        );
+
+        let dir = tempfile::tempdir().unwrap();
+        assert!(load(&Overrides::default(), &[], dir.path()).unwrap().lieutenant_url.is_none());
+    }
+
+    #[test]
+    fn oidc_overrides_come_from_flag_env_or_file() {
+        let (dir, path) =
+            write_config("oidc_client = \"from-file\"\noidc_discovery_url = \"https://idp/.well-known/x\"\n");
+        let ov = Overrides { config: Some(path.clone()), ..Default::default() };
+        let cfg = load(&ov, &[], dir.path()).unwrap();
+        assert_eq!(cfg.oidc_client.unwrap().value, "from-file");
+        assert_eq!(cfg.oidc_discovery_url.unwrap().source, Source::File(path));
+
+        let env = [(env::OIDC_CLIENT, "from-env".to_string())];
+        let cfg = load(&ov, &env, dir.path()).unwrap();
+        assert_eq!(cfg.oidc_client.unwrap().source, Source::Env(env::OIDC_CLIENT));
+
+        let ov = Overrides { oidc_client: Some("from-flag".into()), ..ov };
+        let cfg = load(&ov, &env, dir.path()).unwrap();
+        assert_eq!(cfg.oidc_client.unwrap().value, "from-flag");
+    }
+
+    #[test]
+    fn a_lieutenant_url_that_is_not_http_names_its_source() {
+        let dir = tempfile::tempdir().unwrap();
+        let env = [(env::COMMODORE_API_URL, "api.syn.example".to_string())];
+        let err = load(&Overrides::default(), &env, dir.path()).unwrap_err().to_string();
+        assert!(err.contains("lieutenant_url (from env COMMODORE_API_URL)"), "{err}");
+        assert!(err.contains("not an http(s) URL"), "{err}");
     }
 
     #[test]

@@ -1,1 +1,133 @@
-//! harness
+//! The end-to-end harness: real `kharond`/`kharonctl` binaries, real clients (curl, kubectl) and
+//! real servers on loopback, each scenario in its own temporary HOME.
+//!
+//! # Layout
+//! - [`Env`]: temp HOME and XDG dirs, passed to child processes (never set in the test process).
+//! - [`kharond`]: starts the built daemon and learns its ports. [`kharonctl`]: runs the CLI.
+//! - [`servers`]: HTTP targets on loopback. [`inventory`]: Lieutenant `/clusters` JSON builders.
+//! - [`wait_until`]: the only way to wait: a bounded poll of a real condition.
+
+pub mod agent;
+pub mod inventory;
+pub mod kharonctl;
+pub mod kharond;
+pub mod servers;
+pub mod socks;
+pub mod sshd;
+
+use std::path::{Path, PathBuf};
+use std::time::{Duration, Instant};
+
+/// A scenario's private world: HOME, config/cache/runtime dirs and the control socket path.
+pub struct Env {
+    dir: tempfile::TempDir,
+}
+
+impl Env {
+    pub fn new() -> Self {
+        // Short base path: the control socket must fit in sun_path (108 bytes).
+        let dir = tempfile::Builder::new().prefix("kh").tempdir_in("/tmp").expect("temp dir");
+        for sub in ["home/.ssh", "config", "cache", "run"] {
+            std::fs::create_dir_all(dir.path().join(sub)).expect("create env dir");
+        }
+        // XDG_RUNTIME_DIR must be private, as logind makes it.
+        set_mode(&dir.path().join("run"), 0o700);
+        set_mode(&dir.path().join("home/.ssh"), 0o700);
+        Self { dir }
+    }
+
+    pub fn path(&self) -> &Path {
+        self.dir.path()
+    }
+
+    pub fn home(&self) -> PathBuf {
+        self.path().join("home")
+    }
+
+    pub fn cache_dir(&self) -> PathBuf {
+        self.path().join("cache/kharon")
+    }
+
+    pub fn control_socket(&self) -> PathBuf {
+        self.path().join("run/kharon/kharond.sock")
+    }
+
+    /// The environment every child process gets: ours only, plus PATH and locale.
+    pub fn vars(&self) -> Vec<(String, String)> {
+        let p = |s: &str| self.path().join(s).display().to_string();
+        let mut vars = vec![
+            ("HOME".into(), p("home")),
+            ("XDG_CONFIG_HOME".into(), p("config")),
+            ("XDG_CACHE_HOME".into(), p("cache")),
+            ("XDG_RUNTIME_DIR".into(), p("run")),
+            ("USER".into(), std::env::var("USER").unwrap_or_else(|_| "root".into())),
+        ];
+        for keep in ["PATH", "LANG", "TERM"] {
+            if let Ok(v) = std::env::var(keep) {
+                vars.push((keep.into(), v));
+            }
+        }
+        vars
+    }
+
+    /// Writes `contents` to a file inside the env and returns its path.
+    pub fn write(&self, name: &str, contents: &str) -> PathBuf {
+        let path = self.path().join(name);
+        if let Some(parent) = path.parent() {
+            std::fs::create_dir_all(parent).expect("create parent");
+        }
+        std::fs::write(&path, contents).expect("write file");
+        path
+    }
+}
+
+impl Default for Env {
+    fn default() -> Self {
+        Self::new()
+    }
+}
+
+pub fn set_mode(path: &Path, mode: u32) {
+    use std::os::unix::fs::PermissionsExt;
+    std::fs::set_permissions(path, std::fs::Permissions::from_mode(mode)).expect("chmod");
+}
+
+/// Where cargo put the workspace binaries: next to the `deps` directory holding this test binary.
+pub fn bin(name: &str) -> PathBuf {
+    if let Ok(dir) = std::env::var("KHARON_BIN_DIR") {
+        return PathBuf::from(dir).join(name);
+    }
+    let exe = std::env::current_exe().expect("current exe");
+    let dir = exe.parent().and_then(Path::parent).expect("target dir");
+    let path = dir.join(name);
+    assert!(
+        path.exists(),
+        "{} not built; run the suite with `cargo test --workspace` (it builds every binary)",
+        path.display()
+    );
+    path
+}
+
+/// Polls `condition` every 20 ms until it holds or `limit` passes. Returns whether it held.
+pub fn wait_until(limit: Duration, mut condition: impl FnMut() -> bool) -> bool {
+    let deadline = Instant::now() + limit;
+    loop {
+        if condition() {
+            return true;
+        }
+        if Instant::now() >= deadline {
+            return false;
+        }
+        std::thread::sleep(Duration::from_millis(20));
+    }
+}
+
+/// A free TCP port on 127.0.0.1 (bound and released; fine for tests that bind it right away).
+pub fn free_port() -> u16 {
+    std::net::TcpListener::bind("127.0.0.1:0")
+        .and_then(|l| l.local_addr())
+        .map(|a| a.port())
+        .expect("free port")
+}
+pub mod lieutenant;
+pub mod oidc;

@@ -1,6 +1,15 @@
 //! One file per subcommand. Each exposes `Args` and `run(args, &Context) -> anyhow::Result<ExitCode>`;
 //! a subcommand never calls another one's `run`.
 
+pub mod clusters;
+pub mod completions;
+pub mod config;
+pub mod kubeconfig;
+pub mod login;
+pub mod logout;
 pub mod reload;
 pub mod route;
+pub mod service_install;
 pub mod status;
+pub mod switch;
+pub mod update;

@@ -15,22 +15,25 @@
 //! matching. Once that scanner exists, ssh2-config would add a second parse of the same files
 //! that can disagree with the first, and it cannot do the part that is left:
 //! - its values carry no file or line, but [`Hop::origin`] and the errors found per hop (an
-//!   unset `${VAR}`, a ProxyCommand where none can be used) must name file:line;
+//!   unset `${VAR}`) must name file:line;
 //! - it keeps `ProxyCommand` as tokens with the quoting removed, while [`Transport::Command`]
 //!   must be the original text for `sh -c`;
-//! - it does not model ProxyJump and ProxyCommand sharing one "first value wins", nor
-//!   `ProxyJump none`, nor Include inside a Host block that does not match (`ssh -G` shows all
-//!   three, see `resolve`);
+//! - ProxyCommand, IdentityAgent, StrictHostKeyChecking, UserKnownHostsFile, ... are raw
+//!   `unsupported_fields` in a HashMap: a repeated option inside one block keeps the *last*
+//!   value (OpenSSH: the first), and ProxyJump and ProxyCommand are two independent values,
+//!   while OpenSSH applies one "first wins" across both (see `resolve`);
 //! - without ALLOW_UNKNOWN_FIELDS it stops at the first `Match` with no line number; with it,
 //!   it attaches the Match block's options to the previous Host (§3 "Match leak");
 //! - it expands no `%` tokens and no `${VAR}`, so that code would be ours anyway.
-//! What is left (Host patterns, first-wins, Include globbing) is about 150 lines in
-//! `resolve` and `pattern`. The lead can drop `ssh2-config` from kharond's Cargo.toml.
+//!
+//! What is left (Host patterns, first-wins, Include and its globs) is small: the walk in
+//! `resolve` and the matchers in `pattern`. The lead can drop `ssh2-config` from kharond's
+//! Cargo.toml.
 //!
 //! # Matching, measured on OpenSSH 9.2 (`ssh -G -F file NAME`)
 //! Host patterns are matched **case-sensitively** against the name as given (`FOO` does not
-//! match `Host foo`; crates.md §3 and kharon-go assumed lowercasing, `ssh -G` disagrees), and
-//! the final host name is lowercased. A comma in a Host pattern is literal (`Host a,b` matches
+//! match `Host foo`; crates.md §3 assumed lowercasing first, `ssh -G` disagrees, and kharon-go
+//! inherited ssh's behaviour by running `ssh -G`), and the final host name is lowercased. A comma in a Host pattern is literal (`Host a,b` matches
 //! neither `a` nor `b`); we do the same and warn. How `ProxyJump a,b` is resolved is described
 //! in `resolve`.
 //!
@@ -182,7 +185,7 @@ fn did_you_mean(suggestion: &Option<String>) -> String {
 }
 
 fn many(errors: &[Error]) -> String {
-    errors.iter().map(ToString::to_string).collect::<Vec<_>>().join("\n")
+    errors.iter().flat_map(Error::iter).map(ToString::to_string).collect::<Vec<_>>().join("\n")
 }
 
 impl Error {
@@ -224,7 +227,9 @@ impl SshConfig {
             .unwrap_or_else(|| "root".to_owned());
         // SAFETY: getuid(2) takes no arguments, cannot fail and touches no memory.
         let uid = unsafe { libc::getuid() };
-        Ok(Self { path: path.to_owned(), home: home.to_owned(), loaded, env, local_user, uid })
+        let config = Self { path: path.to_owned(), home: home.to_owned(), loaded, env, local_user, uid };
+        tracing::debug!(files = ?config.files(), "ssh config loaded");
+        Ok(config)
     }
 
     /// The chain of hops that reaches `jumphost`, following ProxyJump/ProxyCommand `ssh -W` to any
@@ -241,11 +246,11 @@ impl SshConfig {
 
     /// Every file that was read, the top-level one first (absent if it does not exist).
     pub fn files(&self) -> Vec<PathBuf> {
-        self.files_read()
+        self.loaded.read.clone()
     }
 
     /// The top-level config file, as given to [`Self::load`].
     pub fn path(&self) -> &Path {
-        self.config_path()
+        &self.path
     }
 }

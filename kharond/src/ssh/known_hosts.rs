@@ -86,9 +86,8 @@ pub fn check(hop: &Hop, key: &PublicKeyOrCertificate, ctx: &Context<'_>) -> Resu
     let matching: Vec<&Entry> = entries.iter().filter(|e| e.matches(&lookup)).collect();
 
     // Revocations win over everything (OpenSSH checks them first).
-    if let Some(e) = matching
-        .iter()
-        .find(|e| e.marker == Marker::Revoked && e.key.key_data() == presented.key_data())
+    if let Some(e) =
+        matching.iter().find(|e| e.marker == Marker::Revoked && e.key.key_data() == presented.key_data())
     {
         return Err(Error::Revoked { name: hop.display(), fingerprint, recorded: e.line.clone() });
     }
@@ -102,7 +101,8 @@ pub fn check(hop: &Hop, key: &PublicKeyOrCertificate, ctx: &Context<'_>) -> Resu
             || cert.valid_principals().iter().any(|p| p.eq_ignore_ascii_case(hop.known_hosts_name()));
         if cert.cert_type() == CertType::Host && principal_ok && cert.validate(ca_fps.iter()).is_ok() {
             let ca = cert.signature_key();
-            if let Some(e) = matching.iter().find(|e| e.marker == Marker::CertAuthority && e.key.key_data() == ca)
+            if let Some(e) =
+                matching.iter().find(|e| e.marker == Marker::CertAuthority && e.key.key_data() == ca)
             {
                 return Ok(Accepted::Known(e.line.clone()));
             }

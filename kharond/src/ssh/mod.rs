@@ -4,11 +4,23 @@
 //! - [`config`]: ssh_config (Include, Host patterns, ProxyJump, `ProxyCommand ssh -W`) → [`config::Chain`].
 //! - [`pool`]: one shared session set per chain, opened on first use; the only entry point the
 //!   daemon uses ([`Pool::connect`], [`Pool::status`], [`Pool::reload`]).
+//! - [`chain`]: dials a chain hop by hop (TCP or ProxyCommand, then direct-tcpip + handshake).
+//! - [`auth`]: agent first, then key files; an encrypted key without an agent → "run `ssh-add`".
+//! - [`known_hosts`]: host key checks under `StrictHostKeyChecking`.
+//! - [`keepalive`]: the wall-clock jump detector (sleep/wake) that makes the pool probe sessions.
+//! - [`proxy_command`]: a `ProxyCommand` child process as the first hop's transport.
+//! - [`tunnel`]: one channel as a byte stream, pumped so a slow reader cannot stall its session.
 //!
 //! The engine knows nothing of SOCKS: failures carry an [`std::io::ErrorKind`] so the caller can
 //! pick a reply code.
 
+pub mod auth;
+pub mod chain;
 pub mod config;
+pub mod keepalive;
+pub mod known_hosts;
 pub mod pool;
+pub mod proxy_command;
+pub mod tunnel;
 
 pub use pool::{ChainHealth, ChainState, Error, Pool, PoolSettings, Tunnel};

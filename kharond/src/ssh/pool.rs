@@ -1,15 +1,51 @@
-//! STUB — being written by a helper. The public surface below is the contract the daemon uses.
+//! The shared SSH sessions, one dialled chain per jump host, opened on first use.
+//!
+//! Owns: when to dial (first use, after a session died, after a reload changed the chain),
+//! sharing one handshake between concurrent first uses, backoff after failures, the retry of a
+//! channel open on a fresh session, the sleep/wake probes, the per-chain health that `Status`
+//! shows, and the mapping of every failure to an [`std::io::ErrorKind`] for the SOCKS reply.
+//! Leaves ssh_config syntax to `config`, the hop-by-hop handshake to `chain`, and the relay of
+//! bytes to the daemon (`relay::buffered`, which drains each [`Tunnel`] promptly, crates.md §1.8).
+//!
+//! # Concurrency
+//! `Pool::chains` and each slot's `state` are std mutexes held only for map/field updates, never
+//! across an `.await`. Dialling is serialised per chain by a tokio mutex (`Slot::dial`) owned by a
+//! spawned dial task: concurrent first uses wait for that one handshake and then reuse its
+//! session (sshd's `MaxStartups` would otherwise drop some of 20 parallel handshakes), and a
+//! request that gives up (the daemon's own timeout) does not abort the dial for the others.
+//! While a chain is in backoff, requests fail at once with the last error; the first request after
+//! the backoff window dials again.
+//!
+//! # Error mapping (what the SOCKS client sees, via `socks::reply_code`)
+//! - the target refused by the last hop (`ConnectFailed` with "Connection refused") →
+//!   `ConnectionRefused`; any other `ConnectFailed` (no such name, no route) → `HostUnreachable`;
+//! - `AdministrativelyProhibited` (sshd `PermitOpen`, `AllowTcpForwarding no`) → `PermissionDenied`;
+//! - any hop failing (unreachable, refused host key, authentication, session died, ssh_config
+//!   that cannot be used) → `NetworkUnreachable`: the *path* is broken, not the target;
+//! - anything that ran out of time → `TimedOut`.
 
 use std::collections::HashMap;
+use std::io::ErrorKind;
 use std::path::PathBuf;
-use std::pin::Pin;
-use std::sync::Arc;
-use std::task::{Context, Poll};
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, Mutex, RwLock, Weak};
 use std::time::{Duration, SystemTime};
 
-use tokio::io::{AsyncRead, AsyncWrite, ReadBuf};
+use russh::ChannelOpenFailure;
+use tokio::time::Instant;
 
-use super::config;
+use super::chain::{self, Dialled, OpenError};
+use super::config::{self, Chain, SshConfig};
+use super::keepalive;
+use super::tunnel::Counters;
+pub use super::tunnel::Tunnel;
+
+/// First backoff after a failed dial; doubled per further failure up to [`BACKOFF_MAX`].
+const BACKOFF_MIN: Duration = Duration::from_millis(500);
+const BACKOFF_MAX: Duration = Duration::from_secs(30);
+/// How long a suspect session (after a clock jump, or a channel open that timed out) gets to
+/// answer a keepalive before it is given up.
+const PROBE: Duration = Duration::from_secs(2);
 
 /// What the pool needs to know, fixed at start (a reload re-reads the ssh config file).
 #[derive(Debug, Clone)]
@@ -26,14 +62,47 @@ pub struct PoolSettings {
 pub enum Error {
     #[error(transparent)]
     Config(#[from] config::Error),
-    #[error("routed connections are not implemented yet")]
-    NotImplemented,
+    #[error("cannot reach jump host {jumphost}: {source}")]
+    Dial { jumphost: String, source: chain::Error },
+    #[error("jump host {jumphost} is failing ({last_error}); next attempt in {retry_in:.1?}")]
+    Backoff { jumphost: String, last_error: String, kind: ErrorKind, retry_in: Duration },
+    #[error("{jumphost} cannot open {host}:{port}: {reason:?}{}", text(description))]
+    Target {
+        jumphost: String,
+        host: String,
+        port: u16,
+        reason: ChannelOpenFailure,
+        description: Option<String>,
+    },
+    #[error("session to jump host {jumphost} failed while opening {host}:{port}: {source}")]
+    Session { jumphost: String, host: String, port: u16, source: russh::Error },
+    #[error("jump host {jumphost}: {what} took longer than {after:?}")]
+    Timeout { jumphost: String, what: &'static str, after: Duration },
+}
+
+fn text(d: &Option<String>) -> String {
+    d.as_ref().filter(|d| !d.is_empty()).map(|d| format!(" ({d})")).unwrap_or_default()
 }
 
 impl Error {
-    /// How the failure looks from the SOCKS client's side.
-    pub fn io_kind(&self) -> std::io::ErrorKind {
-        std::io::ErrorKind::Other
+    /// How the failure looks from the SOCKS client's side (see the module doc).
+    pub fn io_kind(&self) -> ErrorKind {
+        match self {
+            Error::Config(_) | Error::Session { .. } => ErrorKind::NetworkUnreachable,
+            Error::Dial { source, .. } if source.kind.is_timeout() => ErrorKind::TimedOut,
+            Error::Dial { .. } => ErrorKind::NetworkUnreachable,
+            Error::Backoff { kind, .. } => *kind,
+            Error::Target { reason: ChannelOpenFailure::AdministrativelyProhibited, .. } => {
+                ErrorKind::PermissionDenied
+            }
+            Error::Target { reason: ChannelOpenFailure::ConnectFailed, description, .. }
+                if description.as_deref().is_some_and(|d| d.to_ascii_lowercase().contains("refused")) =>
+            {
+                ErrorKind::ConnectionRefused
+            }
+            Error::Target { .. } => ErrorKind::HostUnreachable,
+            Error::Timeout { .. } => ErrorKind::TimedOut,
+        }
     }
 }
 
@@ -60,64 +129,413 @@ pub struct ChainHealth {
     pub next_retry: Option<SystemTime>,
 }
 
-/// A relayed channel to the target. Counts bytes and open channels for its chain.
-pub struct Tunnel {
-    _private: (),
+/// A connected chain in a slot. `id` tells a stale "this session died" report from a current one.
+struct Live {
+    id: u64,
+    chain: Arc<Dialled>,
+    /// Must answer a probe before its next use (a clock jump happened).
+    suspect: bool,
 }
 
-impl AsyncRead for Tunnel {
-    fn poll_read(
-        self: Pin<&mut Self>,
-        _cx: &mut Context<'_>,
-        _buf: &mut ReadBuf<'_>,
-    ) -> Poll<std::io::Result<()>> {
-        Poll::Ready(Ok(()))
+struct SlotState {
+    live: Option<Live>,
+    state: ChainState,
+    since: SystemTime,
+    last_error: Option<String>,
+    /// The io kind of the last dial failure, for requests failed fast during backoff.
+    last_kind: ErrorKind,
+    failures: u32,
+    retry_at: Option<(Instant, SystemTime)>,
+}
+
+/// One jump host's chain and its session.
+struct Slot {
+    jumphost: String,
+    chain: Chain,
+    /// Held by the dial task for the whole handshake (see `# Concurrency`).
+    dial: Arc<tokio::sync::Mutex<()>>,
+    state: Mutex<SlotState>,
+    counters: Arc<Counters>,
+}
+
+impl Slot {
+    fn new(jumphost: &str, chain: Chain) -> Self {
+        Slot {
+            jumphost: jumphost.to_owned(),
+            chain,
+            dial: Arc::new(tokio::sync::Mutex::new(())),
+            state: Mutex::new(SlotState {
+                live: None,
+                state: ChainState::Idle,
+                since: SystemTime::now(),
+                last_error: None,
+                last_kind: ErrorKind::NetworkUnreachable,
+                failures: 0,
+                retry_at: None,
+            }),
+            counters: Arc::default(),
+        }
+    }
+
+    fn lock(&self) -> std::sync::MutexGuard<'_, SlotState> {
+        // A panic while holding this lock leaves plain data behind; keep serving.
+        self.state.lock().unwrap_or_else(std::sync::PoisonError::into_inner)
+    }
+
+    fn hops(&self) -> String {
+        self.chain.hops.iter().map(|h| h.display()).collect::<Vec<_>>().join(" -> ")
+    }
+
+    /// Forgets session `id` (if it is still the current one) because it died.
+    fn drop_session(&self, id: u64, why: &str) {
+        let mut st = self.lock();
+        if st.live.as_ref().is_some_and(|l| l.id == id) {
+            st.live = None;
+            st.state = ChainState::Failed;
+            st.since = SystemTime::now();
+            st.last_error = Some(why.to_owned());
+            tracing::info!(jumphost = %self.jumphost, chain = %self.hops(), reason = %why, "SSH session down");
+        }
+    }
+
+    /// The live session, unless it is closed (then it is dropped).
+    fn current(&self) -> Option<(u64, Arc<Dialled>, bool)> {
+        let st = self.lock();
+        let live = st.live.as_ref()?;
+        if live.chain.is_closed() {
+            let id = live.id;
+            drop(st);
+            self.drop_session(id, "session closed");
+            return None;
+        }
+        Some((live.id, live.chain.clone(), live.suspect))
     }
 }
 
-impl AsyncWrite for Tunnel {
-    fn poll_write(self: Pin<&mut Self>, _cx: &mut Context<'_>, buf: &[u8]) -> Poll<std::io::Result<usize>> {
-        Poll::Ready(Ok(buf.len()))
-    }
-    fn poll_flush(self: Pin<&mut Self>, _cx: &mut Context<'_>) -> Poll<std::io::Result<()>> {
-        Poll::Ready(Ok(()))
-    }
-    fn poll_shutdown(self: Pin<&mut Self>, _cx: &mut Context<'_>) -> Poll<std::io::Result<()>> {
-        Poll::Ready(Ok(()))
-    }
-}
+static NEXT_SESSION: AtomicU64 = AtomicU64::new(1);
 
 /// The shared SSH sessions, keyed by jump host.
 pub struct Pool {
     settings: PoolSettings,
+    config: RwLock<Arc<SshConfig>>,
+    chains: Mutex<HashMap<String, Arc<Slot>>>,
 }
 
 impl Pool {
     /// Reads the ssh config. An unreadable or invalid file is an error here, at start.
+    /// Inside a tokio runtime it also starts the wall-clock jump detector.
     pub fn new(settings: PoolSettings) -> Result<Arc<Self>, Error> {
-        Ok(Arc::new(Self { settings }))
+        let config = Self::load(&settings)?;
+        let pool = Arc::new(Pool {
+            settings,
+            config: RwLock::new(Arc::new(config)),
+            chains: Mutex::new(HashMap::new()),
+        });
+        if tokio::runtime::Handle::try_current().is_ok() {
+            let wakeups = keepalive::spawn_detector();
+            tokio::spawn(watch_wakeups(Arc::downgrade(&pool), wakeups));
+        }
+        Ok(pool)
     }
 
-    /// Re-reads the ssh config; sessions whose chain did not change stay up.
+    fn load(settings: &PoolSettings) -> Result<SshConfig, Error> {
+        let env = &settings.env;
+        Ok(SshConfig::load(&settings.ssh_config, &settings.home, &|name| env.get(name).cloned())?)
+    }
+
+    fn config(&self) -> Arc<SshConfig> {
+        self.config.read().unwrap_or_else(std::sync::PoisonError::into_inner).clone()
+    }
+
+    fn chains(&self) -> std::sync::MutexGuard<'_, HashMap<String, Arc<Slot>>> {
+        self.chains.lock().unwrap_or_else(std::sync::PoisonError::into_inner)
+    }
+
+    /// Re-reads the ssh config; sessions whose chain did not change stay up, changed chains are
+    /// dialled anew on next use. On error the old config stays in force.
     pub fn reload(&self) -> Result<(), Error> {
-        let _ = &self.settings;
+        let config = Arc::new(Self::load(&self.settings)?);
+        *self.config.write().unwrap_or_else(std::sync::PoisonError::into_inner) = config.clone();
+        self.chains().retain(|jumphost, slot| {
+            let same = config.chain(jumphost).is_ok_and(|c| c == slot.chain);
+            if !same {
+                tracing::info!(%jumphost, "ssh config changed this chain; it is dialled anew on next use");
+            }
+            same
+        });
         Ok(())
     }
 
     /// Checks every given jump host resolves to a chain; returns the errors (for `Status`/`Reload`).
+    /// Valid ones appear in [`Pool::status`] as idle from now on.
     pub fn validate(&self, jumphosts: &[String]) -> Vec<(String, Error)> {
-        let _ = jumphosts;
-        Vec::new()
+        let mut errors = Vec::new();
+        for jumphost in jumphosts {
+            if let Err(e) = self.slot(jumphost) {
+                errors.push((jumphost.clone(), e));
+            }
+        }
+        errors
+    }
+
+    /// The slot for `jumphost`'s current chain (a new one if the chain changed).
+    fn slot(&self, jumphost: &str) -> Result<Arc<Slot>, Error> {
+        let chain = self.config().chain(jumphost)?;
+        let mut chains = self.chains();
+        match chains.get(jumphost) {
+            Some(slot) if slot.chain == chain => Ok(slot.clone()),
+            _ => {
+                let slot = Arc::new(Slot::new(jumphost, chain));
+                chains.insert(jumphost.to_owned(), slot.clone());
+                Ok(slot)
+            }
+        }
     }
 
     /// Opens a direct-tcpip channel from `jumphost`'s last hop to `host:port`, dialling the chain
-    /// first if needed. `host` is sent as a name: the last hop resolves it.
+    /// first if needed. `host` is sent as a name: the last hop resolves it. Bounded by the
+    /// connect timeout.
     pub async fn connect(&self, jumphost: &str, host: &str, port: u16) -> Result<Tunnel, Error> {
-        let _ = (jumphost, host, port);
-        Err(Error::NotImplemented)
+        let deadline = Instant::now() + self.settings.connect_timeout;
+        let slot = self.slot(jumphost)?;
+        let (mut id, mut dialled, mut reused) = self.session(&slot, deadline).await?;
+        let mut retried = false;
+        loop {
+            let opened = tokio::time::timeout_at(deadline, dialled.open(host, port)).await;
+            let fail = |reason, description| Error::Target {
+                jumphost: jumphost.to_owned(),
+                host: host.to_owned(),
+                port,
+                reason,
+                description,
+            };
+            match opened {
+                Ok(Ok(channel)) => return Ok(Tunnel::new(channel, slot.counters.clone(), dialled)),
+                Ok(Err(OpenError::Refused { reason, description })) => return Err(fail(reason, description)),
+                Ok(Err(OpenError::Transport(source))) => {
+                    slot.drop_session(id, &format!("{}: {source}", slot.hops()));
+                    // Only a reused session may have died unnoticed; a fresh one failing is real.
+                    if !reused || retried {
+                        return Err(Error::Session {
+                            jumphost: jumphost.to_owned(),
+                            host: host.to_owned(),
+                            port,
+                            source,
+                        });
+                    }
+                    tracing::debug!(%jumphost, "channel open failed on a reused session; retrying on a fresh one");
+                    retried = true;
+                    (id, dialled, reused) = self.session(&slot, deadline).await?;
+                }
+                Err(_) => {
+                    // A black-holed target, or a frozen hop: find out which, in the background,
+                    // so the next request does not wait for the keepalive either.
+                    spawn_probe(&slot, id, dialled.clone(), "channel open timed out");
+                    return Err(Error::Timeout {
+                        jumphost: jumphost.to_owned(),
+                        what: "opening the channel",
+                        after: self.settings.connect_timeout,
+                    });
+                }
+            }
+        }
+    }
+
+    /// A usable session for `slot`: the live one (probed first if suspect), or a fresh one.
+    /// Returns (session id, chain, whether it was reused).
+    async fn session(&self, slot: &Arc<Slot>, deadline: Instant) -> Result<(u64, Arc<Dialled>, bool), Error> {
+        if let Some((id, chain, suspect)) = slot.current() {
+            if !suspect {
+                return Ok((id, chain, true));
+            }
+            let limit = PROBE.min(deadline.saturating_duration_since(Instant::now()));
+            if chain.probe(limit).await {
+                if let Some(live) = slot.lock().live.as_mut().filter(|l| l.id == id) {
+                    live.suspect = false;
+                }
+                return Ok((id, chain, true));
+            }
+            slot.drop_session(id, &format!("{}: no answer to a keepalive after a clock jump", slot.hops()));
+        }
+        let timeout = |what| Error::Timeout {
+            jumphost: slot.jumphost.clone(),
+            what,
+            after: self.settings.connect_timeout,
+        };
+        // Wait for a dial in progress (it may be for us), then look again.
+        let guard = tokio::time::timeout_at(deadline, slot.dial.clone().lock_owned())
+            .await
+            .map_err(|_| timeout("waiting for the SSH handshake"))?;
+        if let Some((id, chain, _)) = slot.current() {
+            return Ok((id, chain, false));
+        }
+        {
+            let st = slot.lock();
+            if let Some((at, _)) = st.retry_at
+                && Instant::now() < at
+            {
+                return Err(Error::Backoff {
+                    jumphost: slot.jumphost.clone(),
+                    last_error: st.last_error.clone().unwrap_or_default(),
+                    kind: st.last_kind,
+                    retry_in: at.saturating_duration_since(Instant::now()),
+                });
+            }
+        }
+        let task =
+            tokio::spawn(dial(slot.clone(), guard, self.settings.clone(), self.config().path().to_owned()));
+        match tokio::time::timeout_at(deadline, task).await {
+            Err(_) => Err(timeout("the SSH handshake")),
+            Ok(Err(join)) => Err(Error::Timeout {
+                jumphost: slot.jumphost.clone(),
+                what: if join.is_panic() { "the SSH handshake (it panicked)" } else { "the SSH handshake" },
+                after: self.settings.connect_timeout,
+            }),
+            Ok(Ok(Err(e))) => Err(e),
+            Ok(Ok(Ok((id, chain)))) => Ok((id, chain, false)),
+        }
     }
 
     pub fn status(&self) -> Vec<ChainHealth> {
-        Vec::new()
+        let slots: Vec<Arc<Slot>> = self.chains().values().cloned().collect();
+        let mut out: Vec<ChainHealth> = slots
+            .iter()
+            .map(|slot| {
+                let st = slot.lock();
+                ChainHealth {
+                    jumphost: slot.jumphost.clone(),
+                    hops: slot.chain.hops.iter().map(|h| h.display()).collect(),
+                    state: st.state,
+                    since: st.since,
+                    last_error: st.last_error.clone(),
+                    open_channels: slot.counters.open.load(Ordering::Relaxed),
+                    bytes_up: slot.counters.up.load(Ordering::Relaxed),
+                    bytes_down: slot.counters.down.load(Ordering::Relaxed),
+                    next_retry: st
+                        .retry_at
+                        .filter(|(at, _)| *at > Instant::now() && st.live.is_none())
+                        .map(|(_, wall)| wall),
+                }
+            })
+            .collect();
+        out.sort_by(|a, b| a.jumphost.cmp(&b.jumphost));
+        out
     }
 }
+
+/// Dials `slot`'s chain while holding its dial lock, records the outcome, and watches the new
+/// session until it ends. Runs as its own task: see `# Concurrency`.
+async fn dial(
+    slot: Arc<Slot>,
+    _guard: tokio::sync::OwnedMutexGuard<()>,
+    settings: PoolSettings,
+    ssh_config: PathBuf,
+) -> Result<(u64, Arc<Dialled>), Error> {
+    {
+        let mut st = slot.lock();
+        st.state = ChainState::Connecting;
+        st.since = SystemTime::now();
+    }
+    let dial_settings = chain::Settings {
+        env: &settings.env,
+        ssh_config: &ssh_config,
+        connect_timeout: settings.connect_timeout,
+    };
+    let result =
+        match tokio::time::timeout(settings.connect_timeout, chain::dial(&slot.chain, dial_settings)).await {
+            Ok(r) => r.map_err(|source| Error::Dial { jumphost: slot.jumphost.clone(), source }),
+            Err(_) => Err(Error::Timeout {
+                jumphost: slot.jumphost.clone(),
+                what: "the SSH handshake",
+                after: settings.connect_timeout,
+            }),
+        };
+    let mut st = slot.lock();
+    st.since = SystemTime::now();
+    match result {
+        Ok(dialled) => {
+            let id = NEXT_SESSION.fetch_add(1, Ordering::Relaxed);
+            let dialled = Arc::new(dialled);
+            st.live = Some(Live { id, chain: dialled.clone(), suspect: false });
+            st.state = ChainState::Connected;
+            st.failures = 0;
+            st.retry_at = None;
+            drop(st);
+            tracing::info!(jumphost = %slot.jumphost, chain = %slot.hops(), "SSH session up");
+            let closed = dialled.closed();
+            let weak = Arc::downgrade(&slot);
+            tokio::spawn(async move {
+                let why = closed.await;
+                if let Some(slot) = weak.upgrade() {
+                    slot.drop_session(id, &why);
+                }
+            });
+            Ok((id, dialled))
+        }
+        Err(e) => {
+            st.failures += 1;
+            let backoff = backoff(st.failures);
+            st.retry_at = Some((Instant::now() + backoff, SystemTime::now() + backoff));
+            st.state = ChainState::Failed;
+            st.last_error = Some(e.to_string());
+            st.last_kind = e.io_kind();
+            drop(st);
+            tracing::warn!(jumphost = %slot.jumphost, error = %e, retry_in = ?backoff, "SSH session failed");
+            Err(e)
+        }
+    }
+}
+
+/// 0.5 s, 1 s, 2 s, … capped at 30 s, each ±20 % so many daemons do not retry in step.
+fn backoff(failures: u32) -> Duration {
+    let base = BACKOFF_MIN.saturating_mul(1u32 << failures.saturating_sub(1).min(16)).min(BACKOFF_MAX);
+    base.mul_f64(rand::random_range(0.8..1.2))
+}
+
+/// Probes a session in the background and drops it if it does not answer.
+fn spawn_probe(slot: &Arc<Slot>, id: u64, chain: Arc<Dialled>, why: &'static str) {
+    let weak = Arc::downgrade(slot);
+    tokio::spawn(async move {
+        if !chain.probe(PROBE).await
+            && let Some(slot) = weak.upgrade()
+        {
+            slot.drop_session(id, &format!("{}: no answer to a keepalive ({why})", slot.hops()));
+        }
+    });
+}
+
+/// After each clock jump: mark every session suspect and probe them all at once.
+async fn watch_wakeups(pool: Weak<Pool>, mut wakeups: keepalive::Wakeups) {
+    while wakeups.changed().await.is_ok() {
+        let Some(pool) = pool.upgrade() else { return };
+        let slots: Vec<Arc<Slot>> = pool.chains().values().cloned().collect();
+        drop(pool);
+        for slot in slots {
+            let live = {
+                let mut st = slot.lock();
+                st.live.as_mut().map(|l| {
+                    l.suspect = true;
+                    (l.id, l.chain.clone())
+                })
+            };
+            if let Some((id, chain)) = live {
+                let weak = Arc::downgrade(&slot);
+                tokio::spawn(async move {
+                    let ok = chain.probe(PROBE).await;
+                    if let Some(slot) = weak.upgrade() {
+                        if ok {
+                            if let Some(l) = slot.lock().live.as_mut().filter(|l| l.id == id) {
+                                l.suspect = false;
+                            }
+                        } else {
+                            slot.drop_session(id, &format!("{}: no answer after a clock jump", slot.hops()));
+                        }
+                    }
+                });
+            }
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests;

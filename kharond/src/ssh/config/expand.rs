@@ -52,7 +52,7 @@ fn list(tokens: &str) -> String {
 }
 
 /// Replaces `${VAR}` from `env`; a `$` not followed by `{` is literal, as in OpenSSH `dollar_expand`.
-pub(super) fn dollar(value: &str, env: &dyn Fn(&str) -> Option<String>) -> Result<String, String> {
+pub(super) fn dollar(value: &str, env: &mut dyn FnMut(&str) -> Option<String>) -> Result<String, String> {
     let mut out = String::with_capacity(value.len());
     let mut rest = value;
     while let Some(start) = rest.find("${") {
@@ -98,7 +98,7 @@ pub(super) fn check(value: &str, tokens: &str, paths: bool) -> Result<Vec<String
     let mut names = Vec::new();
     if paths {
         tilde(value, Path::new("/"))?;
-        dollar(value, &|name| {
+        dollar(value, &mut |name| {
             names.push(name.to_owned());
             Some(String::new())
         })?;
@@ -116,7 +116,7 @@ pub(super) fn path(
     value_of: &dyn Fn(char) -> String,
 ) -> Result<PathBuf, String> {
     let value = tilde(value, home)?;
-    let value = dollar(&value, &|name| env.get(name).cloned())?;
+    let value = dollar(&value, &mut |name| env.get(name).cloned())?;
     let value = percent(&value, PATH, value_of)?;
     Ok(home.join(value))
 }
@@ -150,11 +150,11 @@ mod tests {
 
     #[test]
     fn dollar_needs_braces_and_a_value() {
-        let env = |n: &str| (n == "XDG_RUNTIME_DIR").then(|| "/run/user/1000".to_owned());
-        assert_eq!(dollar("${XDG_RUNTIME_DIR}/agent $HOME", &env).unwrap(), "/run/user/1000/agent $HOME");
-        assert_eq!(dollar("${NOPE}/x", &env).unwrap_err(), "${NOPE} is not set in kharond's environment");
-        assert_eq!(dollar("${1X}", &env).unwrap_err(), "invalid environment variable name ${1X}");
-        assert_eq!(dollar("${X", &env).unwrap_err(), "unterminated ${ (write ${NAME})");
+        let mut env = |n: &str| (n == "XDG_RUNTIME_DIR").then(|| "/run/user/1000".to_owned());
+        assert_eq!(dollar("${XDG_RUNTIME_DIR}/agent $HOME", &mut env).unwrap(), "/run/user/1000/agent $HOME");
+        assert_eq!(dollar("${NOPE}/x", &mut env).unwrap_err(), "${NOPE} is not set in kharond's environment");
+        assert_eq!(dollar("${1X}", &mut env).unwrap_err(), "invalid environment variable name ${1X}");
+        assert_eq!(dollar("${X", &mut env).unwrap_err(), "unterminated ${ (write ${NAME})");
     }
 
     #[test]

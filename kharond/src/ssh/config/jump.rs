@@ -79,7 +79,7 @@ pub(super) fn parse_spec(s: &str) -> Result<JumpSpec, String> {
             None => (host_port, None),
         }
     };
-    if host.is_empty() || host.contains(|c: char| c.is_whitespace() || c == '/' || c == ',') {
+    if host.is_empty() || host.contains(|c: char| c.is_whitespace() || matches!(c, '/' | ',' | '"' | '\'')) {
         return Err(invalid("bad host name"));
     }
     let port = port.map(parse_port).transpose().map_err(|e| invalid(&e))?;

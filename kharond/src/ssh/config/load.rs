@@ -198,7 +198,7 @@ impl Loader<'_> {
                 Ok(None)
             }
             Kind::RefuseUnless(fine, why) => {
-                if fine.iter().any(|v| v.eq_ignore_ascii_case(&line.args[0])) {
+                if line.args.first().is_some_and(|arg| fine.iter().any(|v| v.eq_ignore_ascii_case(arg))) {
                     tracing::debug!(%origin, option = name, "ignoring ssh config option set to what kharon does anyway");
                     Ok(None)
                 } else {
@@ -431,7 +431,7 @@ mod tests {
     fn time_follows_convtime() {
         assert_eq!(time("X", "90"), Ok(Duration::from_secs(90)));
         assert_eq!(time("X", "1m30s"), Ok(Duration::from_secs(90)));
-        assert_eq!(time("X", "1h30"), Ok(Duration::from_secs(5430)));
+        assert_eq!(time("X", "1h30"), Ok(Duration::from_secs(3630)), "a bare number is seconds");
         assert_eq!(time("X", "2W"), Ok(Duration::from_secs(1_209_600)));
         assert_eq!(time("X", "5x"), Err("X: bad time \"5x\" (e.g. 30, 30s, 5m, 1h30m)".to_owned()));
         assert!(time("X", "s").is_err());

@@ -14,7 +14,7 @@
 //! (as ssh ignores it). `build` still checks this, so a future change cannot break the engine's
 //! assumption that only hop 0 may need a child process.
 
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 use std::time::Duration;
 
 use super::expand;
@@ -381,20 +381,12 @@ impl SshConfig {
     /// case, which matters because matching is case-sensitive).
     fn suggest(&self, alias: &str) -> Option<String> {
         let wanted = alias.to_lowercase();
-        self.explicit_hosts()
+        self.hosts()
             .into_iter()
             .map(|host| (edit_distance(&wanted, &host.to_lowercase()), host))
             .filter(|(distance, _)| *distance <= (wanted.chars().count() / 4).max(2))
             .min_by_key(|(distance, _)| *distance)
             .map(|(_, host)| host)
-    }
-
-    pub(super) fn files_read(&self) -> Vec<PathBuf> {
-        self.loaded.read.clone()
-    }
-
-    pub(super) fn config_path(&self) -> &Path {
-        &self.path
     }
 }
 

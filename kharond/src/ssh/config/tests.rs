@@ -1,1 +1,674 @@
+//! Behaviour of the whole module through its public API: each test writes a config (and its
+//! Includes) under a temporary HOME, loads it and asserts on hops or on the exact message.
+//! Expected behaviour was checked against OpenSSH 9.2 `ssh -G -F file NAME` where it applies.
 
+use std::path::PathBuf;
+use std::time::Duration;
+
+use tempfile::TempDir;
+
+use super::*;
+
+/// A temporary HOME with `files` (paths relative to HOME) written into it.
+fn home(files: &[(&str, &str)]) -> TempDir {
+    let dir = tempfile::tempdir().unwrap();
+    for (path, text) in files {
+        let path = dir.path().join(path);
+        std::fs::create_dir_all(path.parent().unwrap()).unwrap();
+        std::fs::write(path, text).unwrap();
+    }
+    dir
+}
+
+fn env(name: &str) -> Option<String> {
+    match name {
+        "USER" => Some("alice".into()),
+        "KEYS" => Some("/srv/keys".into()),
+        "AGENT_SOCK" => Some("/run/agent.sock".into()),
+        _ => None,
+    }
+}
+
+fn load(home: &TempDir) -> Result<SshConfig, Error> {
+    SshConfig::load(&config_path(home), home.path(), &env)
+}
+
+fn config_path(home: &TempDir) -> PathBuf {
+    home.path().join(".ssh/config")
+}
+
+/// Loads a single config file and resolves `jumphost`.
+fn chain_of(config: &str, jumphost: &str) -> Result<Chain, Error> {
+    let home = home(&[(".ssh/config", config)]);
+    load(&home)?.chain(jumphost)
+}
+
+/// "alias=user@host:port" per hop, first to last.
+fn hops(chain: &Chain) -> Vec<String> {
+    chain.hops.iter().map(|h| format!("{}={}", h.alias, h.display())).collect()
+}
+
+fn load_error(home: &TempDir) -> String {
+    load(home).unwrap_err().to_string()
+}
+
+/// `$HOME/.ssh/config:LINE`, the way errors print it.
+fn at(home: &TempDir, line: usize) -> String {
+    format!("{}:{line}", config_path(home).display())
+}
+
+// ---- chains -------------------------------------------------------------------------------
+
+#[test]
+fn one_hop_takes_host_name_user_and_port_from_its_block() {
+    let chain =
+        chain_of("Host bastion\n  HostName 192.0.2.10\n  User ops\n  Port 2222\n", "bastion").unwrap();
+    assert_eq!(chain.jumphost, "bastion");
+    assert_eq!(hops(&chain), ["bastion=ops@192.0.2.10:2222"]);
+    assert_eq!(chain.hops[0].transport, Transport::Tcp);
+}
+
+#[test]
+fn defaults_apply_when_the_config_says_nothing_else() {
+    let home = home(&[(".ssh/config", "Host bastion\n  HostName b.example\n")]);
+    let chain = load(&home).unwrap().chain("bastion").unwrap();
+    let hop = &chain.hops[0];
+    let ssh = home.path().join(".ssh");
+    assert_eq!(hop.user, "alice", "User defaults to $USER");
+    assert_eq!(hop.port, 22);
+    assert_eq!(hop.identity_files[0], ssh.join("id_rsa"));
+    assert_eq!(hop.identity_files.len(), 7);
+    assert!(!hop.identities_only);
+    assert_eq!(hop.identity_agent, IdentityAgent::Env);
+    assert!(hop.certificate_files.is_empty());
+    assert_eq!(hop.server_alive_interval, Duration::from_secs(15));
+    assert_eq!(hop.server_alive_count_max, 3);
+    assert_eq!(hop.connect_timeout, None);
+    assert_eq!(hop.strict_host_key_checking, StrictHostKeyChecking::Yes);
+    assert_eq!(hop.user_known_hosts_files, [ssh.join("known_hosts"), ssh.join("known_hosts2")]);
+    assert_eq!(
+        hop.global_known_hosts_files,
+        [PathBuf::from("/etc/ssh/ssh_known_hosts"), PathBuf::from("/etc/ssh/ssh_known_hosts2")]
+    );
+    assert_eq!(hop.host_key_alias, None);
+    assert_eq!(hop.origin, Some(Origin { file: config_path(&home), line: 1 }));
+}
+
+#[test]
+fn user_falls_back_to_logname_then_root() {
+    let home = home(&[(".ssh/config", "Host b\n")]);
+    let logname = |n: &str| (n == "LOGNAME").then(|| "bob".to_owned());
+    let config = SshConfig::load(&config_path(&home), home.path(), &logname).unwrap();
+    assert_eq!(config.chain("b").unwrap().hops[0].user, "bob");
+    let config = SshConfig::load(&config_path(&home), home.path(), &|_| None).unwrap();
+    assert_eq!(config.chain("b").unwrap().hops[0].user, "root");
+}
+
+#[test]
+fn proxy_jump_chains_two_and_three_hops_recursively() {
+    let config = "\
+Host cluster1
+  HostName 10.0.0.5
+  ProxyJump inner
+Host inner
+  HostName 10.0.0.1
+  User in
+  ProxyJump outer
+Host outer
+  HostName outer.example
+  Port 2200
+";
+    let chain = chain_of(config, "inner").unwrap();
+    assert_eq!(hops(&chain), ["outer=alice@outer.example:2200", "inner=in@10.0.0.1:22"]);
+    let chain = chain_of(config, "cluster1").unwrap();
+    assert_eq!(
+        hops(&chain),
+        ["outer=alice@outer.example:2200", "inner=in@10.0.0.1:22", "cluster1=alice@10.0.0.5:22"]
+    );
+}
+
+#[test]
+fn proxy_jump_list_runs_first_to_last_like_ssh_dash_j() {
+    // ssh turns `ProxyJump a,b` into `ssh -J a -W .. b`: `a` keeps its own ProxyJump, `b`'s own
+    // ProxyJump is overridden by the list.
+    let config = "\
+Host target
+  ProxyJump a,b
+Host a
+  HostName a.example
+  ProxyJump front
+Host b
+  HostName b.example
+  ProxyJump elsewhere
+Host front
+  HostName front.example
+";
+    let chain = chain_of(config, "target").unwrap();
+    assert_eq!(
+        hops(&chain),
+        [
+            "front=alice@front.example:22",
+            "a=alice@a.example:22",
+            "b=alice@b.example:22",
+            "target=alice@target:22"
+        ]
+    );
+}
+
+#[test]
+fn proxy_jump_user_and_port_override_the_jump_hosts_block() {
+    let config = "\
+Host t1
+  ProxyJump bob@jump:2200
+Host t2
+  ProxyJump ssh://carol@jump:2201,ssh://[2001:db8::1]:2022
+Host jump
+  HostName jump.example
+  User ops
+  Port 22
+";
+    assert_eq!(hops(&chain_of(config, "t1").unwrap()), ["jump=bob@jump.example:2200", "t1=alice@t1:22"]);
+    assert_eq!(
+        hops(&chain_of(config, "t2").unwrap()),
+        ["jump=carol@jump.example:2201", "2001:db8::1=alice@2001:db8::1:2022", "t2=alice@t2:22"]
+    );
+}
+
+#[test]
+fn proxy_jump_none_in_an_earlier_block_wins_over_a_later_default() {
+    let config = "\
+Host direct
+  ProxyJump none
+Host !bastion *
+  ProxyJump bastion
+Host bastion
+";
+    assert_eq!(hops(&chain_of(config, "direct").unwrap()), ["direct=alice@direct:22"]);
+    let host = "Host other\n".to_owned() + config;
+    assert_eq!(
+        hops(&chain_of(&host, "other").unwrap()),
+        ["bastion=alice@bastion:22", "other=alice@other:22"]
+    );
+}
+
+#[test]
+fn proxy_command_ssh_w_in_both_spellings_becomes_a_native_hop() {
+    let config = "\
+Host t1
+  ProxyCommand ssh -W %h:%p -- j1
+Host t2
+  ProxyCommand ssh -q -W '[%h]:%p' t1
+Host j1
+  HostName 192.0.2.1
+";
+    assert_eq!(hops(&chain_of(config, "t1").unwrap()), ["j1=alice@192.0.2.1:22", "t1=alice@t1:22"]);
+    let chain = chain_of(config, "t2").unwrap();
+    assert_eq!(hops(&chain), ["j1=alice@192.0.2.1:22", "t1=alice@t1:22", "t2=alice@t2:22"]);
+    assert!(chain.hops.iter().all(|h| h.transport == Transport::Tcp));
+}
+
+#[test]
+fn other_proxy_command_is_the_first_hops_command_with_tokens_expanded() {
+    let config = "\
+Host corp
+  HostName Corp.Example
+  User ops
+  Port 2022
+  ProxyCommand nc -X 5 -x 'socks:1080' %h %p # %r@%n 100%%
+";
+    let chain = chain_of(config, "corp").unwrap();
+    assert_eq!(
+        chain.hops[0].transport,
+        Transport::Command("nc -X 5 -x 'socks:1080' corp.example 2022 # ops@corp 100%".into())
+    );
+}
+
+#[test]
+fn a_later_list_entrys_own_proxy_command_is_ignored_like_ssh() {
+    // Only the first hop can use a ProxyCommand. A later list entry is reached through the
+    // previous one (`ssh -J a -W .. b`), and ssh ignores b's ProxyCommand; so do we, instead of
+    // refusing a config that works with ssh. The first entry keeps its command.
+    let config = "\
+Host target
+  ProxyJump a,b
+Host a
+  ProxyCommand connect-proxy %h %p
+Host b
+  ProxyCommand nc -x socks:1080 %h %p
+";
+    let chain = chain_of(config, "target").unwrap();
+    assert_eq!(hops(&chain), ["a=alice@a:22", "b=alice@b:22", "target=alice@target:22"]);
+    assert_eq!(chain.hops[0].transport, Transport::Command("connect-proxy a 22".into()));
+    assert_eq!(chain.hops[1].transport, Transport::Tcp);
+}
+
+#[test]
+fn proxy_command_none_and_first_wins_between_proxy_jump_and_proxy_command() {
+    // Measured with ssh -G: the first of ProxyJump/ProxyCommand wins, `ProxyCommand none`
+    // included, but `ProxyJump none` does not hide a later ProxyCommand.
+    let config = "\
+Host pc-first
+  ProxyCommand ssh -W %h:%p x
+  ProxyJump y
+Host none-first
+  ProxyCommand none
+  ProxyJump y
+Host jump-none
+  ProxyJump none
+  ProxyCommand ssh -W %h:%p z
+";
+    assert_eq!(hops(&chain_of(config, "pc-first").unwrap())[0], "x=alice@x:22");
+    assert_eq!(hops(&chain_of(config, "none-first").unwrap()), ["none-first=alice@none-first:22"]);
+    assert_eq!(hops(&chain_of(config, "jump-none").unwrap())[0], "z=alice@z:22");
+}
+
+// ---- matching -----------------------------------------------------------------------------
+
+#[test]
+fn negated_patterns_exclude_a_host_from_a_block() {
+    let config = "\
+Host *.prod !db?.prod
+  User prod
+Host db1.prod web.prod
+Host *
+  User fallback
+";
+    assert_eq!(chain_of(config, "web.prod").unwrap().hops[0].user, "prod");
+    assert_eq!(chain_of(config, "db1.prod").unwrap().hops[0].user, "fallback");
+}
+
+#[test]
+fn host_patterns_match_case_sensitively_and_the_host_name_is_lowercased() {
+    // OpenSSH 9.2: `ssh -G FOO` does not match `Host foo`; `HostName Mixed.Example` → mixed.example.
+    let config = "Host Bastion\n  HostName Mixed.Example\nHost bastion\n  HostName lower.example\n";
+    assert_eq!(hops(&chain_of(config, "Bastion").unwrap()), ["Bastion=alice@mixed.example:22"]);
+    assert_eq!(hops(&chain_of(config, "bastion").unwrap()), ["bastion=alice@lower.example:22"]);
+    let err = chain_of("Host bastion\n", "BASTION").unwrap_err().to_string();
+    assert!(err.ends_with("; did you mean \"bastion\"?"), "{err}");
+}
+
+#[test]
+fn first_obtained_value_wins_and_identity_files_accumulate() {
+    let config = "\
+User early
+Host bastion
+  User ignored
+  Port 2200
+  IdentityFile ~/.ssh/bastion
+Host *
+  Port 22
+  IdentityFile ~/.ssh/default
+  IdentityFile ~/.ssh/bastion
+  IdentitiesOnly yes
+";
+    let home = home(&[(".ssh/config", config)]);
+    let hop = &load(&home).unwrap().chain("bastion").unwrap().hops[0];
+    assert_eq!(hop.user, "early");
+    assert_eq!(hop.port, 2200);
+    assert!(hop.identities_only);
+    let ssh = home.path().join(".ssh");
+    assert_eq!(hop.identity_files, [ssh.join("bastion"), ssh.join("default")]);
+}
+
+#[test]
+fn keywords_ignore_case_and_accept_equals_and_quotes() {
+    let config = "HOST bastion\n  hostname=b.example\n  PORT = 2200\n  user \"ops team\"\n";
+    assert_eq!(hops(&chain_of(config, "bastion").unwrap()), ["bastion=ops team@b.example:2200"]);
+}
+
+#[test]
+fn origin_names_the_first_specific_block() {
+    let home = home(&[(".ssh/config", "Host *\n  User x\n\nHost bastion\n  Port 1\n")]);
+    let hop = &load(&home).unwrap().chain("bastion").unwrap().hops[0];
+    assert_eq!(hop.origin.as_ref().map(ToString::to_string), Some(at(&home, 4)));
+}
+
+// ---- Include ------------------------------------------------------------------------------
+
+#[test]
+fn include_globs_relative_to_dot_ssh_in_sorted_order() {
+    let home = home(&[
+        (".ssh/config", "Include conf.d/*.conf\nHost *\n  User late\n"),
+        (".ssh/conf.d/20-b.conf", "Host bastion\n  User from-b\n"),
+        (".ssh/conf.d/10-a.conf", "Host bastion\n  HostName a.example\n  User from-a\n"),
+        (".ssh/conf.d/.10-a.conf.swp", "garbage line\n"),
+        (".ssh/conf.d/notes.txt", "garbage line\n"),
+    ]);
+    let config = load(&home).unwrap();
+    assert_eq!(hops(&config.chain("bastion").unwrap()), ["bastion=from-a@a.example:22"]);
+    let ssh = home.path().join(".ssh");
+    assert_eq!(
+        config.files(),
+        [ssh.join("config"), ssh.join("conf.d/10-a.conf"), ssh.join("conf.d/20-b.conf")]
+    );
+    assert_eq!(config.hosts(), ["bastion"]);
+}
+
+#[test]
+fn include_inside_a_host_block_follows_openssh() {
+    // As `ssh -G` shows: the included file's top lines belong to the including block, its own
+    // Host lines work when that block matched, and nothing in it applies when it did not.
+    let home = home(&[
+        (
+            ".ssh/config",
+            "Host inc\n  Include ~/.ssh/inc1\n  User after-include\nHost other\n  Include inc1\n",
+        ),
+        (".ssh/inc1", "Port 1111\nHost inc\n  User from-inc\nHost *\n  HostName h-%h\n"),
+    ]);
+    let config = load(&home).unwrap();
+    assert_eq!(hops(&config.chain("inc").unwrap()), ["inc=from-inc@h-inc:1111"]);
+    assert_eq!(hops(&config.chain("other").unwrap()), ["other=alice@h-other:1111"]);
+    assert_eq!(config.files().len(), 2, "a file included twice is read once");
+}
+
+#[test]
+fn include_cycle_is_an_error_at_the_include_line() {
+    let home = home(&[(".ssh/config", "Include a\n"), (".ssh/a", "Host x\n  Include config\n")]);
+    let err = load_error(&home);
+    let ssh = home.path().join(".ssh").canonicalize().unwrap();
+    assert_eq!(
+        err,
+        format!(
+            "{}:2: Include cycle: {} -> {} -> {}; remove one of these Include lines",
+            home.path().join(".ssh/a").display(),
+            ssh.join("config").display(),
+            ssh.join("a").display(),
+            ssh.join("config").display()
+        )
+    );
+}
+
+#[test]
+fn bad_line_in_an_included_file_names_that_file() {
+    let home =
+        home(&[(".ssh/config", "Host a\n  Include extra.conf\n"), (".ssh/extra.conf", "\n\nMatch host x\n")]);
+    assert_eq!(
+        load_error(&home),
+        format!(
+            "{}:3: Match is not supported; move these options into Host blocks",
+            home.path().join(".ssh/extra.conf").display()
+        )
+    );
+}
+
+#[test]
+fn missing_config_file_is_an_empty_config() {
+    let home = home(&[]);
+    let config = load(&home).unwrap();
+    assert!(config.files().is_empty());
+    assert!(config.hosts().is_empty());
+    assert_eq!(
+        config.chain("bastion").unwrap_err().to_string(),
+        format!("jump host \"bastion\" is not a Host in {}", config_path(&home).display())
+    );
+}
+
+// ---- expansion ----------------------------------------------------------------------------
+
+#[test]
+fn tokens_and_tilde_expand_in_path_options() {
+    let config = "\
+Host bastion
+  HostName %h.example.com
+  User ops
+  Port 2222
+  IdentityFile ~/.ssh/%h_%p_%r_%n_%u
+  IdentityFile %d/keys/100%%
+  CertificateFile keys/%k-cert.pub
+  HostKeyAlias bastion-key
+  UserKnownHostsFile ~/.ssh/kh_%n /etc/kh
+  GlobalKnownHostsFile ~/global none-is-only-special-alone
+";
+    let home = home(&[(".ssh/config", config)]);
+    let hop = &load(&home).unwrap().chain("bastion").unwrap().hops[0];
+    let h = home.path();
+    assert_eq!(hop.host_name, "bastion.example.com");
+    assert_eq!(
+        hop.identity_files,
+        [h.join(".ssh/bastion.example.com_2222_ops_bastion_alice"), h.join("keys/100%")]
+    );
+    assert_eq!(hop.certificate_files, [h.join("keys/bastion-key-cert.pub")], "relative paths are under HOME");
+    assert_eq!(hop.user_known_hosts_files, [h.join(".ssh/kh_bastion"), PathBuf::from("/etc/kh")]);
+    assert_eq!(hop.global_known_hosts_files, [h.join("global"), h.join("none-is-only-special-alone")]);
+    assert_eq!(hop.known_hosts_name(), "bastion-key");
+}
+
+#[test]
+fn environment_variables_expand_in_paths_and_identity_agent() {
+    let config = "\
+Host a
+  IdentityFile ${KEYS}/id_a
+  IdentityAgent ${AGENT_SOCK}
+Host b
+  IdentityAgent $AGENT_SOCK
+Host c
+  IdentityAgent none
+Host d
+  IdentityAgent SSH_AUTH_SOCK
+Host e
+  IdentityAgent ~/agent.sock
+";
+    let home = home(&[(".ssh/config", config)]);
+    let config = load(&home).unwrap();
+    let hop = |name: &str| config.chain(name).unwrap().hops.remove(0);
+    assert_eq!(hop("a").identity_files, [PathBuf::from("/srv/keys/id_a")]);
+    assert_eq!(hop("a").identity_agent, IdentityAgent::Path("/run/agent.sock".into()));
+    assert_eq!(hop("b").identity_agent, IdentityAgent::Path("/run/agent.sock".into()));
+    assert_eq!(hop("c").identity_agent, IdentityAgent::None);
+    assert_eq!(hop("d").identity_agent, IdentityAgent::Env);
+    assert_eq!(hop("e").identity_agent, IdentityAgent::Path(home.path().join("agent.sock")));
+}
+
+#[test]
+fn an_unset_variable_is_an_error_for_the_hop_that_uses_it() {
+    let home = home(&[(".ssh/config", "Host fine\nHost broken\n  IdentityFile ${NOT_SET}/id\n")]);
+    let config = load(&home).expect("only the hop that uses it fails");
+    assert!(config.chain("fine").is_ok());
+    assert_eq!(
+        config.chain("broken").unwrap_err().to_string(),
+        format!(
+            "{}: IdentityFile for broken: ${{NOT_SET}} is not set in kharond's environment",
+            at(&home, 3)
+        )
+    );
+}
+
+#[test]
+fn an_unknown_token_is_an_error_at_load() {
+    let home = home(&[(".ssh/config", "Host a\n  HostName %h.%p\n  IdentityFile ~/.ssh/%C\n")]);
+    assert_eq!(
+        load_error(&home),
+        format!(
+            "{}: HostName: unknown token %p (this option accepts %%, %h)\n{}: IdentityFile: token %C is not supported by kharon",
+            at(&home, 2),
+            at(&home, 3)
+        )
+    );
+}
+
+#[test]
+fn times_and_host_key_checking_values_are_parsed() {
+    let config = "\
+Host a
+  ServerAliveInterval 1m
+  ServerAliveCountMax 5
+  ConnectTimeout 10
+  StrictHostKeyChecking accept-new
+  UserKnownHostsFile none
+Host b
+  ServerAliveInterval 0
+  ConnectTimeout none
+  StrictHostKeyChecking off
+Host c
+  StrictHostKeyChecking ask
+";
+    let a = &chain_of(config, "a").unwrap().hops[0];
+    assert_eq!(a.server_alive_interval, Duration::from_secs(60));
+    assert_eq!(a.server_alive_count_max, 5);
+    assert_eq!(a.connect_timeout, Some(Duration::from_secs(10)));
+    assert_eq!(a.strict_host_key_checking, StrictHostKeyChecking::AcceptNew);
+    assert!(a.user_known_hosts_files.is_empty());
+    let b = &chain_of(config, "b").unwrap().hops[0];
+    assert_eq!(b.server_alive_interval, Duration::ZERO, "0 turns probes off");
+    assert_eq!(b.connect_timeout, None);
+    assert_eq!(b.strict_host_key_checking, StrictHostKeyChecking::No);
+    assert_eq!(chain_of(config, "c").unwrap().hops[0].strict_host_key_checking, StrictHostKeyChecking::Yes);
+}
+
+// ---- validation ---------------------------------------------------------------------------
+
+#[test]
+fn match_is_refused_with_file_and_line() {
+    let home = home(&[(".ssh/config", "Host a\n  User x\n\nMatch final all\n  User y\n")]);
+    assert_eq!(
+        load_error(&home),
+        format!("{}: Match is not supported; move these options into Host blocks", at(&home, 4))
+    );
+}
+
+#[test]
+fn unsupported_option_is_refused_naming_it_even_in_an_unused_block() {
+    let home = home(&[(".ssh/config", "Host old-router\n  Ciphers aes128-cbc\n")]);
+    assert_eq!(
+        load_error(&home),
+        format!(
+            "{}: Ciphers is not supported: kharon negotiates algorithms with its SSH library's defaults; \
+             remove it, or name Ciphers in IgnoreUnknown (before this line) to have kharon skip it",
+            at(&home, 2)
+        )
+    );
+}
+
+#[test]
+fn value_dependent_options_are_refused_only_when_they_change_something() {
+    let fine = "Host a\n  CanonicalizeHostname no\n  PubkeyAuthentication yes\n  AddressFamily any\n";
+    assert!(chain_of(fine, "a").is_ok());
+    let home = home(&[(".ssh/config", "Host a\n  canonicalizehostname yes\n  PubkeyAuthentication no\n")]);
+    let err = load_error(&home);
+    let lines: Vec<&str> = err.lines().collect();
+    assert_eq!(lines.len(), 2, "{err}");
+    assert!(
+        lines[0].starts_with(&format!("{}: CanonicalizeHostname yes is not supported", at(&home, 2))),
+        "{err}"
+    );
+    assert!(
+        lines[1].starts_with(&format!("{}: PubkeyAuthentication no is not supported", at(&home, 3))),
+        "{err}"
+    );
+}
+
+#[test]
+fn interactive_only_options_are_ignored() {
+    let config = "\
+Host a
+  ForwardAgent yes
+  ControlMaster auto
+  ControlPath ~/.ssh/cm-%C
+  LocalForward 8080 localhost:80
+  SendEnv LANG
+  GSSAPIAuthentication no
+  ServerAliveInterval 30
+";
+    assert_eq!(chain_of(config, "a").unwrap().hops[0].server_alive_interval, Duration::from_secs(30));
+}
+
+#[test]
+fn unknown_keyword_is_an_error_unless_ignore_unknown_lists_it() {
+    let home = home(&[(".ssh/config", "Host a\n  Frobnicate yes\n")]);
+    assert_eq!(
+        load_error(&home),
+        format!(
+            "{}: unknown option \"Frobnicate\"; fix the spelling, or name it in IgnoreUnknown (before this line)",
+            at(&home, 2)
+        )
+    );
+    let ok = "IgnoreUnknown frob*,Ciphers\nHost a\n  Frobnicate yes\n  Ciphers aes128-cbc\n";
+    assert!(chain_of(ok, "a").is_ok());
+}
+
+#[test]
+fn every_bad_line_is_reported_at_once() {
+    let home =
+        home(&[(".ssh/config", "Host a\n  Port http\n  Bogus 1\n  ProxyJump b:0\n  User\n  HostName \"x\n")]);
+    let err = load(&home).unwrap_err();
+    assert_eq!(err.iter().count(), 5);
+    assert_eq!(
+        err.to_string(),
+        [
+            format!("{}: Port: bad port \"http\" (expected 1-65535)", at(&home, 2)),
+            format!(
+                "{}: unknown option \"Bogus\"; fix the spelling, or name it in IgnoreUnknown (before this line)",
+                at(&home, 3)
+            ),
+            format!("{}: ProxyJump: invalid jump host \"b:0\": bad port \"0\" (expected 1-65535)", at(&home, 4)),
+            format!("{}: User: missing argument", at(&home, 5)),
+            format!("{}: unbalanced quotes", at(&home, 6)),
+        ]
+        .join("\n")
+    );
+}
+
+#[test]
+fn unreadable_include_is_a_read_error() {
+    let home = home(&[(".ssh/config", "Include sub\n")]);
+    std::fs::create_dir_all(home.path().join(".ssh/sub")).unwrap();
+    // A directory matched by a literal Include is not a file: nothing is read, nothing fails.
+    assert!(load(&home).is_ok());
+    let err = SshConfig::load(home.path(), home.path(), &env).unwrap_err().to_string();
+    assert!(err.starts_with(&format!("cannot read ssh config {}: ", home.path().display())), "{err}");
+}
+
+// ---- jump host resolution errors ----------------------------------------------------------
+
+#[test]
+fn unknown_jump_host_names_the_config_and_suggests_a_close_host() {
+    let home = home(&[(".ssh/config", "Host bastion-prod bastion-test\n")]);
+    let config = load(&home).unwrap();
+    assert_eq!(
+        config.chain("bastion-prd").unwrap_err().to_string(),
+        format!(
+            "jump host \"bastion-prd\" is not a Host in {}; did you mean \"bastion-prod\"?",
+            config_path(&home).display()
+        )
+    );
+    assert!(matches!(config.chain("zzz"), Err(Error::UnknownHost { suggestion: None, .. })));
+}
+
+#[test]
+fn a_jump_host_matched_only_by_star_is_unknown() {
+    let err = chain_of("Host *\n  User x\n", "bastion").unwrap_err();
+    assert!(matches!(err, Error::UnknownHost { ref alias, .. } if alias == "bastion"), "{err}");
+    assert!(chain_of("Host *.example\n", "b.example").is_ok(), "a wildcard other than * counts");
+}
+
+#[test]
+fn proxy_jump_cycle_is_an_error_with_its_path() {
+    let config = "Host a\n  ProxyJump b\nHost b\n  ProxyCommand ssh -W %h:%p c\nHost c\n  ProxyJump a\n";
+    assert_eq!(chain_of(config, "a").unwrap_err().to_string(), "ProxyJump cycle: a -> b -> c -> a");
+    // The classic: a catch-all ProxyJump that also applies to the bastion itself.
+    let config = "Host target\nHost *\n  ProxyJump bastion\n";
+    assert_eq!(
+        chain_of(config, "target").unwrap_err().to_string(),
+        "ProxyJump cycle: target -> bastion -> bastion"
+    );
+}
+
+#[test]
+fn hosts_lists_explicit_names_once_in_file_order() {
+    let home =
+        home(&[(".ssh/config", "Host b a *.prod !c\nInclude more\nHost a d?\n"), (".ssh/more", "Host e\n")]);
+    assert_eq!(load(&home).unwrap().hosts(), ["b", "a", "e"]);
+}
+
+#[test]
+fn include_that_matches_nothing_is_fine_and_tilde_user_is_refused() {
+    let home =
+        home(&[(".ssh/config", "Include conf.d/*.conf missing\nHost a\n  IdentityFile ~bob/.ssh/id\n")]);
+    assert_eq!(
+        load_error(&home),
+        format!(
+            "{}: IdentityFile: \"~bob/.ssh/id\": ~user paths are not supported; write the full path",
+            at(&home, 3)
+        )
+    );
+}

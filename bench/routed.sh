@@ -1,0 +1,142 @@
+#!/usr/bin/env bash
+# Routed throughput and warm connection-setup latency: kharond vs `ssh -D`, through the same local
+# OpenSSH sshd, same cipher (aes256-gcm@openssh.com), measured in the same run. Not a test.
+#
+#   bench/routed.sh [SIZE_MIB] [CONNECTIONS]      (defaults 1024 and 500)
+#
+# Needs: root (sshd's own /etc/hosts via `unshare -m`, so the target name resolves only at the
+# jump host, as in the e2e tests), sshd, ssh, curl, python3. Builds kharond in release.
+set -euo pipefail
+SIZE_MIB=${1:-1024}
+CONNS=${2:-500}
+cd "$(dirname "$0")/.."
+cargo build --release -q -p kharond -p kharonctl
+BIN=$PWD/target/release
+
+W=$(mktemp -d /tmp/khbench.XXXXXX)
+PIDS=()
+cleanup() { for p in "${PIDS[@]}"; do kill "$p" 2>/dev/null || true; done; rm -rf "$W"; }
+trap cleanup EXIT
+free_port() { python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])'; }
+wait_port() { for _ in $(seq 200); do (exec 3<>/dev/tcp/127.0.0.1/"$1") 2>/dev/null && return 0; sleep 0.05; done; echo "port $1 not up" >&2; exit 1; }
+
+mkdir -p "$W/home/.ssh" /run/sshd
+ssh-keygen -q -t ed25519 -N '' -f "$W/host_key"
+ssh-keygen -q -t ed25519 -N '' -f "$W/home/.ssh/id_bench"
+cp "$W/home/.ssh/id_bench.pub" "$W/authorized_keys"
+SSHD_PORT=$(free_port); TARGET_PORT=$(free_port); KH_PORT=$(free_port); SSHD_D_PORT=$(free_port)
+USER_NAME=${USER:-root}
+TARGET=bench.c1.example
+
+cat > "$W/sshd_config" <<CFG
+Port $SSHD_PORT
+ListenAddress 127.0.0.1
+HostKey $W/host_key
+PidFile none
+AuthorizedKeysFile $W/authorized_keys
+StrictModes no
+UsePAM no
+PasswordAuthentication no
+PermitRootLogin prohibit-password
+AllowTcpForwarding yes
+LogLevel ERROR
+CFG
+printf '127.0.0.1 localhost\n127.0.0.1 %s\n' "$TARGET" > "$W/hosts"
+unshare -m sh -c "mount --bind $W/hosts /etc/hosts && exec /usr/sbin/sshd -D -e -f $W/sshd_config" 2>"$W/sshd.log" &
+PIDS+=($!)
+echo "[127.0.0.1]:$SSHD_PORT $(cut -d' ' -f1,2 "$W/host_key.pub")" > "$W/home/.ssh/known_hosts"
+
+cat > "$W/home/.ssh/config" <<CFG
+Host bench
+  HostName 127.0.0.1
+  Port $SSHD_PORT
+  User $USER_NAME
+  IdentityFile $W/home/.ssh/id_bench
+  IdentityAgent none
+  IdentitiesOnly yes
+  UserKnownHostsFile $W/home/.ssh/known_hosts
+CFG
+
+# Target: HTTP/1.0-ish; GET /bytes/N sends N zero bytes, anything else a short body.
+cat > "$W/target.py" <<'PY'
+import socket, sys, threading
+CHUNK = b"\0" * (1 << 20)
+def serve(c):
+    try:
+        req = b""
+        while b"\r\n\r\n" not in req:
+            d = c.recv(4096)
+            if not d: return
+            req += d
+        path = req.split()[1].decode()
+        if path.startswith("/bytes/"):
+            n = int(path[7:])
+            c.sendall(b"HTTP/1.0 200 OK\r\nContent-Length: %d\r\n\r\n" % n)
+            while n > 0:
+                k = min(n, len(CHUNK)); c.sendall(CHUNK[:k]); n -= k
+        else:
+            c.sendall(b"HTTP/1.0 200 OK\r\nContent-Length: 2\r\n\r\nok")
+    finally:
+        c.close()
+s = socket.socket(); s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+s.bind(("127.0.0.1", int(sys.argv[1]))); s.listen(512)
+while True:
+    c, _ = s.accept(); threading.Thread(target=serve, args=(c,), daemon=True).start()
+PY
+python3 "$W/target.py" "$TARGET_PORT" & PIDS+=($!)
+wait_port "$SSHD_PORT"; wait_port "$TARGET_PORT"
+
+echo '[{"id":"c1","facts":{"distribution":"openshift4","jumphost":"bench"},"dynamicFacts":{"openshiftBaseDomain":"c1.example"}}]' > "$W/inventory.json"
+env -i PATH="$PATH" HOME="$W/home" USER="$USER_NAME" XDG_RUNTIME_DIR="$W" RUST_LOG=warn \
+  "$BIN/kharond" --listen 127.0.0.1:"$KH_PORT" --control-socket "$W/k.sock" \
+  --inventory "$W/inventory.json" --ssh-config "$W/home/.ssh/config" 2>"$W/kharond.log" &
+PIDS+=($!)
+HOME="$W/home" ssh -F "$W/home/.ssh/config" -N -o ExitOnForwardFailure=yes -c aes256-gcm@openssh.com \
+  -D 127.0.0.1:"$SSHD_D_PORT" bench 2>"$W/ssh.log" &
+PIDS+=($!)
+wait_port "$KH_PORT"; wait_port "$SSHD_D_PORT"
+
+URL_BIG="http://$TARGET:$TARGET_PORT/bytes/$((SIZE_MIB << 20))"
+URL_SMALL="http://$TARGET:$TARGET_PORT/hello"
+# Warm both (kharond dials its session on first use).
+for p in "$KH_PORT" "$SSHD_D_PORT"; do curl -sf -x "socks5h://127.0.0.1:$p" "$URL_SMALL" >/dev/null; done
+
+speed() { curl -sf -o /dev/null -w '%{speed_download}' -x "socks5h://127.0.0.1:$1" "$URL_BIG"; }
+echo "== throughput: one ${SIZE_MIB} MiB stream, aes256-gcm, 3 alternating runs each (MB/s)"
+K=(); S=()
+for i in 1 2 3; do
+  K+=("$(speed "$KH_PORT")"); S+=("$(speed "$SSHD_D_PORT")")
+done
+python3 - "${K[@]}" "${S[@]}" <<'PY'
+import sys, statistics
+v = [float(x) / 1e6 for x in sys.argv[1:]]
+k, s = v[:3], v[3:]
+print("kharond : " + " ".join(f"{x:.0f}" for x in k) + f"   median {statistics.median(k):.0f}")
+print("ssh -D  : " + " ".join(f"{x:.0f}" for x in s) + f"   median {statistics.median(s):.0f}")
+print(f"ratio kharond / ssh -D (median): {statistics.median(k) / statistics.median(s):.2f}x")
+PY
+
+echo "== warm connection setup: $CONNS sequential SOCKS5 CONNECTs by name (ms, until the success reply)"
+cat > "$W/latency.py" <<'PY'
+import socket, struct, sys, time, statistics
+proxy, host, port, n = int(sys.argv[1]), sys.argv[2], int(sys.argv[3]), int(sys.argv[4])
+setup, full = [], []
+for _ in range(n):
+    t0 = time.perf_counter()
+    s = socket.create_connection(("127.0.0.1", proxy))
+    s.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+    s.sendall(b"\x05\x01\x00"); assert s.recv(2) == b"\x05\x00"
+    s.sendall(b"\x05\x01\x00\x03" + bytes([len(host)]) + host.encode() + struct.pack(">H", port))
+    r = b""
+    while len(r) < 10: r += s.recv(10 - len(r))
+    assert r[1] == 0, r
+    t1 = time.perf_counter()
+    s.sendall(b"GET /hello HTTP/1.0\r\n\r\n")
+    while s.recv(4096): pass
+    t2 = time.perf_counter(); s.close()
+    setup.append((t1 - t0) * 1e3); full.append((t2 - t0) * 1e3)
+q = lambda v, p: statistics.quantiles(v, n=100)[p - 1]
+print(f"p50 {q(setup,50):.2f}  p99 {q(setup,99):.2f}  (with a tiny request/response: p50 {q(full,50):.2f} p99 {q(full,99):.2f})")
+PY
+printf 'kharond : '; python3 "$W/latency.py" "$KH_PORT" "$TARGET" "$TARGET_PORT" "$CONNS"
+printf 'ssh -D  : '; python3 "$W/latency.py" "$SSHD_D_PORT" "$TARGET" "$TARGET_PORT" "$CONNS"

@@ -1,0 +1,214 @@
+//! Which clusters a command works on: loading them (from `--inventory FILE`, a Lieutenant `/clusters`
+//! JSON, or else the inventory cache `kharonctl update` writes), dropping `kharonIgnore`d ones,
+//! filtering by id glob and tenant, and finding one cluster by name with closest-id suggestions
+//! when the name is unknown.
+//!
+//! It knows nothing of kubeconfigs (`kube.rs`) or of how clusters are printed (`cmd/clusters.rs`).
+
+use std::path::{Path, PathBuf};
+
+use kharon_shared::inventory::Cluster;
+
+/// How many ids an "unknown cluster" error suggests at most.
+const MAX_SUGGESTIONS: usize = 3;
+
+#[derive(Debug, thiserror::Error)]
+pub enum Error {
+    #[error(transparent)]
+    Inventory(#[from] kharon_shared::inventory::Error),
+    #[error("{0}; or pass --inventory FILE (a Lieutenant /clusters JSON)")]
+    Cache(#[from] kharon_shared::cache::Error),
+    #[error("unknown cluster {name:?}{}", did_you_mean(suggestions))]
+    Unknown { name: String, suggestions: Vec<String> },
+    #[error("no cluster matches {filter:?}{}", tenant_note(tenant.as_deref()))]
+    NoMatch { filter: String, tenant: Option<String> },
+}
+
+fn did_you_mean(suggestions: &[String]) -> String {
+    if suggestions.is_empty() {
+        "; `kharonctl clusters` lists them".to_owned()
+    } else {
+        format!("; did you mean {}?", suggestions.join(", "))
+    }
+}
+
+fn tenant_note(tenant: Option<&str>) -> String {
+    tenant.map(|t| format!(" in tenant {t:?}")).unwrap_or_default()
+}
+
+/// Where the clusters come from.
+#[derive(Debug, Clone)]
+pub enum Source {
+    /// A Lieutenant `/clusters` JSON the user named.
+    File(PathBuf),
+    /// The inventory cache in this cache directory.
+    Cache(PathBuf),
+}
+
+impl Source {
+    pub fn new(inventory: Option<&Path>, cache_dir: &Path) -> Self {
+        match inventory {
+            Some(file) => Source::File(file.to_owned()),
+            None => Source::Cache(cache_dir.to_owned()),
+        }
+    }
+
+    /// Every cluster that is not `kharonIgnore`d, sorted by id.
+    pub fn load(&self) -> Result<Vec<Cluster>, Error> {
+        let mut clusters = match self {
+            Source::File(path) => kharon_shared::inventory::load_file(path)?,
+            Source::Cache(dir) => kharon_shared::cache::load(&kharon_shared::cache::path(dir))?.clusters,
+        };
+        clusters.retain(|c| !c.is_ignored());
+        clusters.sort_by(|a, b| a.id.cmp(&b.id));
+        Ok(clusters)
+    }
+
+    /// The `--inventory` file, if that is where the clusters come from (an exec credential entry
+    /// must read the same inventory when kubectl runs it later).
+    pub fn file(&self) -> Option<&Path> {
+        match self {
+            Source::File(path) => Some(path),
+            Source::Cache(_) => None,
+        }
+    }
+}
+
+/// Whether `pattern` contains glob characters.
+pub fn is_glob(pattern: &str) -> bool {
+    pattern.contains(['*', '?'])
+}
+
+/// Shell-style matching of a whole id: `*` is any run of characters, `?` exactly one.
+pub fn glob_match(pattern: &str, text: &str) -> bool {
+    let (p, t): (Vec<char>, Vec<char>) = (pattern.chars().collect(), text.chars().collect());
+    // Iterative matcher with one backtrack point for the last `*`: linear for our short ids.
+    let (mut pi, mut ti) = (0, 0);
+    let mut star: Option<(usize, usize)> = None;
+    while ti < t.len() {
+        match p.get(pi) {
+            Some('*') => {
+                star = Some((pi, ti));
+                pi += 1;
+            }
+            Some(&c) if c == '?' || c == t[ti] => {
+                pi += 1;
+                ti += 1;
+            }
+            _ => match star {
+                Some((sp, st)) => {
+                    pi = sp + 1;
+                    ti = st + 1;
+                    star = Some((sp, st + 1));
+                }
+                None => return false,
+            },
+        }
+    }
+    p[pi..].iter().all(|&c| c == '*')
+}
+
+/// The clusters whose id matches `filter` (a glob, or a substring when it has no glob characters)
+/// and whose tenant is `tenant`.
+pub fn filter<'a>(clusters: &'a [Cluster], filter: Option<&str>, tenant: Option<&str>) -> Vec<&'a Cluster> {
+    clusters
+        .iter()
+        .filter(|c| tenant.is_none_or(|t| c.tenant == t))
+        .filter(|c| match filter {
+            None => true,
+            Some(f) if is_glob(f) => glob_match(f, &c.id),
+            Some(f) => c.id.contains(f) || c.display_name.as_deref().is_some_and(|d| d.contains(f)),
+        })
+        .collect()
+}
+
+/// The clusters one name selects: a glob selects every match, a plain name exactly one cluster.
+pub fn select<'a>(
+    clusters: &'a [Cluster],
+    name: &str,
+    tenant: Option<&str>,
+) -> Result<Vec<&'a Cluster>, Error> {
+    if is_glob(name) {
+        let found = filter(clusters, Some(name), tenant);
+        if found.is_empty() {
+            return Err(Error::NoMatch { filter: name.to_owned(), tenant: tenant.map(str::to_owned) });
+        }
+        return Ok(found);
+    }
+    find(clusters, name).map(|c| vec![c])
+}
+
+/// The cluster with id `name` (case-insensitively, as ids are DNS labels).
+pub fn find<'a>(clusters: &'a [Cluster], name: &str) -> Result<&'a Cluster, Error> {
+    clusters
+        .iter()
+        .find(|c| c.id == name)
+        .or_else(|| clusters.iter().find(|c| c.id.eq_ignore_ascii_case(name)))
+        .ok_or_else(|| Error::Unknown {
+            name: name.to_owned(),
+            suggestions: suggest(name, clusters.iter().map(|c| c.id.as_str())),
+        })
+}
+
+/// Up to three ids closest to `name`: ids containing it first, then by edit distance, only those
+/// close enough to be a plausible typo.
+pub fn suggest<'a>(name: &str, ids: impl Iterator<Item = &'a str>) -> Vec<String> {
+    let lower = name.to_ascii_lowercase();
+    let mut scored: Vec<(usize, &str)> = ids
+        .filter_map(|id| {
+            let id_lower = id.to_ascii_lowercase();
+            if !lower.is_empty() && id_lower.contains(&lower) {
+                return Some((0, id));
+            }
+            let distance = strsim::levenshtein(&lower, &id_lower);
+            // A third of the longer string, at least 2: "c-foo-1" for "c-fo0-1", not every id.
+            let limit = (lower.len().max(id_lower.len()) / 3).max(2);
+            (distance <= limit).then_some((distance, id))
+        })
+        .collect();
+    scored.sort();
+    scored.into_iter().take(MAX_SUGGESTIONS).map(|(_, id)| id.to_owned()).collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn cluster(id: &str, tenant: &str) -> Cluster {
+        serde_json::from_value(serde_json::json!({"id": id, "tenant": tenant})).unwrap()
+    }
+
+    #[test]
+    fn globs_match_whole_ids() {
+        assert!(glob_match("c-*", "c-foo-1"));
+        assert!(glob_match("c-???-1", "c-foo-1"));
+        assert!(glob_match("*-1", "c-foo-1"));
+        assert!(glob_match("c-*-*-1", "c-a-b-1"));
+        assert!(!glob_match("c-*", "d-foo"));
+        assert!(!glob_match("c-?", "c-ab"));
+        assert!(glob_match("*", ""));
+        assert!(!glob_match("foo", "foo-1"));
+    }
+
+    #[test]
+    fn filters_by_glob_substring_and_tenant() {
+        let all = vec![cluster("c-a-1", "t-x"), cluster("c-b-2", "t-y"), cluster("c-ab-3", "t-x")];
+        let ids = |v: Vec<&Cluster>| v.iter().map(|c| c.id.clone()).collect::<Vec<_>>();
+        assert_eq!(ids(filter(&all, Some("c-a*"), None)), ["c-a-1", "c-ab-3"]);
+        assert_eq!(ids(filter(&all, Some("b"), None)), ["c-b-2", "c-ab-3"]);
+        assert_eq!(ids(filter(&all, None, Some("t-x"))), ["c-a-1", "c-ab-3"]);
+        assert!(matches!(select(&all, "z*", None), Err(Error::NoMatch { .. })));
+    }
+
+    #[test]
+    fn unknown_names_suggest_close_ids() {
+        let all = vec![cluster("c-green-tree-1", "t"), cluster("c-blue-sky-2", "t"), cluster("c-red-3", "t")];
+        let err = find(&all, "c-gren-tree-1").unwrap_err();
+        let Error::Unknown { suggestions, .. } = &err else { panic!("{err}") };
+        assert_eq!(suggestions, &["c-green-tree-1"]);
+        assert!(err.to_string().contains("did you mean c-green-tree-1?"), "{err}");
+        assert_eq!(suggest("blue", all.iter().map(|c| c.id.as_str())), ["c-blue-sky-2"]);
+        assert!(suggest("zzzzzzzzzzzz", all.iter().map(|c| c.id.as_str())).is_empty());
+        assert_eq!(find(&all, "C-RED-3").unwrap().id, "c-red-3");
+    }
+}

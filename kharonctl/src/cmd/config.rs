@@ -1,0 +1,88 @@
+//! `kharonctl config`: the effective settings and where each came from (default, config file,
+//! environment variable or flag), as `shared::config` merged them. The SOCKS password is never
+//! shown, only whether one is set.
+
+use std::process::ExitCode;
+
+use kharon_shared::cache;
+use kharon_shared::config::{Setting, Source};
+use serde::Serialize;
+
+use crate::context::Context;
+use crate::oidc::store;
+use crate::output::{self, Format};
+
+#[derive(Debug, clap::Args)]
+pub struct Args {
+    /// Output format
+    #[arg(short, long, value_enum, default_value_t)]
+    pub output: Format,
+}
+
+#[derive(Serialize)]
+struct Row {
+    setting: &'static str,
+    /// `None` when unset.
+    value: Option<String>,
+    source: String,
+}
+
+fn row<T>(setting: &'static str, s: &Setting<T>, show: impl Fn(&T) -> String) -> Row {
+    Row { setting, value: Some(show(&s.value)), source: s.source.to_string() }
+}
+
+fn opt_row<T>(setting: &'static str, s: &Option<Setting<T>>, show: impl Fn(&T) -> String) -> Row {
+    match s {
+        Some(s) => row(setting, s, show),
+        None => Row { setting, value: None, source: Source::Default.to_string() },
+    }
+}
+
+pub async fn run(args: Args, ctx: &Context) -> anyhow::Result<ExitCode> {
+    let c = &ctx.config;
+    let path = |p: &std::path::PathBuf| p.display().to_string();
+    let cache_dir = &c.cache_dir.value;
+    let derived = |setting: &'static str, value: String| Row {
+        setting,
+        value: Some(value),
+        source: format!("from cache_dir ({})", c.cache_dir.source),
+    };
+    let rows = vec![
+        Row {
+            setting: "config_file",
+            value: c.file.as_ref().map(path),
+            source: if c.file.is_some() { "read".into() } else { "none found".into() },
+        },
+        opt_row("lieutenant_url", &c.lieutenant_url, String::clone),
+        opt_row("oidc_client", &c.oidc_client, String::clone),
+        opt_row("oidc_discovery_url", &c.oidc_discovery_url, String::clone),
+        row("listen", &c.listen, ToString::to_string),
+        opt_row("socks.username", &c.socks_auth, |a| a.username.clone()),
+        opt_row("socks.password", &c.socks_auth, |_| "(set, not shown)".into()),
+        opt_row("inventory", &c.inventory, path),
+        row("ssh_config", &c.ssh_config, path),
+        row("control_socket", &c.control_socket, path),
+        row("cache_dir", &c.cache_dir, path),
+        derived("inventory_cache", path(&cache::path(cache_dir))),
+        derived("token_cache", path(&store::path(cache_dir))),
+        row("handshake_timeout", &c.handshake_timeout, |d| format!("{}s", d.as_secs())),
+        row("connect_timeout", &c.connect_timeout, |d| format!("{}s", d.as_secs())),
+    ];
+    match args.output {
+        Format::Json => output::json(&rows)?,
+        Format::Table => {
+            let table = output::table(
+                &["SETTING", "VALUE", "SOURCE"],
+                rows.iter().map(|r| {
+                    vec![
+                        r.setting.to_owned(),
+                        r.value.clone().unwrap_or_else(|| "(not set)".into()),
+                        r.source.clone(),
+                    ]
+                }),
+            );
+            println!("{table}");
+        }
+    }
+    Ok(ExitCode::SUCCESS)
+}

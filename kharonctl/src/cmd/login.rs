@@ -1,0 +1,31 @@
+//! `kharonctl login`: log in to Lieutenant's identity provider and cache the tokens (0600), so that
+//! `kharonctl update` can fetch the inventory. The browser flow by default (authorization code with
+//! PKCE, redirect to `http://localhost:18000`); `--device` for machines without a browser.
+
+use std::process::ExitCode;
+use std::time::Duration;
+
+use crate::context::Context;
+use crate::lieutenant::{self, Lieutenant};
+use crate::oidc::{self, Auth};
+
+#[derive(Debug, clap::Args)]
+pub struct Args {
+    /// Log in with a device code shown here and entered on any other device
+    #[arg(long)]
+    pub device: bool,
+    /// Seconds to wait for the login to complete
+    #[arg(long, value_name = "SECS", default_value_t = oidc::DEFAULT_LOGIN_TIMEOUT.as_secs())]
+    pub timeout: u64,
+}
+
+pub async fn run(args: Args, ctx: &Context) -> anyhow::Result<ExitCode> {
+    let api_url = ctx.lieutenant_url()?;
+    let http = lieutenant::http_client()?;
+    let lieutenant = Lieutenant::new(api_url, http.clone())?;
+    let options = oidc::LoginOptions { device: args.device, timeout: Duration::from_secs(args.timeout) };
+    let mut auth = Auth::new(api_url, &lieutenant, http, ctx.oidc_overrides(), ctx.oidc_places(), options);
+    auth.login().await?;
+    println!("logged in; tokens cached in {}", ctx.oidc_places().token_file.display());
+    Ok(ExitCode::SUCCESS)
+}

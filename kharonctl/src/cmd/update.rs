@@ -1,0 +1,192 @@
+//! `kharonctl update`: fetch the inventory from Lieutenant (logging in if needed), derive the
+//! routing table, write the cache atomically, say what changed, and tell a running kharond to
+//! reload.
+//!
+//! A failed fetch leaves the old cache untouched: kharond keeps serving it (there is no TTL), and
+//! the error says how old that cache is.
+
+use std::collections::BTreeSet;
+use std::io::IsTerminal;
+use std::process::ExitCode;
+use std::time::Duration;
+
+use anyhow::Context as _;
+use indicatif::{ProgressBar, ProgressDrawTarget, ProgressStyle};
+use kharon_shared::cache::{self, Envelope, RouteEntry};
+use kharon_shared::inventory::Cluster;
+use kharon_shared::routing::RoutingTable;
+
+use crate::context::Context;
+use crate::daemon;
+use crate::lieutenant::{self, Lieutenant};
+use crate::oidc::{self, Auth};
+use crate::output;
+
+#[derive(Debug, clap::Args)]
+pub struct Args {
+    /// Only this tenant's clusters (e.g. t-example-1234)
+    #[arg(long, value_name = "TENANT")]
+    pub tenant: Option<String>,
+    /// If a login is needed, use the device code flow instead of the browser
+    #[arg(long)]
+    pub device: bool,
+    /// Seconds a login (if one is needed) may take
+    #[arg(long, value_name = "SECS", default_value_t = oidc::DEFAULT_LOGIN_TIMEOUT.as_secs())]
+    pub login_timeout: u64,
+    /// Write the cache but do not ask kharond to reload
+    #[arg(long)]
+    pub no_reload: bool,
+}
+
+pub async fn run(args: Args, ctx: &Context) -> anyhow::Result<ExitCode> {
+    let api_url = ctx.lieutenant_url()?.to_owned();
+    let cache_path = cache::path(&ctx.config.cache_dir.value);
+    let previous = match cache::load(&cache_path) {
+        Ok(envelope) => Some(envelope),
+        Err(cache::Error::Missing { .. }) => None,
+        Err(e) => {
+            eprintln!("warning: {e}; it will be replaced");
+            None
+        }
+    };
+
+    let clusters = match fetch(&args, ctx, &api_url).await {
+        Ok(clusters) => clusters,
+        Err(e) => {
+            let kept = match &previous {
+                Some(old) => format!(
+                    "the inventory cache {} from {} ago is unchanged and kharond keeps using it",
+                    cache_path.display(),
+                    output::age(old.age().as_secs())
+                ),
+                None => format!("there is no inventory cache yet ({})", cache_path.display()),
+            };
+            return Err(e.context(format!("update failed; {kept}")));
+        }
+    };
+
+    let table = RoutingTable::compile(&clusters);
+    let routes: Vec<RouteEntry> = table
+        .routes()
+        .into_iter()
+        .map(|(suffix, jumphost, cluster)| RouteEntry { suffix, jumphost, cluster })
+        .collect();
+    let envelope = Envelope::new(api_url.clone(), clusters, routes);
+    cache::store(&cache_path, &envelope)?;
+
+    report(&envelope, previous.as_ref(), &table);
+    println!("wrote {}", cache_path.display());
+
+    if args.no_reload {
+        return Ok(ExitCode::SUCCESS);
+    }
+    match ctx.daemon().await {
+        Ok(mut daemon) => {
+            let reply =
+                daemon.reload().await.context("the cache was written, but kharond could not reload it")?;
+            let inv = reply.inventory.unwrap_or_default();
+            println!("kharond reloaded: {} clusters, {} routed", inv.clusters_total, inv.clusters_routed);
+        }
+        Err(daemon::Error::NotRunning { .. }) => {
+            println!("kharond is not running; it will use the new cache when it starts");
+        }
+        Err(e) => {
+            return Err(anyhow::Error::new(e).context("the cache was written, but kharond could not be told"));
+        }
+    }
+    Ok(ExitCode::SUCCESS)
+}
+
+/// Logs in if needed and fetches `/clusters`; a 401 gets one refresh, then one fresh login.
+async fn fetch(args: &Args, ctx: &Context, api_url: &str) -> anyhow::Result<Vec<Cluster>> {
+    let http = lieutenant::http_client()?;
+    let lieutenant = Lieutenant::new(api_url, http.clone())?;
+    let options =
+        oidc::LoginOptions { device: args.device, timeout: Duration::from_secs(args.login_timeout) };
+    let mut auth = Auth::new(api_url, &lieutenant, http, ctx.oidc_overrides(), ctx.oidc_places(), options);
+
+    let mut bearer = auth.bearer().await?;
+    loop {
+        let spinner = spinner(&format!("fetching clusters from {api_url}"));
+        let result = lieutenant.clusters(&bearer, args.tenant.as_deref()).await;
+        spinner.finish_and_clear();
+        match result {
+            Ok(clusters) => return Ok(clusters),
+            Err(e @ lieutenant::Error::Unauthorized { .. }) => match auth.after_rejection().await? {
+                Some(better) => bearer = better,
+                None => return Err(e.into()),
+            },
+            Err(e) => return Err(e.into()),
+        }
+    }
+}
+
+/// A spinner on stderr, drawn only on a terminal.
+fn spinner(message: &str) -> ProgressBar {
+    let bar = ProgressBar::new_spinner();
+    if !std::io::stderr().is_terminal() {
+        bar.set_draw_target(ProgressDrawTarget::hidden());
+    }
+    if let Ok(style) = ProgressStyle::with_template("{spinner} {msg} ({elapsed})") {
+        bar.set_style(style);
+    }
+    bar.set_message(message.to_owned());
+    bar.enable_steady_tick(Duration::from_millis(100));
+    bar
+}
+
+/// What changed against the previous cache: clusters and routes added/removed, then conflicts and
+/// warnings (clusters with a jumphost but no domains among them) on stderr.
+fn report(new: &Envelope, old: Option<&Envelope>, table: &RoutingTable) {
+    let r = table.report();
+    println!(
+        "fetched {} clusters from {} ({} routed through {} jump hosts, {} ignored)",
+        r.clusters_total,
+        new.api_url,
+        r.clusters_routed,
+        table.jumphosts().len(),
+        r.clusters_ignored
+    );
+    let ids = |e: &Envelope| e.clusters.iter().map(|c| c.id.clone()).collect::<BTreeSet<_>>();
+    let routes = |e: &Envelope| e.routes.iter().cloned().collect::<BTreeSet<_>>();
+    let empty = BTreeSet::new();
+    let (old_ids, old_routes) = match old {
+        Some(old) => (ids(old), routes(old)),
+        None => (empty.clone(), BTreeSet::new()),
+    };
+    let (new_ids, new_routes) = (ids(new), routes(new));
+    let mut changed = false;
+    for id in new_ids.difference(&old_ids) {
+        println!("  + cluster {id}");
+        changed = true;
+    }
+    for id in old_ids.difference(&new_ids) {
+        println!("  - cluster {id}");
+        changed = true;
+    }
+    for route in new_routes.difference(&old_routes) {
+        println!("  + route {} via {} ({})", route.suffix, route.jumphost, route.cluster);
+        changed = true;
+    }
+    for route in old_routes.difference(&new_routes) {
+        println!("  - route {} via {} ({})", route.suffix, route.jumphost, route.cluster);
+        changed = true;
+    }
+    if !changed {
+        println!("  no changes since the last update");
+    }
+    for c in &r.conflicts {
+        let others: Vec<String> =
+            c.shadowed.iter().map(|s| format!("{} ({})", s.cluster, s.jumphost)).collect();
+        eprintln!(
+            "warning: {} is claimed by several jump hosts; {} ({}) wins over {}",
+            c.suffix,
+            c.winner.cluster,
+            c.winner.jumphost,
+            others.join(", ")
+        );
+    }
+    for w in &r.warnings {
+        eprintln!("warning: {w}");
+    }
+}

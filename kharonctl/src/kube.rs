@@ -1,0 +1,518 @@
+//! Kubeconfigs: building one entry (cluster + context + user, all named by the cluster id) from a
+//! cluster's facts, merging entries into a user's kubeconfig without touching anything else, the
+//! current and previous context, and writing files atomically with mode 0600.
+//!
+//! The document is kept as a [`serde_norway::Value`] so that fields this module does not know
+//! (extensions, other tools' keys, future kubeconfig fields) survive a read–modify–write untouched;
+//! only the three named lists, `current-context` and our preferences extension are edited.
+//!
+//! Authentication of an entry, first match wins (protocols.md §4, kharon-go.md §7.1):
+//! 1. a fact [`AUTH_INFO_FACT`] holding a kubeconfig `user` object (JSON), used as given;
+//! 2. `oidcIssuer` + `oidcClientId`: the int128/kubelogin exec entry, exactly as kubelogin documents;
+//! 3. OpenShift: an exec entry running this very `kharonctl` (`clusters ID token --exec-credential`);
+//! 4. otherwise an empty user: the user brings their own credentials.
+//!
+//! It knows nothing of where clusters come from (`clusters.rs`) or of running kubectl (`cmd/`).
+
+use std::net::SocketAddr;
+use std::path::{Path, PathBuf};
+
+use base64::Engine as _;
+use kharon_shared::inventory::{Cluster, Distribution, fact};
+use serde_norway::{Mapping, Value};
+
+/// A static or dynamic fact holding a kubeconfig `user` object (JSON), used as the user entry.
+pub const AUTH_INFO_FACT: &str = "kubeconfigAuthInfo";
+/// The exec API version kharonctl answers in when kubectl does not say (protocols.md §4.3).
+pub const EXEC_API_V1: &str = "client.authentication.k8s.io/v1";
+/// The exec API version of kubelogin's entry as Go kharon and VSHN's Talos template write it.
+pub const EXEC_API_V1BETA1: &str = "client.authentication.k8s.io/v1beta1";
+/// Scopes kubelogin asks for (kharon-go.md §7.1, protocols.md §4.1).
+pub const KUBELOGIN_SCOPES: &str = "email offline_access profile openid";
+/// The preferences extension that remembers the previous context for `switch -` (Go-compatible).
+pub const LAST_CONTEXT_EXTENSION: &str = "kharon.vshn.io/last-context";
+
+#[derive(Debug, thiserror::Error)]
+pub enum Error {
+    #[error("cannot read kubeconfig {}: {source}", path.display())]
+    Read { path: PathBuf, source: std::io::Error },
+    #[error("kubeconfig {} is not valid YAML: {source}", path.display())]
+    Parse { path: PathBuf, source: serde_norway::Error },
+    #[error("kubeconfig {} is not a mapping at the top level", path.display())]
+    NotAMapping { path: PathBuf },
+    #[error("kubeconfig {}: `{key}` is not a list", path.display())]
+    NotAList { path: PathBuf, key: &'static str },
+    #[error("cannot write kubeconfig {}: {source}", path.display())]
+    Write { path: PathBuf, source: std::io::Error },
+    #[error("cannot encode kubeconfig: {0}")]
+    Encode(#[from] serde_norway::Error),
+    #[error("no kubeconfig location: set KUBECONFIG or HOME")]
+    NoDefaultPath,
+}
+
+/// Why a cluster got no entry.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum EntryError {
+    #[error("{id}: no API URL fact (openshiftApiURL or talosApiURL)")]
+    NoApiUrl { id: String },
+    #[error("{id}: {AUTH_INFO_FACT} is not a JSON object")]
+    BadAuthInfo { id: String },
+}
+
+/// What the built entries need from outside the inventory.
+#[derive(Debug, Clone)]
+pub struct Settings {
+    /// kharond's SOCKS listener; routed clusters get `proxy-url: socks5://` this.
+    pub proxy: SocketAddr,
+    /// The absolute path of this kharonctl, for OpenShift exec entries.
+    pub exe: PathBuf,
+    /// The `--inventory` file, passed on to the exec entry so it finds the same clusters.
+    pub inventory: Option<PathBuf>,
+}
+
+/// One cluster's kubeconfig entry: `cluster`, `context` and `user` are all named `name`.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Entry {
+    pub name: String,
+    pub cluster: Value,
+    pub user: Value,
+    /// Non-fatal problems (a malformed CA), for the caller to print.
+    pub warnings: Vec<String>,
+}
+
+/// Builds a mapping keeping the given key order (kubectl's own order reads best).
+fn map<const N: usize>(pairs: [(&str, Value); N]) -> Value {
+    let mut m = Mapping::new();
+    for (k, v) in pairs {
+        m.insert(Value::String(k.to_owned()), v);
+    }
+    Value::Mapping(m)
+}
+
+fn s(v: impl Into<String>) -> Value {
+    Value::String(v.into())
+}
+
+fn fact_any<'a>(cluster: &'a Cluster, key: &str) -> Option<&'a serde_json::Value> {
+    cluster.dynamic_facts.get(key).or_else(|| cluster.facts.get(key))
+}
+
+fn fact_text<'a>(cluster: &'a Cluster, key: &str) -> Option<&'a str> {
+    cluster.dynamic_fact_str(key).or_else(|| cluster.fact_str(key))
+}
+
+/// The entry for one cluster, or why it has none.
+pub fn entry(cluster: &Cluster, settings: &Settings) -> Result<Entry, EntryError> {
+    let id = cluster.id.clone();
+    let server = cluster.api_url().ok_or_else(|| EntryError::NoApiUrl { id: id.clone() })?;
+    let mut warnings = Vec::new();
+    let mut c = map([("server", s(server))]);
+    if let (Some(ca), Value::Mapping(m)) = (cluster.dynamic_fact_str(fact::TALOS_CA_DATA), &mut c) {
+        let ca: String = ca.split_whitespace().collect();
+        match base64::engine::general_purpose::STANDARD.decode(&ca) {
+            Ok(_) => {
+                m.insert(s("certificate-authority-data"), s(ca));
+            }
+            Err(e) => warnings.push(format!("{id}: {} is not base64 ({e}); left out", fact::TALOS_CA_DATA)),
+        }
+    }
+    if cluster.jumphost().is_some()
+        && let Value::Mapping(m) = &mut c
+    {
+        // socks5, not socks5h: kubectl rejects socks5h in proxy-url and socks5 already sends names
+        // (targets.md, "proxy-url").
+        m.insert(s("proxy-url"), s(format!("socks5://{}", settings.proxy)));
+    }
+    let user = user(cluster, settings)?;
+    Ok(Entry { name: id, cluster: c, user, warnings })
+}
+
+fn user(cluster: &Cluster, settings: &Settings) -> Result<Value, EntryError> {
+    if let Some(raw) = fact_any(cluster, AUTH_INFO_FACT) {
+        let bad = || EntryError::BadAuthInfo { id: cluster.id.clone() };
+        // Static facts are strings, so there the object arrives as JSON text (protocols.md §4.2).
+        let object = match raw {
+            serde_json::Value::String(text) => serde_json::from_str(text).map_err(|_| bad())?,
+            other => other.clone(),
+        };
+        if !object.is_object() {
+            return Err(bad());
+        }
+        return serde_norway::to_value(&object).map_err(|_| bad());
+    }
+    if let (Some(issuer), Some(client)) =
+        (fact_text(cluster, fact::OIDC_ISSUER), fact_text(cluster, fact::OIDC_CLIENT_ID))
+    {
+        return Ok(kubelogin_user(issuer, client));
+    }
+    if cluster.distribution() == Distribution::OpenShift {
+        let mut args = vec![s("clusters")];
+        if let Some(inventory) = &settings.inventory {
+            args.extend([s("--inventory"), s(inventory.display().to_string())]);
+        }
+        args.extend([s(cluster.id.as_str()), s("token"), s("--exec-credential")]);
+        return Ok(map([(
+            "exec",
+            map([
+                ("apiVersion", s(EXEC_API_V1)),
+                ("command", s(settings.exe.display().to_string())),
+                ("args", Value::Sequence(args)),
+                // May open a browser for the web login; never reads stdin.
+                ("interactiveMode", s("IfAvailable")),
+                ("provideClusterInfo", Value::Bool(false)),
+            ]),
+        )]));
+    }
+    Ok(Value::Mapping(Mapping::new()))
+}
+
+/// The int128/kubelogin exec entry (protocols.md §4.1): `kubectl oidc-login get-token …`.
+pub fn kubelogin_user(issuer: &str, client_id: &str) -> Value {
+    map([(
+        "exec",
+        map([
+            ("apiVersion", s(EXEC_API_V1BETA1)),
+            ("command", s("kubectl")),
+            (
+                "args",
+                Value::Sequence(vec![
+                    s("oidc-login"),
+                    s("get-token"),
+                    s(format!("--oidc-issuer-url={issuer}")),
+                    s(format!("--oidc-client-id={client_id}")),
+                    s(format!("--oidc-extra-scope={KUBELOGIN_SCOPES}")),
+                ]),
+            ),
+            ("interactiveMode", s("IfAvailable")),
+            ("provideClusterInfo", Value::Bool(false)),
+        ]),
+    )])
+}
+
+/// A kubeconfig document; unknown keys and entries are carried through untouched.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Kubeconfig {
+    doc: Mapping,
+}
+
+const LISTS: [&str; 3] = ["clusters", "contexts", "users"];
+
+impl Default for Kubeconfig {
+    fn default() -> Self {
+        Self::new()
+    }
+}
+
+impl Kubeconfig {
+    pub fn new() -> Self {
+        let Value::Mapping(doc) = map([
+            ("apiVersion", s("v1")),
+            ("kind", s("Config")),
+            ("clusters", Value::Sequence(vec![])),
+            ("contexts", Value::Sequence(vec![])),
+            ("users", Value::Sequence(vec![])),
+            ("current-context", s("")),
+            ("preferences", Value::Mapping(Mapping::new())),
+        ]) else {
+            unreachable!("map() builds a mapping")
+        };
+        Self { doc }
+    }
+
+    /// A kubeconfig with `entries` and `current` as its current context.
+    pub fn from_entries<'a>(entries: impl IntoIterator<Item = &'a Entry>, current: Option<&str>) -> Self {
+        let mut k = Self::new();
+        for e in entries {
+            k.upsert(e);
+        }
+        if let Some(current) = current {
+            k.doc.insert(s("current-context"), s(current));
+        }
+        k
+    }
+
+    /// Parses `text`; `path` only names the file in errors. An empty file is an empty kubeconfig.
+    pub fn parse(text: &str, path: &Path) -> Result<Self, Error> {
+        if text.trim().is_empty() {
+            return Ok(Self::new());
+        }
+        let value: Value =
+            serde_norway::from_str(text).map_err(|source| Error::Parse { path: path.to_owned(), source })?;
+        let doc = match value {
+            Value::Mapping(m) => m,
+            Value::Null => return Ok(Self::new()),
+            _ => return Err(Error::NotAMapping { path: path.to_owned() }),
+        };
+        for key in LISTS {
+            match doc.get(key) {
+                None | Some(Value::Null | Value::Sequence(_)) => {}
+                Some(_) => return Err(Error::NotAList { path: path.to_owned(), key }),
+            }
+        }
+        Ok(Self { doc })
+    }
+
+    /// Reads `path`; a missing file is an empty kubeconfig.
+    pub fn load(path: &Path) -> Result<Self, Error> {
+        match std::fs::read_to_string(path) {
+            Ok(text) => Self::parse(&text, path),
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(Self::new()),
+            Err(source) => Err(Error::Read { path: path.to_owned(), source }),
+        }
+    }
+
+    fn list_mut(&mut self, key: &'static str) -> &mut Vec<Value> {
+        let slot = self.doc.entry(s(key)).or_insert(Value::Sequence(vec![]));
+        if !matches!(slot, Value::Sequence(_)) {
+            // `parse` rejects non-lists, so this only replaces an explicit `null`.
+            *slot = Value::Sequence(vec![]);
+        }
+        match slot {
+            Value::Sequence(list) => list,
+            _ => unreachable!("just made a sequence"),
+        }
+    }
+
+    #[cfg(test)]
+    fn list(&self, key: &str) -> &[Value] {
+        match self.doc.get(key) {
+            Some(Value::Sequence(list)) => list,
+            _ => &[],
+        }
+    }
+
+    /// Replaces the named entry of `key` in place, or appends it; other entries are not touched.
+    fn put(&mut self, key: &'static str, name: &str, body_key: &str, body: Value) {
+        let item = map([("name", s(name)), (body_key, body)]);
+        let list = self.list_mut(key);
+        match list.iter_mut().find(|e| e.get("name").and_then(Value::as_str) == Some(name)) {
+            Some(slot) => *slot = item,
+            None => list.push(item),
+        }
+    }
+
+    /// Adds or replaces one cluster's cluster, context and user.
+    pub fn upsert(&mut self, entry: &Entry) {
+        let name = entry.name.as_str();
+        self.put("clusters", name, "cluster", entry.cluster.clone());
+        self.put("contexts", name, "context", map([("cluster", s(name)), ("user", s(name))]));
+        self.put("users", name, "user", entry.user.clone());
+    }
+
+    /// The named entry of a list (`clusters`, `contexts` or `users`), whole.
+    #[cfg(test)]
+    pub fn item(&self, key: &str, name: &str) -> Option<&Value> {
+        self.list(key).iter().find(|e| e.get("name").and_then(Value::as_str) == Some(name))
+    }
+
+    pub fn current_context(&self) -> Option<&str> {
+        self.doc.get("current-context").and_then(Value::as_str).filter(|c| !c.is_empty())
+    }
+
+    /// Makes `name` current and remembers the previous current context for [`Self::last_context`].
+    pub fn switch_to(&mut self, name: &str) {
+        if let Some(previous) = self.current_context().map(str::to_owned)
+            && previous != name
+        {
+            self.set_last_context(&previous);
+        }
+        self.doc.insert(s("current-context"), s(name));
+    }
+
+    /// The context before the last [`Self::switch_to`] (Go kharon's preferences extension).
+    pub fn last_context(&self) -> Option<&str> {
+        self.last_context_extension()?
+            .get("extension")?
+            .get("spec")?
+            .get("lastContext")?
+            .as_str()
+            .filter(|c| !c.is_empty())
+    }
+
+    fn last_context_extension(&self) -> Option<&Value> {
+        let Some(Value::Sequence(exts)) = self.doc.get("preferences")?.get("extensions") else {
+            return None;
+        };
+        exts.iter().find(|e| e.get("name").and_then(Value::as_str) == Some(LAST_CONTEXT_EXTENSION))
+    }
+
+    fn set_last_context(&mut self, context: &str) {
+        let ext = map([
+            ("name", s(LAST_CONTEXT_EXTENSION)),
+            (
+                "extension",
+                map([
+                    ("apiVersion", s("kharon.vshn.io/v1beta1")),
+                    ("kind", s("LastContext")),
+                    ("spec", map([("lastContext", s(context))])),
+                ]),
+            ),
+        ]);
+        let prefs = self.doc.entry(s("preferences")).or_insert(Value::Mapping(Mapping::new()));
+        if !matches!(prefs, Value::Mapping(_)) {
+            *prefs = Value::Mapping(Mapping::new());
+        }
+        let Value::Mapping(prefs) = prefs else { return };
+        let exts = prefs.entry(s("extensions")).or_insert(Value::Sequence(vec![]));
+        if !matches!(exts, Value::Sequence(_)) {
+            *exts = Value::Sequence(vec![]);
+        }
+        let Value::Sequence(exts) = exts else { return };
+        match exts.iter_mut().find(|e| e.get("name").and_then(Value::as_str) == Some(LAST_CONTEXT_EXTENSION))
+        {
+            Some(slot) => *slot = ext,
+            None => exts.push(ext),
+        }
+    }
+
+    pub fn to_yaml(&self) -> Result<String, Error> {
+        Ok(serde_norway::to_string(&self.doc)?)
+    }
+
+    /// Replaces `path` atomically (temp file in the same directory, then rename) with mode 0600.
+    pub fn write(&self, path: &Path) -> Result<(), Error> {
+        let yaml = self.to_yaml()?;
+        kharon_shared::cache::write_private(path, yaml.as_bytes())
+            .map_err(|source| Error::Write { path: path.to_owned(), source })
+    }
+}
+
+/// The kubeconfig kubectl edits by default: the first entry of `KUBECONFIG`, else `~/.kube/config`.
+pub fn default_path(kubeconfig_var: Option<&str>, home: Option<&Path>) -> Result<PathBuf, Error> {
+    if let Some(first) =
+        kubeconfig_var.and_then(|v| std::env::split_paths(v).find(|p| !p.as_os_str().is_empty()))
+    {
+        return Ok(first);
+    }
+    home.map(|h| h.join(".kube/config")).ok_or(Error::NoDefaultPath)
+}
+
+/// The per-cluster kubeconfig `shell`, `kubectl` and `oc` use: one file per cluster, so two shells
+/// for two clusters never share (and never fight over) a current context.
+pub fn cluster_file(cache_dir: &Path, id: &str) -> PathBuf {
+    cache_dir.join("kube").join(format!("{}.kubeconfig", file_stem(id)))
+}
+
+/// A cluster id as a file name: ids come from Lieutenant, so one holding `/` or `..` must not
+/// reach outside our directory. Real ids (`c-…`, DNS labels) come through unchanged.
+pub fn file_stem(id: &str) -> String {
+    let stem: String = id
+        .chars()
+        .map(|c| if c.is_ascii_alphanumeric() || matches!(c, '-' | '_' | '.') { c } else { '_' })
+        .collect();
+    if stem.is_empty() || stem.starts_with('.') { format!("_{stem}") } else { stem }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn settings() -> Settings {
+        Settings {
+            proxy: "127.0.0.1:12000".parse().unwrap(),
+            exe: "/usr/bin/kharonctl".into(),
+            inventory: None,
+        }
+    }
+
+    fn cluster(v: serde_json::Value) -> Cluster {
+        serde_json::from_value(v).unwrap()
+    }
+
+    #[test]
+    fn routed_openshift_cluster_gets_proxy_and_exec() {
+        let c = cluster(serde_json::json!({
+            "id": "c-a", "tenant": "t",
+            "facts": {"distribution": "openshift4", "jumphost": "jump"},
+            "dynamicFacts": {"openshiftApiURL": "https://api.a.example:6443"}
+        }));
+        let e = entry(&c, &settings()).unwrap();
+        let yaml = serde_norway::to_string(&e.cluster).unwrap();
+        assert_eq!(yaml, "server: https://api.a.example:6443\nproxy-url: socks5://127.0.0.1:12000\n");
+        let exec = e.user.get("exec").unwrap();
+        assert_eq!(exec.get("command").unwrap().as_str(), Some("/usr/bin/kharonctl"));
+        let args: Vec<_> =
+            exec.get("args").unwrap().as_sequence().unwrap().iter().map(|a| a.as_str().unwrap()).collect();
+        assert_eq!(args, ["clusters", "c-a", "token", "--exec-credential"]);
+    }
+
+    #[test]
+    fn direct_talos_cluster_gets_ca_and_kubelogin() {
+        let c = cluster(serde_json::json!({
+            "id": "c-t", "tenant": "t", "facts": {"distribution": "talos"},
+            "dynamicFacts": {"talosApiURL": "https://api.t.example:6443",
+                "talosAPICertificateAuthorityData": "LS0tLS1CRUdJTg==",
+                "oidcIssuer": "https://id.example/realms/x", "oidcClientId": "kube"}
+        }));
+        let e = entry(&c, &settings()).unwrap();
+        assert!(e.cluster.get("proxy-url").is_none());
+        assert_eq!(e.cluster.get("certificate-authority-data").unwrap().as_str(), Some("LS0tLS1CRUdJTg=="));
+        let yaml = serde_norway::to_string(&e.user).unwrap();
+        assert_eq!(
+            yaml,
+            "exec:\n  apiVersion: client.authentication.k8s.io/v1beta1\n  command: kubectl\n  args:\n  \
+             - oidc-login\n  - get-token\n  - --oidc-issuer-url=https://id.example/realms/x\n  \
+             - --oidc-client-id=kube\n  - --oidc-extra-scope=email offline_access profile openid\n  \
+             interactiveMode: IfAvailable\n  provideClusterInfo: false\n"
+        );
+    }
+
+    #[test]
+    fn auth_info_fact_is_used_as_given() {
+        let c = cluster(serde_json::json!({
+            "id": "c-x", "tenant": "t",
+            "facts": {AUTH_INFO_FACT: "{\"token\": \"abc\"}"},
+            "dynamicFacts": {"openshiftApiURL": "https://api.x.example:6443"}
+        }));
+        assert_eq!(entry(&c, &settings()).unwrap().user.get("token").unwrap().as_str(), Some("abc"));
+        let bad = cluster(serde_json::json!({
+            "id": "c-x", "tenant": "t", "facts": {AUTH_INFO_FACT: "[1]"},
+            "dynamicFacts": {"openshiftApiURL": "https://api.x.example:6443"}
+        }));
+        assert!(matches!(entry(&bad, &settings()), Err(EntryError::BadAuthInfo { .. })));
+        let none = cluster(serde_json::json!({"id": "c-n", "tenant": "t"}));
+        assert!(matches!(entry(&none, &settings()), Err(EntryError::NoApiUrl { .. })));
+    }
+
+    #[test]
+    fn merge_keeps_other_entries_and_remembers_last_context() {
+        let text = "apiVersion: v1\nkind: Config\nx-unknown: {keep: me}\ncurrent-context: mine\n\
+                    clusters:\n- name: mine\n  \
+                    cluster: {server: 'https://mine:6443', extensions: [{name: e}]}\n\
+                    contexts:\n- name: mine\n  context: {cluster: mine, user: me, namespace: ns}\n\
+                    users:\n- name: me\n  user: {token: t}\n";
+        let path = Path::new("test");
+        let mut k = Kubeconfig::parse(text, path).unwrap();
+        let before = k.clone();
+        let c = cluster(serde_json::json!({"id": "c-a", "tenant": "t",
+            "dynamicFacts": {"openshiftApiURL": "https://api.a:6443"}}));
+        k.upsert(&entry(&c, &settings()).unwrap());
+        k.switch_to("c-a");
+        for (list, name) in [("clusters", "mine"), ("contexts", "mine"), ("users", "me")] {
+            assert_eq!(k.item(list, name), before.item(list, name));
+        }
+        assert_eq!(k.doc.get("x-unknown"), before.doc.get("x-unknown"));
+        assert_eq!(k.current_context(), Some("c-a"));
+        assert_eq!(k.last_context(), Some("mine"));
+        let again = Kubeconfig::parse(&k.to_yaml().unwrap(), path).unwrap();
+        assert_eq!(again, k);
+        assert!(Kubeconfig::parse("- a", path).is_err());
+        assert!(Kubeconfig::parse("clusters: 3", path).is_err());
+    }
+
+    #[test]
+    fn cluster_ids_stay_inside_the_directory() {
+        assert_eq!(file_stem("c-green-1"), "c-green-1");
+        assert_eq!(file_stem("../x"), "_.._x");
+        assert_eq!(file_stem(".."), "_..");
+        assert_eq!(file_stem(""), "_");
+        assert_eq!(cluster_file(Path::new("/c"), "a/b"), Path::new("/c/kube/a_b.kubeconfig"));
+    }
+
+    #[test]
+    fn default_path_prefers_kubeconfig_variable() {
+        assert_eq!(default_path(Some("/a:/b"), Some(Path::new("/h"))).unwrap(), Path::new("/a"));
+        assert_eq!(default_path(None, Some(Path::new("/h"))).unwrap(), Path::new("/h/.kube/config"));
+        assert!(default_path(Some(""), None).is_err());
+    }
+}

@@ -1,0 +1,308 @@
+//! Logging in to Lieutenant with OpenID Connect, and keeping the tokens (protocols.md §2).
+//!
+//! [`Auth`] answers one question, "which bearer do I send?", in commodore's order: a fresh id_token
+//! from our cache, else one from commodore's cache for the same API URL; a stale one is refreshed
+//! with its refresh token; failing all that, an interactive login. After Lieutenant rejects a token
+//! (401), [`Auth::after_rejection`] refreshes once, then logs in again, then gives up.
+//!
+//! - [`token`]: what we keep of a token response, and when an id_token is stale.
+//! - [`store`]: our 0600 token cache, and lookups in commodore's.
+//! - [`provider`]: the IdP through `openidconnect`: discovery, code exchange, device grant, refresh.
+//! - [`callback`]: the browser opener and the one-shot `http://localhost:18000` redirect server.
+//!
+//! Progress goes to stderr; tokens never do.
+
+pub mod callback;
+pub mod provider;
+pub mod store;
+pub mod token;
+
+use std::net::SocketAddr;
+use std::path::PathBuf;
+use std::time::{Duration, SystemTime};
+
+use crate::lieutenant::{self, Lieutenant, chain};
+use provider::Provider;
+use store::TokenFile;
+use token::Tokens;
+
+/// Default time a user has to finish logging in (kubelogin's default).
+pub const DEFAULT_LOGIN_TIMEOUT: Duration = Duration::from_secs(180);
+
+type BoxError = Box<dyn std::error::Error + Send + Sync>;
+
+#[derive(Debug, thiserror::Error)]
+pub enum Error {
+    #[error(transparent)]
+    Lieutenant(#[from] lieutenant::Error),
+    #[error(
+        "Lieutenant at {api_url} announces no OIDC settings; set COMMODORE_OIDC_CLIENT and \
+         COMMODORE_OIDC_DISCOVERY_URL (or oidc_client and oidc_discovery_url in the config file)"
+    )]
+    NoOidc { api_url: String },
+    #[error("cannot read the identity provider's discovery document {url}: {}", chain(source.as_ref()))]
+    Discovery { url: String, source: BoxError },
+    #[error(
+        "the identity provider {issuer} offers no device login (no device_authorization_endpoint); \
+         log in with the browser instead: `kharonctl login`"
+    )]
+    NoDeviceFlow { issuer: String },
+    #[error(
+        "port {port} is in use by another program (a running `commodore login`, kubelogin or another \
+         `kharonctl login`?); the identity provider only accepts http://localhost:{port} as the login \
+         redirect, so stop that program and retry, or log in with `kharonctl login --device`"
+    )]
+    PortBusy { port: u16 },
+    #[error("cannot listen on {addr} for the login callback: {source}")]
+    Bind { addr: SocketAddr, source: std::io::Error },
+    #[error("no login completed within {secs}s; run the command again (or give more time with --timeout)")]
+    Timeout { secs: u64 },
+    #[error("the identity provider refused the login: {error}{}", description.as_ref().map(|d| format!(": {d}")).unwrap_or_default())]
+    Denied { error: String, description: Option<String> },
+    #[error("{what} at the identity provider failed: {}", chain(source.as_ref()))]
+    Token { what: &'static str, source: BoxError },
+    #[error("the identity provider sent no id_token; Lieutenant needs one as its bearer token")]
+    NoIdToken,
+    #[error("the id_token from the identity provider does not verify: {}", chain(source.as_ref()))]
+    IdToken { source: BoxError },
+    #[error(transparent)]
+    Store(#[from] store::Error),
+}
+
+/// How an interactive login happens.
+#[derive(Debug, Clone)]
+pub struct LoginOptions {
+    /// Device grant instead of the browser redirect.
+    pub device: bool,
+    /// How long the user has.
+    pub timeout: Duration,
+}
+
+/// Where tokens live and how to open a browser; the caller reads these from the environment.
+#[derive(Debug, Clone)]
+pub struct Places {
+    /// Our token cache.
+    pub token_file: PathBuf,
+    /// Commodore's token cache, read only.
+    pub commodore_file: Option<PathBuf>,
+    /// `KHARON_BROWSER`, then `BROWSER`: the command that opens a URL.
+    pub kharon_browser: Option<String>,
+    pub browser: Option<String>,
+}
+
+/// OIDC settings given by the user; each wins over what Lieutenant announces.
+#[derive(Debug, Clone, Default)]
+pub struct Overrides {
+    pub client_id: Option<String>,
+    pub discovery_url: Option<String>,
+}
+
+/// How the current token was obtained, which decides what to try after a 401.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Stage {
+    None,
+    Cached,
+    Refreshed,
+    LoggedIn,
+}
+
+/// Which bearer to send to one Lieutenant, and how to get a better one.
+pub struct Auth<'a> {
+    api_url: String,
+    lieutenant: &'a Lieutenant,
+    overrides: Overrides,
+    http: reqwest::Client,
+    places: Places,
+    options: LoginOptions,
+    provider: Option<Provider>,
+    tokens: Option<Tokens>,
+    stage: Stage,
+}
+
+impl<'a> Auth<'a> {
+    pub fn new(
+        api_url: &str,
+        lieutenant: &'a Lieutenant,
+        http: reqwest::Client,
+        overrides: Overrides,
+        places: Places,
+        options: LoginOptions,
+    ) -> Self {
+        Self {
+            api_url: api_url.to_owned(),
+            lieutenant,
+            overrides,
+            http,
+            places,
+            options,
+            provider: None,
+            tokens: None,
+            stage: Stage::None,
+        }
+    }
+
+    /// A bearer for Lieutenant: cached, refreshed, or from an interactive login.
+    pub async fn bearer(&mut self) -> Result<String, Error> {
+        if let Some((cached, from)) = self.cached() {
+            if !cached.is_stale(SystemTime::now()) {
+                if from != Origin::Ours {
+                    eprintln!("using the token from commodore's cache for {}", self.api_url);
+                }
+                return Ok(self.settle(cached, Stage::Cached));
+            }
+            if let Some(fresh) = self.try_refresh(&cached, "the cached token has expired").await {
+                self.save(&fresh)?;
+                return Ok(self.settle(fresh, Stage::Refreshed));
+            }
+        }
+        self.login().await
+    }
+
+    /// Lieutenant rejected the current bearer: a better one, or `None` when a fresh login's token
+    /// was rejected too (then more logins will not help).
+    pub async fn after_rejection(&mut self) -> Result<Option<String>, Error> {
+        match self.stage {
+            Stage::Cached => {
+                if let Some(current) = self.tokens.clone()
+                    && let Some(fresh) = self.try_refresh(&current, "Lieutenant rejected the token").await
+                {
+                    self.save(&fresh)?;
+                    return Ok(Some(self.settle(fresh, Stage::Refreshed)));
+                }
+                self.login().await.map(Some)
+            }
+            Stage::None | Stage::Refreshed => {
+                eprintln!("Lieutenant rejected the refreshed token; logging in again");
+                self.login().await.map(Some)
+            }
+            Stage::LoggedIn => Ok(None),
+        }
+    }
+
+    /// An interactive login (browser or device code); the tokens are cached.
+    pub async fn login(&mut self) -> Result<String, Error> {
+        let tokens =
+            if self.options.device { self.device_login().await? } else { self.browser_login().await? };
+        self.save(&tokens)?;
+        eprintln!("logged in to {}", self.api_url);
+        Ok(self.settle(tokens, Stage::LoggedIn))
+    }
+
+    fn settle(&mut self, tokens: Tokens, stage: Stage) -> String {
+        let bearer = tokens.id_token.clone();
+        self.tokens = Some(tokens);
+        self.stage = stage;
+        bearer
+    }
+
+    /// Our cache first, then commodore's. An unreadable cache of ours is reported and skipped.
+    fn cached(&self) -> Option<(Tokens, Origin)> {
+        match TokenFile::load(&self.places.token_file) {
+            Ok(file) => {
+                if let Some(t) = file.get(&self.api_url) {
+                    return Some((t.clone(), Origin::Ours));
+                }
+            }
+            Err(e) => eprintln!("warning: {e}"),
+        }
+        let path = self.places.commodore_file.as_ref()?;
+        store::commodore_lookup(path, &self.api_url).map(|t| (t, Origin::Commodore))
+    }
+
+    /// Refreshes `current`; `None` (with a note why) if there is no usable refresh token or the
+    /// provider refuses it.
+    async fn try_refresh(&mut self, current: &Tokens, why: &str) -> Option<Tokens> {
+        let refresh_token = current.refresh_token.clone()?;
+        // A JWT refresh token (Keycloak) that has expired is not worth a round trip.
+        if token::expiry(&refresh_token).is_some_and(|exp| exp <= SystemTime::now()) {
+            eprintln!("{why} and the refresh token has expired too; logging in again");
+            return None;
+        }
+        eprintln!("{why}; refreshing it");
+        let result = match self.provider().await {
+            Ok(provider) => provider.refresh(&refresh_token).await,
+            Err(e) => Err(e),
+        };
+        match result {
+            Ok(fresh) => Some(current.clone().refreshed(fresh)),
+            Err(e) => {
+                eprintln!("cannot refresh the token ({e}); logging in again");
+                None
+            }
+        }
+    }
+
+    fn save(&self, tokens: &Tokens) -> Result<(), Error> {
+        let path = &self.places.token_file;
+        let mut file = TokenFile::load(path).unwrap_or_else(|e| {
+            eprintln!("warning: {e}; replacing it");
+            TokenFile::default()
+        });
+        file.put(&self.api_url, tokens.clone());
+        file.save(path)?;
+        Ok(())
+    }
+
+    /// The provider, discovered once: client id and discovery URL from the overrides, else from
+    /// Lieutenant's `GET /`.
+    async fn provider(&mut self) -> Result<&Provider, Error> {
+        if self.provider.is_none() {
+            let (mut client_id, mut discovery_url) =
+                (self.overrides.client_id.clone(), self.overrides.discovery_url.clone());
+            if client_id.is_none() || discovery_url.is_none() {
+                let announced = self.lieutenant.discover().await?.oidc;
+                let announced = announced.filter(|o| !o.client_id.is_empty() && !o.discovery_url.is_empty());
+                let Some(oidc) = announced else {
+                    return Err(Error::NoOidc { api_url: self.api_url.clone() });
+                };
+                client_id.get_or_insert(oidc.client_id);
+                discovery_url.get_or_insert(oidc.discovery_url);
+            }
+            let (Some(client_id), Some(discovery_url)) = (client_id, discovery_url) else {
+                return Err(Error::NoOidc { api_url: self.api_url.clone() });
+            };
+            let provider = Provider::discover(&discovery_url, &client_id, self.http.clone()).await?;
+            self.provider = Some(provider);
+        }
+        self.provider.as_ref().ok_or(Error::NoOidc { api_url: self.api_url.clone() })
+    }
+
+    async fn browser_login(&mut self) -> Result<Tokens, Error> {
+        // Bind first: a busy port should fail before a browser tab opens for nothing.
+        let callback = callback::Callback::bind().await?;
+        let (kharon_browser, browser) = (self.places.kharon_browser.clone(), self.places.browser.clone());
+        let timeout = self.options.timeout;
+        let api_url = self.api_url.clone();
+        let provider = self.provider().await?;
+        let auth = provider.authorize()?;
+        eprintln!(
+            "log in to {api_url} in your browser; if it does not open, visit this URL:\n\n    {}\n",
+            auth.url
+        );
+        if let Err(e) = callback::open_browser(auth.url.as_str(), kharon_browser, browser) {
+            eprintln!("(cannot start a browser: {e}; open the URL above yourself)");
+        }
+        let code = callback.wait_for_code(auth.state.secret(), timeout).await?;
+        provider.exchange_code(auth, code).await
+    }
+
+    async fn device_login(&mut self) -> Result<Tokens, Error> {
+        let timeout = self.options.timeout;
+        let provider = self.provider().await?;
+        let details = provider.device_start().await?;
+        let uri = details.verification_uri().to_string();
+        eprintln!("to log in, open {uri} on any device and enter the code: {}", details.user_code().secret());
+        if let Some(complete) = details.verification_uri_complete() {
+            eprintln!("(or open {} directly)", complete.secret());
+        }
+        eprintln!("waiting up to {}s for the login to complete…", timeout.as_secs());
+        provider.device_finish(&details, timeout).await
+    }
+}
+
+/// Which cache a token came from.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Origin {
+    Ours,
+    Commodore,
+}

@@ -1,0 +1,175 @@
+//! Where tokens live between runs: our own token cache, and commodore's, which we only read.
+//!
+//! Ours is `<cache dir>/tokens.json`, mode 0600, replaced atomically
+//! ([`kharon_shared::cache::write_private`]): `{"version": 1, "entries": {"<api url>": Tokens}}`,
+//! keyed by the Lieutenant URL without a trailing slash.
+//!
+//! Commodore's is `$XDG_CACHE_HOME/commodore/token` (default `~/.cache/commodore/token`), one JSON
+//! object keyed by the API URL exactly as the user passed it to commodore, each value a token
+//! response (protocols.md §2.3). We look the URL up as given, then with and without a trailing slash,
+//! so commodore users need not log in twice. We never write it.
+
+use std::collections::BTreeMap;
+use std::path::{Path, PathBuf};
+
+use serde::{Deserialize, Serialize};
+
+use super::token::Tokens;
+
+/// File name of our token cache inside the cache directory.
+pub const FILE_NAME: &str = "tokens.json";
+const VERSION: u32 = 1;
+
+#[derive(Debug, thiserror::Error)]
+pub enum Error {
+    #[error("cannot read token cache {}: {source}", path.display())]
+    Read { path: PathBuf, source: std::io::Error },
+    #[error("token cache {} is corrupt ({source}); `kharonctl logout` removes it", path.display())]
+    Corrupt { path: PathBuf, source: serde_json::Error },
+    #[error("cannot write token cache {}: {source}", path.display())]
+    Write { path: PathBuf, source: std::io::Error },
+}
+
+/// Our token cache file, in memory.
+#[derive(Debug, Default, Serialize, Deserialize)]
+pub struct TokenFile {
+    version: u32,
+    entries: BTreeMap<String, Tokens>,
+}
+
+/// The cache key for a Lieutenant URL: the URL without trailing slashes.
+pub fn key(api_url: &str) -> &str {
+    api_url.trim_end_matches('/')
+}
+
+/// Our token cache inside `cache_dir`.
+pub fn path(cache_dir: &Path) -> PathBuf {
+    cache_dir.join(FILE_NAME)
+}
+
+impl TokenFile {
+    /// Reads the file; a missing one is empty.
+    pub fn load(path: &Path) -> Result<Self, Error> {
+        match std::fs::read(path) {
+            Ok(bytes) => serde_json::from_slice(&bytes)
+                .map_err(|source| Error::Corrupt { path: path.to_owned(), source }),
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(Self::default()),
+            Err(source) => Err(Error::Read { path: path.to_owned(), source }),
+        }
+    }
+
+    pub fn save(&mut self, path: &Path) -> Result<(), Error> {
+        self.version = VERSION;
+        let bytes = serde_json::to_vec_pretty(self)
+            .map_err(|e| Error::Write { path: path.to_owned(), source: std::io::Error::other(e) })?;
+        kharon_shared::cache::write_private(path, &bytes)
+            .map_err(|source| Error::Write { path: path.to_owned(), source })
+    }
+
+    pub fn get(&self, api_url: &str) -> Option<&Tokens> {
+        self.entries.get(key(api_url))
+    }
+
+    pub fn put(&mut self, api_url: &str, tokens: Tokens) {
+        self.entries.insert(key(api_url).to_owned(), tokens);
+    }
+
+    /// Removes the entry for `api_url`; whether there was one.
+    pub fn remove(&mut self, api_url: &str) -> bool {
+        self.entries.remove(key(api_url)).is_some()
+    }
+
+    /// The API URLs with cached tokens.
+    pub fn urls(&self) -> impl Iterator<Item = &str> {
+        self.entries.keys().map(String::as_str)
+    }
+}
+
+/// Commodore's token cache: `$XDG_CACHE_HOME/commodore/token`, else `~/.cache/commodore/token`.
+pub fn commodore_path(xdg_cache_home: Option<&Path>, home: Option<&Path>) -> Option<PathBuf> {
+    let base = match xdg_cache_home.filter(|p| p.is_absolute()) {
+        Some(dir) => dir.to_path_buf(),
+        None => home?.join(".cache"),
+    };
+    Some(base.join("commodore").join("token"))
+}
+
+/// The entry for `api_url` in commodore's cache file, if any and if it holds an `id_token`.
+/// Unreadable or foreign content is no entry: the file belongs to commodore.
+pub fn commodore_lookup(path: &Path, api_url: &str) -> Option<Tokens> {
+    let bytes = std::fs::read(path).ok()?;
+    let all: serde_json::Map<String, serde_json::Value> = serde_json::from_slice(&bytes).ok()?;
+    let bare = key(api_url);
+    let slashed = format!("{bare}/");
+    [api_url, bare, slashed.as_str()]
+        .into_iter()
+        .filter_map(|k| all.get(k))
+        .find_map(|v| serde_json::from_value::<Tokens>(v.clone()).ok())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::os::unix::fs::PermissionsExt;
+
+    fn tokens(id: &str) -> Tokens {
+        Tokens { id_token: id.into(), refresh_token: Some(format!("r-{id}")), access_token: None }
+    }
+
+    #[test]
+    fn token_file_round_trips_0600_and_ignores_trailing_slashes() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = path(dir.path());
+        let mut file = TokenFile::load(&path).unwrap();
+        assert_eq!(file.urls().count(), 0);
+        file.put("https://api.example/", tokens("a"));
+        file.save(&path).unwrap();
+        assert_eq!(std::fs::metadata(&path).unwrap().permissions().mode() & 0o777, 0o600);
+        let mut file = TokenFile::load(&path).unwrap();
+        assert_eq!(file.get("https://api.example").unwrap().id_token, "a");
+        assert!(file.remove("https://api.example/"));
+        assert!(!file.remove("https://api.example/"));
+    }
+
+    #[test]
+    fn corrupt_token_file_names_the_file() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = path(dir.path());
+        std::fs::write(&path, "{nope").unwrap();
+        let err = TokenFile::load(&path).unwrap_err().to_string();
+        assert!(err.contains(&path.display().to_string()) && err.contains("logout"), "{err}");
+    }
+
+    #[test]
+    fn commodore_cache_is_found_with_or_without_trailing_slash() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = commodore_path(Some(dir.path()), None).unwrap();
+        assert_eq!(path, dir.path().join("commodore/token"));
+        std::fs::create_dir_all(path.parent().unwrap()).unwrap();
+        let body = serde_json::json!({
+            "https://syn.example": {"id_token": "id-1", "refresh_token": "r-1", "expires_in": 300,
+                                    "scope": ["openid"], "expires_at": 1.5e9},
+            "https://other.example/": {"id_token": "id-2"},
+            "https://old.example": "a string from an old commodore",
+        });
+        std::fs::write(&path, body.to_string()).unwrap();
+        let found = commodore_lookup(&path, "https://syn.example").unwrap();
+        assert_eq!((found.id_token.as_str(), found.refresh_token.as_deref()), ("id-1", Some("r-1")));
+        assert_eq!(commodore_lookup(&path, "https://syn.example/").unwrap().id_token, "id-1");
+        assert_eq!(commodore_lookup(&path, "https://other.example").unwrap().id_token, "id-2");
+        assert!(commodore_lookup(&path, "https://old.example").is_none());
+        assert!(commodore_lookup(&path, "https://unknown.example").is_none());
+        assert!(commodore_lookup(&dir.path().join("missing"), "https://syn.example").is_none());
+    }
+
+    #[test]
+    fn commodore_path_falls_back_to_home_cache() {
+        let home = Path::new("/home/u");
+        assert_eq!(commodore_path(None, Some(home)).unwrap(), home.join(".cache/commodore/token"));
+        assert_eq!(
+            commodore_path(Some(Path::new("relative")), Some(home)).unwrap(),
+            home.join(".cache/commodore/token")
+        );
+        assert!(commodore_path(None, None).is_none());
+    }
+}

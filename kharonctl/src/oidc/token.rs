@@ -1,0 +1,127 @@
+//! The tokens one login yields, and when the `id_token` (the Lieutenant bearer) is stale.
+//!
+//! The `id_token` is decoded without checking its signature: Lieutenant (really the Kubernetes API
+//! server behind it) verifies it; we only read `exp` to avoid sending a token that is about to
+//! expire (protocols.md §2.5). A token without `exp`, or one that is not a JWT, counts as
+//! long-lived, as commodore does.
+
+use std::fmt;
+use std::time::{Duration, SystemTime, UNIX_EPOCH};
+
+use base64::Engine as _;
+use serde::{Deserialize, Serialize};
+
+/// An `id_token` expiring within this margin is refreshed first (commodore's margin).
+pub const STALE_MARGIN: Duration = Duration::from_secs(10);
+
+/// What we keep of a token response. Never printed: `Debug` redacts every token.
+#[derive(Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Tokens {
+    pub id_token: String,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub refresh_token: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub access_token: Option<String>,
+}
+
+impl fmt::Debug for Tokens {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("Tokens")
+            .field("id_token", &"<redacted>")
+            .field("refresh_token", &self.refresh_token.as_ref().map(|_| "<redacted>"))
+            .field("access_token", &self.access_token.as_ref().map(|_| "<redacted>"))
+            .finish()
+    }
+}
+
+impl Tokens {
+    /// Whether the id_token must be refreshed before use at `now`.
+    pub fn is_stale(&self, now: SystemTime) -> bool {
+        is_stale(&self.id_token, now)
+    }
+
+    /// Merges a refresh reply: a provider that does not rotate refresh tokens sends none back, and
+    /// then the old one stays valid (protocols.md §2.5).
+    pub fn refreshed(self, new: Tokens) -> Tokens {
+        Tokens { refresh_token: new.refresh_token.or(self.refresh_token), ..new }
+    }
+}
+
+/// The claims we read from a JWT payload.
+#[derive(Debug, Deserialize)]
+struct Claims {
+    exp: Option<f64>,
+}
+
+/// `exp` of a JWT as a time, if it is a JWT with an `exp`.
+pub fn expiry(jwt: &str) -> Option<SystemTime> {
+    let payload = jwt.split('.').nth(1)?;
+    let bytes =
+        base64::engine::general_purpose::URL_SAFE_NO_PAD.decode(payload.trim_end_matches('=')).ok()?;
+    let claims: Claims = serde_json::from_slice(&bytes).ok()?;
+    let exp = claims.exp?;
+    (exp.is_finite() && exp >= 0.0).then(|| UNIX_EPOCH + Duration::from_secs_f64(exp))
+}
+
+/// Whether `jwt` expires within [`STALE_MARGIN`] of `now`. No `exp` (or no JWT) → never stale.
+pub fn is_stale(jwt: &str, now: SystemTime) -> bool {
+    match expiry(jwt) {
+        Some(exp) => exp <= now + STALE_MARGIN,
+        None => false,
+    }
+}
+
+#[cfg(test)]
+pub(crate) mod tests {
+    use super::*;
+
+    /// An unsigned JWT with the given payload (the signature part is junk; we never check it).
+    pub(crate) fn jwt(payload: serde_json::Value) -> String {
+        let enc = |v: &[u8]| base64::engine::general_purpose::URL_SAFE_NO_PAD.encode(v);
+        format!("{}.{}.c2ln", enc(br#"{"alg":"RS256"}"#), enc(payload.to_string().as_bytes()))
+    }
+
+    fn at(secs: u64) -> SystemTime {
+        UNIX_EPOCH + Duration::from_secs(secs)
+    }
+
+    #[test]
+    fn token_is_stale_within_ten_seconds_of_exp() {
+        let token = jwt(serde_json::json!({"exp": 1_000, "aud": "kharon"}));
+        assert!(!is_stale(&token, at(900)));
+        assert!(!is_stale(&token, at(989)));
+        assert!(is_stale(&token, at(990)));
+        assert!(is_stale(&token, at(2_000)));
+        assert_eq!(expiry(&token), Some(at(1_000)));
+    }
+
+    #[test]
+    fn token_without_exp_or_not_a_jwt_is_long_lived() {
+        assert!(!is_stale(&jwt(serde_json::json!({"sub": "a"})), at(u32::MAX as u64)));
+        assert!(!is_stale("opaque-token", at(0)));
+        assert!(!is_stale("a.%%%.c", at(0)));
+        assert!(!is_stale(&jwt(serde_json::json!({"exp": "soon"})), at(0)));
+    }
+
+    #[test]
+    fn refresh_keeps_the_old_refresh_token_when_none_comes_back() {
+        let old = Tokens { id_token: "a".into(), refresh_token: Some("r1".into()), access_token: None };
+        let new = Tokens { id_token: "b".into(), refresh_token: None, access_token: Some("x".into()) };
+        let merged = old.clone().refreshed(new);
+        assert_eq!(merged.id_token, "b");
+        assert_eq!(merged.refresh_token.as_deref(), Some("r1"));
+        let rotated = Tokens { id_token: "c".into(), refresh_token: Some("r2".into()), access_token: None };
+        assert_eq!(old.refreshed(rotated).refresh_token.as_deref(), Some("r2"));
+    }
+
+    #[test]
+    fn debug_output_has_no_tokens() {
+        let t = Tokens {
+            id_token: "secret-id".into(),
+            refresh_token: Some("secret-refresh".into()),
+            access_token: Some("secret-access".into()),
+        };
+        let shown = format!("{t:?}");
+        assert!(!shown.contains("secret"), "{shown}");
+    }
+}

@@ -1,0 +1,21 @@
+//! The kharonctl command line itself: help that teaches and usage errors.
+//! (Also makes `cargo test --workspace` build the binary the end-to-end suite runs.)
+
+use std::process::Command;
+
+#[test]
+fn help_lists_the_subcommands_and_exit_codes() {
+    let out = Command::new(env!("CARGO_BIN_EXE_kharonctl")).arg("--help").output().unwrap();
+    assert!(out.status.success());
+    let help = String::from_utf8_lossy(&out.stdout);
+    for needle in ["status", "reload", "route", "Exit codes"] {
+        assert!(help.contains(needle), "--help lacks {needle}:\n{help}");
+    }
+}
+
+#[test]
+fn route_without_a_host_is_a_usage_error() {
+    let out = Command::new(env!("CARGO_BIN_EXE_kharonctl")).arg("route").output().unwrap();
+    assert_eq!(out.status.code(), Some(2));
+    assert!(String::from_utf8_lossy(&out.stderr).contains("<HOST>"));
+}

@@ -1,0 +1,228 @@
+//! Public-key authentication of one hop: the ssh-agent first, then key files.
+//!
+//! Owns: which keys are offered in which order, and the error a user can act on when none works.
+//! Order, as OpenSSH (and bounded by sshd's `MaxAuthTries`, crates.md §1.3):
+//! 1. agent keys (and agent certificates) matching an `IdentityFile` (its `.pub` or `-cert.pub`),
+//! 2. with `IdentitiesOnly no`, the agent's other keys,
+//! 3. unencrypted key files, with their `CertificateFile`/`-cert.pub` certificate when present.
+//!
+//! An encrypted key file that the agent does not hold cannot be used: the daemon cannot prompt,
+//! so the error says to `ssh-add` it. The agent socket comes from `IdentityAgent` or the daemon's
+//! captured `SSH_AUTH_SOCK` (never this process's live environment).
+//! Knows nothing of host keys or how the session's transport was made (`chain`).
+
+use std::collections::HashMap;
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+
+use russh::client::{self, AuthResult};
+use russh::keys::agent::AgentIdentity;
+use russh::keys::agent::client::AgentClient;
+use russh::keys::{Certificate, PrivateKey, PrivateKeyWithHashAlg, PublicKey};
+
+use super::config::{Hop, IdentityAgent};
+
+#[derive(Debug, thiserror::Error)]
+pub enum Error {
+    #[error(
+        "{} is encrypted; add it to your agent with `ssh-add {}` (kharond cannot prompt)",
+        path.display(), path.display()
+    )]
+    Encrypted { path: PathBuf },
+    #[error("no key was accepted for {user}; tried {}{}", tried_list(tried), agent_note(agent))]
+    Rejected { user: String, tried: Vec<String>, agent: Option<String> },
+    #[error("authentication was interrupted: {0}")]
+    Transport(russh::Error),
+}
+
+fn tried_list(tried: &[String]) -> String {
+    if tried.is_empty() {
+        "no key at all (no agent key, no IdentityFile found)".to_owned()
+    } else {
+        tried.join(", ")
+    }
+}
+
+fn agent_note(agent: &Option<String>) -> String {
+    agent.as_ref().map(|a| format!(" ({a})")).unwrap_or_default()
+}
+
+/// A key file we may offer: its path, and what we know of it without a passphrase.
+struct KeyFile {
+    path: PathBuf,
+    public: Option<PublicKey>,
+    cert: Option<Certificate>,
+}
+
+/// Authenticates `hop.user` on a freshly connected session.
+pub async fn authenticate<H>(
+    handle: &mut client::Handle<H>,
+    hop: &Hop,
+    env: &HashMap<String, String>,
+) -> Result<(), Error>
+where
+    H: client::Handler,
+{
+    let files = key_files(hop);
+    let mut tried = Vec::new();
+    let mut agent_problem = None;
+    // Public keys the agent offered: a key file holding one of them needs no passphrase.
+    let mut agent_keys: Vec<PublicKey> = Vec::new();
+
+    match agent_socket(hop, env) {
+        None => {}
+        Some(sock) => match AgentClient::connect_uds(&sock).await {
+            Err(e) => agent_problem = Some(format!("agent {} unusable: {e}", sock.display())),
+            Ok(mut agent) => match agent.request_identities().await {
+                Err(e) => agent_problem = Some(format!("agent {} unusable: {e}", sock.display())),
+                Ok(ids) => {
+                    let wanted = |id: &AgentIdentity| {
+                        let k = id.public_key();
+                        files.iter().any(|f| {
+                            f.public.as_ref().is_some_and(|p| p.key_data() == k.key_data())
+                                || f.cert.as_ref().is_some_and(|c| c.public_key() == k.key_data())
+                        })
+                    };
+                    let (mut ordered, rest): (Vec<_>, Vec<_>) = ids.into_iter().partition(|id| wanted(id));
+                    if !hop.identities_only {
+                        ordered.extend(rest);
+                    }
+                    if ordered.is_empty() && agent_problem.is_none() {
+                        agent_problem = Some(format!("agent {} holds no usable key", sock.display()));
+                    }
+                    for id in ordered {
+                        agent_keys.push(id.public_key().into_owned());
+                        let label = label(&id);
+                        let hash = rsa_hash(handle).await?;
+                        let result = match &id {
+                            AgentIdentity::PublicKey { key, .. } => {
+                                handle
+                                    .authenticate_publickey_with(&hop.user, key.clone(), hash, &mut agent)
+                                    .await
+                            }
+                            AgentIdentity::Certificate { certificate, .. } => {
+                                handle
+                                    .authenticate_certificate_with(
+                                        &hop.user,
+                                        certificate.clone(),
+                                        hash,
+                                        &mut agent,
+                                    )
+                                    .await
+                            }
+                        };
+                        match result {
+                            Ok(AuthResult::Success) => return Ok(()),
+                            Ok(AuthResult::Failure { .. }) => tried.push(label),
+                            Err(e) => {
+                                // The agent declined or failed to sign; the session is still usable.
+                                tracing::debug!(hop = %hop.display(), error = %e, "agent could not sign");
+                                tried.push(format!("{label} (agent failed: {e})"));
+                                if handle.is_closed() {
+                                    return Err(Error::Transport(russh::Error::Disconnect));
+                                }
+                            }
+                        }
+                    }
+                }
+            },
+        },
+    }
+
+    let mut encrypted = None;
+    for f in &files {
+        if !f.path.exists() {
+            continue;
+        }
+        let key = match russh::keys::load_secret_key(&f.path, None) {
+            Ok(k) => k,
+            Err(russh::keys::Error::KeyIsEncrypted) => {
+                let held = f
+                    .public
+                    .as_ref()
+                    .is_some_and(|p| agent_keys.iter().any(|a| a.key_data() == p.key_data()));
+                if !held && encrypted.is_none() {
+                    encrypted = Some(f.path.clone());
+                }
+                continue;
+            }
+            Err(e) => {
+                tracing::warn!(file = %f.path.display(), error = %e, "cannot read key file");
+                tried.push(format!("{} (unreadable: {e})", f.path.display()));
+                continue;
+            }
+        };
+        let key = Arc::new(key);
+        let result = match &f.cert {
+            Some(cert) if cert.public_key() == key.public_key().key_data() => {
+                handle.authenticate_openssh_cert(&hop.user, key.clone(), cert.clone()).await
+            }
+            _ => {
+                let hash = rsa_hash(handle).await?;
+                handle.authenticate_publickey(&hop.user, PrivateKeyWithHashAlg::new(key.clone(), hash)).await
+            }
+        };
+        match result {
+            Ok(AuthResult::Success) => return Ok(()),
+            Ok(AuthResult::Failure { .. }) => tried.push(f.path.display().to_string()),
+            Err(e) => return Err(Error::Transport(e)),
+        }
+    }
+    match encrypted {
+        Some(path) => Err(Error::Encrypted { path }),
+        None => Err(Error::Rejected { user: hop.user.clone(), tried, agent: agent_problem }),
+    }
+}
+
+async fn rsa_hash<H: client::Handler>(
+    handle: &client::Handle<H>,
+) -> Result<Option<russh::keys::HashAlg>, Error> {
+    Ok(handle.best_supported_rsa_hash().await.map_err(Error::Transport)?.flatten())
+}
+
+fn label(id: &AgentIdentity) -> String {
+    let (kind, comment) = match id {
+        AgentIdentity::PublicKey { comment, .. } => ("agent key", comment),
+        AgentIdentity::Certificate { comment, .. } => ("agent certificate", comment),
+    };
+    let fp = id.public_key().fingerprint(russh::keys::HashAlg::Sha256);
+    if comment.is_empty() { format!("{kind} {fp}") } else { format!("{kind} {comment} ({fp})") }
+}
+
+/// `IdentityAgent`: `SSH_AUTH_SOCK` from the daemon's captured environment, a path, or none.
+fn agent_socket(hop: &Hop, env: &HashMap<String, String>) -> Option<PathBuf> {
+    match &hop.identity_agent {
+        IdentityAgent::None => None,
+        IdentityAgent::Path(p) => Some(p.clone()),
+        IdentityAgent::Env => env.get("SSH_AUTH_SOCK").filter(|s| !s.is_empty()).map(PathBuf::from),
+    }
+}
+
+/// The hop's IdentityFiles with their public halves (from `.pub`, or from the file itself when
+/// unencrypted) and certificates (`CertificateFile`, else `<file>-cert.pub`).
+fn key_files(hop: &Hop) -> Vec<KeyFile> {
+    let explicit: Vec<Certificate> =
+        hop.certificate_files.iter().filter_map(|p| Certificate::read_file(p).ok()).collect();
+    hop.identity_files
+        .iter()
+        .map(|path| {
+            let public = russh::keys::load_public_key(with_suffix(path, ".pub")).ok().or_else(|| {
+                russh::keys::load_secret_key(path, None).ok().map(|k: PrivateKey| k.public_key().clone())
+            });
+            let cert = public.as_ref().and_then(|p| {
+                explicit
+                    .iter()
+                    .find(|c| c.public_key() == p.key_data())
+                    .cloned()
+                    .or_else(|| Certificate::read_file(&with_suffix(path, "-cert.pub")).ok())
+            });
+            KeyFile { path: path.clone(), public, cert }
+        })
+        .collect()
+}
+
+fn with_suffix(path: &Path, suffix: &str) -> PathBuf {
+    let mut s = path.as_os_str().to_owned();
+    s.push(suffix);
+    PathBuf::from(s)
+}

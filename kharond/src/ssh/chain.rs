@@ -1,0 +1,399 @@
+//! Dialling a [`Chain`] hop by hop, and opening direct-tcpip channels at its last hop.
+//!
+//! Owns: the transport of the first hop (TCP with a connect timeout, or a `ProxyCommand` child
+//! from `proxy_command`), each later hop as a direct-tcpip channel of the previous session plus
+//! `client::connect_stream` (crates.md §1.1), the russh client settings (ciphers, window,
+//! keepalive), the russh `Handler` (host keys through `known_hosts`, the channel-open failure
+//! text, session end), and errors that name the hop.
+//! Knows nothing of pooling, retries or SOCKS: `pool` decides when to dial and what a failure
+//! means for the client.
+//!
+//! # Lifetimes
+//! A session stays alive while its `Handle` or any of its channels exists, and a nested hop's
+//! session task owns the parent's channel stream (crates.md §1.1). So a [`Dialled`] chain keeps
+//! every hop up, and a [`russh::ChannelStream`] handed out keeps the path it uses up, even after
+//! the pool has replaced the chain.
+
+use std::borrow::Cow;
+use std::collections::HashMap;
+use std::fmt;
+use std::path::Path;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use russh::client::{self, DisconnectReason, Msg};
+use russh::keys::PublicKeyOrCertificate;
+use russh::{ChannelId, ChannelOpenFailure};
+use tokio::net::TcpStream;
+use tokio::sync::watch;
+
+use super::config::{Chain, Hop, Transport};
+use super::{auth, known_hosts, proxy_command};
+
+/// The per-channel receive window. 2 MiB (russh's default, = OpenSSH's) already fills loopback;
+/// 8 MiB measured no faster (crates.md §1.5) but helps long fat links, and costs memory only
+/// while data is in flight, which the relay drains promptly.
+const WINDOW: u32 = 8 * 1024 * 1024;
+/// OpenSSH's packet size; russh complains above 64 KiB (crates.md §1.1).
+const PACKET: u32 = 32 * 1024;
+
+/// AES-GCM first: with AES-NI it is the fastest (crates.md §1.5), then russh's defaults.
+const CIPHERS: &[russh::cipher::Name] = &[
+    russh::cipher::AES_256_GCM,
+    russh::cipher::AES_128_GCM,
+    russh::cipher::CHACHA20_POLY1305,
+    russh::cipher::AES_256_CTR,
+    russh::cipher::AES_192_CTR,
+    russh::cipher::AES_128_CTR,
+];
+
+/// What dialling needs besides the chain.
+#[derive(Debug, Clone, Copy)]
+pub struct Settings<'a> {
+    /// The daemon's captured environment (agent socket, ProxyCommand environment).
+    pub env: &'a HashMap<String, String>,
+    /// The ssh_config the chain came from, for the host key hint command.
+    pub ssh_config: &'a Path,
+    /// Per-hop limit when the hop has no `ConnectTimeout`.
+    pub connect_timeout: Duration,
+}
+
+/// Which hop failed, as a user finds it in their ssh_config.
+#[derive(Debug, Clone)]
+pub struct HopId {
+    /// 1-based.
+    pub index: usize,
+    pub count: usize,
+    pub alias: String,
+    /// "user@host:port".
+    pub target: String,
+    pub origin: Option<String>,
+}
+
+impl HopId {
+    fn new(chain: &Chain, index: usize) -> Self {
+        let hop = &chain.hops[index];
+        HopId {
+            index: index + 1,
+            count: chain.hops.len(),
+            alias: hop.alias.clone(),
+            target: hop.display(),
+            origin: hop.origin.as_ref().map(ToString::to_string),
+        }
+    }
+}
+
+impl fmt::Display for HopId {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "hop {}/{} {} ({}", self.index, self.count, self.alias, self.target)?;
+        if let Some(origin) = &self.origin {
+            write!(f, ", {origin}")?;
+        }
+        f.write_str(")")
+    }
+}
+
+#[derive(Debug, thiserror::Error)]
+#[error("{hop}: {kind}")]
+pub struct Error {
+    pub hop: HopId,
+    pub kind: ErrorKind,
+}
+
+#[derive(Debug, thiserror::Error)]
+pub enum ErrorKind {
+    #[error("cannot resolve {host}: {source}")]
+    Resolve { host: String, source: std::io::Error },
+    #[error("cannot connect: {0}")]
+    Connect(std::io::Error),
+    #[error("the previous hop cannot reach it: {reason:?}{}", text(description))]
+    Unreachable { reason: ChannelOpenFailure, description: Option<String> },
+    #[error("no answer within {0:?}")]
+    Timeout(Duration),
+    #[error("cannot start ProxyCommand: {0}")]
+    ProxyCommand(std::io::Error),
+    #[error("SSH handshake failed: {source}{}", stderr_note(stderr))]
+    Handshake { source: russh::Error, stderr: String },
+    #[error(transparent)]
+    HostKey(known_hosts::Error),
+    #[error(transparent)]
+    Auth(auth::Error),
+}
+
+fn text(d: &Option<String>) -> String {
+    d.as_ref().filter(|d| !d.is_empty()).map(|d| format!(" ({d})")).unwrap_or_default()
+}
+
+fn stderr_note(s: &str) -> String {
+    if s.is_empty() { String::new() } else { format!("; ProxyCommand said: {s}") }
+}
+
+impl ErrorKind {
+    /// A timeout, as opposed to a refusal.
+    pub fn is_timeout(&self) -> bool {
+        matches!(self, ErrorKind::Timeout(_))
+    }
+}
+
+/// Why opening a channel at the last hop failed.
+#[derive(Debug, thiserror::Error)]
+pub enum OpenError {
+    /// The last hop answered: it could not or would not connect (`ConnectFailed`, prohibited, …).
+    #[error("{reason:?}{}", text(description))]
+    Refused { reason: ChannelOpenFailure, description: Option<String> },
+    /// The session itself failed (closed, send error): a fresh session may succeed.
+    #[error("session failed: {0}")]
+    Transport(russh::Error),
+}
+
+/// Errors from the russh handler: the host key verdict must survive the handshake's error path.
+#[derive(Debug)]
+pub enum HandlerError {
+    Russh(russh::Error),
+    HostKey(known_hosts::Error),
+}
+
+impl From<russh::Error> for HandlerError {
+    fn from(e: russh::Error) -> Self {
+        HandlerError::Russh(e)
+    }
+}
+
+/// What a session's handler reports to its owner.
+#[derive(Debug, Default)]
+struct Events {
+    /// The last channel-open failure description: (sequence number, text).
+    last_failure: Mutex<(u64, String)>,
+    /// A keepalive or the handshake found the session dead.
+    dead: AtomicBool,
+}
+
+/// The russh client handler of one hop.
+pub struct Handler {
+    hop: Hop,
+    ssh_config: std::path::PathBuf,
+    events: Arc<Events>,
+    /// Set once when the session ends; dropped with the session task, which also means "ended".
+    down: watch::Sender<Option<String>>,
+}
+
+impl client::Handler for Handler {
+    type Error = HandlerError;
+
+    async fn check_server_key(&mut self, key: &PublicKeyOrCertificate) -> Result<bool, Self::Error> {
+        let ctx = known_hosts::Context { ssh_config: &self.ssh_config };
+        match known_hosts::check(&self.hop, key, &ctx) {
+            Ok(verdict) => {
+                tracing::debug!(hop = %self.hop.display(), ?verdict, "host key accepted");
+                Ok(true)
+            }
+            Err(e) => Err(HandlerError::HostKey(e)),
+        }
+    }
+
+    async fn channel_open_failure(
+        &mut self,
+        _channel: ChannelId,
+        _reason: ChannelOpenFailure,
+        description: &str,
+        _language: &str,
+        _session: &mut client::Session,
+    ) -> Result<(), Self::Error> {
+        if let Ok(mut last) = self.events.last_failure.lock() {
+            *last = (last.0 + 1, description.to_owned());
+        }
+        Ok(())
+    }
+
+    async fn disconnected(&mut self, reason: DisconnectReason<Self::Error>) -> Result<(), Self::Error> {
+        let why = match reason {
+            DisconnectReason::ReceivedDisconnect(info) => format!("closed by the server: {info:?}"),
+            DisconnectReason::Error(HandlerError::Russh(e)) => e.to_string(),
+            DisconnectReason::Error(HandlerError::HostKey(e)) => e.to_string(),
+        };
+        self.events.dead.store(true, Ordering::Relaxed);
+        self.down.send_replace(Some(why));
+        Ok(())
+    }
+}
+
+/// One connected, authenticated hop.
+struct Session {
+    handle: client::Handle<Handler>,
+    events: Arc<Events>,
+    down: watch::Receiver<Option<String>>,
+    hop: HopId,
+}
+
+/// A connected chain: one session per hop, first to last.
+pub struct Dialled {
+    sessions: Vec<Session>,
+}
+
+impl Dialled {
+    /// True once any hop's session has ended (closed, keepalive timeout, transport error).
+    pub fn is_closed(&self) -> bool {
+        self.sessions.iter().any(|s| s.handle.is_closed() || s.events.dead.load(Ordering::Relaxed))
+    }
+
+    /// Resolves when any hop's session ends, with the hop and the reason.
+    pub fn closed(&self) -> impl std::future::Future<Output = String> + Send + 'static {
+        let watches: Vec<(HopId, watch::Receiver<Option<String>>)> =
+            self.sessions.iter().map(|s| (s.hop.clone(), s.down.clone())).collect();
+        async move {
+            let waits = watches.into_iter().map(|(hop, mut rx)| {
+                Box::pin(async move {
+                    let why = match rx.wait_for(Option::is_some).await {
+                        Ok(v) => v.clone().unwrap_or_default(),
+                        Err(_) => "session ended".to_owned(),
+                    };
+                    format!("{hop}: {why}")
+                })
+            });
+            futures::future::select_all(waits).await.0
+        }
+    }
+
+    /// Sends a keepalive request to the last hop (its packets cross every hop) and waits at most
+    /// `limit` for the answer. False if the chain is dead or frozen.
+    pub async fn probe(&self, limit: Duration) -> bool {
+        let Some(last) = self.sessions.last() else { return false };
+        let answered = tokio::time::timeout(limit, last.handle.send_ping()).await;
+        matches!(answered, Ok(Ok(()))) && !self.is_closed()
+    }
+
+    /// Opens a direct-tcpip channel from the last hop to `host:port`. The name is sent as is: the
+    /// last hop resolves it (socks5h semantics).
+    pub async fn open(&self, host: &str, port: u16) -> Result<russh::Channel<Msg>, OpenError> {
+        let Some(last) = self.sessions.last() else {
+            return Err(OpenError::Transport(russh::Error::Disconnect));
+        };
+        open_on(last, host, port).await
+    }
+}
+
+async fn open_on(session: &Session, host: &str, port: u16) -> Result<russh::Channel<Msg>, OpenError> {
+    let before = session.events.last_failure.lock().map(|l| l.0).unwrap_or(0);
+    match session.handle.channel_open_direct_tcpip(host, u32::from(port), "127.0.0.1", 0).await {
+        Ok(channel) => Ok(channel),
+        Err(russh::Error::ChannelOpenFailure(reason)) => {
+            let description = failure_text(&session.events, before).await;
+            Err(OpenError::Refused { reason, description })
+        }
+        Err(e) => Err(OpenError::Transport(e)),
+    }
+}
+
+/// russh hands the open's failure to the waiting caller *before* it calls
+/// `Handler::channel_open_failure` with sshd's text (russh client/encrypted.rs), so wait briefly
+/// for the text. Concurrent failures on one session may swap texts; only the message suffers.
+async fn failure_text(events: &Events, before: u64) -> Option<String> {
+    for _ in 0..40 {
+        if let Ok(last) = events.last_failure.lock()
+            && last.0 > before
+        {
+            return Some(last.1.clone());
+        }
+        tokio::time::sleep(Duration::from_millis(5)).await;
+    }
+    None
+}
+
+fn client_config(hop: &Hop) -> Arc<client::Config> {
+    let interval = hop.server_alive_interval;
+    Arc::new(client::Config {
+        keepalive_interval: (!interval.is_zero()).then_some(interval),
+        keepalive_max: hop.server_alive_count_max.max(1) as usize,
+        // Shared sessions must never be reaped for being quiet (crates.md §1.4).
+        inactivity_timeout: None,
+        nodelay: true,
+        window_size: WINDOW,
+        maximum_packet_size: PACKET,
+        preferred: russh::Preferred { cipher: Cow::Borrowed(CIPHERS), ..Default::default() },
+        ..Default::default()
+    })
+}
+
+/// Connects every hop of `chain` in turn. Each hop's transport, handshake and authentication
+/// are bounded by its `ConnectTimeout` (else `settings.connect_timeout`); the caller bounds the
+/// whole.
+pub async fn dial(chain: &Chain, settings: Settings<'_>) -> Result<Dialled, Error> {
+    let mut sessions: Vec<Session> = Vec::with_capacity(chain.hops.len());
+    for (i, hop) in chain.hops.iter().enumerate() {
+        let id = HopId::new(chain, i);
+        let limit = hop.connect_timeout.unwrap_or(settings.connect_timeout);
+        let step = dial_hop(hop, sessions.last(), &id, settings);
+        let session = match tokio::time::timeout(limit, step).await {
+            Ok(Ok(s)) => s,
+            Ok(Err(kind)) => return Err(Error { hop: id, kind }),
+            Err(_) => return Err(Error { hop: id, kind: ErrorKind::Timeout(limit) }),
+        };
+        tracing::debug!(hop = %id, "hop connected");
+        sessions.push(session);
+    }
+    Ok(Dialled { sessions })
+}
+
+async fn dial_hop(
+    hop: &Hop,
+    previous: Option<&Session>,
+    id: &HopId,
+    settings: Settings<'_>,
+) -> Result<Session, ErrorKind> {
+    let (tx, rx) = watch::channel(None);
+    let events = Arc::new(Events::default());
+    let handler = Handler {
+        hop: hop.clone(),
+        ssh_config: settings.ssh_config.to_owned(),
+        events: events.clone(),
+        down: tx,
+    };
+    let config = client_config(hop);
+    let mut stderr = None;
+    let connected = match (previous, &hop.transport) {
+        (Some(prev), _) => {
+            let channel = open_on(prev, &hop.host_name, hop.port).await.map_err(|e| match e {
+                OpenError::Refused { reason, description } => ErrorKind::Unreachable { reason, description },
+                OpenError::Transport(e) => ErrorKind::Handshake { source: e, stderr: String::new() },
+            })?;
+            client::connect_stream(config, channel.into_stream(), handler).await
+        }
+        (None, Transport::Tcp) => {
+            let tcp = tcp_connect(&hop.host_name, hop.port).await?;
+            client::connect_stream(config, tcp, handler).await
+        }
+        (None, Transport::Command(command)) => {
+            let (stream, tail) =
+                proxy_command::spawn(command, settings.env).map_err(ErrorKind::ProxyCommand)?;
+            stderr = Some(tail);
+            client::connect_stream(config, stream, handler).await
+        }
+    };
+    let mut handle = connected.map_err(|e| match e {
+        HandlerError::HostKey(e) => ErrorKind::HostKey(e),
+        HandlerError::Russh(source) => {
+            ErrorKind::Handshake { source, stderr: stderr.as_ref().map(|s| s.tail()).unwrap_or_default() }
+        }
+    })?;
+    auth::authenticate(&mut handle, hop, settings.env).await.map_err(ErrorKind::Auth)?;
+    Ok(Session { handle, events, down: rx, hop: id.clone() })
+}
+
+/// `client::connect` has no timeout and no TCP_NODELAY; the caller bounds this.
+async fn tcp_connect(host: &str, port: u16) -> Result<TcpStream, ErrorKind> {
+    let addrs = tokio::net::lookup_host((host, port))
+        .await
+        .map_err(|source| ErrorKind::Resolve { host: host.to_owned(), source })?;
+    let mut last = None;
+    for addr in addrs {
+        match TcpStream::connect(addr).await {
+            Ok(s) => {
+                let _ = s.set_nodelay(true);
+                return Ok(s);
+            }
+            Err(e) => last = Some(e),
+        }
+    }
+    Err(ErrorKind::Connect(last.unwrap_or_else(|| std::io::Error::other(format!("{host} has no address")))))
+}

@@ -1,0 +1,170 @@
+//! [`Tunnel`]: one direct-tcpip channel as an `AsyncRead + AsyncWrite` byte stream, which never
+//! lets a slow reader freeze the session it shares with other channels.
+//!
+//! # Why a pump (crates.md §1.8)
+//! russh's session loop hands each incoming data packet to its channel's bounded queue and
+//! *waits* when that queue is full; it also re-opens the SSH window on receipt, so the server
+//! never slows down for us. One channel whose reader stops therefore stalls every channel of the
+//! session, keepalives included. So each tunnel has a pump task that takes packets off russh's
+//! queue at once and keeps them in its own buffer of up to [`BUFFER_PACKETS`] packets. If that
+//! buffer stays full for [`GRACE`] (the consumer took nothing meanwhile), the pump gives up on
+//! this channel: it closes it and keeps nothing, and the reader gets an error once it has taken
+//! what was buffered. Other channels are held up for at most [`GRACE`]. The daemon's relay
+//! (`relay::buffered`) adds its own buffer and stall limit on top; this is the engine protecting
+//! its shared sessions whatever the caller does.
+//!
+//! Owns: the pump, the byte and channel counters of its chain. Knows nothing of pooling.
+
+use std::pin::Pin;
+use std::sync::atomic::{AtomicU32, AtomicU64, Ordering};
+use std::sync::{Arc, Mutex};
+use std::task::{Context, Poll, ready};
+use std::time::Duration;
+
+use bytes::Bytes;
+use russh::client::Msg;
+use russh::{Channel, ChannelMsg, ChannelReadHalf, ChannelWriteHalf};
+use tokio::io::{AsyncRead, AsyncWrite, ReadBuf};
+use tokio::sync::{mpsc, oneshot};
+
+use super::chain::Dialled;
+
+/// Packets (up to 32 KiB each) a tunnel buffers for a consumer slower than the SSH link.
+pub const BUFFER_PACKETS: usize = 1024;
+/// How long a full buffer may wait for its consumer before the channel is given up.
+pub const GRACE: Duration = Duration::from_secs(3);
+
+/// Per-chain counters for `Status`.
+#[derive(Debug, Default)]
+pub struct Counters {
+    pub open: AtomicU32,
+    pub up: AtomicU64,
+    pub down: AtomicU64,
+}
+
+/// A relayed channel to the target. Counts bytes and open channels for its chain.
+pub struct Tunnel {
+    inbound: mpsc::Receiver<Bytes>,
+    current: Bytes,
+    writer: Pin<Box<dyn AsyncWrite + Send>>,
+    /// Set by the pump when it gave up on a consumer that stopped reading.
+    stalled: Arc<Mutex<Option<String>>>,
+    /// Dropped with the tunnel: tells the pump to send CLOSE and end.
+    _dropped: oneshot::Sender<()>,
+    counters: Arc<Counters>,
+    /// Keeps the chain's sessions (and a ProxyCommand child) up while the tunnel is used, even if
+    /// the pool has dropped or replaced them.
+    _chain: Arc<Dialled>,
+}
+
+impl Tunnel {
+    pub(super) fn new(channel: Channel<Msg>, counters: Arc<Counters>, chain: Arc<Dialled>) -> Self {
+        let (read_half, write_half) = channel.split();
+        let writer = Box::pin(write_half.make_writer());
+        let (tx, inbound) = mpsc::channel(BUFFER_PACKETS);
+        let (dropped_tx, dropped) = oneshot::channel();
+        let stalled = Arc::new(Mutex::new(None));
+        tokio::spawn(pump(read_half, write_half, tx, stalled.clone(), dropped));
+        counters.open.fetch_add(1, Ordering::Relaxed);
+        Tunnel { inbound, current: Bytes::new(), writer, stalled, _dropped: dropped_tx, counters, _chain: chain }
+    }
+}
+
+/// Moves packets from russh's channel queue into the tunnel's buffer until the channel closes,
+/// the tunnel is dropped, or the consumer stalls for [`GRACE`]; then sends CLOSE.
+/// It keeps taking messages after the target's EOF (window adjustments still arrive there), so
+/// russh never waits on this channel.
+async fn pump(
+    mut read_half: ChannelReadHalf,
+    write_half: ChannelWriteHalf<Msg>,
+    tx: mpsc::Sender<Bytes>,
+    stalled: Arc<Mutex<Option<String>>>,
+    mut dropped: oneshot::Receiver<()>,
+) {
+    let mut tx = Some(tx);
+    loop {
+        let msg = tokio::select! {
+            _ = &mut dropped => break,
+            msg = read_half.wait() => msg,
+        };
+        match msg {
+            // russh dropped the channel: nothing left to close.
+            None => return,
+            Some(ChannelMsg::Data { data }) => {
+                let Some(sender) = &tx else { continue };
+                let data = match sender.try_send(data) {
+                    Ok(()) => continue,
+                    Err(mpsc::error::TrySendError::Closed(_)) => break,
+                    Err(mpsc::error::TrySendError::Full(data)) => data,
+                };
+                match tokio::time::timeout(GRACE, sender.send(data)).await {
+                    Ok(Ok(())) => {}
+                    Ok(Err(_)) => break,
+                    Err(_) => {
+                        let why = format!(
+                            "the client read nothing for {GRACE:?} with {BUFFER_PACKETS} packets waiting; \
+                             channel closed so the shared SSH session keeps flowing (crates.md §1.8)"
+                        );
+                        tracing::warn!("{why}");
+                        if let Ok(mut s) = stalled.lock() {
+                            *s = Some(why);
+                        }
+                        break;
+                    }
+                }
+            }
+            // The reader sees end of stream once it has taken what is buffered.
+            Some(ChannelMsg::Eof | ChannelMsg::Close) => tx = None,
+            Some(_) => {}
+        }
+    }
+    // Dropping the read half makes russh discard this channel's data instead of waiting for it.
+    drop(read_half);
+    let _ = write_half.close().await;
+}
+
+impl Drop for Tunnel {
+    fn drop(&mut self) {
+        self.counters.open.fetch_sub(1, Ordering::Relaxed);
+    }
+}
+
+impl AsyncRead for Tunnel {
+    fn poll_read(mut self: Pin<&mut Self>, cx: &mut Context<'_>, buf: &mut ReadBuf<'_>) -> Poll<std::io::Result<()>> {
+        loop {
+            if !self.current.is_empty() {
+                let n = self.current.len().min(buf.remaining());
+                let chunk = self.current.split_to(n);
+                buf.put_slice(&chunk);
+                self.counters.down.fetch_add(n as u64, Ordering::Relaxed);
+                return Poll::Ready(Ok(()));
+            }
+            match ready!(self.inbound.poll_recv(cx)) {
+                Some(data) => self.current = data,
+                None => {
+                    let stalled = self.stalled.lock().ok().and_then(|mut s| s.take());
+                    return Poll::Ready(match stalled {
+                        Some(why) => Err(std::io::Error::new(std::io::ErrorKind::TimedOut, why)),
+                        None => Ok(()),
+                    });
+                }
+            }
+        }
+    }
+}
+
+impl AsyncWrite for Tunnel {
+    fn poll_write(mut self: Pin<&mut Self>, cx: &mut Context<'_>, buf: &[u8]) -> Poll<std::io::Result<usize>> {
+        let r = self.writer.as_mut().poll_write(cx, buf);
+        if let Poll::Ready(Ok(n)) = &r {
+            self.counters.up.fetch_add(*n as u64, Ordering::Relaxed);
+        }
+        r
+    }
+    fn poll_flush(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<std::io::Result<()>> {
+        self.writer.as_mut().poll_flush(cx)
+    }
+    fn poll_shutdown(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<std::io::Result<()>> {
+        self.writer.as_mut().poll_shutdown(cx)
+    }
+}

@@ -1,0 +1,44 @@
+//! Runs the built `kharonctl` with a scenario's environment and captures what it printed.
+
+use std::process::Command;
+
+use crate::Env;
+
+/// What a kharonctl run printed and how it exited.
+#[derive(Debug)]
+pub struct Output {
+    pub code: Option<i32>,
+    pub stdout: String,
+    pub stderr: String,
+}
+
+impl Output {
+    pub fn success(&self) -> bool {
+        self.code == Some(0)
+    }
+
+    /// stdout parsed as JSON (for `-o json`).
+    pub fn json(&self) -> serde_json::Value {
+        serde_json::from_str(&self.stdout)
+            .unwrap_or_else(|e| panic!("not JSON ({e}): {}\n{}", self.stdout, self.stderr))
+    }
+}
+
+/// Runs `kharonctl ARGS` with the env's variables (and `extra`).
+pub fn run_with(env: &Env, args: &[&str], extra: &[(&str, &str)]) -> Output {
+    let mut cmd = Command::new(crate::bin("kharonctl"));
+    cmd.env_clear().envs(env.vars()).env("KHARON_CONTROL_SOCKET", env.control_socket()).args(args);
+    for (k, v) in extra {
+        cmd.env(k, v);
+    }
+    let out = cmd.output().expect("run kharonctl");
+    Output {
+        code: out.status.code(),
+        stdout: String::from_utf8_lossy(&out.stdout).into_owned(),
+        stderr: String::from_utf8_lossy(&out.stderr).into_owned(),
+    }
+}
+
+pub fn run(env: &Env, args: &[&str]) -> Output {
+    run_with(env, args, &[])
+}

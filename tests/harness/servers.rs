@@ -1,0 +1,133 @@
+//! Targets on loopback: a small HTTP/1.1 server (one thread per connection) that serves
+//! deterministic payloads of any size, so transfers can be checked byte for byte.
+//!
+//! - `GET /hello` → `hello from NAME`
+//! - `GET /bytes/N` → N bytes of [`pattern`]
+//! - anything else → 404
+
+use std::io::{BufRead, BufReader, Write};
+use std::net::{SocketAddr, TcpListener, TcpStream};
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
+
+/// Byte `i` of every payload; a period that is not a power of two catches offset errors.
+pub fn pattern_byte(i: u64) -> u8 {
+    (i % 251) as u8
+}
+
+pub fn pattern(len: usize) -> Vec<u8> {
+    (0..len as u64).map(pattern_byte).collect()
+}
+
+pub struct HttpServer {
+    addr: SocketAddr,
+    requests: Arc<AtomicUsize>,
+    stop: Arc<AtomicBool>,
+}
+
+impl HttpServer {
+    pub fn start(name: &str) -> Self {
+        Self::bind(name, "127.0.0.1:0")
+    }
+
+    pub fn bind(name: &str, addr: &str) -> Self {
+        let listener = TcpListener::bind(addr).expect("bind http server");
+        let addr = listener.local_addr().expect("addr");
+        let requests = Arc::new(AtomicUsize::new(0));
+        let stop = Arc::new(AtomicBool::new(false));
+        let (name, counter, stopping) = (name.to_owned(), Arc::clone(&requests), Arc::clone(&stop));
+        std::thread::spawn(move || {
+            for stream in listener.incoming() {
+                if stopping.load(Ordering::Relaxed) {
+                    break;
+                }
+                let Ok(stream) = stream else { continue };
+                let (name, counter) = (name.clone(), Arc::clone(&counter));
+                std::thread::spawn(move || serve(stream, &name, &counter));
+            }
+        });
+        Self { addr, requests, stop }
+    }
+
+    pub fn addr(&self) -> SocketAddr {
+        self.addr
+    }
+
+    pub fn port(&self) -> u16 {
+        self.addr.port()
+    }
+
+    pub fn requests(&self) -> usize {
+        self.requests.load(Ordering::Relaxed)
+    }
+}
+
+impl Drop for HttpServer {
+    fn drop(&mut self) {
+        self.stop.store(true, Ordering::Relaxed);
+        // Wake the accept loop so it sees the flag.
+        let _ = TcpStream::connect(self.addr);
+    }
+}
+
+fn serve(stream: TcpStream, name: &str, counter: &AtomicUsize) {
+    let Ok(read_half) = stream.try_clone() else { return };
+    let mut reader = BufReader::new(read_half);
+    let mut out = stream;
+    loop {
+        let mut request_line = String::new();
+        if reader.read_line(&mut request_line).unwrap_or(0) == 0 {
+            return;
+        }
+        // Skip headers.
+        loop {
+            let mut line = String::new();
+            if reader.read_line(&mut line).unwrap_or(0) == 0 {
+                return;
+            }
+            if line == "\r\n" || line == "\n" {
+                break;
+            }
+        }
+        counter.fetch_add(1, Ordering::Relaxed);
+        let path = request_line.split_whitespace().nth(1).unwrap_or("/").to_owned();
+        let ok = if path == "/hello" {
+            let body = format!("hello from {name}");
+            write_response(&mut out, 200, body.len() as u64, |w| w.write_all(body.as_bytes()))
+        } else if let Some(n) = path.strip_prefix("/bytes/").and_then(|n| n.parse::<u64>().ok()) {
+            write_response(&mut out, 200, n, |w| {
+                let mut sent = 0u64;
+                let mut chunk = vec![0u8; 64 * 1024];
+                while sent < n {
+                    let len = (n - sent).min(chunk.len() as u64) as usize;
+                    for (i, b) in chunk[..len].iter_mut().enumerate() {
+                        *b = pattern_byte(sent + i as u64);
+                    }
+                    w.write_all(&chunk[..len])?;
+                    sent += len as u64;
+                }
+                Ok(())
+            })
+        } else {
+            write_response(&mut out, 404, 9, |w| w.write_all(b"not found"))
+        };
+        if ok.is_err() {
+            return;
+        }
+    }
+}
+
+fn write_response(
+    out: &mut TcpStream,
+    status: u16,
+    len: u64,
+    body: impl FnOnce(&mut TcpStream) -> std::io::Result<()>,
+) -> std::io::Result<()> {
+    let reason = if status == 200 { "OK" } else { "Not Found" };
+    write!(
+        out,
+        "HTTP/1.1 {status} {reason}\r\nContent-Length: {len}\r\nContent-Type: application/octet-stream\r\n\r\n"
+    )?;
+    body(out)?;
+    out.flush()
+}

@@ -1,0 +1,142 @@
+// Test-only fake of the Project Syn Lieutenant API, following shared/fixtures/lieutenant-openapi.yaml
+// (protocols.md §1, §6.2) for the read endpoints kharon uses.
+//
+//   GET /                 discovery (no auth): apiVersion + oidc {clientId, discoveryUrl}
+//   GET /healthz          "ok"
+//   GET /clusters         ?tenant=t-… filters, ?sort_by=id|tenant|displayName (default id)
+//   GET /clusters/{id}    one cluster, 404 if unknown
+// Every other path needs "Authorization: Bearer <id_token>": missing or not "Bearer " → 400
+// {"reason":"missing or malformed jwt"}; a token whose signature (the IdP's JWKS), audience (the
+// client id), issuer or expiry does not verify → 401 {"reason":"Unauthorized"}. The server strips a
+// trailing slash from every path, as the real one does.
+//
+// Test controls (no auth, not part of the API): PUT /_admin/clusters replaces the inventory,
+// POST /_admin/reject?count=N answers the next N authenticated requests with 401 as if Kubernetes
+// had revoked the token, GET /_admin/stats lists the requests seen (path, status, token hash).
+//
+// Env: DISCOVERY_URL (the IdP's .well-known/openid-configuration), CLIENT_ID, CLUSTERS (a JSON file).
+// Prints "ready <base url>" on stdout.
+import http from 'node:http';
+import crypto from 'node:crypto';
+import fs from 'node:fs';
+import { createRemoteJWKSet, jwtVerify } from 'jose';
+
+const discoveryUrl = process.env.DISCOVERY_URL;
+const clientId = process.env.CLIENT_ID || 'kharon';
+let clusters = JSON.parse(fs.readFileSync(process.env.CLUSTERS, 'utf8'));
+let rejectNext = 0;
+const seen = [];
+let idp = null;
+
+async function verifier() {
+  if (!idp) {
+    const meta = await (await fetch(discoveryUrl)).json();
+    idp = { issuer: meta.issuer, jwks: createRemoteJWKSet(new URL(meta.jwks_uri)) };
+  }
+  return idp;
+}
+
+function send(res, status, body) {
+  const text = JSON.stringify(body);
+  res.writeHead(status, {
+    'content-type': 'application/json; charset=UTF-8',
+    'content-length': Buffer.byteLength(text),
+  });
+  res.end(text);
+  return status;
+}
+
+async function readBody(req) {
+  const chunks = [];
+  for await (const c of req) chunks.push(c);
+  return Buffer.concat(chunks).toString('utf8');
+}
+
+async function authenticate(req) {
+  const header = req.headers.authorization || '';
+  if (!header.startsWith('Bearer ')) return { status: 400, reason: 'missing or malformed jwt' };
+  const token = header.slice('Bearer '.length).trim();
+  const hash = crypto.createHash('sha256').update(token).digest('hex').slice(0, 16);
+  if (rejectNext > 0) {
+    rejectNext -= 1;
+    return { status: 401, reason: 'Unauthorized', hash };
+  }
+  try {
+    const { issuer, jwks } = await verifier();
+    await jwtVerify(token, jwks, { audience: clientId, issuer });
+    return { hash };
+  } catch (e) {
+    console.error('lieutenant: token rejected:', e.code || e.message);
+    return { status: 401, reason: 'Unauthorized', hash };
+  }
+}
+
+function sortKey(c, by) {
+  if (by === 'tenant') return c.tenant || '';
+  if (by === 'displayName') return c.displayName || '';
+  return c.id;
+}
+
+async function handle(req, res) {
+  const url = new URL(req.url, 'http://lieutenant');
+  const path = url.pathname.length > 1 ? url.pathname.replace(/\/+$/, '') : url.pathname;
+
+  if (path.startsWith('/_admin/')) {
+    if (path === '/_admin/clusters' && req.method === 'PUT') {
+      clusters = JSON.parse(await readBody(req));
+      return send(res, 200, { clusters: clusters.length });
+    }
+    if (path === '/_admin/reject' && req.method === 'POST') {
+      rejectNext = Number(url.searchParams.get('count') || 1);
+      return send(res, 200, { rejectNext });
+    }
+    if (path === '/_admin/stats') return send(res, 200, { requests: seen });
+    return send(res, 404, { reason: 'no such admin call' });
+  }
+  if (req.method !== 'GET') return send(res, 405, { reason: 'method not allowed' });
+  if (path === '/') {
+    return send(res, 200, { apiVersion: 'v0.13.0-fake', oidc: { clientId, discoveryUrl } });
+  }
+  if (path === '/healthz') {
+    res.writeHead(200, { 'content-type': 'text/plain' });
+    res.end('ok');
+    return 200;
+  }
+
+  const auth = await authenticate(req);
+  const record = (status) => seen.push({ path, status, token: auth.hash || null });
+  if (auth.status) {
+    record(auth.status);
+    return send(res, auth.status, { reason: auth.reason });
+  }
+  if (path === '/clusters') {
+    const tenant = url.searchParams.get('tenant');
+    const by = url.searchParams.get('sort_by') || 'id';
+    if (!['id', 'tenant', 'displayName'].includes(by)) {
+      record(400);
+      return send(res, 400, { reason: `invalid sort_by ${by}` });
+    }
+    const list = clusters
+      .filter((c) => !tenant || c.tenant === tenant)
+      .sort((a, b) => sortKey(a, by).localeCompare(sortKey(b, by)));
+    record(200);
+    return send(res, 200, list);
+  }
+  const one = path.match(/^\/clusters\/([^/]+)$/);
+  if (one) {
+    const c = clusters.find((x) => x.id === decodeURIComponent(one[1]));
+    record(c ? 200 : 404);
+    return c ? send(res, 200, c) : send(res, 404, { reason: `clusters.syn.tools "${one[1]}" not found` });
+  }
+  record(404);
+  return send(res, 404, { reason: 'Not Found' });
+}
+
+const server = http.createServer((req, res) => {
+  handle(req, res).catch((e) => {
+    console.error('lieutenant: error', e);
+    send(res, 500, { reason: String(e.message || e) });
+  });
+});
+server.listen(0, '127.0.0.1', () => console.log(`ready http://127.0.0.1:${server.address().port}`));
+for (const sig of ['SIGTERM', 'SIGINT']) process.on(sig, () => process.exit(0));
