@@ -19,6 +19,7 @@ use tokio::net::TcpStream;
 use tracing::{debug, info};
 
 use crate::dial::{self, Upstream};
+use crate::http;
 use crate::relay;
 use crate::socks::{self, Target};
 use crate::state::{Path, State};
@@ -30,6 +31,16 @@ const TUNNEL_BUFFER: usize = 8 * 1024 * 1024;
 /// span; they never reach the accept loop.
 pub async fn serve(state: Arc<State>, stream: TcpStream, peer: SocketAddr) {
     let _ = stream.set_nodelay(true);
+    // A browser fetching the PAC file speaks HTTP on this same port.
+    let mut first = [0u8; 1];
+    if let Ok(Ok(1)) = tokio::time::timeout(state.proxy.handshake_timeout, stream.peek(&mut first)).await
+        && http::looks_like_http(first[0])
+    {
+        if let Err(e) = http::serve(&state, stream, state.proxy.handshake_timeout).await {
+            debug!(client.addr = %peer, "PAC request failed: {e}");
+        }
+        return;
+    }
     let request =
         match socks::handshake(stream, state.proxy.auth.as_ref(), state.proxy.handshake_timeout).await {
             Ok(request) => request,

@@ -62,6 +62,7 @@ pub async fn run(
     state: Arc<State>,
     socks: TcpListener,
     control: UnixListener,
+    owns_control_socket: bool,
     shutdown: impl Future<Output = ()> + Send + 'static,
 ) -> Result<(), Error> {
     let mut hangup = signal(SignalKind::hangup()).map_err(Error::Signals)?;
@@ -105,7 +106,10 @@ pub async fn run(
     let _ = stop_tx.send(true);
     let _ = socks_task.await;
     let served = control_task.await;
-    let _ = std::fs::remove_file(&state.control_socket);
+    // A socket the service manager created is its to remove (it keeps listening for us).
+    if owns_control_socket {
+        let _ = std::fs::remove_file(&state.control_socket);
+    }
     info!("kharond stopped");
     match served {
         Ok(result) => result.map_err(Error::from),

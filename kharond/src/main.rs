@@ -8,14 +8,19 @@
 //! - [`socks`]: SOCKS5 handshake and replies. [`dial`]: direct or via a jump host.
 //!   [`relay`]: moving bytes (splice, buffered).
 //! - [`state`]: routing table snapshot, SSH pool, counters. [`inventory`]: loading the routing data.
+//! - [`http`] + [`pac`]: `GET /proxy.pac` on the SOCKS port.
+//! - [`activation`]: listeners passed by systemd.
 //! - [`control`]: the gRPC control API. [`ssh`]: the SSH engine.
 
+mod activation;
 mod connection;
 mod control;
 mod daemon;
 mod dial;
+mod http;
 mod inventory;
 mod listener;
+mod pac;
 mod relay;
 mod socks;
 mod ssh;
@@ -196,26 +201,49 @@ async fn start(cli: Cli) -> Result<(), Failure> {
         tracing::warn!("jump host {jumphost}: {error}");
     }
 
+    // Listeners handed over by systemd (socket activation) take the place of our own.
+    let activated = activation::take().map_err(|e| fail(exit::CONFIG)(e.into()))?;
     let listen = config.listen.value;
-    let socks = tokio::net::TcpListener::bind(listen)
-        .await
-        .with_context(|| {
-            format!(
-                "cannot listen on {listen} (from {}); is another proxy or kharond using that port? \
-                 pick another with --listen",
-                config.listen.source
-            )
-        })
-        .map_err(fail(exit::UNAVAILABLE))?;
+    let socks = match activated.socks {
+        Some(std_listener) => {
+            tracing::info!("using the SOCKS listener passed by the service manager");
+            tokio::net::TcpListener::from_std(std_listener).map_err(|e| fail(exit::RUNTIME)(e.into()))?
+        }
+        None => tokio::net::TcpListener::bind(listen)
+            .await
+            .with_context(|| {
+                format!(
+                    "cannot listen on {listen} (from {}); is another proxy or kharond using that port? \
+                     pick another with --listen",
+                    config.listen.source
+                )
+            })
+            .map_err(fail(exit::UNAVAILABLE))?,
+    };
     let listen = socks.local_addr().map_err(|e| fail(exit::RUNTIME)(e.into()))?;
-    let control_path = config.control_socket.value.clone();
-    let control = daemon::bind_control_socket(&control_path).await.map_err(|e| {
-        let code = match e {
-            daemon::Error::AlreadyRunning { .. } => exit::UNAVAILABLE,
-            _ => exit::CONFIG,
-        };
-        fail(code)(e.into())
-    })?;
+    let (control, control_path, owns_socket) = match activated.control {
+        Some(std_listener) => {
+            let path = std_listener
+                .local_addr()
+                .ok()
+                .and_then(|a| a.as_pathname().map(PathBuf::from))
+                .unwrap_or_else(|| config.control_socket.value.clone());
+            let listener = tokio::net::UnixListener::from_std(std_listener)
+                .map_err(|e| fail(exit::RUNTIME)(e.into()))?;
+            (listener, path, false)
+        }
+        None => {
+            let path = config.control_socket.value.clone();
+            let listener = daemon::bind_control_socket(&path).await.map_err(|e| {
+                let code = match e {
+                    daemon::Error::AlreadyRunning { .. } => exit::UNAVAILABLE,
+                    _ => exit::CONFIG,
+                };
+                fail(code)(e.into())
+            })?;
+            (listener, path, true)
+        }
+    };
 
     let proxy = state::ProxySettings {
         auth: config.socks_auth.as_ref().map(|s| s.value.clone()),
@@ -224,7 +252,7 @@ async fn start(cli: Cli) -> Result<(), Failure> {
         stall_timeout: STALL_TIMEOUT,
     };
     let state = Arc::new(state::State::new(source, proxy, pool, listen, control_path, table));
-    daemon::run(state, socks, control, std::future::pending())
+    daemon::run(state, socks, control, owns_socket, std::future::pending())
         .await
         .map_err(|e| fail(exit::RUNTIME)(e.into()))
 }

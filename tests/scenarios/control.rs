@@ -149,3 +149,46 @@ fn kharonctl_explains_a_daemon_that_is_not_running() {
     assert!(out.stderr.contains("start it with"), "{}", out.stderr);
     assert_eq!(out.stderr.lines().count(), 1, "one line, not a transport dump: {}", out.stderr);
 }
+
+/// Evaluates the PAC for `host` with node, as a browser's PAC engine would.
+fn pac_decision(pac: &str, host: &str) -> String {
+    let script = format!("{pac}\nprocess.stdout.write(FindProxyForURL('https://{host}/', '{host}'));");
+    let out = Command::new("node").args(["-e", &script]).output().expect("run node");
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    String::from_utf8_lossy(&out.stdout).into_owned()
+}
+
+#[test]
+fn pac_is_served_on_the_socks_port_and_follows_reloads() {
+    let env = Env::new();
+    let inv = write_inventory(&env, &[inventory::routed("c-a", "jump-a", "a.example")]);
+    let daemon = Kharond::start(&env, &["--inventory", &inv]);
+    let fetch = || {
+        let out = Command::new("curl")
+            .args(["-sS", "--fail", &format!("http://{}/proxy.pac", daemon.socks_addr())])
+            .output()
+            .unwrap();
+        assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+        String::from_utf8(out.stdout).unwrap()
+    };
+    let pac = fetch();
+    let proxy = daemon.socks_addr().to_string();
+    assert!(pac_decision(&pac, "api.a.example").contains(&proxy));
+    assert_eq!(pac_decision(&pac, "www.example.org"), "DIRECT");
+    assert_eq!(pac_decision(&pac, "xa.example"), "DIRECT", "label boundary");
+
+    write_inventory(&env, &[inventory::routed("c-b", "jump-b", "b.example")]);
+    assert!(kharonctl::run(&env, &["reload"]).success());
+    let pac = fetch();
+    assert_eq!(pac_decision(&pac, "api.a.example"), "DIRECT");
+    assert!(pac_decision(&pac, "api.b.example").contains(&proxy));
+
+    // Other paths: 404, and SOCKS keeps working on the same port.
+    let out = Command::new("curl")
+        .args(["-s", "-o", "/dev/null", "-w", "%{http_code}"])
+        .arg(format!("http://{}/", daemon.socks_addr()))
+        .output()
+        .unwrap();
+    assert_eq!(String::from_utf8_lossy(&out.stdout), "404");
+    assert_eq!(kharonctl::run(&env, &["status", "-o", "json"]).json()["connections"]["failed"], 0);
+}

@@ -58,9 +58,11 @@ fn changed_host_key_is_refused_naming_the_recorded_line() {
     let other = kharon_e2e::sshd::keygen(&lab.env.path().join("other_host_key"), "");
     let other: Vec<&str> = other.split_whitespace().take(2).collect();
     let port = lab.hops[0].port();
-    std::fs::write(lab.known_hosts(), format!("# old key\n[127.0.0.1]:{port}\t{}\n", other.join(" "))).unwrap();
+    std::fs::write(lab.known_hosts(), format!("# old key\n[127.0.0.1]:{port}\t{}\n", other.join(" ")))
+        .unwrap();
     // Even StrictHostKeyChecking no does not let a changed key through.
-    let text = std::fs::read_to_string(&lab.ssh_config).unwrap().replace("\n\n", "\n  StrictHostKeyChecking no\n\n");
+    let text =
+        std::fs::read_to_string(&lab.ssh_config).unwrap().replace("\n\n", "\n  StrictHostKeyChecking no\n\n");
     std::fs::write(&lab.ssh_config, text).unwrap();
     lab.start_daemon();
     let error = refused_with(&lab);

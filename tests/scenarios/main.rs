@@ -4,12 +4,12 @@
 mod clusters;
 mod control;
 mod direct;
+mod host_keys;
 mod jumphost;
 mod kubeconfig;
 mod login;
+mod service;
 mod socks_malformed;
+mod ssh_faults;
 mod startup;
 mod update;
-mod service;
-mod ssh_faults;
-mod host_keys;

@@ -38,7 +38,10 @@ fn malformed_greetings_and_requests_are_refused() {
 
     // SOCKS4 and an HTTP request on the SOCKS port: closed without a SOCKS5 reply.
     assert!(send(&daemon, &[4, 1, 0, 80, 127, 0, 0, 1, 0]).is_empty());
-    assert!(send(&daemon, b"GET / HTTP/1.1\r\n\r\n").is_empty());
+    // An HTTP request from a DNS-rebinding page (foreign Host): refused, no SOCKS bytes.
+    let reply = send(&daemon, b"GET /proxy.pac HTTP/1.1\r\nHost: evil.example:12000\r\n\r\n");
+    assert!(reply.starts_with(b"HTTP/1.1 403"), "{}", String::from_utf8_lossy(&reply));
+    assert!(!String::from_utf8_lossy(&reply).contains("FindProxyForURL"));
     assert_still_serving(&daemon, &server);
 
     // Zero methods: no acceptable method.

@@ -21,7 +21,8 @@ fn now_ms() -> u64 {
 /// Waits (bounded) until the chain is out of its backoff window, so the next request dials.
 fn wait_backoff_over(lab: &Lab) {
     assert!(
-        wait_until(Duration::from_secs(35), || lab.chain_status()["next_retry_ms"].as_u64().unwrap_or(0) <= now_ms()),
+        wait_until(Duration::from_secs(35), || lab.chain_status()["next_retry_ms"].as_u64().unwrap_or(0)
+            <= now_ms()),
         "{}",
         lab.chain_status()
     );
@@ -35,7 +36,11 @@ fn killed_jump_host_is_redialled_after_restart() {
 
     lab.hops[0].kill();
     // The session's end is noticed (EOF) without any request.
-    assert!(wait_until(Duration::from_secs(5), || lab.chain_status()["state"] != "connected"), "{}", lab.chain_status());
+    assert!(
+        wait_until(Duration::from_secs(5), || lab.chain_status()["state"] != "connected"),
+        "{}",
+        lab.chain_status()
+    );
     // While it is down, requests fail fast with an error reply, not a hang.
     let (code, elapsed, _) = lab.socks_connect(lab.target.port());
     assert_ne!(code, 0);
@@ -88,7 +93,11 @@ fn middle_hop_dying_is_reported_with_its_name() {
     assert_eq!(lab.hello().unwrap(), "hello from target");
 
     lab.hops[1].kill();
-    assert!(wait_until(Duration::from_secs(8), || lab.chain_status()["state"] != "connected"), "{}", lab.chain_status());
+    assert!(
+        wait_until(Duration::from_secs(8), || lab.chain_status()["state"] != "connected"),
+        "{}",
+        lab.chain_status()
+    );
     wait_backoff_over(&lab);
     let (code, elapsed, _) = lab.socks_connect(lab.target.port());
     assert_ne!(code, 0);

@@ -48,3 +48,50 @@ fn a_public_listen_address_needs_authentication() {
     assert_eq!(exited.code, Some(2));
     assert!(exited.stderr.contains("not loopback"), "{}", exited.stderr);
 }
+
+#[test]
+fn socket_activation_uses_the_passed_listeners() {
+    use std::os::fd::AsRawFd;
+    use std::os::unix::process::CommandExt;
+
+    let env = Env::new();
+    let inv = env.write("inventory.json", &inventory::to_json(&[inventory::direct("c-d", "d.example")]));
+    let socks = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let socks_addr = socks.local_addr().unwrap();
+    let sock_path = env.control_socket();
+    std::fs::create_dir_all(sock_path.parent().unwrap()).unwrap();
+    let control = std::os::unix::net::UnixListener::bind(&sock_path).unwrap();
+    let (socks_fd, control_fd) = (socks.as_raw_fd(), control.as_raw_fd());
+
+    // As systemd does: descriptors 3 and 4, LISTEN_PID set to the daemon's own pid (the shell
+    // execs kharond, keeping its pid), names in LISTEN_FDNAMES.
+    let mut cmd = std::process::Command::new("sh");
+    cmd.args(["-c", "LISTEN_PID=$$ exec \"$0\" \"$@\""])
+        .arg(kharon_e2e::bin("kharond"))
+        .args(["--inventory", inv.to_str().unwrap(), "--listen", "127.0.0.1:1"])
+        .env_clear()
+        .envs(env.vars())
+        .env("LISTEN_FDS", "2")
+        .env("LISTEN_FDNAMES", "socks:control")
+        .stderr(std::process::Stdio::null());
+    // SAFETY: only async-signal-safe dup2 calls between fork and exec.
+    unsafe {
+        cmd.pre_exec(move || {
+            if libc::dup2(socks_fd, 3) < 0 || libc::dup2(control_fd, 4) < 0 {
+                return Err(std::io::Error::last_os_error());
+            }
+            Ok(())
+        });
+    }
+    let mut child = cmd.spawn().unwrap();
+    let ready = kharon_e2e::wait_until(std::time::Duration::from_secs(20), || {
+        kharon_e2e::kharonctl::run(&env, &["status", "-o", "json"]).success()
+    });
+    let status = kharon_e2e::kharonctl::run(&env, &["status", "-o", "json"]);
+    let _ = child.kill();
+    let _ = child.wait();
+    assert!(ready, "daemon did not answer on the passed control socket");
+    // --listen 127.0.0.1:1 would fail to bind; the passed listener is used instead.
+    assert_eq!(status.json()["listen_address"], socks_addr.to_string());
+    assert!(sock_path.exists(), "the manager's socket must not be removed by the daemon");
+}

@@ -50,7 +50,7 @@ pub enum Error {
          {algorithm} key. This may be an attack (or the host was reinstalled); refusing. If the change is \
          expected, remove the old key with `ssh-keygen -R {lookup}` (or edit {recorded})"
     )]
-    Changed { name: String, lookup: String, fingerprint: String, algorithm: String, recorded: Line },
+    Changed { name: String, lookup: String, fingerprint: String, algorithm: String, recorded: Box<Line> },
     #[error("host key of {name} ({fingerprint}) is marked @revoked at {recorded}; refusing")]
     Revoked { name: String, fingerprint: String, recorded: Line },
     #[error("cannot record the host key of {name} in {}: {source}", path.display())]
@@ -125,7 +125,7 @@ pub fn check(hop: &Hop, key: &PublicKeyOrCertificate, ctx: &Context<'_>) -> Resu
             lookup,
             fingerprint,
             algorithm: presented.algorithm().to_string(),
-            recorded: e.line.clone(),
+            recorded: Box::new(e.line.clone()),
         });
     }
     match hop.strict_host_key_checking {

@@ -63,7 +63,7 @@ pub enum Error {
     #[error(transparent)]
     Config(#[from] config::Error),
     #[error("cannot reach jump host {jumphost}: {source}")]
-    Dial { jumphost: String, source: chain::Error },
+    Dial { jumphost: String, source: Box<chain::Error> },
     #[error("jump host {jumphost} is failing ({last_error}); next attempt in {retry_in:.1?}")]
     Backoff { jumphost: String, last_error: String, kind: ErrorKind, retry_in: Duration },
     #[error("{jumphost} cannot open {host}:{port}: {reason:?}{}", text(description))]
@@ -75,7 +75,7 @@ pub enum Error {
         description: Option<String>,
     },
     #[error("session to jump host {jumphost} failed while opening {host}:{port}: {source}")]
-    Session { jumphost: String, host: String, port: u16, source: russh::Error },
+    Session { jumphost: String, host: String, port: u16, source: Box<russh::Error> },
     #[error("jump host {jumphost}: {what} took longer than {after:?}")]
     Timeout { jumphost: String, what: &'static str, after: Duration },
 }
@@ -320,7 +320,7 @@ impl Pool {
                             jumphost: jumphost.to_owned(),
                             host: host.to_owned(),
                             port,
-                            source,
+                            source: Box::new(source),
                         });
                     }
                     tracing::debug!(%jumphost, "channel open failed on a reused session; retrying on a fresh one");
@@ -443,7 +443,9 @@ async fn dial(
     };
     let result =
         match tokio::time::timeout(settings.connect_timeout, chain::dial(&slot.chain, dial_settings)).await {
-            Ok(r) => r.map_err(|source| Error::Dial { jumphost: slot.jumphost.clone(), source }),
+            Ok(r) => {
+                r.map_err(|source| Error::Dial { jumphost: slot.jumphost.clone(), source: Box::new(source) })
+            }
             Err(_) => Err(Error::Timeout {
                 jumphost: slot.jumphost.clone(),
                 what: "the SSH handshake",

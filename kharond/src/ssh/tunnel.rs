@@ -66,7 +66,15 @@ impl Tunnel {
         let stalled = Arc::new(Mutex::new(None));
         tokio::spawn(pump(read_half, write_half, tx, stalled.clone(), dropped));
         counters.open.fetch_add(1, Ordering::Relaxed);
-        Tunnel { inbound, current: Bytes::new(), writer, stalled, _dropped: dropped_tx, counters, _chain: chain }
+        Tunnel {
+            inbound,
+            current: Bytes::new(),
+            writer,
+            stalled,
+            _dropped: dropped_tx,
+            counters,
+            _chain: chain,
+        }
     }
 }
 
@@ -130,7 +138,11 @@ impl Drop for Tunnel {
 }
 
 impl AsyncRead for Tunnel {
-    fn poll_read(mut self: Pin<&mut Self>, cx: &mut Context<'_>, buf: &mut ReadBuf<'_>) -> Poll<std::io::Result<()>> {
+    fn poll_read(
+        mut self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+        buf: &mut ReadBuf<'_>,
+    ) -> Poll<std::io::Result<()>> {
         loop {
             if !self.current.is_empty() {
                 let n = self.current.len().min(buf.remaining());
@@ -154,7 +166,11 @@ impl AsyncRead for Tunnel {
 }
 
 impl AsyncWrite for Tunnel {
-    fn poll_write(mut self: Pin<&mut Self>, cx: &mut Context<'_>, buf: &[u8]) -> Poll<std::io::Result<usize>> {
+    fn poll_write(
+        mut self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+        buf: &[u8],
+    ) -> Poll<std::io::Result<usize>> {
         let r = self.writer.as_mut().poll_write(cx, buf);
         if let Poll::Ready(Ok(n)) = &r {
             self.counters.up.fetch_add(*n as u64, Ordering::Relaxed);
