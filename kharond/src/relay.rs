@@ -35,7 +35,8 @@ const DOWN_CHUNK: usize = 64 * 1024;
 pub async fn tcp(client: &mut TcpStream, upstream: &mut TcpStream) -> std::io::Result<Transfer> {
     #[cfg(target_os = "linux")]
     {
-        let (up, down) = tokio_splice::zero_copy_bidirectional(client, upstream).await?;
+        let (up, down) =
+            tokio::try_join!(splice::one_way(client, upstream), splice::one_way(upstream, client))?;
         Ok(Transfer { up, down })
     }
     #[cfg(not(target_os = "linux"))]
@@ -43,6 +44,101 @@ pub async fn tcp(client: &mut TcpStream, upstream: &mut TcpStream) -> std::io::R
         let (up, down) =
             tokio::io::copy_bidirectional_with_sizes(client, upstream, COPY_BUFFER, COPY_BUFFER).await?;
         Ok(Transfer { up, down })
+    }
+}
+
+/// splice(2) through a kernel pipe: socket → pipe → socket, payload never copied to user space.
+///
+/// Written here rather than taken from tokio-splice 0.2.1, which measured at ~35 % of loopback on
+/// our 2-core bench: it caps its pipe at 64 KiB, so every 64 KiB costs four syscalls and two
+/// wake-ups. A 1 MiB pipe moves a whole socket buffer per call.
+#[cfg(target_os = "linux")]
+mod splice {
+    use std::io::{Error, ErrorKind, Result};
+    use std::os::fd::{AsRawFd, FromRawFd, OwnedFd, RawFd};
+
+    use tokio::io::Interest;
+    use tokio::net::TcpStream;
+
+    /// Pipe capacity asked for; the kernel may grant less (pipe-max-size), which only costs speed.
+    const PIPE_SIZE: libc::c_int = 1 << 20;
+
+    struct Pipe {
+        read: OwnedFd,
+        write: OwnedFd,
+        capacity: usize,
+    }
+
+    impl Pipe {
+        fn new() -> Result<Self> {
+            let mut fds = [0 as RawFd; 2];
+            // SAFETY: pipe2 writes two descriptors into the array we own.
+            if unsafe { libc::pipe2(fds.as_mut_ptr(), libc::O_NONBLOCK | libc::O_CLOEXEC) } < 0 {
+                return Err(Error::last_os_error());
+            }
+            // SAFETY: both descriptors were just created and are owned by nobody else.
+            let (read, write) = unsafe { (OwnedFd::from_raw_fd(fds[0]), OwnedFd::from_raw_fd(fds[1])) };
+            // SAFETY: fcntl on a descriptor we own; failure leaves the default size.
+            let granted = unsafe { libc::fcntl(write.as_raw_fd(), libc::F_SETPIPE_SZ, PIPE_SIZE) };
+            let capacity = if granted > 0 { granted as usize } else { 64 * 1024 };
+            Ok(Self { read, write, capacity })
+        }
+    }
+
+    fn splice(from: RawFd, to: RawFd, len: usize) -> Result<usize> {
+        // SAFETY: plain syscall on descriptors that outlive the call; null offsets = stream I/O.
+        let n = unsafe {
+            libc::splice(
+                from,
+                std::ptr::null_mut(),
+                to,
+                std::ptr::null_mut(),
+                len,
+                libc::SPLICE_F_MOVE | libc::SPLICE_F_NONBLOCK,
+            )
+        };
+        if n < 0 { Err(Error::last_os_error()) } else { Ok(n as usize) }
+    }
+
+    /// Moves `src` → `dst` until `src` ends, then shuts down `dst`'s write side (half-close).
+    pub async fn one_way(src: &TcpStream, dst: &TcpStream) -> Result<u64> {
+        let pipe = Pipe::new()?;
+        let mut total = 0u64;
+        loop {
+            // Fill: the pipe is empty here, so EAGAIN can only mean "socket has nothing".
+            let filled = loop {
+                src.readable().await?;
+                match src.try_io(Interest::READABLE, || {
+                    splice(src.as_raw_fd(), pipe.write.as_raw_fd(), pipe.capacity)
+                }) {
+                    Ok(n) => break n,
+                    Err(e) if e.kind() == ErrorKind::WouldBlock => continue,
+                    Err(e) => return Err(e),
+                }
+            };
+            if filled == 0 {
+                socket2::SockRef::from(dst).shutdown(std::net::Shutdown::Write).or_else(|e| {
+                    // The peer may already be gone; the data it got is all it will get.
+                    if e.kind() == ErrorKind::NotConnected { Ok(()) } else { Err(e) }
+                })?;
+                return Ok(total);
+            }
+            // Drain: EAGAIN here means the destination's send buffer is full.
+            let mut left = filled;
+            while left > 0 {
+                dst.writable().await?;
+                match dst.try_io(Interest::WRITABLE, || splice(pipe.read.as_raw_fd(), dst.as_raw_fd(), left))
+                {
+                    Ok(0) => return Err(ErrorKind::WriteZero.into()),
+                    Ok(n) => {
+                        left -= n;
+                        total += n as u64;
+                    }
+                    Err(e) if e.kind() == ErrorKind::WouldBlock => continue,
+                    Err(e) => return Err(e),
+                }
+            }
+        }
     }
 }
 

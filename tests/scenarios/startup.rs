@@ -73,11 +73,21 @@ fn socket_activation_uses_the_passed_listeners() {
         .envs(env.vars())
         .env("LISTEN_FDS", "2")
         .env("LISTEN_FDNAMES", "socks:control")
-        .stderr(std::process::Stdio::null());
-    // SAFETY: only async-signal-safe dup2 calls between fork and exec.
+        .stderr(std::fs::File::create(env.path().join("kharond.log")).unwrap());
+    // SAFETY: only async-signal-safe fcntl/dup2 calls between fork and exec. The listeners are
+    // first moved above fd 10, so neither can be overwritten by the other's dup2 (e.g. socks on 4,
+    // control on 3), and the close-on-exec flag is cleared explicitly (dup2(3, 3) keeps it).
     unsafe {
         cmd.pre_exec(move || {
-            if libc::dup2(socks_fd, 3) < 0 || libc::dup2(control_fd, 4) < 0 {
+            let high_socks = libc::fcntl(socks_fd, libc::F_DUPFD, 10);
+            let high_control = libc::fcntl(control_fd, libc::F_DUPFD, 10);
+            if high_socks < 0
+                || high_control < 0
+                || libc::dup2(high_socks, 3) < 0
+                || libc::dup2(high_control, 4) < 0
+                || libc::fcntl(3, libc::F_SETFD, 0) < 0
+                || libc::fcntl(4, libc::F_SETFD, 0) < 0
+            {
                 return Err(std::io::Error::last_os_error());
             }
             Ok(())
@@ -90,7 +100,8 @@ fn socket_activation_uses_the_passed_listeners() {
     let status = kharon_e2e::kharonctl::run(&env, &["status", "-o", "json"]);
     let _ = child.kill();
     let _ = child.wait();
-    assert!(ready, "daemon did not answer on the passed control socket");
+    let log = std::fs::read_to_string(env.path().join("kharond.log")).unwrap_or_default();
+    assert!(ready, "daemon did not answer on the passed control socket:\n{log}");
     // --listen 127.0.0.1:1 would fail to bind; the passed listener is used instead.
     assert_eq!(status.json()["listen_address"], socks_addr.to_string());
     assert!(sock_path.exists(), "the manager's socket must not be removed by the daemon");
