@@ -1,7 +1,6 @@
 //! Starts the built `kharond` on an ephemeral port, waits until its control socket answers and
 //! learns the SOCKS address from `kharonctl status -o json`. Keeps the daemon's log for failures.
 
-use std::io::Read;
 use std::net::SocketAddr;
 use std::process::{Child, Command, Stdio};
 use std::sync::{Arc, Mutex};
@@ -41,19 +40,8 @@ fn spawn(env: &Env, args: &[&str], extra: &[(&str, &str)]) -> (Child, Arc<Mutex<
     }
     let mut child = cmd.spawn().expect("spawn kharond");
     let log = Arc::new(Mutex::new(String::new()));
-    if let Some(mut stderr) = child.stderr.take() {
-        let log = Arc::clone(&log);
-        std::thread::spawn(move || {
-            let mut buf = [0u8; 4096];
-            while let Ok(n) = stderr.read(&mut buf) {
-                if n == 0 {
-                    break;
-                }
-                if let Ok(mut log) = log.lock() {
-                    log.push_str(&String::from_utf8_lossy(&buf[..n]));
-                }
-            }
-        });
+    if let Some(stderr) = child.stderr.take() {
+        crate::collect_output(stderr, Arc::clone(&log));
     }
     (child, log)
 }

@@ -16,6 +16,7 @@ pub mod socks;
 pub mod sshd;
 
 use std::path::{Path, PathBuf};
+use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 /// A scenario's private world: HOME, config/cache/runtime dirs and the control socket path.
@@ -106,6 +107,22 @@ pub fn bin(name: &str) -> PathBuf {
         path.display()
     );
     path
+}
+
+/// Appends everything `reader` produces (a child's stderr) to `log`, on a thread of its own, so
+/// a failing test can print what the child said.
+pub fn collect_output(mut reader: impl std::io::Read + Send + 'static, log: Arc<Mutex<String>>) {
+    std::thread::spawn(move || {
+        let mut buf = [0u8; 4096];
+        while let Ok(n) = reader.read(&mut buf) {
+            if n == 0 {
+                break;
+            }
+            if let Ok(mut log) = log.lock() {
+                log.push_str(&String::from_utf8_lossy(&buf[..n]));
+            }
+        }
+    });
 }
 
 /// Polls `condition` every 20 ms until it holds or `limit` passes. Returns whether it held.

@@ -10,7 +10,7 @@
 //! once, not even from two test processes (nextest). [`login_lock`] takes an exclusive `flock(2)` on
 //! a file in /tmp; hold the guard for the whole test.
 
-use std::io::{BufRead, BufReader, Read};
+use std::io::{BufRead, BufReader};
 use std::os::fd::AsRawFd;
 use std::path::PathBuf;
 use std::process::{Child, Command, Stdio};
@@ -114,19 +114,8 @@ impl NodeProcess {
                 }
             });
         }
-        if let Some(mut stderr) = child.stderr.take() {
-            let log = Arc::clone(&log);
-            std::thread::spawn(move || {
-                let mut buf = [0u8; 4096];
-                while let Ok(n) = stderr.read(&mut buf) {
-                    if n == 0 {
-                        break;
-                    }
-                    if let Ok(mut log) = log.lock() {
-                        log.push_str(&String::from_utf8_lossy(&buf[..n]));
-                    }
-                }
-            });
+        if let Some(stderr) = child.stderr.take() {
+            crate::collect_output(stderr, Arc::clone(&log));
         }
         let url = match ready_rx.recv_timeout(Duration::from_secs(30)) {
             Ok(url) => url,

@@ -202,19 +202,8 @@ impl Sshd {
             .stderr(Stdio::piped())
             .spawn()
             .expect("spawn sshd");
-        if let Some(mut stderr) = child.stderr.take() {
-            let log = Arc::clone(&self.log);
-            std::thread::spawn(move || {
-                let mut buf = [0u8; 4096];
-                while let Ok(n) = stderr.read(&mut buf) {
-                    if n == 0 {
-                        break;
-                    }
-                    if let Ok(mut l) = log.lock() {
-                        l.push_str(&String::from_utf8_lossy(&buf[..n]));
-                    }
-                }
-            });
+        if let Some(stderr) = child.stderr.take() {
+            crate::collect_output(stderr, Arc::clone(&self.log));
         }
         self.child = Some(child);
         let port = self.port;
