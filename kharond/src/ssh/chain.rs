@@ -361,7 +361,7 @@ async fn dial_hop(
         }
         (None, Transport::Tcp) => {
             let tcp = tcp_connect(&hop.host_name, hop.port).await?;
-            client::connect_stream(config, tcp, handler).await
+            client::connect_stream(config, super::quickack::QuickAck(tcp), handler).await
         }
         (None, Transport::Command(command)) => {
             let (stream, tail) =

@@ -10,6 +10,7 @@
 //! - [`keepalive`]: the wall-clock jump detector (sleep/wake) that makes the pool probe sessions.
 //! - [`proxy_command`]: a `ProxyCommand` child process as the first hop's transport.
 //! - [`tunnel`]: one channel as a byte stream, pumped so a slow reader cannot stall its session.
+//! - [`quickack`]: the first hop's TCP stream, ACKing at once (sshd leaves Nagle on).
 //!
 //! The engine knows nothing of SOCKS: failures carry an [`std::io::ErrorKind`] so the caller can
 //! pick a reply code.
@@ -21,6 +22,7 @@ pub mod keepalive;
 pub mod known_hosts;
 pub mod pool;
 pub mod proxy_command;
+pub mod quickack;
 pub mod tunnel;
 
 pub use pool::{ChainHealth, ChainState, Error, Pool, PoolSettings, Tunnel};
