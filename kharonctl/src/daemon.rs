@@ -75,6 +75,20 @@ impl Daemon {
         Ok(reply.into_inner())
     }
 
+    /// Starts the daemon's endpoint checks; events arrive as each check finishes.
+    pub async fn test(&mut self, clusters: Vec<String>) -> Result<tonic::Streaming<pb::TestEvent>, Error> {
+        let reply =
+            self.client.test(pb::TestRequest { clusters }).await.map_err(|status| Error::Call { status })?;
+        Ok(reply.into_inner())
+    }
+
+    /// The next event of a `test` stream, or `None` at its end.
+    pub async fn next_event(
+        stream: &mut tonic::Streaming<pb::TestEvent>,
+    ) -> Result<Option<pb::TestEvent>, Error> {
+        stream.message().await.map_err(|status| Error::Call { status })
+    }
+
     pub async fn route(&mut self, host: &str) -> Result<pb::RouteResponse, Error> {
         let reply = self
             .client

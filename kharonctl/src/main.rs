@@ -67,6 +67,8 @@ enum Command {
     Reload(cmd::reload::Args),
     /// Show how a host would be routed and which rule decided
     Route(cmd::route::Args),
+    /// Check every cluster's API through its real path (jump host chain, TLS, /version)
+    Test(cmd::test::Args),
     /// Log in to Lieutenant (browser, or --device) and cache the tokens
     Login(cmd::login::Args),
     /// Remove the cached Lieutenant tokens
@@ -131,6 +133,7 @@ fn main() -> ExitCode {
             Command::Status(args) => cmd::status::run(args, &ctx).await,
             Command::Reload(args) => cmd::reload::run(args, &ctx).await,
             Command::Route(args) => cmd::route::run(args, &ctx).await,
+            Command::Test(args) => cmd::test::run(args, &ctx).await,
             Command::Login(args) => cmd::login::run(args, &ctx).await,
             Command::Logout(args) => cmd::logout::run(args, &ctx).await,
             Command::Update(args) => cmd::update::run(args, &ctx).await,

@@ -99,8 +99,76 @@ fn chain_status(health: ssh::ChainHealth) -> pb::ChainStatus {
     }
 }
 
+/// Runs one endpoint check through the path a client would take.
+async fn check(state: &State, endpoint: &crate::inventory::Endpoint, route: Option<String>) -> pb::TestEvent {
+    let target = match endpoint.host.parse::<std::net::IpAddr>() {
+        Ok(ip) => crate::socks::Target::Ip(std::net::SocketAddr::new(ip, endpoint.port)),
+        Err(_) => crate::socks::Target::Name(endpoint.host.to_ascii_lowercase(), endpoint.port),
+    };
+    let timeout = state.proxy.connect_timeout;
+    let started = std::time::Instant::now();
+    let result = match &route {
+        None => crate::dial::direct(&target, timeout).await,
+        Some(jumphost) => crate::dial::via_jumphost(&state.pool, jumphost, &target, timeout).await,
+    };
+    let latency_us = u64::try_from(started.elapsed().as_micros()).unwrap_or(u64::MAX);
+    let hops = route
+        .as_ref()
+        .and_then(|jh| state.pool.status().into_iter().find(|c| &c.jumphost == jh))
+        .map(|c| c.hops)
+        .unwrap_or_default();
+    pb::TestEvent {
+        cluster: endpoint.cluster.clone(),
+        path: route.clone().unwrap_or_else(|| "direct".to_owned()),
+        step: "connect".to_owned(),
+        endpoint: format!("{}:{}", endpoint.host, endpoint.port),
+        ok: result.is_ok(),
+        latency_us,
+        error: result.err().map(|e| e.to_string()).unwrap_or_default(),
+        hops,
+    }
+}
+
+type TestStream =
+    std::pin::Pin<Box<dyn futures::Stream<Item = Result<pb::TestEvent, Status>> + Send + 'static>>;
+
 #[tonic::async_trait]
 impl pb::control_server::Control for Control {
+    type TestStream = TestStream;
+
+    async fn test(&self, request: Request<pb::TestRequest>) -> Result<Response<TestStream>, Status> {
+        use futures::StreamExt as _;
+
+        authorize(&request)?;
+        let wanted = request.into_inner().clusters;
+        let loaded = self.state.table();
+        let unknown: Vec<&String> =
+            wanted.iter().filter(|w| !loaded.endpoints.iter().any(|e| &e.cluster == *w)).collect();
+        if !unknown.is_empty() {
+            let names: Vec<&str> = unknown.iter().map(|s| s.as_str()).collect();
+            return Err(Status::not_found(format!(
+                "no cluster with an API URL named {}; `kharonctl clusters` lists them",
+                names.join(", ")
+            )));
+        }
+        let checks: Vec<(crate::inventory::Endpoint, Option<String>)> = loaded
+            .endpoints
+            .iter()
+            .filter(|e| wanted.is_empty() || wanted.contains(&e.cluster))
+            .map(|e| (e.clone(), loaded.table.lookup(&e.host).jumphost().map(str::to_owned)))
+            .collect();
+        drop(loaded);
+        let state = Arc::clone(&self.state);
+        // A few checks at once: a dead jump host costs a connect timeout, not N of them in a row.
+        let events = futures::stream::iter(checks)
+            .map(move |(endpoint, route)| {
+                let state = Arc::clone(&state);
+                async move { Ok(check(&state, &endpoint, route).await) }
+            })
+            .buffer_unordered(8);
+        Ok(Response::new(Box::pin(events)))
+    }
+
     async fn status(
         &self,
         request: Request<pb::StatusRequest>,

@@ -40,6 +40,30 @@ pub struct LoadedTable {
     pub loaded_at: SystemTime,
     /// When the data was produced: the cache's fetch time, else the file's modification time.
     pub modified_at: Option<SystemTime>,
+    /// API endpoints (cluster id, host, port) for `Test`, in cluster id order.
+    pub endpoints: Vec<Endpoint>,
+}
+
+/// Where a cluster's API server listens, from `openshiftApiURL` / `talosApiURL`.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Endpoint {
+    pub cluster: String,
+    pub host: String,
+    pub port: u16,
+}
+
+fn endpoints(clusters: &[inventory::Cluster]) -> Vec<Endpoint> {
+    let mut out: Vec<Endpoint> = clusters
+        .iter()
+        .filter(|c| !c.is_ignored())
+        .filter_map(|c| {
+            let url = url::Url::parse(c.api_url()?).ok()?;
+            let host = url.host_str()?.trim_start_matches('[').trim_end_matches(']').to_owned();
+            Some(Endpoint { cluster: c.id.clone(), host, port: url.port_or_known_default().unwrap_or(443) })
+        })
+        .collect();
+    out.sort_by(|a, b| a.cluster.cmp(&b.cluster));
+    out
 }
 
 #[derive(Debug, thiserror::Error)]
@@ -64,5 +88,10 @@ pub fn load(source: &Source) -> Result<LoadedTable, Error> {
             (envelope.clusters, Some(envelope.fetched_at))
         }
     };
-    Ok(LoadedTable { table: RoutingTable::compile(&clusters), loaded_at: SystemTime::now(), modified_at })
+    Ok(LoadedTable {
+        table: RoutingTable::compile(&clusters),
+        loaded_at: SystemTime::now(),
+        modified_at,
+        endpoints: endpoints(&clusters),
+    })
 }

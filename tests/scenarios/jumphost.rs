@@ -361,14 +361,14 @@ fn transfer(len: u64) {
 
 /// `openssl s_server -WWW` on 127.0.0.1 with a self-signed certificate for [`TARGET`]: serves the
 /// files of its directory, here `version` (JSON as an API server answers it). Killed on drop.
-struct TlsServer {
+pub struct TlsServer {
     child: std::process::Child,
-    port: u16,
+    pub port: u16,
     cert: PathBuf,
 }
 
 impl TlsServer {
-    fn start(dir: &std::path::Path) -> TlsServer {
+    pub fn start(dir: &std::path::Path) -> TlsServer {
         let cert = dir.join("cert.pem");
         let key = dir.join("key.pem");
         let out = Command::new("openssl")

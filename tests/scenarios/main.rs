@@ -12,4 +12,5 @@ mod service;
 mod socks_malformed;
 mod ssh_faults;
 mod startup;
+mod test_command;
 mod update;

@@ -12,4 +12,5 @@ pub mod route;
 pub mod service_install;
 pub mod status;
 pub mod switch;
+pub mod test;
 pub mod update;
