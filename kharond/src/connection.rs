@@ -5,7 +5,7 @@
 //! routing lookup     the current table snapshot                          → Route (direct | jumphost)
 //! dial               direct TCP, or a channel from the chain's last hop  → Upstream
 //! socks reply        success, or the reply code of the failure
-//! relay              splice / buffered copy both ways, half-close honoured → Transfer
+//! relay              splice / large-buffer copy both ways, half-close honoured → Transfer
 //! ```
 //!
 //! It calls the error mappings but implements none of them.
@@ -23,9 +23,6 @@ use crate::http;
 use crate::relay;
 use crate::socks::{self, Target};
 use crate::state::{Path, State};
-
-/// Per-connection buffer for routed downloads (see relay.rs for why it is bounded).
-const TUNNEL_BUFFER: usize = 8 * 1024 * 1024;
 
 /// Serves one accepted client until its connection ends. Errors end here, in the client's own
 /// span; they never reach the accept loop.
@@ -104,21 +101,14 @@ pub async fn serve(state: Arc<State>, stream: TcpStream, peer: SocketAddr) {
     debug!(client.addr = %peer, %target, via = path.as_str(), jumphost = jumphost.as_deref(), "open");
 
     let result = match upstream {
-        Upstream::Tcp(mut tcp) => relay::tcp(&mut client, &mut tcp).await.map_err(relay::Error::from),
-        Upstream::Tunnel(tunnel) => {
-            relay::buffered(&mut client, tunnel, TUNNEL_BUFFER, state.proxy.stall_timeout).await
-        }
+        Upstream::Tcp(mut tcp) => relay::tcp(&mut client, &mut tcp).await,
+        Upstream::Tunnel(mut tunnel) => relay::stream(&mut client, &mut tunnel).await,
     };
     let elapsed = started.elapsed();
     match result {
         Ok(t) => {
             state.stats.transferred(t.up, t.down);
             debug!(client.addr = %peer, %target, via = path.as_str(), up = t.up, down = t.down, ?elapsed, "closed");
-        }
-        Err(relay::Error::Stalled(after, bytes)) => {
-            info!(client.addr = %peer, %target, via = path.as_str(),
-                "dropped a client that read nothing for {after:?} with {bytes} bytes waiting; \
-                 other connections on the same jump host keep flowing");
         }
         Err(e) => {
             debug!(client.addr = %peer, %target, via = path.as_str(), ?elapsed, "closed with error: {e}")

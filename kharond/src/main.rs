@@ -6,7 +6,7 @@
 //! - [`daemon`]: runs listener, control server and signals; the only file that knows them all.
 //! - [`listener`]: accept loop, connection limit, drain. [`connection`]: the per-client spine.
 //! - [`socks`]: SOCKS5 handshake and replies. [`dial`]: direct or via a jump host.
-//!   [`relay`]: moving bytes (splice, buffered).
+//!   [`relay`]: moving bytes (splice, large-buffer copy).
 //! - [`state`]: routing table snapshot, SSH pool, counters. [`inventory`]: loading the routing data.
 //! - [`http`] + [`pac`]: `GET /proxy.pac` on the SOCKS port.
 //! - [`activation`]: listeners passed by systemd.
@@ -30,11 +30,10 @@ use std::collections::HashMap;
 use std::path::PathBuf;
 use std::process::ExitCode;
 use std::sync::Arc;
-use std::time::Duration;
 
 use anyhow::Context as _;
 use clap::Parser;
-use kharon_shared::config::{self, Config, Overrides};
+use kharon_shared::config::{Config, Overrides};
 use tracing_subscriber::EnvFilter;
 
 /// Exit codes; listed in `--help`.
@@ -249,16 +248,12 @@ async fn start(cli: Cli) -> Result<(), Failure> {
         auth: config.socks_auth.as_ref().map(|s| s.value.clone()),
         handshake_timeout: config.handshake_timeout.value,
         connect_timeout: config.connect_timeout.value,
-        stall_timeout: STALL_TIMEOUT,
     };
     let state = Arc::new(state::State::new(source, proxy, pool, listen, control_path, table));
     daemon::run(state, socks, control, owns_socket, std::future::pending())
         .await
         .map_err(|e| fail(exit::RUNTIME)(e.into()))
 }
-
-/// How long a routed client may leave its buffer full before it is dropped (relay.rs).
-const STALL_TIMEOUT: Duration = Duration::from_secs(config::STALL_TIMEOUT_SECS);
 
 /// Every connection costs two descriptors; the default soft limit (1024) would cap us at ~500
 /// clients while the hard limit is usually far higher.

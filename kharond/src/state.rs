@@ -25,8 +25,6 @@ pub struct ProxySettings {
     pub auth: Option<SocksAuth>,
     pub handshake_timeout: Duration,
     pub connect_timeout: Duration,
-    /// How long a routed client may leave a full buffer unread before it is dropped (relay.rs).
-    pub stall_timeout: Duration,
 }
 
 /// Which way a connection went; the word used in logs (`via`), JSON and counters.

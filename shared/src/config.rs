@@ -21,8 +21,6 @@ pub const DEFAULT_LISTEN: &str = "127.0.0.1:12000";
 pub const DEFAULT_HANDSHAKE_TIMEOUT: Duration = Duration::from_secs(10);
 /// How long resolving and connecting a target may take before the client gets a reply code.
 pub const DEFAULT_CONNECT_TIMEOUT: Duration = Duration::from_secs(10);
-/// How long a routed client may leave a full relay buffer unread before it is dropped.
-pub const STALL_TIMEOUT_SECS: u64 = 30;
 
 /// Where a setting's value came from.
 #[derive(Debug, Clone, PartialEq, Eq)]

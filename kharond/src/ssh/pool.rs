@@ -5,7 +5,7 @@
 //! channel open on a fresh session, the sleep/wake probes, the per-chain health that `Status`
 //! shows, and the mapping of every failure to an [`std::io::ErrorKind`] for the SOCKS reply.
 //! Leaves ssh_config syntax to `config`, the hop-by-hop handshake to `chain`, and the relay of
-//! bytes to the daemon (`relay::buffered`, which drains each [`Tunnel`] promptly, crates.md §1.8).
+//! bytes to the daemon (`relay::stream`); each [`Tunnel`] drains its channel promptly itself (tunnel.rs, crates.md §1.8).
 //!
 //! # Concurrency
 //! `Pool::chains` and each slot's `state` are std mutexes held only for map/field updates, never

@@ -9,9 +9,9 @@
 //! queue at once and keeps them in its own buffer of up to [`BUFFER_PACKETS`] packets. If that
 //! buffer stays full for [`GRACE`] (the consumer took nothing meanwhile), the pump gives up on
 //! this channel: it closes it and keeps nothing, and the reader gets an error once it has taken
-//! what was buffered. Other channels are held up for at most [`GRACE`]. The daemon's relay
-//! (`relay::buffered`) adds its own buffer and stall limit on top; this is the engine protecting
-//! its shared sessions whatever the caller does.
+//! what was buffered. Other channels are held up for at most [`GRACE`]. This is the only
+//! slow-reader protection: the daemon's relay is a plain copy, so the engine protects its shared
+//! sessions whatever the caller does.
 //!
 //! Owns: the pump, the byte and channel counters of its chain. Knows nothing of pooling.
 
