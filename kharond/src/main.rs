@@ -57,7 +57,8 @@ mod exit {
         inventory cache (`kharonctl update`) or from a /clusters JSON file (--inventory). \
         kharonctl talks to it over the control socket.",
     after_help = "Examples:\n  kharond --inventory contrib/examples/inventory.json\n  \
-        HTTPS_PROXY=socks5h://127.0.0.1:12000 curl https://api.c-example.vshnmanaged.net:6443/version\n\n\
+        HTTPS_PROXY=socks5h://127.0.0.1:12000 curl https://api.c-example.vshnmanaged.net:6443/version\n  \
+        browser proxy auto-config URL: http://localhost:12000/proxy.pac\n\n\
         Exit codes: 0 stopped cleanly; 1 failed while running; 2 bad settings, inventory or ssh config; \
         3 listen address or control socket already in use.\n\n\
         Logging: RUST_LOG (e.g. RUST_LOG=kharond=debug) or -v/-vv."
