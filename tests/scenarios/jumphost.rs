@@ -470,3 +470,30 @@ fn kubectl_reaches_a_tls_api_server_via_https_proxy_and_via_proxy_url() {
     let body = kubectl_version(&lab, &with_proxy, None);
     assert!(body.contains("v1.30.0-kharon-test"), "{body}");
 }
+
+#[test]
+fn reload_keeps_a_healthy_session_and_an_open_routed_connection() {
+    let mut lab = Lab::new(LabOptions::default());
+    lab.start_daemon();
+    assert_eq!(lab.hello().unwrap(), "hello from target");
+    // A routed connection that stays open across the reload.
+    let (code, _, mut open) = lab.socks_connect(lab.target.port());
+    assert_eq!(code, 0);
+    let before = lab.chain_status();
+    assert_eq!(before["state"], "connected", "{before}");
+
+    let reload = kharonctl::run(&lab.env, &["reload"]);
+    assert!(reload.success(), "{}", reload.stderr);
+
+    let after = lab.chain_status();
+    assert_eq!(after["state"], "connected", "{after}");
+    assert_eq!(after["since_ms"], before["since_ms"], "the session was rebuilt by a reload");
+    open.write_all(b"GET /hello HTTP/1.0\r\n\r\n").unwrap();
+    // Half-close: the target answers, sees our EOF and closes, so the read below ends.
+    open.shutdown(std::net::Shutdown::Write).unwrap();
+    let mut reply = String::new();
+    open.read_to_string(&mut reply).unwrap();
+    assert!(reply.ends_with("hello from target"), "{reply}");
+    assert_eq!(lab.hello().unwrap(), "hello from target");
+    assert_eq!(lab.hops[0].log().matches("Accepted publickey").count(), 1, "{}", lab.hops[0].log());
+}
