@@ -151,3 +151,39 @@ fn slow_reader_does_not_stall_other_connections_on_the_same_jump_host() {
     assert!(total < 1 << 30, "A read {total} bytes");
     assert!(lab.daemon().log().contains("the client read nothing for"), "{}", lab.daemon().log());
 }
+
+#[test]
+fn after_sleep_every_session_is_probed_at_once_not_at_the_next_keepalive() {
+    // Keepalive alone would need 60 s × 3 to notice; the clock-jump probe must be much faster.
+    let slow_keepalive = vec!["ServerAliveInterval 60".into(), "ServerAliveCountMax 3".into()];
+    let mut lab = Lab::new(LabOptions { host_options: slow_keepalive, ..Default::default() });
+    lab.start_daemon();
+    assert_eq!(lab.hello().unwrap(), "hello from target");
+    assert_eq!(lab.chain_status()["state"], "connected");
+
+    // "Sleep": the jump host's network is gone (frozen) while the daemon itself is stopped.
+    lab.hops[0].stop();
+    let pid = lab.daemon().pid() as i32;
+    // SAFETY: signalling our own child.
+    unsafe { libc::kill(pid, libc::SIGSTOP) };
+    std::thread::sleep(Duration::from_secs(5));
+    // SAFETY: as above.
+    unsafe { libc::kill(pid, libc::SIGCONT) };
+    let woke = Instant::now();
+
+    assert!(
+        wait_until(Duration::from_secs(10), || lab.daemon().log().contains("clock jump")),
+        "no clock jump noticed:\n{}",
+        lab.daemon().log()
+    );
+    assert!(
+        wait_until(Duration::from_secs(15), || lab.chain_status()["state"] != "connected"),
+        "the dead session was not probed after wake: {}",
+        lab.chain_status()
+    );
+    assert!(woke.elapsed() < Duration::from_secs(30), "took {:?}", woke.elapsed());
+
+    // The network is back: the first request redials and succeeds.
+    lab.hops[0].cont();
+    assert_eq!(lab.hello().unwrap(), "hello from target");
+}
