@@ -1,7 +1,7 @@
 //! The one HTTP resource on the SOCKS port: `GET /proxy.pac`. A SOCKS5 client's first byte is
 //! 0x05, an HTTP request's is a letter, so the listener tells them apart without a second port.
 //!
-//! The PAC is rendered from the current table on every request, so it follows reloads. Anything
+//! The PAC is rendered once per routing table (cached in it), so it follows reloads. Anything
 //! else gets a 404 (or 405) and the connection is closed; there is no keep-alive to manage.
 
 use std::time::Duration;
@@ -57,8 +57,9 @@ pub async fn serve(state: &State, mut stream: TcpStream, deadline: Duration) -> 
             ("403 Forbidden", "text/plain", "use http://localhost:PORT/proxy.pac\n".to_owned())
         }
         ("GET" | "HEAD", "/proxy.pac") => {
-            let table = state.table();
-            ("200 OK", pac::CONTENT_TYPE, pac::render(&table.table, state.listen))
+            let loaded = state.table();
+            let body = loaded.pac.get_or_init(|| pac::render(&loaded.table, state.listen)).clone();
+            ("200 OK", pac::CONTENT_TYPE, body)
         }
         ("GET" | "HEAD", _) => ("404 Not Found", "text/plain", "only /proxy.pac is served here\n".to_owned()),
         _ => ("405 Method Not Allowed", "text/plain", "only GET /proxy.pac is served here\n".to_owned()),

@@ -42,6 +42,9 @@ pub struct LoadedTable {
     pub modified_at: Option<SystemTime>,
     /// API endpoints (cluster id, host, port) for `Test`, in cluster id order.
     pub endpoints: Vec<Endpoint>,
+    /// The PAC file for this table, rendered on the first request (it needs the bound listen
+    /// address, which a table loaded at start does not know yet) and then served as is.
+    pub pac: std::sync::OnceLock<String>,
 }
 
 /// Where a cluster's API server listens, from `openshiftApiURL` / `talosApiURL`.
@@ -93,5 +96,6 @@ pub fn load(source: &Source) -> Result<LoadedTable, Error> {
         loaded_at: SystemTime::now(),
         modified_at,
         endpoints: endpoints(&clusters),
+        pac: std::sync::OnceLock::new(),
     })
 }

@@ -278,18 +278,20 @@ impl Pool {
         errors
     }
 
-    /// The slot for `jumphost`'s current chain (a new one if the chain changed).
+    /// The slot for `jumphost`'s current chain. A slot in the map is current by construction:
+    /// [`Pool::reload`] drops every slot whose chain changed, so the ssh config is resolved once
+    /// per chain and reload, not on every connection.
     fn slot(&self, jumphost: &str) -> Result<Arc<Slot>, Error> {
-        let chain = self.config().chain(jumphost)?;
-        let mut chains = self.chains();
-        match chains.get(jumphost) {
-            Some(slot) if slot.chain == chain => Ok(slot.clone()),
-            _ => {
-                let slot = Arc::new(Slot::new(jumphost, chain));
-                chains.insert(jumphost.to_owned(), slot.clone());
-                Ok(slot)
-            }
+        if let Some(slot) = self.chains().get(jumphost) {
+            return Ok(slot.clone());
         }
+        let chain = self.config().chain(jumphost)?;
+        // Another connection may have resolved it meanwhile: keep the first slot.
+        Ok(self
+            .chains()
+            .entry(jumphost.to_owned())
+            .or_insert_with(|| Arc::new(Slot::new(jumphost, chain)))
+            .clone())
     }
 
     /// Opens a direct-tcpip channel from `jumphost`'s last hop to `host:port`, dialling the chain
