@@ -14,7 +14,7 @@ use std::net::SocketAddr;
 use std::sync::Arc;
 use std::time::Instant;
 
-use kharon_shared::routing::Route;
+use kharon_shared::routing::{Route, Via};
 use tokio::net::TcpStream;
 use tracing::{debug, info};
 
@@ -22,7 +22,7 @@ use crate::dial::{self, Upstream};
 use crate::http;
 use crate::relay;
 use crate::socks::{self, Target};
-use crate::state::{Path, State};
+use crate::state::State;
 
 /// Serves one accepted client until its connection ends. Errors end here, in the client's own
 /// span; they never reach the accept loop.
@@ -56,8 +56,8 @@ pub async fn serve(state: Arc<State>, stream: TcpStream, peer: SocketAddr) {
         Target::Name(name, _) => table.table.lookup(name),
     };
     let (path, jumphost) = match route {
-        Route::Direct => (Path::Direct, None),
-        Route::Jumphost(r) => (Path::Jumphost, Some(r.jumphost.to_owned())),
+        Route::Direct => (Via::Direct, None),
+        Route::Jumphost(r) => (Via::Jumphost, Some(r.jumphost.to_owned())),
     };
     drop(table);
 
@@ -74,10 +74,10 @@ pub async fn serve(state: Arc<State>, stream: TcpStream, peer: SocketAddr) {
             let code = socks::reply_code(e.kind());
             match path {
                 // A routed failure is something the user can act on (dead jump host, ssh config).
-                Path::Jumphost => {
+                Via::Jumphost => {
                     info!(client.addr = %peer, %target, via = path.as_str(), "cannot connect: {e}")
                 }
-                Path::Direct => {
+                Via::Direct => {
                     debug!(client.addr = %peer, %target, via = path.as_str(), "cannot connect: {e}")
                 }
             }

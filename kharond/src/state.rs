@@ -16,6 +16,8 @@ use std::time::{Duration, SystemTime};
 use arc_swap::ArcSwap;
 use kharon_shared::config::SocksAuth;
 
+use kharon_shared::routing::Via;
+
 use crate::inventory::{LoadedTable, Source};
 use crate::ssh;
 
@@ -25,22 +27,6 @@ pub struct ProxySettings {
     pub auth: Option<SocksAuth>,
     pub handshake_timeout: Duration,
     pub connect_timeout: Duration,
-}
-
-/// Which way a connection went; the word used in logs (`via`), JSON and counters.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Path {
-    Direct,
-    Jumphost,
-}
-
-impl Path {
-    pub fn as_str(self) -> &'static str {
-        match self {
-            Path::Direct => "direct",
-            Path::Jumphost => "jumphost",
-        }
-    }
 }
 
 /// Connection counters. Relaxed ordering: they are statistics, not synchronisation.
@@ -57,7 +43,7 @@ pub struct Stats {
 
 impl Stats {
     /// Counts a connection as open on `path` until the returned guard is dropped.
-    pub fn open(self: &Arc<Self>, path: Path) -> OpenGuard {
+    pub fn open(self: &Arc<Self>, path: Via) -> OpenGuard {
         let (open, total) = self.counters(path);
         open.fetch_add(1, Ordering::Relaxed);
         total.fetch_add(1, Ordering::Relaxed);
@@ -73,10 +59,10 @@ impl Stats {
         self.bytes_down.fetch_add(down, Ordering::Relaxed);
     }
 
-    fn counters(&self, path: Path) -> (&AtomicU64, &AtomicU64) {
+    fn counters(&self, path: Via) -> (&AtomicU64, &AtomicU64) {
         match path {
-            Path::Direct => (&self.open_direct, &self.total_direct),
-            Path::Jumphost => (&self.open_jumphost, &self.total_jumphost),
+            Via::Direct => (&self.open_direct, &self.total_direct),
+            Via::Jumphost => (&self.open_jumphost, &self.total_jumphost),
         }
     }
 }
@@ -85,7 +71,7 @@ impl Stats {
 #[derive(Debug)]
 pub struct OpenGuard {
     stats: Arc<Stats>,
-    path: Path,
+    path: Via,
 }
 
 impl Drop for OpenGuard {

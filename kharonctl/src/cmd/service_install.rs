@@ -303,18 +303,8 @@ fn write_if_changed(file: &File) -> anyhow::Result<Outcome> {
         Err(e) if e.kind() == std::io::ErrorKind::NotFound => Outcome::Created,
         Err(e) => return Err(e).with_context(|| format!("cannot read {}", file.path.display())),
     };
-    let dir = file.path.parent().unwrap_or(Path::new("."));
-    std::fs::create_dir_all(dir).with_context(|| format!("cannot create {}", dir.display()))?;
-    let write = || -> std::io::Result<()> {
-        use std::os::unix::fs::PermissionsExt;
-        let mut tmp = tempfile::NamedTempFile::new_in(dir)?;
-        tmp.write_all(file.contents.as_bytes())?;
-        tmp.as_file().set_permissions(std::fs::Permissions::from_mode(0o644))?;
-        tmp.as_file().sync_all()?;
-        tmp.persist(&file.path).map_err(|e| e.error)?;
-        Ok(())
-    };
-    write().with_context(|| format!("cannot write {}", file.path.display()))?;
+    kharon_shared::cache::write_atomic(&file.path, file.contents.as_bytes(), 0o644)
+        .with_context(|| format!("cannot write {}", file.path.display()))?;
     Ok(outcome)
 }
 

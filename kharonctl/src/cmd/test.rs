@@ -42,33 +42,31 @@ struct Row {
 /// How long the HTTPS check through the proxy may take.
 const HTTPS_TIMEOUT: Duration = Duration::from_secs(10);
 
-/// `GET https://endpoint/version` through the SOCKS proxy. Any HTTP answer counts: a 401 or 403
-/// still proves the API server is reachable and speaks TLS. Certificates are not verified here:
-/// cluster CAs are private and this checks reachability, not trust (kubectl does that).
-async fn https_check(ctx: &Context, listen: &str, endpoint: &str) -> Result<Duration, String> {
+/// The client for the HTTPS checks, through the daemon's SOCKS listener. Certificates are not
+/// verified: cluster CAs are private and this checks reachability, not trust (kubectl does that).
+fn https_client(ctx: &Context, listen: &str) -> anyhow::Result<reqwest::Client> {
     let proxy = match &ctx.config.socks_auth {
         Some(auth) => format!("socks5h://{}:{}@{listen}", auth.value.username, auth.value.password),
         None => format!("socks5h://{listen}"),
     };
-    let client = reqwest::Client::builder()
+    Ok(reqwest::Client::builder()
         .no_proxy()
-        .proxy(reqwest::Proxy::all(&proxy).map_err(|e| e.to_string())?)
+        .proxy(reqwest::Proxy::all(&proxy)?)
         .danger_accept_invalid_certs(true)
         .redirect(reqwest::redirect::Policy::none())
         .timeout(HTTPS_TIMEOUT)
-        .build()
-        .map_err(|e| e.to_string())?;
+        .build()?)
+}
+
+/// `GET https://endpoint/version`. Any HTTP answer counts: a 401 or 403 still proves the API
+/// server is reachable and speaks TLS.
+async fn https_check(client: &reqwest::Client, endpoint: &str) -> Result<Duration, String> {
     let started = Instant::now();
-    let response = client.get(format!("https://{endpoint}/version")).send().await.map_err(|e| {
-        let mut text = e.to_string();
-        let mut source = std::error::Error::source(&e);
-        while let Some(s) = source {
-            text = format!("{text}: {s}");
-            source = s.source();
-        }
-        text
-    })?;
-    let _ = response.status();
+    client
+        .get(format!("https://{endpoint}/version"))
+        .send()
+        .await
+        .map_err(|e| crate::lieutenant::chain(&e))?;
     Ok(started.elapsed())
 }
 
@@ -118,6 +116,7 @@ pub async fn run(args: Args, ctx: &Context) -> anyhow::Result<ExitCode> {
     } else {
         None
     };
+    let client = https_client(ctx, &status.listen_address)?;
     let mut stream = daemon.test(args.clusters).await?;
     while let Some(event) = Daemon::next_event(&mut stream).await? {
         let line = format!(
@@ -150,11 +149,10 @@ pub async fn run(args: Args, ctx: &Context) -> anyhow::Result<ExitCode> {
             if let Some(bar) = &progress {
                 bar.set_message(format!("{}: TLS and /version", event.cluster));
             }
-            let (ok, latency_ms, error) =
-                match https_check(ctx, &status.listen_address, &event.endpoint).await {
-                    Ok(took) => (true, took.as_secs_f64() * 1000.0, String::new()),
-                    Err(e) => (false, 0.0, e),
-                };
+            let (ok, latency_ms, error) = match https_check(&client, &event.endpoint).await {
+                Ok(took) => (true, took.as_secs_f64() * 1000.0, String::new()),
+                Err(e) => (false, 0.0, e),
+            };
             rows.push(Row {
                 cluster: event.cluster,
                 path: event.path,
