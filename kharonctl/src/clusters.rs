@@ -12,12 +12,19 @@ use kharon_shared::inventory::Cluster;
 /// How many ids an "unknown cluster" error suggests at most.
 const MAX_SUGGESTIONS: usize = 3;
 
+impl From<kharon_shared::cache::Error> for Error {
+    fn from(e: kharon_shared::cache::Error) -> Self {
+        Error::Cache(e)
+    }
+}
+
 #[derive(Debug, thiserror::Error)]
 pub enum Error {
     #[error(transparent)]
     Inventory(#[from] kharon_shared::inventory::Error),
+    /// Not a `source`: the message already contains the cache error, and `{:#}` would repeat it.
     #[error("{0}; or pass --inventory FILE (a Lieutenant /clusters JSON)")]
-    Cache(#[from] kharon_shared::cache::Error),
+    Cache(kharon_shared::cache::Error),
     #[error("unknown cluster {name:?}{}", did_you_mean(suggestions))]
     Unknown { name: String, suggestions: Vec<String> },
     #[error("no cluster matches {filter:?}{}", tenant_note(tenant.as_deref()))]

@@ -28,8 +28,9 @@ pub enum Error {
     Timeout { addr: String, timeout: Duration },
     #[error("connecting to {addr}: {source}")]
     Connect { addr: SocketAddr, source: std::io::Error },
-    #[error("via jump host {jumphost}: {source}")]
-    Jumphost { jumphost: String, source: ssh::Error },
+    /// The SSH engine's errors already name the jump host (or the ssh_config file:line).
+    #[error(transparent)]
+    Jumphost(ssh::Error),
 }
 
 impl Error {
@@ -38,7 +39,7 @@ impl Error {
             Error::Resolve { .. } | Error::NoAddress { .. } => ErrorKind::NotFound,
             Error::Timeout { .. } => ErrorKind::TimedOut,
             Error::Connect { source, .. } => source.kind(),
-            Error::Jumphost { source, .. } => source.io_kind(),
+            Error::Jumphost(source) => source.io_kind(),
         }
     }
 }
@@ -82,7 +83,7 @@ pub async fn via_jumphost(
     let host = target.host();
     match tokio::time::timeout(timeout, pool.connect(jumphost, &host, target.port())).await {
         Err(_) => Err(Error::Timeout { addr: format!("{target} via {jumphost}"), timeout }),
-        Ok(Err(source)) => Err(Error::Jumphost { jumphost: jumphost.to_owned(), source }),
+        Ok(Err(source)) => Err(Error::Jumphost(source)),
         Ok(Ok(tunnel)) => Ok(Upstream::Tunnel(tunnel)),
     }
 }

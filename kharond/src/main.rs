@@ -152,10 +152,11 @@ async fn start(cli: Cli) -> Result<(), Failure> {
         None => inventory::Source::Cache(kharon_shared::cache::path(&config.cache_dir.value)),
     };
     let table = inventory::load(&source).map_err(|e| {
+        // The cache error already says to run `kharonctl update`; add the other way in.
         let hint = match &source {
             inventory::Source::Cache(_) => {
-                "\nno routing information: run `kharonctl update` to fetch it from Lieutenant, or start with \
-                 --inventory FILE (a Lieutenant /clusters JSON such as contrib/examples/inventory.json)"
+                "; or start with --inventory FILE (a Lieutenant /clusters JSON such as \
+                 contrib/examples/inventory.json)"
             }
             inventory::Source::File(_) => "",
         };
@@ -197,8 +198,9 @@ async fn start(cli: Cli) -> Result<(), Failure> {
         connect_timeout: config.connect_timeout.value,
     })
     .map_err(|e| fail(exit::CONFIG)(e.into()))?;
-    for (jumphost, error) in pool.validate(&table.table.jumphosts()) {
-        tracing::warn!("jump host {jumphost}: {error}");
+    // The engine's errors name the jump host themselves; routing through it fails until fixed.
+    for (_, error) in pool.validate(&table.table.jumphosts()) {
+        tracing::warn!("{error}; connections routed through it will fail");
     }
 
     // Listeners handed over by systemd (socket activation) take the place of our own.
