@@ -145,10 +145,23 @@ impl AsyncRead for Tunnel {
     ) -> Poll<std::io::Result<()>> {
         loop {
             if !self.current.is_empty() {
-                let n = self.current.len().min(buf.remaining());
-                let chunk = self.current.split_to(n);
-                buf.put_slice(&chunk);
-                self.counters.down.fetch_add(n as u64, Ordering::Relaxed);
+                // Hand over every packet already queued that fits, not just one: the caller then
+                // writes (and wakes its client) once per batch instead of once per 32 KiB packet.
+                let before = buf.remaining();
+                loop {
+                    let n = self.current.len().min(buf.remaining());
+                    let chunk = self.current.split_to(n);
+                    buf.put_slice(&chunk);
+                    if buf.remaining() == 0 {
+                        break;
+                    }
+                    match self.inbound.try_recv() {
+                        Ok(next) => self.current = next,
+                        Err(_) => break,
+                    }
+                }
+                let moved = before - buf.remaining();
+                self.counters.down.fetch_add(moved as u64, Ordering::Relaxed);
                 return Poll::Ready(Ok(()));
             }
             match ready!(self.inbound.poll_recv(cx)) {
