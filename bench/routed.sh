@@ -2,14 +2,21 @@
 # Routed throughput and warm connection-setup latency: kharond vs `ssh -D`, through the same local
 # OpenSSH sshd, same cipher (aes256-gcm@openssh.com), measured in the same run. Not a test.
 #
-#   bench/routed.sh [SIZE_MIB] [CONNECTIONS]      (defaults 1024 and 500)
+#   bench/routed.sh [SIZE_MIB] [CONNECTIONS] [RUNS]     (defaults 1024, 500 and 5)
+#
+# Throughput runs alternate kharond and `ssh -D`; each prints MB/s and the client's own CPU time
+# per GiB (kharond vs the ssh client), because on 2 cores shared by sshd, client, curl and the
+# target, the client's CPU cost is what decides how much is left for sshd.
 #
 # Needs: root (sshd's own /etc/hosts via `unshare -m`, so the target name resolves only at the
 # jump host, as in the e2e tests), sshd, ssh, curl, python3. Builds kharond in release.
 set -euo pipefail
 SIZE_MIB=${1:-1024}
 CONNS=${2:-500}
+RUNS=${3:-5}
 cd "$(dirname "$0")/.."
+SSHD=$(command -v sshd || echo /usr/sbin/sshd)
+[ -x "$SSHD" ] || { echo "bench/routed.sh needs OpenSSH's sshd (apt-get install openssh-server)" >&2; exit 1; }
 cargo build --release -q -p kharond -p kharonctl
 BIN=$PWD/target/release
 
@@ -42,7 +49,7 @@ AllowTcpForwarding yes
 LogLevel ERROR
 CFG
 printf '127.0.0.1 localhost\n127.0.0.1 %s\n' "$TARGET" > "$W/hosts"
-unshare -m sh -c "mount --bind $W/hosts /etc/hosts && exec /usr/sbin/sshd -D -e -f $W/sshd_config" 2>"$W/sshd.log" &
+unshare -m sh -c "mount --bind $W/hosts /etc/hosts && exec $SSHD -D -e -f $W/sshd_config" 2>"$W/sshd.log" &
 PIDS+=($!)
 echo "[127.0.0.1]:$SSHD_PORT $(cut -d' ' -f1,2 "$W/host_key.pub")" > "$W/home/.ssh/known_hosts"
 
@@ -90,10 +97,10 @@ echo '[{"id":"c1","facts":{"distribution":"openshift4","jumphost":"bench"},"dyna
 env -i PATH="$PATH" HOME="$W/home" USER="$USER_NAME" XDG_RUNTIME_DIR="$W" RUST_LOG=warn \
   "$BIN/kharond" --listen 127.0.0.1:"$KH_PORT" --control-socket "$W/k.sock" \
   --inventory "$W/inventory.json" --ssh-config "$W/home/.ssh/config" 2>"$W/kharond.log" &
-PIDS+=($!)
+KPID=$!; PIDS+=("$KPID")
 HOME="$W/home" ssh -F "$W/home/.ssh/config" -N -o ExitOnForwardFailure=yes -c aes256-gcm@openssh.com \
   -D 127.0.0.1:"$SSHD_D_PORT" bench 2>"$W/ssh.log" &
-PIDS+=($!)
+SPID=$!; PIDS+=("$SPID")
 wait_port "$KH_PORT"; wait_port "$SSHD_D_PORT"
 
 URL_BIG="http://$TARGET:$TARGET_PORT/bytes/$((SIZE_MIB << 20))"
@@ -101,19 +108,35 @@ URL_SMALL="http://$TARGET:$TARGET_PORT/hello"
 # Warm both (kharond dials its session on first use).
 for p in "$KH_PORT" "$SSHD_D_PORT"; do curl -sf -x "socks5h://127.0.0.1:$p" "$URL_SMALL" >/dev/null; done
 
-speed() { curl -sf -o /dev/null -w '%{speed_download}' -x "socks5h://127.0.0.1:$1" "$URL_BIG"; }
-echo "== throughput: one ${SIZE_MIB} MiB stream, aes256-gcm, 3 alternating runs each (MB/s)"
+# utime + stime in clock ticks (1/100 s) of one process.
+ticks() { awk '{print $14 + $15}' "/proc/$1/stat"; }
+# One download through the proxy on port $1 whose process is $2: "MB/s cpu-seconds".
+run() {
+  local before after speed
+  before=$(ticks "$2")
+  speed=$(curl -sf -o /dev/null -w '%{speed_download}' -x "socks5h://127.0.0.1:$1" "$URL_BIG")
+  after=$(ticks "$2")
+  echo "$speed $(( after - before ))"
+}
+echo "== throughput: one ${SIZE_MIB} MiB stream, aes256-gcm, $RUNS alternating runs each"
 K=(); S=()
-for i in 1 2 3; do
-  K+=("$(speed "$KH_PORT")"); S+=("$(speed "$SSHD_D_PORT")")
+for _ in $(seq "$RUNS"); do
+  K+=("$(run "$KH_PORT" "$KPID")"); S+=("$(run "$SSHD_D_PORT" "$SPID")")
 done
-python3 - "${K[@]}" "${S[@]}" <<'PY'
+python3 - "$SIZE_MIB" "${K[@]}" "${S[@]}" <<'PY'
 import sys, statistics
-v = [float(x) / 1e6 for x in sys.argv[1:]]
-k, s = v[:3], v[3:]
-print("kharond : " + " ".join(f"{x:.0f}" for x in k) + f"   median {statistics.median(k):.0f}")
-print("ssh -D  : " + " ".join(f"{x:.0f}" for x in s) + f"   median {statistics.median(s):.0f}")
-print(f"ratio kharond / ssh -D (median): {statistics.median(k) / statistics.median(s):.2f}x")
+gib = int(sys.argv[1]) / 1024
+runs = [tuple(map(float, r.split())) for r in sys.argv[2:]]
+k, s = runs[: len(runs) // 2], runs[len(runs) // 2 :]
+def line(name, v):
+    mbs = [x[0] / 1e6 for x in v]
+    cpu = statistics.median(x[1] / 100 / gib for x in v)
+    print(f"{name}: " + " ".join(f"{x:.0f}" for x in mbs)
+          + f"   median {statistics.median(mbs):.0f} MB/s, client CPU {cpu:.2f} s/GiB")
+    return statistics.median(mbs)
+km, sm = line("kharond", k), line("ssh -D ", s)
+pairs = sorted(a[0] / b[0] for a, b in zip(k, s))
+print(f"ratio kharond / ssh -D: {km / sm:.2f}x of medians (run pairs {pairs[0]:.2f}x to {pairs[-1]:.2f}x)")
 PY
 
 echo "== warm connection setup: $CONNS sequential SOCKS5 CONNECTs by name (ms, until the success reply)"

@@ -1,13 +1,17 @@
-//! `kharon-bench`: measures kharond's direct path against plain loopback in the same run.
+//! `kharon-bench`: measures kharond's direct path against plain loopback (and, when given, other
+//! SOCKS5 servers) in the same run.
 //!
 //! ```text
-//! kharon-bench --socks 127.0.0.1:12000 [--bytes 1073741824] [--runs 5] [--conns 2000]
+//! kharon-bench --socks 127.0.0.1:12000 [--proxy-pid PID] [--baseline NAME=ADDR]...
+//!              [--bytes 1073741824] [--runs 5] [--conns 2000]
 //! ```
 //!
 //! It starts its own sink (sends N bytes) and echo (1 byte back) servers on loopback, then:
-//! - bulk: one stream of N bytes, direct vs through SOCKS (interleaved runs, median/min/max MiB/s);
-//! - conn: sequential connect + SOCKS handshake + 1-byte echo + close, direct vs through SOCKS, by
-//!   IP literal and by name (`localhost`, resolved by the proxy), p50/p99 in µs and the added cost.
+//! - bulk: one stream of N bytes, direct vs through each proxy (interleaved runs, median/min/max
+//!   MiB/s); with `--proxy-pid`, kharond's own CPU time per GiB moved;
+//! - conn: sequential connect + SOCKS handshake + 1-byte echo + close, direct vs through each
+//!   proxy, by IP literal and by name (`localhost`, resolved by the proxy), p50/p99 in µs and the
+//!   added cost.
 //!
 //! Blocking std I/O with 1 MiB buffers: a scripting-language client caps loopback at a fraction of
 //! what the kernel does (targets.md §6), which would hide the proxy's own cost.
@@ -20,25 +24,45 @@ use anyhow::{Context, bail};
 
 const BUF: usize = 1 << 20;
 
+/// One path a stream can take: straight to the sink, or through a SOCKS5 server.
+struct Path {
+    name: String,
+    socks: Option<SocketAddr>,
+}
+
 fn main() -> anyhow::Result<()> {
-    let mut socks: Option<SocketAddr> = None;
+    let mut kharond: Option<SocketAddr> = None;
+    let mut baselines: Vec<Path> = Vec::new();
+    let mut proxy_pid: Option<u32> = None;
     let (mut bytes, mut runs, mut conns) = (1u64 << 30, 5usize, 2000usize);
     let mut args = std::env::args().skip(1);
     while let Some(arg) = args.next() {
         let mut value = || args.next().context("missing value");
         match arg.as_str() {
-            "--socks" => socks = Some(value()?.parse()?),
+            "--socks" => kharond = Some(value()?.parse()?),
+            "--baseline" => {
+                let v = value()?;
+                let (name, addr) = v.split_once('=').context("--baseline takes NAME=ADDR")?;
+                baselines.push(Path { name: name.to_owned(), socks: Some(addr.parse()?) });
+            }
+            "--proxy-pid" => proxy_pid = Some(value()?.parse()?),
             "--bytes" => bytes = value()?.parse()?,
             "--runs" => runs = value()?.parse()?,
             "--conns" => conns = value()?.parse()?,
             "-h" | "--help" => {
-                println!("kharon-bench --socks ADDR [--bytes N] [--runs N] [--conns N]");
+                println!(
+                    "kharon-bench --socks ADDR [--proxy-pid PID] [--baseline NAME=ADDR]... \
+                     [--bytes N] [--runs N] [--conns N]"
+                );
                 return Ok(());
             }
             other => bail!("unknown argument {other}"),
         }
     }
-    let socks = socks.context("--socks ADDR is required")?;
+    let kharond = kharond.context("--socks ADDR is required")?;
+    if runs == 0 || conns == 0 {
+        bail!("--runs and --conns must be at least 1");
+    }
     let sink = spawn_server(move |mut s| {
         let buf = vec![0x5au8; BUF];
         let mut left = bytes;
@@ -57,43 +81,69 @@ fn main() -> anyhow::Result<()> {
         }
     })?;
 
+    let mut paths = vec![
+        Path { name: "direct loopback".into(), socks: None },
+        Path { name: "kharond".into(), socks: Some(kharond) },
+    ];
+    paths.extend(baselines);
     println!("# kharon-bench: {} MiB per stream, {runs} interleaved runs, {conns} connections", bytes >> 20);
-    let (mut direct, mut proxied) = (Vec::new(), Vec::new());
+
+    let mut speeds: Vec<Vec<f64>> = vec![Vec::new(); paths.len()];
+    let mut kharond_cpu = Duration::ZERO;
     for _ in 0..runs {
-        direct.push(bulk(None, sink, bytes)?);
-        proxied.push(bulk(Some(socks), sink, bytes)?);
+        for (path, speed) in paths.iter().zip(&mut speeds) {
+            let watch = path.socks == Some(kharond);
+            let before = proxy_pid.filter(|_| watch).map(cpu_time).transpose()?;
+            speed.push(bulk(path.socks, sink, bytes)?);
+            if let (Some(pid), Some(before)) = (proxy_pid, before) {
+                kharond_cpu += cpu_time(pid)?.saturating_sub(before);
+            }
+        }
     }
-    let (d, p) = (median(&mut direct), median(&mut proxied));
-    println!(
-        "bulk direct loopback   median {d:8.1} MiB/s  (min {:.1}, max {:.1})",
-        direct[0],
-        direct[runs - 1]
-    );
-    println!(
-        "bulk via kharond       median {p:8.1} MiB/s  (min {:.1}, max {:.1})",
-        proxied[0],
-        proxied[runs - 1]
-    );
-    println!("bulk ratio             {:.1} % of loopback", 100.0 * p / d);
+    let loopback = median(&mut speeds[0]);
+    for (path, speed) in paths.iter().zip(&mut speeds) {
+        let m = median(speed);
+        println!(
+            "bulk {:<18} median {m:8.1} MiB/s  (min {:.1}, max {:.1})  {:5.1} % of loopback",
+            path.name,
+            speed[0],
+            speed[runs - 1],
+            100.0 * m / loopback
+        );
+    }
+    if proxy_pid.is_some() {
+        let gib = (bytes * runs as u64) as f64 / (1u64 << 30) as f64;
+        println!("bulk kharond CPU       {:.3} s per GiB moved", kharond_cpu.as_secs_f64() / gib);
+    }
 
     let base = latencies(conns, || echo_once(None, echo, None))?;
-    let by_ip = latencies(conns, || echo_once(Some(socks), echo, None))?;
-    let by_name = latencies(conns, || echo_once(Some(socks), echo, Some("localhost")))?;
     let (b50, b99) = percentiles(&base);
-    let (i50, i99) = percentiles(&by_ip);
-    let (n50, n99) = percentiles(&by_name);
-    println!("conn direct loopback   p50 {b50:7.1} µs  p99 {b99:7.1} µs");
-    println!(
-        "conn via kharond (IP)  p50 {i50:7.1} µs  p99 {i99:7.1} µs  added p50 {:+.1} µs, p99 {:+.1} µs",
-        i50 - b50,
-        i99 - b99
-    );
-    println!(
-        "conn via kharond (name) p50 {n50:6.1} µs  p99 {n99:7.1} µs  added p50 {:+.1} µs, p99 {:+.1} µs",
-        n50 - b50,
-        n99 - b99
-    );
+    println!("conn {:<29} p50 {b50:7.1} µs  p99 {b99:7.1} µs", "direct loopback");
+    for path in &paths[1..] {
+        for (how, name) in [("IP", None), ("name", Some("localhost"))] {
+            let v = latencies(conns, || echo_once(path.socks, echo, name))?;
+            let (p50, p99) = percentiles(&v);
+            println!(
+                "conn {:<29} p50 {p50:7.1} µs  p99 {p99:7.1} µs  added p50 {:+.1} µs, p99 {:+.1} µs",
+                format!("{} ({how})", path.name),
+                p50 - b50,
+                p99 - b99
+            );
+        }
+    }
     Ok(())
+}
+
+/// User + system CPU time of a process so far (Linux /proc; clock ticks of 1/100 s).
+fn cpu_time(pid: u32) -> anyhow::Result<Duration> {
+    let stat =
+        std::fs::read_to_string(format!("/proc/{pid}/stat")).context("reading the proxy's /proc stat")?;
+    // Fields after the parenthesised command name, which may itself contain spaces.
+    let rest = stat.rsplit_once(')').map(|(_, r)| r).context("malformed /proc stat")?;
+    let fields: Vec<&str> = rest.split_whitespace().collect();
+    let ticks = |i: usize| -> anyhow::Result<u64> { Ok(fields.get(i).context("short /proc stat")?.parse()?) };
+    // utime and stime are fields 14 and 15 of stat(5); `rest` starts at field 3.
+    Ok(Duration::from_millis((ticks(11)? + ticks(12)?) * 10))
 }
 
 fn spawn_server(handle: impl Fn(TcpStream) + Send + Sync + Copy + 'static) -> anyhow::Result<SocketAddr> {
