@@ -15,17 +15,13 @@ SIZE_MIB=${1:-1024}
 CONNS=${2:-500}
 RUNS=${3:-5}
 cd "$(dirname "$0")/.."
-SSHD=$(command -v sshd || echo /usr/sbin/sshd)
-[ -x "$SSHD" ] || { echo "bench/routed.sh needs OpenSSH's sshd (apt-get install openssh-server)" >&2; exit 1; }
+. bench/lib.sh
+SSHD=$(find_tool sshd)
+[ -n "$SSHD" ] || { echo "bench/routed.sh needs OpenSSH's sshd (apt-get install openssh-server)" >&2; exit 1; }
 cargo build --release -q -p kharond -p kharonctl
 BIN=$PWD/target/release
 
 W=$(mktemp -d /tmp/khbench.XXXXXX)
-PIDS=()
-cleanup() { for p in "${PIDS[@]}"; do kill "$p" 2>/dev/null || true; done; rm -rf "$W"; }
-trap cleanup EXIT
-free_port() { python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])'; }
-wait_port() { for _ in $(seq 200); do (exec 3<>/dev/tcp/127.0.0.1/"$1") 2>/dev/null && return 0; sleep 0.05; done; echo "port $1 not up" >&2; exit 1; }
 
 mkdir -p "$W/home/.ssh" /run/sshd
 ssh-keygen -q -t ed25519 -N '' -f "$W/host_key"
@@ -90,8 +86,8 @@ s.bind(("127.0.0.1", int(sys.argv[1]))); s.listen(512)
 while True:
     c, _ = s.accept(); threading.Thread(target=serve, args=(c,), daemon=True).start()
 PY
-python3 "$W/target.py" "$TARGET_PORT" & PIDS+=($!)
-wait_port "$SSHD_PORT"; wait_port "$TARGET_PORT"
+python3 "$W/target.py" "$TARGET_PORT" 2>"$W/target.log" & PIDS+=($!)
+wait_port "$SSHD_PORT" sshd "$W/sshd.log"; wait_port "$TARGET_PORT" "the target server" "$W/target.log"
 
 echo '[{"id":"c1","facts":{"distribution":"openshift4","jumphost":"bench"},"dynamicFacts":{"openshiftBaseDomain":"c1.example"}}]' > "$W/inventory.json"
 env -i PATH="$PATH" HOME="$W/home" USER="$USER_NAME" XDG_RUNTIME_DIR="$W" RUST_LOG=warn \
@@ -101,7 +97,7 @@ KPID=$!; PIDS+=("$KPID")
 HOME="$W/home" ssh -F "$W/home/.ssh/config" -N -o ExitOnForwardFailure=yes -c aes256-gcm@openssh.com \
   -D 127.0.0.1:"$SSHD_D_PORT" bench 2>"$W/ssh.log" &
 SPID=$!; PIDS+=("$SPID")
-wait_port "$KH_PORT"; wait_port "$SSHD_D_PORT"
+wait_port "$KH_PORT" kharond "$W/kharond.log"; wait_port "$SSHD_D_PORT" "ssh -D" "$W/ssh.log"
 
 URL_BIG="http://$TARGET:$TARGET_PORT/bytes/$((SIZE_MIB << 20))"
 URL_SMALL="http://$TARGET:$TARGET_PORT/hello"

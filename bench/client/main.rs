@@ -28,6 +28,17 @@ const BUF: usize = 1 << 20;
 struct Path {
     name: String,
     socks: Option<SocketAddr>,
+    /// The proxy's process, whose CPU time per GiB is reported.
+    pid: Option<u32>,
+    /// Bulk speeds of the runs so far, MiB/s.
+    speeds: Vec<f64>,
+    cpu: Duration,
+}
+
+impl Path {
+    fn new(name: &str, socks: Option<SocketAddr>) -> Self {
+        Path { name: name.to_owned(), socks, pid: None, speeds: Vec::new(), cpu: Duration::ZERO }
+    }
 }
 
 fn main() -> anyhow::Result<()> {
@@ -43,7 +54,8 @@ fn main() -> anyhow::Result<()> {
             "--baseline" => {
                 let v = value()?;
                 let (name, addr) = v.split_once('=').context("--baseline takes NAME=ADDR")?;
-                baselines.push(Path { name: name.to_owned(), socks: Some(addr.parse()?) });
+                let addr = addr.parse().with_context(|| format!("--baseline {v}: not IP:PORT"))?;
+                baselines.push(Path::new(name, Some(addr)));
             }
             "--proxy-pid" => proxy_pid = Some(value()?.parse()?),
             "--bytes" => bytes = value()?.parse()?,
@@ -81,47 +93,46 @@ fn main() -> anyhow::Result<()> {
         }
     })?;
 
-    let mut paths = vec![
-        Path { name: "direct loopback".into(), socks: None },
-        Path { name: "kharond".into(), socks: Some(kharond) },
-    ];
+    let mut paths = vec![Path::new("direct loopback", None), Path::new("kharond", Some(kharond))];
+    paths[1].pid = proxy_pid;
     paths.extend(baselines);
     println!("# kharon-bench: {} MiB per stream, {runs} interleaved runs, {conns} connections", bytes >> 20);
 
-    let mut speeds: Vec<Vec<f64>> = vec![Vec::new(); paths.len()];
-    let mut kharond_cpu = Duration::ZERO;
     for _ in 0..runs {
-        for (path, speed) in paths.iter().zip(&mut speeds) {
-            let watch = path.socks == Some(kharond);
-            let before = proxy_pid.filter(|_| watch).map(cpu_time).transpose()?;
-            speed.push(bulk(path.socks, sink, bytes)?);
-            if let (Some(pid), Some(before)) = (proxy_pid, before) {
-                kharond_cpu += cpu_time(pid)?.saturating_sub(before);
+        for path in &mut paths {
+            let before = path.pid.map(cpu_time).transpose()?;
+            let speed =
+                bulk(path.socks, sink, bytes).with_context(|| format!("bulk stream via {}", path.name))?;
+            path.speeds.push(speed);
+            if let (Some(pid), Some(before)) = (path.pid, before) {
+                path.cpu += cpu_time(pid)?.saturating_sub(before);
             }
         }
     }
-    let loopback = median(&mut speeds[0]);
-    for (path, speed) in paths.iter().zip(&mut speeds) {
-        let m = median(speed);
+    let gib = (bytes * runs as u64) as f64 / (1u64 << 30) as f64;
+    let loopback = median(&mut paths[0].speeds);
+    for path in &mut paths {
+        let m = median(&mut path.speeds);
+        let cpu = match path.pid {
+            Some(_) => format!("  {:.3} s CPU per GiB", path.cpu.as_secs_f64() / gib),
+            None => String::new(),
+        };
         println!(
-            "bulk {:<18} median {m:8.1} MiB/s  (min {:.1}, max {:.1})  {:5.1} % of loopback",
+            "bulk {:<18} median {m:8.1} MiB/s  (min {:.1}, max {:.1})  {:5.1} % of loopback{cpu}",
             path.name,
-            speed[0],
-            speed[runs - 1],
+            path.speeds[0],
+            path.speeds[runs - 1],
             100.0 * m / loopback
         );
     }
-    if proxy_pid.is_some() {
-        let gib = (bytes * runs as u64) as f64 / (1u64 << 30) as f64;
-        println!("bulk kharond CPU       {:.3} s per GiB moved", kharond_cpu.as_secs_f64() / gib);
-    }
 
-    let base = latencies(conns, || echo_once(None, echo, None))?;
+    let base = latencies(conns, || echo_once(None, echo, None)).context("connections direct")?;
     let (b50, b99) = percentiles(&base);
     println!("conn {:<29} p50 {b50:7.1} µs  p99 {b99:7.1} µs", "direct loopback");
     for path in &paths[1..] {
         for (how, name) in [("IP", None), ("name", Some("localhost"))] {
-            let v = latencies(conns, || echo_once(path.socks, echo, name))?;
+            let v = latencies(conns, || echo_once(path.socks, echo, name))
+                .with_context(|| format!("connections via {} by {how}", path.name))?;
             let (p50, p99) = percentiles(&v);
             println!(
                 "conn {:<29} p50 {p50:7.1} µs  p99 {p99:7.1} µs  added p50 {:+.1} µs, p99 {:+.1} µs",
@@ -134,16 +145,31 @@ fn main() -> anyhow::Result<()> {
     Ok(())
 }
 
-/// User + system CPU time of a process so far (Linux /proc; clock ticks of 1/100 s).
+/// User + system CPU time of a process so far (Linux /proc).
 fn cpu_time(pid: u32) -> anyhow::Result<Duration> {
+    let path = format!("/proc/{pid}/stat");
     let stat =
-        std::fs::read_to_string(format!("/proc/{pid}/stat")).context("reading the proxy's /proc stat")?;
+        std::fs::read_to_string(&path).with_context(|| format!("reading {path} (has the proxy exited?)"))?;
     // Fields after the parenthesised command name, which may itself contain spaces.
     let rest = stat.rsplit_once(')').map(|(_, r)| r).context("malformed /proc stat")?;
     let fields: Vec<&str> = rest.split_whitespace().collect();
     let ticks = |i: usize| -> anyhow::Result<u64> { Ok(fields.get(i).context("short /proc stat")?.parse()?) };
     // utime and stime are fields 14 and 15 of stat(5); `rest` starts at field 3.
-    Ok(Duration::from_millis((ticks(11)? + ticks(12)?) * 10))
+    Ok(Duration::from_secs_f64((ticks(11)? + ticks(12)?) as f64 / clock_ticks_per_second()))
+}
+
+#[cfg(target_os = "linux")]
+fn clock_ticks_per_second() -> f64 {
+    // SAFETY: sysconf only reads a system constant.
+    match unsafe { libc::sysconf(libc::_SC_CLK_TCK) } {
+        n if n > 0 => n as f64,
+        _ => 100.0,
+    }
+}
+
+#[cfg(not(target_os = "linux"))]
+fn clock_ticks_per_second() -> f64 {
+    100.0
 }
 
 fn spawn_server(handle: impl Fn(TcpStream) + Send + Sync + Copy + 'static) -> anyhow::Result<SocketAddr> {

@@ -68,7 +68,14 @@ mod linux {
         };
         let mut port = [0u8; 2];
         client.read_exact(&mut port)?;
-        let upstream = TcpStream::connect((ip, u16::from_be_bytes(port)))?;
+        let upstream = match TcpStream::connect((ip, u16::from_be_bytes(port))) {
+            Ok(upstream) => upstream,
+            Err(e) => {
+                // General failure, so the bench reports a SOCKS error rather than a short read.
+                let _ = client.write_all(&[5, 1, 0, 1, 0, 0, 0, 0, 0, 0]);
+                return Err(e.into());
+            }
+        };
         upstream.set_nodelay(true)?;
         client.write_all(&[5, 0, 0, 1, 0, 0, 0, 0, 0, 0])?;
         let (c2, u2) = (client.try_clone()?, upstream.try_clone()?);

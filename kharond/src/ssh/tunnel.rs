@@ -21,7 +21,7 @@ use std::sync::{Arc, Mutex};
 use std::task::{Context, Poll, ready};
 use std::time::Duration;
 
-use bytes::Bytes;
+use bytes::{Buf, Bytes};
 use russh::client::Msg;
 use russh::{Channel, ChannelMsg, ChannelReadHalf, ChannelWriteHalf};
 use tokio::io::{AsyncRead, AsyncWrite, ReadBuf};
@@ -150,8 +150,8 @@ impl AsyncRead for Tunnel {
                 let before = buf.remaining();
                 loop {
                     let n = self.current.len().min(buf.remaining());
-                    let chunk = self.current.split_to(n);
-                    buf.put_slice(&chunk);
+                    buf.put_slice(&self.current[..n]);
+                    self.current.advance(n);
                     if buf.remaining() == 0 {
                         break;
                     }

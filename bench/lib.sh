@@ -1,0 +1,20 @@
+# Helpers shared by the bench scripts (sourced, not run). Processes the script starts go into
+# PIDS; they and the work directory `W` are removed on exit.
+
+PIDS=()
+cleanup() { for p in "${PIDS[@]}"; do kill "$p" 2>/dev/null || true; done; [ -z "${W:-}" ] || rm -rf "$W"; }
+trap cleanup EXIT
+
+# A loopback port nobody listens on right now.
+free_port() { python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])'; }
+
+# Path of a program also looked for in sbin (not on a normal user's PATH), or nothing.
+find_tool() { command -v "$1" 2>/dev/null || { [ -x "/usr/sbin/$1" ] && echo "/usr/sbin/$1"; } || true; }
+
+# wait_port PORT WHAT LOG: waits up to 10 s for a listener; else names it and shows its log.
+wait_port() {
+  for _ in $(seq 200); do (exec 3<>/dev/tcp/127.0.0.1/"$1") 2>/dev/null && return 0; sleep 0.05; done
+  echo "$2 is not listening on 127.0.0.1:$1 after 10 s; its log ($3):" >&2
+  tail -n 20 "$3" >&2 || true
+  exit 1
+}
