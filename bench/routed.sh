@@ -1,24 +1,37 @@
 #!/usr/bin/env bash
 # Routed throughput and warm connection-setup latency: kharond vs `ssh -D`, through the same local
-# OpenSSH sshd, same cipher (aes256-gcm@openssh.com), measured in the same run. Not a test.
+# OpenSSH sshd, same cipher, measured in the same run. Not a test.
 #
-#   bench/routed.sh [SIZE_MIB] [CONNECTIONS] [RUNS]     (defaults 1024, 500 and 5)
+#   [CIPHER=…] [RTT_MS=… [MBIT=…]] bench/routed.sh [SIZE_MIB] [CONNECTIONS] [RUNS]
 #
-# Throughput runs alternate kharond and `ssh -D`; each prints MB/s and the client's own CPU time
-# per GiB (kharond vs the ssh client), because on 2 cores shared by sshd, client, curl and the
-# target, the client's CPU cost is what decides how much is left for sshd.
+# Defaults: 1024 MiB, 500 connections, 9 runs; CIPHER aes256-gcm@openssh.com (sshd offers only
+# that one, so both clients use it); RTT_MS 0 (loopback), MBIT 1000.
+#
+# Throughput runs alternate kharond and `ssh -D`; each prints MB/s and the CPU time per GiB of the
+# client (kharond vs the ssh client) and of sshd, because on 2 cores shared by sshd, client, curl
+# and the target, the CPU each one spends is what decides the speed. The ratio is reported as the
+# median of the run pairs with a distribution-free confidence interval, so "faster" means faster
+# by more than this machine's noise.
+#
+# With RTT_MS > 0 the jump host sits behind `slow-link` (bench/client/slow_link.rs): that round
+# trip and MBIT of bandwidth, the situation of a user whose jump host is far away. There the SSH
+# channel window decides: ssh's 2 MiB allows at most 2 MiB per round trip, kharond's window (see
+# ssh/chain.rs) more (e.g. RTT_MS=50 bench/routed.sh 128 50 5).
 #
 # Needs: root (sshd's own /etc/hosts via `unshare -m`, so the target name resolves only at the
 # jump host, as in the e2e tests), sshd, ssh, curl, python3. Builds kharond in release.
 set -euo pipefail
 SIZE_MIB=${1:-1024}
 CONNS=${2:-500}
-RUNS=${3:-5}
+RUNS=${3:-9}
+RTT_MS=${RTT_MS:-0}
+MBIT=${MBIT:-1000}
+CIPHER=${CIPHER:-aes256-gcm@openssh.com}
 cd "$(dirname "$0")/.."
 . bench/lib.sh
 SSHD=$(find_tool sshd)
 [ -n "$SSHD" ] || { echo "bench/routed.sh needs OpenSSH's sshd (apt-get install openssh-server)" >&2; exit 1; }
-cargo build --release -q -p kharond -p kharonctl
+cargo build --release -q -p kharond -p kharonctl -p kharon-bench
 BIN=$PWD/target/release
 
 W=$(mktemp -d /tmp/khbench.XXXXXX)
@@ -28,6 +41,8 @@ ssh-keygen -q -t ed25519 -N '' -f "$W/host_key"
 ssh-keygen -q -t ed25519 -N '' -f "$W/home/.ssh/id_bench"
 cp "$W/home/.ssh/id_bench.pub" "$W/authorized_keys"
 SSHD_PORT=$(free_port); TARGET_PORT=$(free_port); KH_PORT=$(free_port); SSHD_D_PORT=$(free_port)
+# The port clients dial for the jump host: sshd itself, or slow-link in front of it.
+HOP_PORT=$SSHD_PORT; [ "$RTT_MS" = 0 ] || HOP_PORT=$(free_port)
 USER_NAME=${USER:-root}
 TARGET=bench.c1.example
 
@@ -42,17 +57,18 @@ UsePAM no
 PasswordAuthentication no
 PermitRootLogin prohibit-password
 AllowTcpForwarding yes
+Ciphers $CIPHER
 LogLevel ERROR
 CFG
 printf '127.0.0.1 localhost\n127.0.0.1 %s\n' "$TARGET" > "$W/hosts"
 unshare -m sh -c "mount --bind $W/hosts /etc/hosts && exec $SSHD -D -e -f $W/sshd_config" 2>"$W/sshd.log" &
-PIDS+=($!)
-echo "[127.0.0.1]:$SSHD_PORT $(cut -d' ' -f1,2 "$W/host_key.pub")" > "$W/home/.ssh/known_hosts"
+SSHD_PID=$!; PIDS+=("$SSHD_PID")
+echo "[127.0.0.1]:$HOP_PORT $(cut -d' ' -f1,2 "$W/host_key.pub")" > "$W/home/.ssh/known_hosts"
 
 cat > "$W/home/.ssh/config" <<CFG
 Host bench
   HostName 127.0.0.1
-  Port $SSHD_PORT
+  Port $HOP_PORT
   User $USER_NAME
   IdentityFile $W/home/.ssh/id_bench
   IdentityAgent none
@@ -88,13 +104,18 @@ while True:
 PY
 python3 "$W/target.py" "$TARGET_PORT" 2>"$W/target.log" & PIDS+=($!)
 wait_port "$SSHD_PORT" sshd "$W/sshd.log"; wait_port "$TARGET_PORT" "the target server" "$W/target.log"
+if [ "$RTT_MS" != 0 ]; then
+  "$BIN/slow-link" 127.0.0.1:"$HOP_PORT" 127.0.0.1:"$SSHD_PORT" "$RTT_MS" "$MBIT" 2>"$W/link.log" &
+  PIDS+=($!)
+  wait_port "$HOP_PORT" slow-link "$W/link.log"
+fi
 
 echo '[{"id":"c1","facts":{"distribution":"openshift4","jumphost":"bench"},"dynamicFacts":{"openshiftBaseDomain":"c1.example"}}]' > "$W/inventory.json"
 env -i PATH="$PATH" HOME="$W/home" USER="$USER_NAME" XDG_RUNTIME_DIR="$W" RUST_LOG=warn \
   "$BIN/kharond" --listen 127.0.0.1:"$KH_PORT" --control-socket "$W/k.sock" \
   --inventory "$W/inventory.json" --ssh-config "$W/home/.ssh/config" 2>"$W/kharond.log" &
 KPID=$!; PIDS+=("$KPID")
-HOME="$W/home" ssh -F "$W/home/.ssh/config" -N -o ExitOnForwardFailure=yes -c aes256-gcm@openssh.com \
+HOME="$W/home" ssh -F "$W/home/.ssh/config" -N -o ExitOnForwardFailure=yes -c "$CIPHER" \
   -D 127.0.0.1:"$SSHD_D_PORT" bench 2>"$W/ssh.log" &
 SPID=$!; PIDS+=("$SPID")
 wait_port "$KH_PORT" kharond "$W/kharond.log"; wait_port "$SSHD_D_PORT" "ssh -D" "$W/ssh.log"
@@ -104,35 +125,57 @@ URL_SMALL="http://$TARGET:$TARGET_PORT/hello"
 # Warm both (kharond dials its session on first use).
 for p in "$KH_PORT" "$SSHD_D_PORT"; do curl -sf -x "socks5h://127.0.0.1:$p" "$URL_SMALL" >/dev/null; done
 
-# utime + stime in clock ticks (1/100 s) of one process.
-ticks() { awk '{print $14 + $15}' "/proc/$1/stat"; }
-# One download through the proxy on port $1 whose process is $2: "MB/s cpu-seconds".
+# CPU seconds (user + system) so far of one process, and of sshd with its session processes.
+cpu_of() { python3 - "$@" <<'PY'
+import os, sys
+tick = os.sysconf("SC_CLK_TCK")
+stat = {}
+for p in filter(str.isdigit, os.listdir("/proc")):
+    try:
+        f = open(f"/proc/{p}/stat").read().rsplit(")", 1)[1].split()
+    except OSError:
+        continue
+    stat[int(p)] = (int(f[1]), int(f[11]) + int(f[12]))
+def tree(root):
+    return stat.get(root, (0, 0))[1] + sum(tree(c) for c, (pp, _) in stat.items() if pp == root)
+print(" ".join(f"{v / tick:.2f}" for v in (stat.get(int(sys.argv[1]), (0, 0))[1], tree(int(sys.argv[2])))))
+PY
+}
+# One download through the proxy on port $1 whose process is $2: "MB/s client-cpu sshd-cpu".
 run() {
   local before after speed
-  before=$(ticks "$2")
+  before=$(cpu_of "$2" "$SSHD_PID")
   speed=$(curl -sf -o /dev/null -w '%{speed_download}' -x "socks5h://127.0.0.1:$1" "$URL_BIG")
-  after=$(ticks "$2")
-  echo "$speed $(( after - before ))"
+  after=$(cpu_of "$2" "$SSHD_PID")
+  echo "$speed $before $after"
 }
-echo "== throughput: one ${SIZE_MIB} MiB stream, aes256-gcm, $RUNS alternating runs each"
+LINK="loopback"; [ "$RTT_MS" = 0 ] || LINK="a ${RTT_MS} ms, ${MBIT} Mbit/s link (slow-link) to the jump host"
+echo "== throughput: one ${SIZE_MIB} MiB stream, $CIPHER, $LINK, $RUNS alternating runs each"
 K=(); S=()
 for _ in $(seq "$RUNS"); do
   K+=("$(run "$KH_PORT" "$KPID")"); S+=("$(run "$SSHD_D_PORT" "$SPID")")
 done
 python3 - "$SIZE_MIB" "${K[@]}" "${S[@]}" <<'PY'
 import sys, statistics
+from math import comb
 gib = int(sys.argv[1]) / 1024
-runs = [tuple(map(float, r.split())) for r in sys.argv[2:]]
+runs = [[float(x) for x in r.split()] for r in sys.argv[2:]]
 k, s = runs[: len(runs) // 2], runs[len(runs) // 2 :]
 def line(name, v):
-    mbs = [x[0] / 1e6 for x in v]
-    cpu = statistics.median(x[1] / 100 / gib for x in v)
+    mbs = [r[0] / 1e6 for r in v]
+    client = statistics.median((r[3] - r[1]) / gib for r in v)
+    sshd = statistics.median((r[4] - r[2]) / gib for r in v)
     print(f"{name}: " + " ".join(f"{x:.0f}" for x in mbs)
-          + f"   median {statistics.median(mbs):.0f} MB/s, client CPU {cpu:.2f} s/GiB")
-    return statistics.median(mbs)
-km, sm = line("kharond", k), line("ssh -D ", s)
+          + f"   median {statistics.median(mbs):.0f} MB/s; CPU per GiB: client {client:.2f} s, sshd {sshd:.2f} s")
+line("kharond", k), line("ssh -D ", s)
+# Median of the run pairs' ratios, with the order statistics that bound it at >= 90 % confidence
+# whatever the distribution (binomial, sign-test style).
 pairs = sorted(a[0] / b[0] for a, b in zip(k, s))
-print(f"ratio kharond / ssh -D: {km / sm:.2f}x of medians (run pairs {pairs[0]:.2f}x to {pairs[-1]:.2f}x)")
+n = len(pairs)
+cover = lambda j: sum(comb(n, i) for i in range(j, n - j + 1)) / 2**n
+j = max((j for j in range(1, n // 2 + 1) if cover(j) >= 0.90), default=None)
+ci = f", {cover(j):.0%} interval {pairs[j - 1]:.2f}x to {pairs[n - j]:.2f}x" if j else " (too few runs for an interval)"
+print(f"ratio kharond / ssh -D: {statistics.median(pairs):.2f}x, median of {n} run pairs{ci}")
 PY
 
 echo "== warm connection setup: $CONNS sequential SOCKS5 CONNECTs by name (ms, until the success reply)"
