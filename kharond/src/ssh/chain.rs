@@ -20,7 +20,7 @@ use std::fmt;
 use std::path::Path;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use russh::client::{self, DisconnectReason, Msg};
 use russh::keys::PublicKeyOrCertificate;
@@ -31,10 +31,27 @@ use tokio::sync::watch;
 use super::config::{Chain, Hop, Transport};
 use super::{auth, known_hosts, proxy_command};
 
-/// The per-channel receive window. 2 MiB (russh's default, = OpenSSH's) already fills loopback;
-/// 8 MiB measured no faster (crates.md §1.5) but helps long fat links, and costs memory only
-/// while data is in flight, which the relay drains promptly.
-const WINDOW: u32 = 8 * 1024 * 1024;
+/// The per-channel receive window is sized for each session from the round trip to its hop.
+/// One stream gets about half the window per round trip, because russh tops the window up only
+/// once half of it is used. Too small a window starves a far jump host; too large a one makes a
+/// near sshd buffer megabytes it must allocate and page in, which on loopback cost more than it
+/// gained. Measured with `bench/routed.sh` (same sshd, same run):
+/// - 50 ms, 1 Gbit/s link (`RTT_MS=50`): 8 MiB gave 78 MB/s, 16 MiB 113 MB/s (the link is
+///   full), `ssh -D` (2 MiB) 39 MB/s;
+/// - loopback, cubic congestion control: 2 MiB 1676 MB/s, 8 MiB 1386, 16 MiB 1569, `ssh -D` 1748,
+///   and sshd spent 0.57 s of CPU per GiB with 2 MiB against 0.63–0.84 s with 8 MiB.
+///
+/// So: [`WINDOW_MIN`] (OpenSSH's own) up to ~8 ms, then two bandwidth-delay products of a
+/// 1 Gbit/s link, up to [`WINDOW_MAX`] (a full 1 Gbit/s link up to ~65 ms). The window costs no
+/// memory of its own here: russh re-opens it on receipt anyway, so what a slow client can pile
+/// up is bounded by the tunnel's buffer (tunnel.rs), not by this.
+const WINDOW_MIN: u32 = 2 * 1024 * 1024;
+const WINDOW_MAX: u32 = 16 * 1024 * 1024;
+/// How long [`first_byte`] waits for sshd to speak first.
+const BANNER_WAIT: Duration = Duration::from_secs(1);
+/// Window bytes per second of round trip: twice what 1 Gbit/s carries in that time.
+const WINDOW_PER_RTT_SECOND: f64 = 2.0 * 125_000_000.0;
+
 /// OpenSSH's packet size; russh complains above 64 KiB (crates.md §1.1).
 const PACKET: u32 = 32 * 1024;
 
@@ -47,6 +64,18 @@ const CIPHERS: &[russh::cipher::Name] = &[
     russh::cipher::AES_192_CTR,
     russh::cipher::AES_128_CTR,
 ];
+
+/// The receive window for a session whose hop is `rtt` away; unknown (a `ProxyCommand`
+/// transport) gets the largest, since a slow far link costs more than a busy near sshd.
+fn window_for(rtt: Option<Duration>) -> u32 {
+    match rtt {
+        None => WINDOW_MAX,
+        Some(rtt) => {
+            let bytes = rtt.as_secs_f64() * WINDOW_PER_RTT_SECOND;
+            bytes.clamp(f64::from(WINDOW_MIN), f64::from(WINDOW_MAX)) as u32
+        }
+    }
+}
 
 /// What dialling needs besides the chain.
 #[derive(Debug, Clone, Copy)]
@@ -300,7 +329,7 @@ async fn failure_text(events: &Events, before: u64) -> Option<String> {
     None
 }
 
-fn client_config(hop: &Hop) -> Arc<client::Config> {
+fn client_config(hop: &Hop, window: u32) -> Arc<client::Config> {
     let interval = hop.server_alive_interval;
     Arc::new(client::Config {
         keepalive_interval: (!interval.is_zero()).then_some(interval),
@@ -308,7 +337,7 @@ fn client_config(hop: &Hop) -> Arc<client::Config> {
         // Shared sessions must never be reaped for being quiet (crates.md §1.4).
         inactivity_timeout: None,
         nodelay: true,
-        window_size: WINDOW,
+        window_size: window,
         maximum_packet_size: PACKET,
         preferred: russh::Preferred { cipher: Cow::Borrowed(CIPHERS), ..Default::default() },
         ..Default::default()
@@ -349,25 +378,29 @@ async fn dial_hop(
         events: events.clone(),
         down: tx,
     };
-    let config = client_config(hop);
     let mut stderr = None;
+    // Each transport's own set-up takes one round trip to this hop: a TCP connect, or a channel
+    // open that the previous hop confirms once its TCP connect to this one is done.
     let connected = match (previous, &hop.transport) {
         (Some(prev), _) => {
+            let started = Instant::now();
             let channel = open_on(prev, &hop.host_name, hop.port).await.map_err(|e| match e {
                 OpenError::Refused { reason, description } => ErrorKind::Unreachable { reason, description },
                 OpenError::Transport(e) => ErrorKind::Handshake { source: e, stderr: String::new() },
             })?;
+            let config = client_config(hop, measured(id, started.elapsed()));
             client::connect_stream(config, channel.into_stream(), handler).await
         }
         (None, Transport::Tcp) => {
-            let tcp = tcp_connect(&hop.host_name, hop.port).await?;
+            let (tcp, connect) = tcp_connect(&hop.host_name, hop.port).await?;
+            let config = client_config(hop, measured(id, connect.max(first_byte(&tcp).await)));
             client::connect_stream(config, super::quickack::QuickAck(tcp), handler).await
         }
         (None, Transport::Command(command)) => {
             let (stream, tail) =
                 proxy_command::spawn(command, settings.env).map_err(ErrorKind::ProxyCommand)?;
             stderr = Some(tail);
-            client::connect_stream(config, stream, handler).await
+            client::connect_stream(client_config(hop, window_for(None)), stream, handler).await
         }
     };
     let mut handle = connected.map_err(|e| match e {
@@ -380,20 +413,54 @@ async fn dial_hop(
     Ok(Session { handle, events, down: rx, hop: id.clone() })
 }
 
-/// `client::connect` has no timeout and no TCP_NODELAY; the caller bounds this.
-async fn tcp_connect(host: &str, port: u16) -> Result<TcpStream, ErrorKind> {
+/// How long sshd's identification line takes to arrive after the connect: a round trip plus
+/// sshd's start-up (about 6 ms on loopback). It also shows a delay that a TCP-terminating
+/// middlebox (or `bench/client/slow_link.rs`) hides from the connect itself. The server speaks
+/// first (RFC 4253 §4.2); one that does not is not waited for long, the connect time stands.
+async fn first_byte(tcp: &TcpStream) -> Duration {
+    let started = Instant::now();
+    let mut byte = [0u8; 1];
+    let _ = tokio::time::timeout(BANNER_WAIT, tcp.peek(&mut byte)).await;
+    started.elapsed().min(BANNER_WAIT)
+}
+
+/// The window for a hop `rtt` away, logged: it explains a session's speed.
+fn measured(id: &HopId, rtt: Duration) -> u32 {
+    let window = window_for(Some(rtt));
+    tracing::debug!(hop = %id, rtt_ms = rtt.as_secs_f64() * 1e3, window_kib = window / 1024, "round trip measured");
+    window
+}
+
+/// `client::connect` has no timeout and no TCP_NODELAY; the caller bounds this. Also returns
+/// how long the successful connect took (one round trip).
+async fn tcp_connect(host: &str, port: u16) -> Result<(TcpStream, Duration), ErrorKind> {
     let addrs = tokio::net::lookup_host((host, port))
         .await
         .map_err(|source| ErrorKind::Resolve { host: host.to_owned(), source })?;
     let mut last = None;
     for addr in addrs {
+        let started = Instant::now();
         match TcpStream::connect(addr).await {
             Ok(s) => {
                 let _ = s.set_nodelay(true);
-                return Ok(s);
+                return Ok((s, started.elapsed()));
             }
             Err(e) => last = Some(e),
         }
     }
     Err(ErrorKind::Connect(last.unwrap_or_else(|| std::io::Error::other(format!("{host} has no address")))))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn near_hops_get_openssh_window_far_ones_more_up_to_the_cap() {
+        assert_eq!(window_for(Some(Duration::from_micros(60))), WINDOW_MIN, "loopback");
+        assert_eq!(window_for(Some(Duration::from_millis(5))), WINDOW_MIN, "LAN");
+        assert_eq!(window_for(Some(Duration::from_millis(50))), 12_500_000, "two BDPs of 1 Gbit/s");
+        assert_eq!(window_for(Some(Duration::from_secs(1))), WINDOW_MAX, "capped");
+        assert_eq!(window_for(None), WINDOW_MAX, "unknown: a ProxyCommand");
+    }
 }
