@@ -2,10 +2,13 @@
 # Routed throughput and warm connection-setup latency: kharond vs `ssh -D`, through the same local
 # OpenSSH sshd, same cipher, measured in the same run. Not a test.
 #
-#   [CIPHER=…] [RTT_MS=… [MBIT=…]] bench/routed.sh [SIZE_MIB] [CONNECTIONS] [RUNS]
+#   [HOPS=1|2|3] [CIPHER=…] [RTT_MS=… [MBIT=…]] bench/routed.sh [SIZE_MIB] [CONNECTIONS] [RUNS]
 #
-# Defaults: 1024 MiB, 500 connections, 9 runs; CIPHER aes256-gcm@openssh.com (sshd offers only
-# that one, so both clients use it); RTT_MS 0 (loopback), MBIT 1000.
+# Defaults: 1024 MiB, 500 connections, 9 runs; HOPS 1; CIPHER aes256-gcm@openssh.com (each sshd
+# offers only that one, so both clients use it); RTT_MS 0 (loopback), MBIT 1000.
+#
+# HOPS > 1 chains that many sshd with ProxyJump, and `ssh -D` takes the same chain (its `ssh -W`
+# children count as its CPU).
 #
 # Throughput runs alternate kharond and `ssh -D`; each prints MB/s and the CPU time per GiB of the
 # client (kharond vs the ssh client) and of sshd, because on 2 cores shared by sshd, client, curl
@@ -13,7 +16,7 @@
 # median of the run pairs with a distribution-free confidence interval, so "faster" means faster
 # by more than this machine's noise.
 #
-# With RTT_MS > 0 the jump host sits behind `slow-link` (bench/client/slow_link.rs): that round
+# With RTT_MS > 0 the (first) jump host sits behind `slow-link` (bench/client/slow_link.rs): that round
 # trip and MBIT of bandwidth, the situation of a user whose jump host is far away. There the SSH
 # channel window decides: ssh's 2 MiB allows at most 2 MiB per round trip, kharond's window (see
 # ssh/chain.rs) more (e.g. RTT_MS=50 bench/routed.sh 128 50 5).
@@ -27,6 +30,8 @@ RUNS=${3:-9}
 RTT_MS=${RTT_MS:-0}
 MBIT=${MBIT:-1000}
 CIPHER=${CIPHER:-aes256-gcm@openssh.com}
+HOPS=${HOPS:-1}
+case "$HOPS" in 1|2|3) ;; *) echo "HOPS must be 1, 2 or 3" >&2; exit 2 ;; esac
 cd "$(dirname "$0")/.."
 . bench/lib.sh
 SSHD=$(find_tool sshd)
@@ -40,14 +45,19 @@ mkdir -p "$W/home/.ssh" /run/sshd
 ssh-keygen -q -t ed25519 -N '' -f "$W/host_key"
 ssh-keygen -q -t ed25519 -N '' -f "$W/home/.ssh/id_bench"
 cp "$W/home/.ssh/id_bench.pub" "$W/authorized_keys"
-SSHD_PORT=$(free_port); TARGET_PORT=$(free_port); KH_PORT=$(free_port); SSHD_D_PORT=$(free_port)
-# The port clients dial for the jump host: sshd itself, or slow-link in front of it.
-HOP_PORT=$SSHD_PORT; [ "$RTT_MS" = 0 ] || HOP_PORT=$(free_port)
+TARGET_PORT=$(free_port); KH_PORT=$(free_port); SSHD_D_PORT=$(free_port)
+SSHD_PORTS=(); for _ in $(seq "$HOPS"); do SSHD_PORTS+=("$(free_port)"); done
+# The port clients dial for the first jump host: its sshd, or slow-link in front of it.
+HOP_PORT=${SSHD_PORTS[0]}; [ "$RTT_MS" = 0 ] || HOP_PORT=$(free_port)
 USER_NAME=${USER:-root}
 TARGET=bench.c1.example
 
-cat > "$W/sshd_config" <<CFG
-Port $SSHD_PORT
+# sshd number i listens on SSHD_PORTS[i-1]; only the last one resolves the target's name.
+printf '127.0.0.1 localhost\n127.0.0.1 %s\n' "$TARGET" > "$W/hosts"
+SSHD_PIDS=()
+for i in $(seq "$HOPS"); do
+  cat > "$W/sshd_config.$i" <<CFG
+Port ${SSHD_PORTS[$((i - 1))]}
 ListenAddress 127.0.0.1
 HostKey $W/host_key
 PidFile none
@@ -60,15 +70,25 @@ AllowTcpForwarding yes
 Ciphers $CIPHER
 LogLevel ERROR
 CFG
-printf '127.0.0.1 localhost\n127.0.0.1 %s\n' "$TARGET" > "$W/hosts"
-unshare -m sh -c "mount --bind $W/hosts /etc/hosts && exec $SSHD -D -e -f $W/sshd_config" 2>"$W/sshd.log" &
-SSHD_PID=$!; PIDS+=("$SSHD_PID")
-echo "[127.0.0.1]:$HOP_PORT $(cut -d' ' -f1,2 "$W/host_key.pub")" > "$W/home/.ssh/known_hosts"
+  if [ "$i" = "$HOPS" ]; then
+    unshare -m sh -c "mount --bind $W/hosts /etc/hosts && exec $SSHD -D -e -f $W/sshd_config.$i" 2>"$W/sshd.$i.log" &
+  else
+    "$SSHD" -D -e -f "$W/sshd_config.$i" 2>"$W/sshd.$i.log" &
+  fi
+  SSHD_PIDS+=($!); PIDS+=($!)
+done
 
-cat > "$W/home/.ssh/config" <<CFG
-Host bench
-  HostName 127.0.0.1
-  Port $HOP_PORT
+# Hosts h1, h2, … bench: each one's ProxyJump is the one before.
+: > "$W/home/.ssh/config"
+for i in $(seq "$HOPS"); do
+  name=h$i; [ "$i" = "$HOPS" ] && name=bench
+  port=${SSHD_PORTS[$((i - 1))]}; [ "$i" = 1 ] && port=$HOP_PORT
+  echo "[127.0.0.1]:$port $(cut -d' ' -f1,2 "$W/host_key.pub")" >> "$W/home/.ssh/known_hosts"
+  printf 'Host %s\n  HostName 127.0.0.1\n  Port %s\n' "$name" "$port" >> "$W/home/.ssh/config"
+  [ "$i" = 1 ] || printf '  ProxyJump h%s\n' "$((i - 1))" >> "$W/home/.ssh/config"
+done
+cat >> "$W/home/.ssh/config" <<CFG
+Host *
   User $USER_NAME
   IdentityFile $W/home/.ssh/id_bench
   IdentityAgent none
@@ -103,9 +123,10 @@ while True:
     c, _ = s.accept(); threading.Thread(target=serve, args=(c,), daemon=True).start()
 PY
 python3 "$W/target.py" "$TARGET_PORT" 2>"$W/target.log" & PIDS+=($!)
-wait_port "$SSHD_PORT" sshd "$W/sshd.log"; wait_port "$TARGET_PORT" "the target server" "$W/target.log"
+for i in $(seq "$HOPS"); do wait_port "${SSHD_PORTS[$((i - 1))]}" "sshd $i" "$W/sshd.$i.log"; done
+wait_port "$TARGET_PORT" "the target server" "$W/target.log"
 if [ "$RTT_MS" != 0 ]; then
-  "$BIN/slow-link" 127.0.0.1:"$HOP_PORT" 127.0.0.1:"$SSHD_PORT" "$RTT_MS" "$MBIT" 2>"$W/link.log" &
+  "$BIN/slow-link" 127.0.0.1:"$HOP_PORT" 127.0.0.1:"${SSHD_PORTS[0]}" "$RTT_MS" "$MBIT" 2>"$W/link.log" &
   PIDS+=($!)
   wait_port "$HOP_PORT" slow-link "$W/link.log"
 fi
@@ -125,7 +146,8 @@ URL_SMALL="http://$TARGET:$TARGET_PORT/hello"
 # Warm both (kharond dials its session on first use).
 for p in "$KH_PORT" "$SSHD_D_PORT"; do curl -sf -x "socks5h://127.0.0.1:$p" "$URL_SMALL" >/dev/null; done
 
-# CPU seconds (user + system) so far of one process, and of sshd with its session processes.
+# CPU seconds (user + system) so far of the client ($1) and of every sshd (the rest), each with
+# its child processes (ssh's ProxyJump helpers, sshd's session processes).
 cpu_of() { python3 - "$@" <<'PY'
 import os, sys
 tick = os.sysconf("SC_CLK_TCK")
@@ -138,19 +160,20 @@ for p in filter(str.isdigit, os.listdir("/proc")):
     stat[int(p)] = (int(f[1]), int(f[11]) + int(f[12]))
 def tree(root):
     return stat.get(root, (0, 0))[1] + sum(tree(c) for c, (pp, _) in stat.items() if pp == root)
-print(" ".join(f"{v / tick:.2f}" for v in (stat.get(int(sys.argv[1]), (0, 0))[1], tree(int(sys.argv[2])))))
+print(f"{tree(int(sys.argv[1])) / tick:.2f} {sum(tree(int(p)) for p in sys.argv[2:]) / tick:.2f}")
 PY
 }
 # One download through the proxy on port $1 whose process is $2: "MB/s client-cpu sshd-cpu".
 run() {
   local before after speed
-  before=$(cpu_of "$2" "$SSHD_PID")
+  before=$(cpu_of "$2" "${SSHD_PIDS[@]}")
   speed=$(curl -sf -o /dev/null -w '%{speed_download}' -x "socks5h://127.0.0.1:$1" "$URL_BIG")
-  after=$(cpu_of "$2" "$SSHD_PID")
+  after=$(cpu_of "$2" "${SSHD_PIDS[@]}")
   echo "$speed $before $after"
 }
 LINK="loopback"; [ "$RTT_MS" = 0 ] || LINK="a ${RTT_MS} ms, ${MBIT} Mbit/s link (slow-link) to the jump host"
-echo "== throughput: one ${SIZE_MIB} MiB stream, $CIPHER, $LINK, $RUNS alternating runs each"
+HOPS_TEXT="1 jump host"; [ "$HOPS" = 1 ] || HOPS_TEXT="$HOPS jump hosts (ProxyJump)"
+echo "== throughput: one ${SIZE_MIB} MiB stream, $HOPS_TEXT, $CIPHER, $LINK, $RUNS alternating runs each"
 K=(); S=()
 for _ in $(seq "$RUNS"); do
   K+=("$(run "$KH_PORT" "$KPID")"); S+=("$(run "$SSHD_D_PORT" "$SPID")")
