@@ -533,4 +533,35 @@ mod tests {
         assert_eq!(window_for(Some(Duration::from_secs(1))), WINDOW_MAX, "capped");
         assert_eq!(window_for(None), WINDOW_MAX, "unknown: a ProxyCommand");
     }
+
+    /// A loopback server that accepts one connection, writes `banner`, and keeps it open.
+    async fn server(banner: &'static [u8]) -> TcpStream {
+        use tokio::io::AsyncWriteExt;
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.expect("bind");
+        let addr = listener.local_addr().expect("local address");
+        tokio::spawn(async move {
+            let (mut s, _) = listener.accept().await.expect("accept");
+            s.write_all(banner).await.expect("write");
+            tokio::time::sleep(Duration::from_secs(5)).await;
+        });
+        TcpStream::connect(addr).await.expect("connect")
+    }
+
+    #[tokio::test]
+    async fn the_banner_times_the_round_trip_and_stays_for_russh() {
+        use tokio::io::AsyncReadExt;
+        let mut tcp = server(b"SSH-2.0-test\r\n").await;
+        assert!(first_byte(&tcp).await < BANNER_WAIT);
+        let mut start = [0u8; 4];
+        tcp.read_exact(&mut start).await.expect("read");
+        assert_eq!(&start, b"SSH-", "peeking must not consume the identification line");
+    }
+
+    #[tokio::test]
+    async fn a_server_that_waits_for_us_costs_at_most_the_banner_wait() {
+        let tcp = server(b"").await;
+        // The server holds the connection for 5 s: only a bounded wait returns in time.
+        let waited = tokio::time::timeout(Duration::from_secs(3), first_byte(&tcp)).await;
+        assert_eq!(waited.ok(), Some(BANNER_WAIT));
+    }
 }
