@@ -36,7 +36,7 @@ cd "$(dirname "$0")/.."
 . bench/lib.sh
 SSHD=$(find_tool sshd)
 [ -n "$SSHD" ] || { echo "bench/routed.sh needs OpenSSH's sshd (apt-get install openssh-server)" >&2; exit 1; }
-cargo build --release -q -p kharond -p kharonctl -p kharon-bench
+cargo build --release -q -p kharond -p kharon-bench
 BIN=$PWD/target/release
 
 W=$(mktemp -d /tmp/khbench.XXXXXX)

@@ -38,11 +38,11 @@ fn main() -> anyhow::Result<()> {
     let target: SocketAddr = target.parse().with_context(|| format!("TARGET_ADDR {target}: not IP:PORT"))?;
     let rtt =
         Duration::from_millis(rtt_ms.parse().with_context(|| format!("RTT_MS {rtt_ms}: not a number"))?);
-    let mbit: f64 = mbit.parse().with_context(|| format!("MBIT {mbit}: not a number"))?;
-    if mbit <= 0.0 {
-        bail!("MBIT must be above 0");
+    let rate: f64 = mbit.parse().with_context(|| format!("MBIT {mbit}: not a number"))?;
+    if !rate.is_finite() || rate <= 0.0 {
+        bail!("MBIT {mbit}: must be a number above 0");
     }
-    let bytes_per_sec = mbit * 1e6 / 8.0;
+    let bytes_per_sec = rate * 1e6 / 8.0;
     let bdp = bytes_per_sec * rtt.as_secs_f64();
     let link = Link { one_way: rtt / 2, bytes_per_sec, queue: ((2.0 * bdp) as usize / CHUNK).max(16) };
     let listener = TcpListener::bind(listen).with_context(|| format!("listening on {listen}"))?;
