@@ -9,7 +9,7 @@
 //!   [`relay`]: moving bytes (splice, large-buffer copy).
 //! - [`state`]: routing table snapshot, SSH pool, counters. [`inventory`]: loading the routing data.
 //! - [`http`] + [`pac`]: `GET /proxy.pac` on the SOCKS port.
-//! - [`activation`]: listeners passed by systemd.
+//! - [`activation`]: listeners passed by systemd. [`malloc`]: allocator settings for the data path.
 //! - [`control`]: the gRPC control API. [`ssh`]: the SSH engine.
 
 mod activation;
@@ -20,6 +20,7 @@ mod dial;
 mod http;
 mod inventory;
 mod listener;
+mod malloc;
 mod pac;
 mod relay;
 mod socks;
@@ -96,6 +97,7 @@ fn fail(code: u8) -> impl FnOnce(anyhow::Error) -> Failure {
 fn main() -> ExitCode {
     let cli = Cli::parse();
     init_logging(cli.verbose);
+    malloc::tune();
     let runtime = match tokio::runtime::Builder::new_multi_thread().enable_all().build() {
         Ok(rt) => rt,
         Err(e) => {
