@@ -46,11 +46,19 @@ pub struct LabOptions {
     pub host_options: Vec<String>,
     /// Record the hops' keys in known_hosts.
     pub known_hosts: bool,
+    /// Extra sshd_config lines for every hop.
+    pub sshd_options: Vec<String>,
 }
 
 impl Default for LabOptions {
     fn default() -> Self {
-        LabOptions { hops: 1, form: Form::ProxyJump, host_options: Vec::new(), known_hosts: true }
+        LabOptions {
+            hops: 1,
+            form: Form::ProxyJump,
+            host_options: Vec::new(),
+            known_hosts: true,
+            sshd_options: Vec::new(),
+        }
     }
 }
 
@@ -65,7 +73,7 @@ impl Lab {
         let (agent, public) = Agent::with_new_key(&key);
         let hops: Vec<Sshd> = (0..opts.hops)
             .map(|i| {
-                let b = Sshd::builder().authorize(&public);
+                let b = opts.sshd_options.iter().fold(Sshd::builder().authorize(&public), |b, o| b.option(o));
                 if i + 1 == opts.hops { b.hosts(&[(TARGET, "127.0.0.1")]).start() } else { b.start() }
             })
             .collect();

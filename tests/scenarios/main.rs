@@ -10,6 +10,7 @@ mod kubeconfig;
 mod login;
 mod service;
 mod socks_malformed;
+mod ssh_algorithms;
 mod ssh_faults;
 mod startup;
 mod test_command;

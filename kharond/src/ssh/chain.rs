@@ -2,8 +2,8 @@
 //!
 //! Owns: the transport of the first hop (TCP with a connect timeout, or a `ProxyCommand` child
 //! from `proxy_command`), each later hop as a direct-tcpip channel of the previous session plus
-//! `client::connect_stream` (crates.md §1.1), the russh client settings (ciphers, window,
-//! keepalive), the russh `Handler` (host keys through `known_hosts`, the channel-open failure
+//! `client::connect_stream` (crates.md §1.1), the russh client settings (window, keepalive, the
+//! algorithm lists the hop's ssh_config chose), the russh `Handler` (host keys through `known_hosts`, the channel-open failure
 //! text, session end), and errors that name the hop.
 //! Knows nothing of pooling, retries or SOCKS: `pool` decides when to dial and what a failure
 //! means for the client.
@@ -14,7 +14,6 @@
 //! every hop up, and a [`russh::ChannelStream`] handed out keeps the path it uses up, even after
 //! the pool has replaced the chain.
 
-use std::borrow::Cow;
 use std::collections::HashMap;
 use std::fmt;
 use std::path::Path;
@@ -65,16 +64,6 @@ const PACKET: u32 = 32 * 1024;
 /// and 0.40 s CPU per GiB (without: 0.48-0.52 s; `ssh -D` 0.43-0.44 s); with bbr 1.01-1.04x
 /// (without: 1.07x). 64 KiB saved less CPU (0.42 s) and was no faster under bbr.
 const FIRST_HOP_READ_BUFFER: usize = 256 * 1024;
-
-/// AES-GCM first: with AES-NI it is the fastest (crates.md §1.5), then russh's defaults.
-const CIPHERS: &[russh::cipher::Name] = &[
-    russh::cipher::AES_256_GCM,
-    russh::cipher::AES_128_GCM,
-    russh::cipher::CHACHA20_POLY1305,
-    russh::cipher::AES_256_CTR,
-    russh::cipher::AES_192_CTR,
-    russh::cipher::AES_128_CTR,
-];
 
 /// The receive window for a session whose hop is `rtt` away; unknown (a `ProxyCommand`
 /// transport) gets the largest, since a slow far link costs more than a busy near sshd.
@@ -422,7 +411,7 @@ fn client_config(hop: &Hop, window: u32) -> Arc<client::Config> {
         nodelay: true,
         window_size: window,
         maximum_packet_size: PACKET,
-        preferred: russh::Preferred { cipher: Cow::Borrowed(CIPHERS), ..Default::default() },
+        preferred: hop.algorithms.preferred(),
         ..Default::default()
     })
 }

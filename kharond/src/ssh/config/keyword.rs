@@ -25,6 +25,10 @@ pub(super) enum Key {
     UserKnownHostsFile,
     GlobalKnownHostsFile,
     HostKeyAlias,
+    Ciphers,
+    Macs,
+    KexAlgorithms,
+    HostKeyAlgorithms,
 }
 
 #[derive(Debug, Clone, Copy)]
@@ -69,6 +73,10 @@ const TABLE: &[(&str, Kind)] = &[
     ("UserKnownHostsFile", Kind::Apply(Key::UserKnownHostsFile)),
     ("GlobalKnownHostsFile", Kind::Apply(Key::GlobalKnownHostsFile)),
     ("HostKeyAlias", Kind::Apply(Key::HostKeyAlias)),
+    ("Ciphers", Kind::Apply(Key::Ciphers)),
+    ("MACs", Kind::Apply(Key::Macs)),
+    ("KexAlgorithms", Kind::Apply(Key::KexAlgorithms)),
+    ("HostKeyAlgorithms", Kind::Apply(Key::HostKeyAlgorithms)),
     // Interactive sessions, forwarding, multiplexing, logging: a tunnel does none of it.
     ("AddKeysToAgent", Kind::Ignore),
     ("BatchMode", Kind::Ignore),
@@ -156,7 +164,6 @@ const TABLE: &[(&str, Kind)] = &[
     ("BindInterface", Kind::Refuse(BIND)),
     ("CanonicalizeHostname", Kind::RefuseUnless(&["no", "false"], "kharon does not canonicalize host names")),
     ("CASignatureAlgorithms", Kind::Refuse(ALGORITHMS)),
-    ("Ciphers", Kind::Refuse(ALGORITHMS)),
     ("DSAAuthentication", Kind::RefuseUnless(&["yes", "true"], "kharon always authenticates by public key")),
     ("HostbasedAcceptedAlgorithms", Kind::Refuse(ALGORITHMS)),
     (
@@ -164,10 +171,7 @@ const TABLE: &[(&str, Kind)] = &[
         Kind::RefuseUnless(&["no", "false"], "kharon authenticates by public key only"),
     ),
     ("HostbasedKeyTypes", Kind::Refuse(ALGORITHMS)),
-    ("HostKeyAlgorithms", Kind::Refuse(ALGORITHMS)),
-    ("KexAlgorithms", Kind::Refuse(ALGORITHMS)),
     ("KnownHostsCommand", Kind::RefuseUnless(&["none"], HOST_KEYS)),
-    ("MACs", Kind::Refuse(ALGORITHMS)),
     (
         "NoHostAuthenticationForLocalhost",
         Kind::RefuseUnless(&["no", "false"], "kharon checks the host key of localhost too"),

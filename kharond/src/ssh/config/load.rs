@@ -10,6 +10,7 @@ use std::collections::{BTreeSet, HashMap};
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
+use super::algorithms::{self, Category, Edit};
 use super::expand;
 use super::jump::{self, JumpSpec, ProxyCommand};
 use super::keyword::{self, Key, Kind};
@@ -55,6 +56,7 @@ pub(super) enum Setting {
     UserKnownHostsFile(Vec<String>),
     GlobalKnownHostsFile(Vec<String>),
     HostKeyAlias(String),
+    Algorithms(Category, Edit),
 }
 
 #[derive(Debug, Clone)]
@@ -270,6 +272,19 @@ impl Loader<'_> {
             Key::UserKnownHostsFile => Setting::UserKnownHostsFile(self.paths(name, &line.args, true)?),
             Key::GlobalKnownHostsFile => Setting::GlobalKnownHostsFile(self.paths(name, &line.args, false)?),
             Key::HostKeyAlias => Setting::HostKeyAlias(one(name, line)?.to_owned()),
+            Key::Ciphers | Key::Macs | Key::KexAlgorithms | Key::HostKeyAlgorithms => {
+                let category = match key {
+                    Key::Ciphers => Category::Ciphers,
+                    Key::Macs => Category::Macs,
+                    Key::KexAlgorithms => Category::Kex,
+                    _ => Category::HostKeys,
+                };
+                let edit = algorithms::parse(category, one(name, line)?).map_err(prefixed)?;
+                // A list must also leave something kharon implements; better said here, once,
+                // than for every hop that uses it.
+                algorithms::assemble(category, &edit).map_err(prefixed)?;
+                Setting::Algorithms(category, edit)
+            }
         })
     }
 

@@ -17,10 +17,13 @@
 use std::path::PathBuf;
 use std::time::Duration;
 
+use super::algorithms::{self, Category, Edit};
 use super::expand;
 use super::jump::{JumpSpec, ProxyCommand};
 use super::load::{Agent, Directive, HostPattern, Item, Setting};
-use super::{Chain, Error, Hop, IdentityAgent, Origin, SshConfig, StrictHostKeyChecking, Transport};
+use super::{
+    Algorithms, Chain, Error, Hop, IdentityAgent, Origin, SshConfig, StrictHostKeyChecking, Transport,
+};
 
 /// Sent every 15 s when the config says nothing: OpenSSH's default (0, off) would let a dead
 /// NAT mapping hang the pool's sessions until TCP gives up.
@@ -51,6 +54,8 @@ struct Options<'c> {
     user_known_hosts_files: Option<(&'c [String], &'c Origin)>,
     global_known_hosts_files: Option<&'c [String]>,
     host_key_alias: Option<&'c str>,
+    /// One slot per [`Category`], in its declaration order.
+    algorithms: [Option<(&'c Edit, &'c Origin)>; 4],
     /// Host blocks that matched: where, and whether a pattern other than a bare `*` matched.
     blocks: Vec<(&'c Origin, bool)>,
 }
@@ -97,6 +102,9 @@ impl<'c> Options<'c> {
             Setting::UserKnownHostsFile(v) => first(&mut self.user_known_hosts_files, (v.as_slice(), origin)),
             Setting::GlobalKnownHostsFile(v) => first(&mut self.global_known_hosts_files, v.as_slice()),
             Setting::HostKeyAlias(v) => first(&mut self.host_key_alias, v.as_str()),
+            Setting::Algorithms(category, edit) => {
+                first(&mut self.algorithms[*category as usize], (edit, origin))
+            }
         }
     }
 
@@ -320,6 +328,17 @@ impl SshConfig {
                 .unwrap_or_default(),
             None => DEFAULT_GLOBAL_KNOWN_HOSTS.iter().map(PathBuf::from).collect(),
         };
+        let mut chosen = Algorithms::default();
+        for (category, slot) in Category::ALL.into_iter().zip(options.algorithms) {
+            if let Some((edit, origin)) = slot {
+                let (list, skipped) = algorithms::assemble(category, edit)
+                    .map_err(|e| invalid(origin, category.keyword(), e))?;
+                if !skipped.is_empty() {
+                    tracing::debug!(%origin, host = %alias, ?skipped, "skipping algorithms kharon does not implement");
+                }
+                chosen.set(category, list);
+            }
+        }
         let transport = match command {
             Some((raw, origin)) => Transport::Command(
                 expand::percent(raw, expand::COMMAND, &value_of)
@@ -340,6 +359,7 @@ impl SshConfig {
             user_known_hosts_files,
             global_known_hosts_files,
             host_key_alias,
+            algorithms: chosen,
             origin: options.origin(),
             alias,
             host_name,

@@ -528,12 +528,13 @@ fn match_is_refused_with_file_and_line() {
 
 #[test]
 fn unsupported_option_is_refused_naming_it_even_in_an_unused_block() {
-    let home = home(&[(".ssh/config", "Host old-router\n  Ciphers aes128-cbc\n")]);
+    let home = home(&[(".ssh/config", "Host old-router\n  PubkeyAcceptedAlgorithms ssh-rsa\n")]);
     assert_eq!(
         load_error(&home),
         format!(
-            "{}: Ciphers is not supported: kharon negotiates algorithms with its SSH library's defaults; \
-             remove it, or name Ciphers in IgnoreUnknown (before this line) to have kharon skip it",
+            "{}: PubkeyAcceptedAlgorithms is not supported: kharon negotiates algorithms with its SSH library's \
+             defaults; remove it, or name PubkeyAcceptedAlgorithms in IgnoreUnknown (before this line) to have \
+             kharon skip it",
             at(&home, 2)
         )
     );
@@ -582,7 +583,7 @@ fn unknown_keyword_is_an_error_unless_ignore_unknown_lists_it() {
             at(&home, 2)
         )
     );
-    let ok = "IgnoreUnknown frob*,Ciphers\nHost a\n  Frobnicate yes\n  Ciphers aes128-cbc\n";
+    let ok = "IgnoreUnknown frob*,BindAddress\nHost a\n  Frobnicate yes\n  BindAddress 10.0.0.1\n";
     assert!(chain_of(ok, "a").is_ok());
 }
 
@@ -671,4 +672,127 @@ fn include_that_matches_nothing_is_fine_and_tilde_user_is_refused() {
             at(&home, 3)
         )
     );
+}
+
+// ---- algorithm lists ----------------------------------------------------------------------
+
+fn algorithms_of(config: &str) -> crate::ssh::config::Algorithms {
+    chain_of(config, "a").unwrap().hops[0].algorithms.clone()
+}
+
+#[test]
+fn a_hardened_config_keeps_what_kharon_implements_in_the_users_order() {
+    // The shape of widely shared hardening guides (ssh-audit, Mozilla), in `Host *`.
+    let config = "\
+Host a
+  HostName 10.0.0.1
+Host *
+  KexAlgorithms sntrup761x25519-sha512@openssh.com,curve25519-sha256,curve25519-sha256@libssh.org,diffie-hellman-group16-sha512,diffie-hellman-group-exchange-sha256
+  Ciphers chacha20-poly1305@openssh.com,aes256-gcm@openssh.com,aes128-gcm@openssh.com,aes256-ctr
+  MACs hmac-sha2-512-etm@openssh.com,hmac-sha2-256-etm@openssh.com,umac-128-etm@openssh.com
+  HostKeyAlgorithms ssh-ed25519-cert-v01@openssh.com,ssh-ed25519,sk-ssh-ed25519@openssh.com,rsa-sha2-512
+";
+    let a = algorithms_of(config);
+    assert_eq!(
+        a.kex.as_deref(),
+        Some(
+            &[
+                "curve25519-sha256",
+                "curve25519-sha256@libssh.org",
+                "diffie-hellman-group16-sha512",
+                "diffie-hellman-group-exchange-sha256"
+            ][..]
+        )
+    );
+    assert_eq!(
+        a.ciphers.as_deref(),
+        Some(
+            &[
+                "chacha20-poly1305@openssh.com",
+                "aes256-gcm@openssh.com",
+                "aes128-gcm@openssh.com",
+                "aes256-ctr"
+            ][..]
+        )
+    );
+    assert_eq!(
+        a.macs.as_deref(),
+        Some(&["hmac-sha2-512-etm@openssh.com", "hmac-sha2-256-etm@openssh.com"][..])
+    );
+    assert_eq!(a.host_keys.as_deref(), Some(&["ssh-ed25519", "rsa-sha2-512"][..]));
+
+    let preferred = a.preferred();
+    let names = |v: Vec<&str>| v.join(",");
+    assert_eq!(
+        names(preferred.cipher.iter().map(AsRef::as_ref).collect()),
+        "chacha20-poly1305@openssh.com,aes256-gcm@openssh.com,aes128-gcm@openssh.com,aes256-ctr"
+    );
+    // What OpenSSH adds to every client proposal stays, whatever the user's list: extension
+    // negotiation and strict key exchange (the Terrapin fix).
+    let kex = names(preferred.kex.iter().map(AsRef::as_ref).collect());
+    assert!(kex.starts_with("curve25519-sha256,"), "{kex}");
+    assert!(kex.ends_with(",ext-info-c,kex-strict-c-v00@openssh.com"), "{kex}");
+    assert_eq!(names(preferred.key.iter().map(|k| k.as_str()).collect()), "ssh-ed25519,rsa-sha2-512");
+}
+
+#[test]
+fn no_algorithm_lines_mean_kharons_defaults() {
+    let a = algorithms_of("Host a\n  HostName 10.0.0.1\n");
+    assert_eq!(a, Default::default());
+    let preferred = a.preferred();
+    assert_eq!(preferred.cipher.first().map(AsRef::as_ref), Some("aes256-gcm@openssh.com"));
+    assert!(preferred.kex.iter().any(|k| k.as_ref() == "kex-strict-c-v00@openssh.com"));
+}
+
+#[test]
+fn plus_minus_and_caret_edit_the_default_list() {
+    let a = algorithms_of(
+        "Host a\n  Ciphers -chacha20*,aes1*\n  MACs +hmac-sha1\n  KexAlgorithms ^diffie-hellman-group14-sha256\n",
+    );
+    assert_eq!(a.ciphers.as_deref(), Some(&["aes256-gcm@openssh.com", "aes256-ctr"][..]));
+    let macs = a.macs.unwrap();
+    assert_eq!(macs.last(), Some(&"hmac-sha1"));
+    assert!(macs.len() > 1, "{macs:?}");
+    let kex = a.kex.unwrap();
+    assert_eq!(kex[0], "diffie-hellman-group14-sha256");
+    assert_eq!(kex.iter().filter(|k| **k == "diffie-hellman-group14-sha256").count(), 1, "{kex:?}");
+}
+
+#[test]
+fn the_first_algorithm_line_that_applies_wins() {
+    let a = algorithms_of("Host a\n  Ciphers aes128-ctr\nHost *\n  Ciphers aes256-ctr\n");
+    assert_eq!(a.ciphers.as_deref(), Some(&["aes128-ctr"][..]));
+}
+
+#[test]
+fn bad_algorithm_lists_are_errors_with_file_and_line() {
+    let typo = home(&[(".ssh/config", "Host a\n  Ciphers aes256-gmc@openssh.com\n")]);
+    assert_eq!(
+        load_error(&typo),
+        format!(
+            "{}: Ciphers: unknown cipher \"aes256-gmc@openssh.com\" (`ssh -Q cipher` lists them)",
+            at(&typo, 2)
+        )
+    );
+    let nothing_left =
+        home(&[(".ssh/config", "Host *\n  MACs umac-128-etm@openssh.com,umac-64@openssh.com\n")]);
+    let err = load_error(&nothing_left);
+    assert!(
+        err.starts_with(&format!(
+            "{}: MACs: leaves no MAC that kharon implements; it has ",
+            at(&nothing_left, 2)
+        )),
+        "{err}"
+    );
+    assert!(err.contains("hmac-sha2-256-etm@openssh.com"), "{err}");
+    let pattern = home(&[(".ssh/config", "Host a\n  KexAlgorithms curve25519*\n")]);
+    assert_eq!(
+        load_error(&pattern),
+        format!(
+            "{}: KexAlgorithms: \"curve25519*\": patterns only work in a list that starts with '-' (as in ssh)",
+            at(&pattern, 2)
+        )
+    );
+    let everything_removed = home(&[(".ssh/config", "Host a\n  HostKeyAlgorithms -*\n")]);
+    assert!(load_error(&everything_removed).contains("leaves no host key algorithm"));
 }

@@ -25,6 +25,7 @@ pub(crate) fn hop(alias: &str, host: &str, port: u16, known_hosts: &Path) -> Hop
         user_known_hosts_files: vec![known_hosts.to_owned()],
         global_known_hosts_files: Vec::new(),
         host_key_alias: None,
+        algorithms: Default::default(),
         origin: None,
     }
 }
