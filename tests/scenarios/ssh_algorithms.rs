@@ -1,8 +1,10 @@
 //! `Ciphers`, `MACs` and `KexAlgorithms` from the user's ssh_config decide what kharond offers a
 //! real sshd, as they decide what `ssh` offers.
 
+use std::time::Duration;
+
 use kharon_e2e::kharond::Kharond;
-use kharon_e2e::{inventory, kharonctl};
+use kharon_e2e::{inventory, kharonctl, wait_until};
 
 use crate::jumphost::{Lab, LabOptions};
 
@@ -27,10 +29,13 @@ fn the_users_algorithm_lists_are_what_kharond_offers() {
     lab.start_daemon();
     let (code, _, _) = lab.socks_connect(lab.target.port());
     assert_ne!(code, 0, "sshd offers no cipher from the user's list:\n{}", lab.daemon().log());
+    // The reply can reach us before the line reaches the log.
+    wait_until(Duration::from_secs(5), || lab.daemon().log().contains("No common Cipher algorithm"));
     let log = lab.daemon().log();
     assert!(log.contains("No common Cipher algorithm"), "{log}");
     assert!(log.contains("aes256-gcm@openssh.com") && log.contains("aes128-ctr"), "{log}");
     // The daemon is still there, and the chain shows why it failed.
+    wait_until(Duration::from_secs(5), || lab.chain_status()["state"] == "failed");
     let chain = lab.chain_status();
     assert_eq!(chain["state"], "failed", "{chain}");
 
