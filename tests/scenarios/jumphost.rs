@@ -121,17 +121,22 @@ impl Lab {
         std::fs::write(&self.ssh_config, text).unwrap();
     }
 
-    pub fn start_daemon(&mut self) -> &Kharond {
+    /// Writes the inventory (one cluster behind our jump host) and returns kharond's arguments.
+    pub fn daemon_args(&self) -> Vec<String> {
         let inv = self.env.write(
             "inventory.json",
             &inventory::to_json(&[inventory::routed("c1", &self.jumphost(), "c1.example")]),
         );
+        ["--inventory", inv.to_str().unwrap(), "--ssh-config", self.ssh_config.to_str().unwrap()]
+            .map(str::to_owned)
+            .to_vec()
+    }
+
+    pub fn start_daemon(&mut self) -> &Kharond {
+        let args = self.daemon_args();
+        let args: Vec<&str> = args.iter().map(String::as_str).collect();
         let agent = self.agent.socket().display().to_string();
-        let daemon = Kharond::start_with(
-            &self.env,
-            &["--inventory", inv.to_str().unwrap(), "--ssh-config", self.ssh_config.to_str().unwrap()],
-            &[("SSH_AUTH_SOCK", agent.as_str())],
-        );
+        let daemon = Kharond::start_with(&self.env, &args, &[("SSH_AUTH_SOCK", agent.as_str())]);
         self.daemon = Some(daemon);
         self.daemon()
     }

@@ -4,7 +4,7 @@
 use std::time::Duration;
 
 use kharon_e2e::kharond::Kharond;
-use kharon_e2e::{inventory, kharonctl, wait_until};
+use kharon_e2e::{kharonctl, wait_until};
 
 use crate::jumphost::{Lab, LabOptions};
 
@@ -54,11 +54,8 @@ fn a_typo_in_an_algorithm_list_stops_the_daemon_at_start_naming_the_line() {
     let lab = Lab::new(LabOptions { host_options: lists("aes256-gmc@openssh.com"), ..Default::default() });
     let text = std::fs::read_to_string(&lab.ssh_config).unwrap();
     let line = 1 + text.lines().position(|l| l.contains("Ciphers")).expect("the Ciphers line");
-    let inventory = lab.env.write(
-        "inventory.json",
-        &inventory::to_json(&[inventory::routed("c1", &lab.jumphost(), "c1.example")]),
-    );
-    let args = ["--inventory", inventory.to_str().unwrap(), "--ssh-config", lab.ssh_config.to_str().unwrap()];
+    let args = lab.daemon_args();
+    let args: Vec<&str> = args.iter().map(String::as_str).collect();
     let exited = Kharond::try_start(&lab.env, &args, &[]).err().expect("must not start");
     assert_eq!(exited.code, Some(2), "{}", exited.stderr);
     let expected = format!(

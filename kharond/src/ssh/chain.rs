@@ -3,8 +3,8 @@
 //! Owns: the transport of the first hop (TCP with a connect timeout, or a `ProxyCommand` child
 //! from `proxy_command`), each later hop as a direct-tcpip channel of the previous session plus
 //! `client::connect_stream` (crates.md §1.1), the russh client settings (window, keepalive, the
-//! algorithm lists the hop's ssh_config chose), the russh `Handler` (host keys through `known_hosts`, the channel-open failure
-//! text, session end), and errors that name the hop.
+//! algorithm lists the hop's ssh_config chose), the russh `Handler` (host keys through
+//! `known_hosts`, the channel-open failure text, session end), and errors that name the hop.
 //! Knows nothing of pooling, retries or SOCKS: `pool` decides when to dial and what a failure
 //! means for the client.
 //!

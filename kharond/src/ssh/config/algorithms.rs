@@ -24,12 +24,12 @@ pub(super) enum Category {
 }
 
 /// How a value changes the default list (ssh_config(5) "If the specified list begins with ...").
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub(super) enum Edit {
-    Replace(Vec<String>),
-    Append(Vec<String>),
-    Remove(Vec<String>),
-    Head(Vec<String>),
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum Op {
+    Replace,
+    Append,
+    Remove,
+    Head,
 }
 
 /// kharon's cipher order when the config names none: AES-GCM first, the fastest with AES-NI
@@ -138,19 +138,6 @@ where
 }
 
 impl Category {
-    /// In declaration order (`resolve` keeps one slot per category, indexed by `as usize`).
-    pub(super) const ALL: [Category; 4] =
-        [Category::Ciphers, Category::Macs, Category::Kex, Category::HostKeys];
-
-    pub(super) fn keyword(self) -> &'static str {
-        match self {
-            Category::Ciphers => "Ciphers",
-            Category::Macs => "MACs",
-            Category::Kex => "KexAlgorithms",
-            Category::HostKeys => "HostKeyAlgorithms",
-        }
-    }
-
     fn what(self) -> &'static str {
         match self {
             Category::Ciphers => "cipher",
@@ -210,88 +197,61 @@ fn is_kex_extension(name: &str) -> bool {
     name.starts_with("ext-info-") || name.starts_with("kex-strict-")
 }
 
-/// Parses one `Ciphers`/`MACs`/`KexAlgorithms`/`HostKeyAlgorithms` value.
-pub(super) fn parse(category: Category, value: &str) -> Result<Edit, String> {
-    let (make, list): (fn(Vec<String>) -> Edit, &str) = match value.as_bytes().first() {
-        Some(b'+') => (Edit::Append, &value[1..]),
-        Some(b'-') => (Edit::Remove, &value[1..]),
-        Some(b'^') => (Edit::Head, &value[1..]),
-        _ => (Edit::Replace, value),
+/// One `Ciphers`/`MACs`/`KexAlgorithms`/`HostKeyAlgorithms` value applied to kharon's default:
+/// the resulting list, and the names skipped because russh lacks them.
+pub(super) fn parse(category: Category, value: &str) -> Result<(Vec<&'static str>, Vec<String>), String> {
+    let (op, list) = match value.as_bytes().first() {
+        Some(b'+') => (Op::Append, &value[1..]),
+        Some(b'-') => (Op::Remove, &value[1..]),
+        Some(b'^') => (Op::Head, &value[1..]),
+        _ => (Op::Replace, value),
     };
-    let removing = value.starts_with('-');
-    let mut names = Vec::new();
+    let implemented = category.implemented();
+    let (mut named, mut patterns, mut skipped) = (Vec::new(), Vec::new(), Vec::new());
     for name in list.split(',') {
         if name.is_empty() {
             return Err(format!("empty {} name in {value:?}", category.what()));
         }
-        if removing {
+        if op == Op::Remove {
             // Patterns: anything goes, as in ssh; a pattern that matches nothing removes nothing.
+            patterns.push(name);
         } else if name.contains(['*', '?']) {
             return Err(format!("{name:?}: patterns only work in a list that starts with '-' (as in ssh)"));
-        } else if !category.openssh().contains(&name) && !category.implemented().contains(&name) {
+        } else if let Some(known) = implemented.iter().find(|n| **n == name) {
+            named.push(*known);
+        } else if category.openssh().contains(&name) {
+            skipped.push(name.to_owned());
+        } else {
             return Err(format!(
                 "unknown {} {name:?} (`ssh -Q {}` lists them)",
                 category.what(),
                 category.query()
             ));
         }
-        names.push(name.to_owned());
     }
-    Ok(make(names))
-}
-
-/// The list `edit` makes of kharon's default, keeping only what russh implements. Also returns
-/// the names that were skipped for that reason.
-pub(super) fn assemble(category: Category, edit: &Edit) -> Result<(Vec<&'static str>, Vec<String>), String> {
-    let implemented = category.implemented();
-    let mut skipped = Vec::new();
-    let mut known = |names: &[String]| -> Vec<&'static str> {
-        let mut out: Vec<&'static str> = Vec::new();
-        for name in names {
-            match implemented.iter().find(|n| **n == name.as_str()) {
-                Some(n) if !out.contains(n) => out.push(n),
-                Some(_) => {}
-                None => skipped.push(name.clone()),
-            }
-        }
-        out
-    };
     let default = category.default_list();
-    let list = match edit {
-        Edit::Replace(names) => known(names),
-        Edit::Append(names) => {
-            let mut list = default;
-            list.extend(known(names));
-            dedup(list)
-        }
-        Edit::Head(names) => {
-            let mut list = known(names);
-            list.extend(default);
-            dedup(list)
-        }
-        Edit::Remove(patterns) => {
+    let list = match op {
+        Op::Replace => named,
+        Op::Append => default.into_iter().chain(named).collect(),
+        Op::Head => named.into_iter().chain(default).collect(),
+        Op::Remove => {
             default.into_iter().filter(|n| !patterns.iter().any(|p| pattern::wildcard(n, p))).collect()
         }
     };
-    if list.is_empty() {
+    let mut unique: Vec<&'static str> = Vec::with_capacity(list.len());
+    for name in list {
+        if !unique.contains(&name) {
+            unique.push(name);
+        }
+    }
+    if unique.is_empty() {
         return Err(format!(
             "leaves no {} that kharon implements; it has {}",
             category.what(),
             implemented.join(",")
         ));
     }
-    Ok((list, skipped))
-}
-
-/// Keeps the first of each name.
-fn dedup(list: Vec<&'static str>) -> Vec<&'static str> {
-    let mut out: Vec<&'static str> = Vec::with_capacity(list.len());
-    for name in list {
-        if !out.contains(&name) {
-            out.push(name);
-        }
-    }
-    out
+    Ok((unique, skipped))
 }
 
 /// The algorithm lists of one hop; `None` is kharon's default for that kind.
@@ -304,14 +264,17 @@ pub struct Algorithms {
 }
 
 impl Algorithms {
-    pub(super) fn set(&mut self, category: Category, list: Vec<&'static str>) {
+    /// Sets `category`'s list unless an earlier line already did (first obtained value wins).
+    pub(super) fn keep_first(&mut self, category: Category, list: &[&'static str]) {
         let slot = match category {
             Category::Ciphers => &mut self.ciphers,
             Category::Macs => &mut self.macs,
             Category::Kex => &mut self.kex,
             Category::HostKeys => &mut self.host_keys,
         };
-        *slot = Some(list);
+        if slot.is_none() {
+            *slot = Some(list.to_vec());
+        }
     }
 
     /// What russh offers the server. Every name here came from russh's own tables, so the
@@ -363,11 +326,11 @@ mod tests {
 
     #[test]
     fn every_default_is_implemented_and_accepted_by_parse() {
-        for category in Category::ALL {
+        for category in [Category::Ciphers, Category::Macs, Category::Kex, Category::HostKeys] {
             let implemented = category.implemented();
             for name in category.default_list() {
                 assert!(implemented.contains(&name), "{name} is not in russh's {category:?}");
-                assert_eq!(parse(category, name), Ok(Edit::Replace(vec![name.to_owned()])));
+                assert_eq!(parse(category, name), Ok((vec![name], Vec::new())));
             }
         }
     }

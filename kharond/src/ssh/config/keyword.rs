@@ -6,6 +6,8 @@
 //! Refusal is the safe default: a keyword missing from this table is "unknown" and refused too,
 //! unless the user lists it in `IgnoreUnknown`.
 
+use super::algorithms::Category;
+
 /// The keywords whose values [`super::load`] parses and [`super::resolve`] applies.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(super) enum Key {
@@ -25,10 +27,7 @@ pub(super) enum Key {
     UserKnownHostsFile,
     GlobalKnownHostsFile,
     HostKeyAlias,
-    Ciphers,
-    Macs,
-    KexAlgorithms,
-    HostKeyAlgorithms,
+    Algorithms(Category),
 }
 
 #[derive(Debug, Clone, Copy)]
@@ -73,10 +72,10 @@ const TABLE: &[(&str, Kind)] = &[
     ("UserKnownHostsFile", Kind::Apply(Key::UserKnownHostsFile)),
     ("GlobalKnownHostsFile", Kind::Apply(Key::GlobalKnownHostsFile)),
     ("HostKeyAlias", Kind::Apply(Key::HostKeyAlias)),
-    ("Ciphers", Kind::Apply(Key::Ciphers)),
-    ("MACs", Kind::Apply(Key::Macs)),
-    ("KexAlgorithms", Kind::Apply(Key::KexAlgorithms)),
-    ("HostKeyAlgorithms", Kind::Apply(Key::HostKeyAlgorithms)),
+    ("Ciphers", Kind::Apply(Key::Algorithms(Category::Ciphers))),
+    ("MACs", Kind::Apply(Key::Algorithms(Category::Macs))),
+    ("KexAlgorithms", Kind::Apply(Key::Algorithms(Category::Kex))),
+    ("HostKeyAlgorithms", Kind::Apply(Key::Algorithms(Category::HostKeys))),
     // Interactive sessions, forwarding, multiplexing, logging: a tunnel does none of it.
     ("AddKeysToAgent", Kind::Ignore),
     ("BatchMode", Kind::Ignore),

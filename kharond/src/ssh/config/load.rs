@@ -10,7 +10,7 @@ use std::collections::{BTreeSet, HashMap};
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
-use super::algorithms::{self, Category, Edit};
+use super::algorithms::{self, Category};
 use super::expand;
 use super::jump::{self, JumpSpec, ProxyCommand};
 use super::keyword::{self, Key, Kind};
@@ -56,7 +56,8 @@ pub(super) enum Setting {
     UserKnownHostsFile(Vec<String>),
     GlobalKnownHostsFile(Vec<String>),
     HostKeyAlias(String),
-    Algorithms(Category, Edit),
+    /// Already applied to kharon's default list.
+    Algorithms(Category, Vec<&'static str>),
 }
 
 #[derive(Debug, Clone)]
@@ -209,7 +210,7 @@ impl Loader<'_> {
             }
             Kind::Refuse(why) => refused(self, name.to_owned(), why),
             Kind::Apply(key) => {
-                let setting = self.setting(key, name, &line)?;
+                let setting = self.setting(key, name, &line, origin)?;
                 Ok(Some(Item::Set(Directive { origin: origin.clone(), setting })))
             }
         }
@@ -219,7 +220,7 @@ impl Loader<'_> {
         self.ignore_unknown.iter().any(|list| pattern::list_matches(keyword, list))
     }
 
-    fn setting(&mut self, key: Key, name: &str, line: &Line<'_>) -> Result<Setting, String> {
+    fn setting(&mut self, key: Key, name: &str, line: &Line<'_>, origin: &Origin) -> Result<Setting, String> {
         let prefixed = |message: String| format!("{name}: {message}");
         Ok(match key {
             Key::HostName => {
@@ -272,18 +273,12 @@ impl Loader<'_> {
             Key::UserKnownHostsFile => Setting::UserKnownHostsFile(self.paths(name, &line.args, true)?),
             Key::GlobalKnownHostsFile => Setting::GlobalKnownHostsFile(self.paths(name, &line.args, false)?),
             Key::HostKeyAlias => Setting::HostKeyAlias(one(name, line)?.to_owned()),
-            Key::Ciphers | Key::Macs | Key::KexAlgorithms | Key::HostKeyAlgorithms => {
-                let category = match key {
-                    Key::Ciphers => Category::Ciphers,
-                    Key::Macs => Category::Macs,
-                    Key::KexAlgorithms => Category::Kex,
-                    _ => Category::HostKeys,
-                };
-                let edit = algorithms::parse(category, one(name, line)?).map_err(prefixed)?;
-                // A list must also leave something kharon implements; better said here, once,
-                // than for every hop that uses it.
-                algorithms::assemble(category, &edit).map_err(prefixed)?;
-                Setting::Algorithms(category, edit)
+            Key::Algorithms(category) => {
+                let (list, skipped) = algorithms::parse(category, one(name, line)?).map_err(prefixed)?;
+                if !skipped.is_empty() {
+                    tracing::debug!(%origin, option = name, ?skipped, "skipping algorithms kharon does not implement");
+                }
+                Setting::Algorithms(category, list)
             }
         })
     }

@@ -17,7 +17,6 @@
 use std::path::PathBuf;
 use std::time::Duration;
 
-use super::algorithms::{self, Category, Edit};
 use super::expand;
 use super::jump::{JumpSpec, ProxyCommand};
 use super::load::{Agent, Directive, HostPattern, Item, Setting};
@@ -54,8 +53,7 @@ struct Options<'c> {
     user_known_hosts_files: Option<(&'c [String], &'c Origin)>,
     global_known_hosts_files: Option<&'c [String]>,
     host_key_alias: Option<&'c str>,
-    /// One slot per [`Category`], in its declaration order.
-    algorithms: [Option<(&'c Edit, &'c Origin)>; 4],
+    algorithms: Algorithms,
     /// Host blocks that matched: where, and whether a pattern other than a bare `*` matched.
     blocks: Vec<(&'c Origin, bool)>,
 }
@@ -102,9 +100,7 @@ impl<'c> Options<'c> {
             Setting::UserKnownHostsFile(v) => first(&mut self.user_known_hosts_files, (v.as_slice(), origin)),
             Setting::GlobalKnownHostsFile(v) => first(&mut self.global_known_hosts_files, v.as_slice()),
             Setting::HostKeyAlias(v) => first(&mut self.host_key_alias, v.as_str()),
-            Setting::Algorithms(category, edit) => {
-                first(&mut self.algorithms[*category as usize], (edit, origin))
-            }
+            Setting::Algorithms(category, list) => self.algorithms.keep_first(*category, list),
         }
     }
 
@@ -328,17 +324,6 @@ impl SshConfig {
                 .unwrap_or_default(),
             None => DEFAULT_GLOBAL_KNOWN_HOSTS.iter().map(PathBuf::from).collect(),
         };
-        let mut chosen = Algorithms::default();
-        for (category, slot) in Category::ALL.into_iter().zip(options.algorithms) {
-            if let Some((edit, origin)) = slot {
-                let (list, skipped) = algorithms::assemble(category, edit)
-                    .map_err(|e| invalid(origin, category.keyword(), e))?;
-                if !skipped.is_empty() {
-                    tracing::debug!(%origin, host = %alias, ?skipped, "skipping algorithms kharon does not implement");
-                }
-                chosen.set(category, list);
-            }
-        }
         let transport = match command {
             Some((raw, origin)) => Transport::Command(
                 expand::percent(raw, expand::COMMAND, &value_of)
@@ -359,7 +344,7 @@ impl SshConfig {
             user_known_hosts_files,
             global_known_hosts_files,
             host_key_alias,
-            algorithms: chosen,
+            algorithms: options.algorithms.clone(),
             origin: options.origin(),
             alias,
             host_name,
