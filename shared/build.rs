@@ -2,7 +2,9 @@
 //! on the machine (crates.md §4.1).
 
 fn main() -> Result<(), Box<dyn std::error::Error>> {
-    let proto_root = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../proto");
+    // Read when the script runs, not when it was compiled: a build-script binary reused from a
+    // target dir shared with another checkout would otherwise compile that checkout's protos.
+    let proto_root = std::path::PathBuf::from(std::env::var("CARGO_MANIFEST_DIR")?).join("../proto");
     let file = proto_root.join("kharon/v1/control.proto");
     let fds = protox::compile([&file], [&proto_root])?;
     tonic_prost_build::configure().build_server(true).build_client(true).compile_fds(fds)?;
