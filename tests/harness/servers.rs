@@ -79,7 +79,9 @@ fn serve(stream: TcpStream, name: &str, counter: &AtomicUsize) {
         if reader.read_line(&mut request_line).unwrap_or(0) == 0 {
             return;
         }
-        // Skip headers.
+        // Skip headers, but honour `Connection: close`: then the server closes first, as
+        // HTTP/1.0 servers and many APIs do.
+        let mut close = false;
         loop {
             let mut line = String::new();
             if reader.read_line(&mut line).unwrap_or(0) == 0 {
@@ -88,6 +90,7 @@ fn serve(stream: TcpStream, name: &str, counter: &AtomicUsize) {
             if line == "\r\n" || line == "\n" {
                 break;
             }
+            close |= line.to_ascii_lowercase().replace(' ', "").starts_with("connection:close");
         }
         counter.fetch_add(1, Ordering::Relaxed);
         let path = request_line.split_whitespace().nth(1).unwrap_or("/").to_owned();
@@ -111,7 +114,7 @@ fn serve(stream: TcpStream, name: &str, counter: &AtomicUsize) {
         } else {
             write_response(&mut out, 404, 9, |w| w.write_all(b"not found"))
         };
-        if ok.is_err() {
+        if ok.is_err() || close {
             return;
         }
     }

@@ -92,7 +92,8 @@ impl Builder {
         self
     }
 
-    /// An extra sshd_config line.
+    /// An extra sshd_config line. It goes before the defaults, so it replaces one with the same
+    /// keyword (sshd keeps the first value it reads).
     pub fn option(mut self, line: &str) -> Self {
         self.extra.push(line.to_owned());
         self
@@ -115,7 +116,8 @@ impl Builder {
             std::fs::write(&path, text).expect("hosts");
             path
         });
-        let mut config = format!(
+        let mut config: String = self.extra.iter().map(|line| format!("{line}\n")).collect();
+        config += &format!(
             "Port {port}\nListenAddress 127.0.0.1\nHostKey {}\nPidFile none\nAuthorizedKeysFile {}\n\
              StrictModes no\nUsePAM no\nPasswordAuthentication no\nKbdInteractiveAuthentication no\n\
              PubkeyAuthentication yes\nPermitRootLogin prohibit-password\nAllowTcpForwarding yes\n\
@@ -123,10 +125,6 @@ impl Builder {
             host_key.display(),
             dir.path().join("authorized_keys").display()
         );
-        for line in &self.extra {
-            config.push_str(line);
-            config.push('\n');
-        }
         let config_path = dir.path().join("sshd_config");
         std::fs::write(&config_path, config).expect("sshd_config");
         // Running as root, sshd insists on its privilege-separation directory.
