@@ -187,3 +187,32 @@ fn after_sleep_every_session_is_probed_at_once_not_at_the_next_keepalive() {
     lab.hops[0].cont();
     assert_eq!(lab.hello().unwrap(), "hello from target");
 }
+
+#[test]
+fn after_sleep_a_healthy_chain_of_two_hops_keeps_its_session() {
+    // The last hop is reached through the first, where kharond answers sshd's small messages
+    // (chain.rs `Handler::answer`). Those answers once made every wake-up probe of such a chain
+    // fail, so a healthy chain was dropped and redialled after each sleep.
+    let mut lab = Lab::new(LabOptions { hops: 2, ..Default::default() });
+    lab.start_daemon();
+    for _ in 0..3 {
+        assert_eq!(lab.hello().unwrap(), "hello from target");
+    }
+
+    // "Sleep" with the network intact: only the daemon stops, longer than the clock-jump limit.
+    let pid = lab.daemon().pid() as i32;
+    // SAFETY: signalling our own child.
+    unsafe { libc::kill(pid, libc::SIGSTOP) };
+    std::thread::sleep(Duration::from_secs(5));
+    // SAFETY: as above.
+    unsafe { libc::kill(pid, libc::SIGCONT) };
+
+    let probed = |log: &str| log.contains("after the clock jump") || log.contains("after a clock jump");
+    assert!(wait_until(Duration::from_secs(10), || probed(&lab.daemon().log())), "{}", lab.daemon().log());
+    let log = lab.daemon().log();
+    assert!(log.contains("SSH session answered after the clock jump"), "{log}");
+    assert_eq!(lab.chain_status()["state"], "connected");
+    assert_eq!(lab.hello().unwrap(), "hello from target");
+    let log = lab.daemon().log();
+    assert_eq!(log.matches("SSH session up").count(), 1, "the session was redialled:\n{log}");
+}

@@ -525,14 +525,17 @@ async fn watch_wakeups(pool: Weak<Pool>, mut wakeups: keepalive::Wakeups) {
             if let Some((id, chain)) = live {
                 let weak = Arc::downgrade(&slot);
                 tokio::spawn(async move {
-                    let ok = chain.probe(PROBE).await;
-                    if let Some(slot) = weak.upgrade() {
-                        if ok {
+                    let answer = chain.round_trip(PROBE).await;
+                    let Some(slot) = weak.upgrade() else { return };
+                    match answer {
+                        Ok(rtt) => {
+                            tracing::info!(jumphost = %slot.jumphost, ?rtt, "SSH session answered after the clock jump");
                             if let Some(l) = slot.lock().live.as_mut().filter(|l| l.id == id) {
                                 l.suspect = false;
                             }
-                        } else {
-                            slot.drop_session(id, &format!("{}: no answer after a clock jump", slot.hops()));
+                        }
+                        Err(why) => {
+                            slot.drop_session(id, &format!("{}: {why} after a clock jump", slot.hops()));
                         }
                     }
                 });
