@@ -62,6 +62,11 @@ struct Cli {
 #[derive(Subcommand, Debug)]
 enum Command {
     /// Show the daemon, its listener, inventory age and the health of every jump host chain
+    ///
+    /// Each connected chain is probed while you wait (at most 1 s): a keepalive to its last jump
+    /// host, whose round trip crosses every hop. "no answer within 1s" on a connected chain
+    /// means a jump host or the network to it stopped answering; keepalive will drop the
+    /// session shortly.
     Status(cmd::status::Args),
     /// Make kharond re-read its inventory and ssh config (connections stay up)
     Reload(cmd::reload::Args),

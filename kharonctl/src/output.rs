@@ -47,6 +47,11 @@ pub fn age(seconds: u64) -> String {
     }
 }
 
+/// Microseconds as people read a network latency: "0.4 ms", "52.3 ms".
+pub fn millis(us: u64) -> String {
+    format!("{:.1} ms", us as f64 / 1000.0)
+}
+
 #[cfg(test)]
 mod tests {
     #[test]
@@ -55,5 +60,12 @@ mod tests {
         assert_eq!(super::age(65), "1m 5s");
         assert_eq!(super::age(3 * 3600 + 240), "3h 4m");
         assert_eq!(super::age(2 * 86_400 + 3600), "2d 1h");
+    }
+
+    #[test]
+    fn latencies_read_in_milliseconds() {
+        assert_eq!(super::millis(412), "0.4 ms");
+        assert_eq!(super::millis(52_340), "52.3 ms");
+        assert_eq!(super::millis(1_500_000), "1500.0 ms");
     }
 }

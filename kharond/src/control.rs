@@ -4,7 +4,7 @@
 
 use std::sync::Arc;
 use std::sync::atomic::Ordering;
-use std::time::{SystemTime, UNIX_EPOCH};
+use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 use kharon_shared::proto::v1 as pb;
 use kharon_shared::routing::{self, Via};
@@ -79,7 +79,10 @@ fn inventory_info(state: &State, loaded: &LoadedTable) -> pb::InventoryInfo {
     }
 }
 
-fn chain_status(health: ssh::ChainHealth) -> pb::ChainStatus {
+/// How long `Status` waits for a connected chain to answer its probe.
+const STATUS_PROBE: Duration = Duration::from_secs(1);
+
+fn chain_status(health: ssh::ChainHealth, probe: Option<Result<Duration, String>>) -> pb::ChainStatus {
     let state = match health.state {
         ssh::ChainState::Idle => pb::ChainState::Idle,
         ssh::ChainState::Connecting => pb::ChainState::Connecting,
@@ -96,6 +99,12 @@ fn chain_status(health: ssh::ChainHealth) -> pb::ChainStatus {
         bytes_up: health.bytes_up,
         bytes_down: health.bytes_down,
         next_retry_ms: health.next_retry.map(unix_ms).unwrap_or(0),
+        probe: probe.map(|p| match p {
+            Ok(rtt) => {
+                pb::chain_status::Probe::RoundTripUs(u64::try_from(rtt.as_micros()).unwrap_or(u64::MAX))
+            }
+            Err(why) => pb::chain_status::Probe::ProbeFailed(why),
+        }),
     }
 }
 
@@ -177,6 +186,7 @@ impl pb::control_server::Control for Control {
         let state = &self.state;
         let loaded = state.table();
         let stats = &state.stats;
+        let mut probes = state.pool.round_trips(STATUS_PROBE).await;
         let now = SystemTime::now();
         Ok(Response::new(pb::StatusResponse {
             version: kharon_shared::VERSION.to_owned(),
@@ -195,7 +205,15 @@ impl pb::control_server::Control for Control {
                 bytes_up: stats.bytes_up.load(Ordering::Relaxed),
                 bytes_down: stats.bytes_down.load(Ordering::Relaxed),
             }),
-            chains: state.pool.status().into_iter().map(chain_status).collect(),
+            chains: state
+                .pool
+                .status()
+                .into_iter()
+                .map(|health| {
+                    let probe = probes.remove(&health.jumphost);
+                    chain_status(health, probe)
+                })
+                .collect(),
             socks_auth_required: state.proxy.auth.is_some(),
         }))
     }

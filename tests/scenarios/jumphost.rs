@@ -200,6 +200,12 @@ fn routed_hello(hops: usize, form: Form) {
     let seen = if form == Form::Command { hops - 1 } else { hops };
     assert_eq!(chain["hops"].as_array().map(Vec::len), Some(seen), "{chain}");
     assert!(chain["bytes_down"].as_u64().unwrap_or(0) > 0, "{chain}");
+    // Status probed the live chain end to end: a round trip, well under its 1 s limit.
+    let rtt = chain["round_trip_ms"].as_f64().unwrap_or(-1.0);
+    assert!(rtt > 0.0 && rtt < 1000.0, "{chain}");
+    assert!(chain["probe_failed"].is_null(), "{chain}");
+    let human = kharonctl::run(&lab.env, &["status"]);
+    assert!(human.stdout.contains("round trip") && human.stdout.contains(" ms"), "{}", human.stdout);
     // A second request reuses the session: still exactly one "session up".
     assert_eq!(lab.hello().unwrap(), "hello from target");
     let log = lab.daemon().log();

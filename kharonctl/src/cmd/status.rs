@@ -28,6 +28,15 @@ fn age_of(ms: i64) -> String {
     output::age(u64::try_from((now_ms() - ms) / 1000).unwrap_or(0))
 }
 
+/// The live probe of a connected chain: its round trip, or why there is none.
+fn probe_text(probe: Option<&pb::chain_status::Probe>) -> String {
+    match probe {
+        Some(pb::chain_status::Probe::RoundTripUs(us)) => output::millis(*us),
+        Some(pb::chain_status::Probe::ProbeFailed(why)) => why.clone(),
+        None => String::new(),
+    }
+}
+
 fn state_name(state: pb::ChainState) -> &'static str {
     match state {
         pb::ChainState::Idle => "idle",
@@ -47,10 +56,16 @@ pub async fn run(args: Args, ctx: &Context) -> anyhow::Result<ExitCode> {
             .chains
             .iter()
             .map(|c| {
+                let (round_trip_ms, probe_failed) = match &c.probe {
+                    Some(pb::chain_status::Probe::RoundTripUs(us)) => (Some(*us as f64 / 1000.0), None),
+                    Some(pb::chain_status::Probe::ProbeFailed(why)) => (None, Some(why)),
+                    None => (None, None),
+                };
                 json!({
                     "jumphost": c.jumphost, "hops": c.hops, "state": state_name(c.state()),
                     "since_ms": c.since_ms, "last_error": c.last_error, "open_channels": c.open_channels,
                     "bytes_up": c.bytes_up, "bytes_down": c.bytes_down, "next_retry_ms": c.next_retry_ms,
+                    "round_trip_ms": round_trip_ms, "probe_failed": probe_failed,
                 })
             })
             .collect();
@@ -119,6 +134,7 @@ pub async fn run(args: Args, ctx: &Context) -> anyhow::Result<ExitCode> {
                 c.hops.join(" → "),
                 state_name(c.state()).to_owned(),
                 age_of(c.since_ms),
+                probe_text(c.probe.as_ref()),
                 c.open_channels.to_string(),
                 format!("{} / {}", c.bytes_up, c.bytes_down),
                 c.last_error.clone(),
@@ -127,7 +143,16 @@ pub async fn run(args: Args, ctx: &Context) -> anyhow::Result<ExitCode> {
         println!(
             "{}",
             output::table(
-                &["jump host", "hops", "state", "since", "channels", "bytes up/down", "last error"],
+                &[
+                    "jump host",
+                    "hops",
+                    "state",
+                    "since",
+                    "round trip",
+                    "channels",
+                    "bytes up/down",
+                    "last error"
+                ],
                 rows
             )
         );

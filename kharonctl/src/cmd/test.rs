@@ -124,11 +124,7 @@ pub async fn run(args: Args, ctx: &Context) -> anyhow::Result<ExitCode> {
             if event.ok { "ok  " } else { "FAIL" },
             event.cluster,
             event.path,
-            if event.ok {
-                format!("{:.1} ms", event.latency_us as f64 / 1000.0)
-            } else {
-                event.error.clone()
-            }
+            if event.ok { output::millis(event.latency_us) } else { event.error.clone() }
         );
         match &progress {
             Some(bar) => bar.println(line),

@@ -398,6 +398,19 @@ impl Pool {
         }
     }
 
+    /// Times a keepalive through every connected chain, all at once, none waiting longer than
+    /// `limit`; chains not connected are left out. A live check for `Status`: a frozen jump host
+    /// shows here before keepalive gives up on it.
+    pub async fn round_trips(&self, limit: Duration) -> HashMap<String, Result<Duration, String>> {
+        let slots: Vec<Arc<Slot>> = self.chains().values().cloned().collect();
+        let live = slots.iter().filter_map(|slot| {
+            let chain = slot.lock().live.as_ref().map(|live| live.chain.clone())?;
+            Some((slot.jumphost.clone(), chain))
+        });
+        let probes = live.map(|(jumphost, chain)| async move { (jumphost, chain.round_trip(limit).await) });
+        futures::future::join_all(probes).await.into_iter().collect()
+    }
+
     pub fn status(&self) -> Vec<ChainHealth> {
         let slots: Vec<Arc<Slot>> = self.chains().values().cloned().collect();
         let mut out: Vec<ChainHealth> = slots
