@@ -1,7 +1,8 @@
 //! How a routed connection's SSH channel ends. Once both sides have sent EOF, the jump host
 //! closes the channel first and kharond replies (kharond/src/ssh/tunnel.rs, "Who closes"). When
 //! both sent CLOSE at once, the jump host's CLOSE went unacknowledged between two sshd and held
-//! the next connection's open confirmation for a delayed ACK (~40 ms) on nested hops.
+//! the next connection's open confirmation for a delayed ACK (~40 ms) on nested hops, and russh
+//! kept each such channel's queue in memory for the life of the session.
 
 use std::collections::HashMap;
 use std::io::{Read, Write};
@@ -71,6 +72,37 @@ fn when_the_target_closes_first_the_last_jump_host_also_closes_the_channel_first
     let chain = lab.chain_status();
     assert_eq!(chain["open_channels"], 0, "{chain}");
     assert_eq!(lab.hello().unwrap(), "hello from target");
+}
+
+/// Resident memory of a process, in KiB.
+fn rss_kib(pid: u32) -> u64 {
+    let status = std::fs::read_to_string(format!("/proc/{pid}/status")).expect("/proc status");
+    let line = status.lines().find(|l| l.starts_with("VmRSS:")).expect("VmRSS line");
+    line.split_whitespace().nth(1).and_then(|n| n.parse().ok()).expect("VmRSS value")
+}
+
+/// russh 0.65 keeps a channel's queue forever when the CLOSE it answers crossed ours (its map
+/// entry is only removed for an open channel): ~3.7 KiB per routed connection, 80 MB after
+/// 20,000, in a daemon meant to run for weeks.
+#[test]
+fn thousands_of_routed_connections_leave_the_daemons_memory_flat() {
+    const WARM: usize = 300;
+    const MEASURED: usize = 6000;
+    let mut lab = Lab::new(LabOptions { hops: 2, ..Default::default() });
+    lab.start_daemon();
+    let pid = lab.daemon().pid();
+    for _ in 0..WARM {
+        request_closed_by_target(&lab);
+    }
+    let before = rss_kib(pid);
+    for _ in 0..MEASURED {
+        request_closed_by_target(&lab);
+    }
+    let grown = rss_kib(pid).saturating_sub(before);
+    // Measured: 10 MiB with that leak, 2 MiB with the one in chain.rs `Handler::answer`, under
+    // 0.3 MiB without either.
+    assert!(grown < 1000, "RSS grew by {grown} KiB over {MEASURED} connections (from {before} KiB)");
+    assert_eq!(lab.chain_status()["open_channels"], 0);
 }
 
 #[test]

@@ -20,6 +20,11 @@
 //! nothing answers it (`chain::Handler::answer`); it stays unacknowledged between the two sshd and
 //! sshd's Nagle holds the next channel's open confirmation behind it for a delayed ACK, ~40 ms.
 //! Measured (`HOPS=2 bench/routed.sh`): 7-9 % of warm connections took 44 ms to open.
+//! It also keeps memory flat: russh 0.65 forgets a channel's queue only when the server's CLOSE
+//! arrives for a channel still open, which after our own CLOSE it never is, so each channel we
+//! closed first kept ~3.7 KiB until its session ended (80 MB after 20,000 connections). That
+//! still happens when we must close first: the client went away without EOF, a stalled reader
+//! was given up, or no CLOSE came within [`CLOSE_WAIT`].
 //!
 //! Owns: the pump, the byte and channel counters of its chain. Knows nothing of pooling.
 
