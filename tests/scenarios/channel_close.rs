@@ -103,6 +103,42 @@ fn thousands_of_routed_connections_leave_the_daemons_memory_flat() {
     // 0.3 MiB without either.
     assert!(grown < 1000, "RSS grew by {grown} KiB over {MEASURED} connections (from {before} KiB)");
     assert_eq!(lab.chain_status()["open_channels"], 0);
+    // Every one of them was closed by the jump host first: none counted against the session.
+    let log = lab.daemon().log();
+    assert!(!log.contains("replacing the SSH session"), "{log}");
+    assert_eq!(log.matches("SSH session up").count(), 1, "{log}");
+}
+
+/// Starts a large download through kharond and resets the connection after the first bytes, as
+/// a client killed mid-transfer does: kharond has to close the channel first.
+fn abort_download(lab: &Lab) {
+    let (code, _, mut stream) = lab.socks_connect(lab.target.port());
+    assert_eq!(code, 0, "SOCKS reply:\n{}", lab.daemon().log());
+    stream.set_read_timeout(Some(Duration::from_secs(10))).unwrap();
+    stream.write_all(b"GET /bytes/100000000 HTTP/1.1\r\nHost: t\r\n\r\n").unwrap();
+    let mut first = [0u8; 4096];
+    assert!(stream.read(&mut first).unwrap() > 0, "no response");
+    // SO_LINGER 0: close sends RST, not FIN.
+    socket2::SockRef::from(&stream).set_linger(Some(Duration::ZERO)).unwrap();
+}
+
+/// Such channels stay in russh's memory until their session ends (see above), so after 1,000
+/// of them (~5 MB) the pool gives new connections a fresh session.
+#[test]
+fn after_a_thousand_aborted_downloads_new_connections_get_a_fresh_session() {
+    let mut lab = Lab::new(LabOptions::default());
+    lab.start_daemon();
+    // A few past the limit: each pump counts its channel just after the client is gone.
+    for _ in 0..1010 {
+        abort_download(&lab);
+    }
+    assert_eq!(lab.hello().unwrap(), "hello from target");
+    let log = lab.daemon().log();
+    assert!(log.contains("replacing the SSH session"), "{log}");
+    assert_eq!(log.matches("SSH session up").count(), 2, "{log}");
+    let chain = lab.chain_status();
+    assert_eq!(chain["state"], "connected", "{chain}");
+    assert!(chain["round_trip_ms"].as_f64().is_some(), "{chain}");
 }
 
 #[test]

@@ -17,7 +17,7 @@
 use std::collections::HashMap;
 use std::fmt;
 use std::path::Path;
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
@@ -335,9 +335,22 @@ struct Session {
 /// A connected chain: one session per hop, first to last.
 pub struct Dialled {
     sessions: Vec<Session>,
+    /// Channels we had to close before the server did; russh keeps each one's state until the
+    /// session ends (tunnel.rs, "Who closes"), so the pool retires a session with too many.
+    abandoned: AtomicU64,
 }
 
 impl Dialled {
+    /// Counts a channel closed by us first (see [`Dialled::abandoned`]).
+    pub fn note_abandoned(&self) {
+        self.abandoned.fetch_add(1, Ordering::Relaxed);
+    }
+
+    /// Channels closed by us first on this chain's last session so far.
+    pub fn abandoned(&self) -> u64 {
+        self.abandoned.load(Ordering::Relaxed)
+    }
+
     /// True once any hop's session has ended (closed, keepalive timeout, transport error).
     pub fn is_closed(&self) -> bool {
         self.sessions.iter().any(|s| s.handle.is_closed() || s.events.dead.load(Ordering::Relaxed))
@@ -447,7 +460,7 @@ pub async fn dial(chain: &Chain, settings: Settings<'_>) -> Result<Dialled, Erro
         tracing::debug!(hop = %id, "hop connected");
         sessions.push(session);
     }
-    Ok(Dialled { sessions })
+    Ok(Dialled { sessions, abandoned: AtomicU64::new(0) })
 }
 
 async fn dial_hop(

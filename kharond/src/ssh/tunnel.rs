@@ -24,7 +24,8 @@
 //! arrives for a channel still open, which after our own CLOSE it never is, so each channel we
 //! closed first kept ~3.7 KiB until its session ended (80 MB after 20,000 connections). That
 //! still happens when we must close first: the client went away without EOF, a stalled reader
-//! was given up, or no CLOSE came within [`CLOSE_WAIT`].
+//! was given up, or no CLOSE came within [`CLOSE_WAIT`]; the pump counts those on the chain
+//! ([`Dialled::note_abandoned`]) and the pool retires a session that has too many.
 //!
 //! Owns: the pump, the byte and channel counters of its chain. Knows nothing of pooling.
 
@@ -81,7 +82,7 @@ impl Tunnel {
         let (tx, inbound) = mpsc::channel(BUFFER_PACKETS);
         let (dropped_tx, dropped) = oneshot::channel();
         let stalled = Arc::new(Mutex::new(None));
-        tokio::spawn(pump(read_half, write_half, tx, stalled.clone(), dropped));
+        tokio::spawn(pump(read_half, write_half, tx, stalled.clone(), dropped, chain.clone()));
         counters.open.fetch_add(1, Ordering::Relaxed);
         Tunnel {
             inbound,
@@ -106,6 +107,7 @@ async fn pump(
     tx: mpsc::Sender<Bytes>,
     stalled: Arc<Mutex<Option<String>>>,
     mut dropped: oneshot::Receiver<bool>,
+    chain: Arc<Dialled>,
 ) {
     let mut tx = Some(tx);
     // Set once the tunnel is gone and the server's CLOSE is worth waiting for.
@@ -156,6 +158,7 @@ async fn pump(
     }
     // Dropping the read half makes russh discard this channel's data instead of waiting for it.
     drop(read_half);
+    chain.note_abandoned();
     let _ = write_half.close().await;
 }
 
