@@ -346,7 +346,7 @@ impl Dialled {
         self.abandoned.fetch_add(1, Ordering::Relaxed);
     }
 
-    /// Channels closed by us first on this chain's last session so far.
+    /// How many channels of this chain were closed by us first so far.
     pub fn abandoned(&self) -> u64 {
         self.abandoned.load(Ordering::Relaxed)
     }

@@ -2,8 +2,10 @@
 //!
 //! Owns: when to dial (first use, after a session died, after a reload changed the chain),
 //! sharing one handshake between concurrent first uses, backoff after failures, the retry of a
-//! channel open on a fresh session, the sleep/wake probes, the per-chain health that `Status`
-//! shows, and the mapping of every failure to an [`std::io::ErrorKind`] for the SOCKS reply.
+//! channel open on a fresh session, the sleep/wake probes, replacing a session that holds too
+//! many channels russh never freed ([`RETIRE_AFTER`]), the per-chain health that `Status` shows
+//! (with a live probe), and the mapping of every failure to an [`std::io::ErrorKind`] for the
+//! SOCKS reply.
 //! Leaves ssh_config syntax to `config`, the hop-by-hop handshake to `chain`, and the relay of
 //! bytes to the daemon (`relay::stream`); each [`Tunnel`] drains its channel promptly itself (tunnel.rs, crates.md §1.8).
 //!
