@@ -1,5 +1,5 @@
-//! `Ciphers`, `MACs` and `KexAlgorithms` from the user's ssh_config decide what kharond offers a
-//! real sshd, as they decide what `ssh` offers.
+//! `Ciphers`, `MACs`, `KexAlgorithms` and `PubkeyAcceptedAlgorithms` from the user's ssh_config
+//! decide what kharond offers a real sshd, as they decide what `ssh` offers.
 
 use std::time::Duration;
 
@@ -63,4 +63,29 @@ fn a_typo_in_an_algorithm_list_stops_the_daemon_at_start_naming_the_line() {
         lab.ssh_config.display()
     );
     assert!(exited.stderr.contains(&expected), "{}\nwanted: {expected}", exited.stderr);
+}
+
+#[test]
+fn pubkey_accepted_algorithms_decides_which_keys_may_sign_in() {
+    // The lab's key is ed25519: a list without it leaves kharond nothing to offer.
+    let only_rsa = vec!["PubkeyAcceptedAlgorithms rsa-sha2-512,rsa-sha2-256".to_owned()];
+    let mut lab = Lab::new(LabOptions { host_options: only_rsa, ..Default::default() });
+    lab.start_daemon();
+    let (code, _, _) = lab.socks_connect(lab.target.port());
+    assert_ne!(code, 0, "the only key is not an accepted type:\n{}", lab.daemon().log());
+    wait_until(Duration::from_secs(5), || lab.chain_status()["state"] == "failed");
+    let chain = lab.chain_status();
+    let error = chain["last_error"].as_str().unwrap_or_default();
+    assert!(error.contains("its type is not in PubkeyAcceptedAlgorithms"), "{chain}");
+    // sshd never saw a signature from it.
+    assert!(!lab.hops[0].log().contains("Accepted publickey"), "{}", lab.hops[0].log());
+
+    // `+ssh-rsa`, the usual line for an old jump host, keeps every other type.
+    lab.write_ssh_config(&LabOptions {
+        host_options: vec!["PubkeyAcceptedAlgorithms +ssh-rsa".to_owned()],
+        ..Default::default()
+    });
+    let reload = kharonctl::run(&lab.env, &["reload"]);
+    assert!(reload.success(), "{}", reload.stderr);
+    assert_eq!(lab.hello().unwrap(), "hello from target");
 }

@@ -6,6 +6,9 @@
 //! 2. with `IdentitiesOnly no`, the agent's other keys,
 //! 3. unencrypted key files, with their `CertificateFile`/`-cert.pub` certificate when present.
 //!
+//! A key whose type `PubkeyAcceptedAlgorithms` excludes is skipped (and named in the error), and
+//! that list picks the RSA signature hash, as in ssh.
+//!
 //! An encrypted key file that the agent does not hold cannot be used: the daemon cannot prompt,
 //! so the error says to `ssh-add` it. The agent socket comes from `IdentityAgent` or the daemon's
 //! captured `SSH_AUTH_SOCK` (never this process's live environment).
@@ -93,7 +96,14 @@ where
                     for id in ordered {
                         agent_keys.push(id.public_key().into_owned());
                         let label = label(&id);
-                        let hash = rsa_hash(handle).await?;
+                        let (algorithm, certificate) = match &id {
+                            AgentIdentity::PublicKey { key, .. } => (key.algorithm(), false),
+                            AgentIdentity::Certificate { certificate, .. } => (certificate.algorithm(), true),
+                        };
+                        let Some(hash) = signature(handle, hop, &algorithm, certificate).await? else {
+                            tried.push(format!("{label} ({NOT_ACCEPTED})"));
+                            continue;
+                        };
                         let result = match &id {
                             AgentIdentity::PublicKey { key, .. } => {
                                 handle
@@ -153,12 +163,14 @@ where
             }
         };
         let key = Arc::new(key);
-        let result = match &f.cert {
-            Some(cert) if cert.public_key() == key.public_key().key_data() => {
-                handle.authenticate_openssh_cert(&hop.user, key.clone(), cert.clone()).await
-            }
-            _ => {
-                let hash = rsa_hash(handle).await?;
+        let cert = f.cert.as_ref().filter(|c| c.public_key() == key.public_key().key_data());
+        let Some(hash) = signature(handle, hop, &key.algorithm(), cert.is_some()).await? else {
+            tried.push(format!("{} ({NOT_ACCEPTED})", f.path.display()));
+            continue;
+        };
+        let result = match cert {
+            Some(cert) => handle.authenticate_openssh_cert(&hop.user, key.clone(), cert.clone()).await,
+            None => {
                 handle.authenticate_publickey(&hop.user, PrivateKeyWithHashAlg::new(key.clone(), hash)).await
             }
         };
@@ -174,10 +186,22 @@ where
     }
 }
 
-async fn rsa_hash<H: client::Handler>(
+const NOT_ACCEPTED: &str = "its type is not in PubkeyAcceptedAlgorithms";
+
+/// The RSA hash to sign in with a key of `algorithm` (meaningless for other types), or `None`
+/// when the hop's `PubkeyAcceptedAlgorithms` excludes it.
+async fn signature<H: client::Handler>(
     handle: &client::Handle<H>,
-) -> Result<Option<russh::keys::HashAlg>, Error> {
-    Ok(handle.best_supported_rsa_hash().await.map_err(Error::Transport)?.flatten())
+    hop: &Hop,
+    algorithm: &russh::keys::Algorithm,
+    certificate: bool,
+) -> Result<Option<Option<russh::keys::HashAlg>>, Error> {
+    let server = handle.best_supported_rsa_hash().await.map_err(Error::Transport)?.flatten();
+    let choice = hop.algorithms.pubkey_signature(algorithm, certificate, server);
+    if choice.is_none() {
+        tracing::debug!(hop = %hop.display(), %algorithm, "key skipped: not in PubkeyAcceptedAlgorithms");
+    }
+    Ok(choice)
 }
 
 fn label(id: &AgentIdentity) -> String {

@@ -40,15 +40,15 @@
 //! # What is refused, ignored or applied
 //! `keyword` has the full table. In short: `Match` and options that would change how kharon
 //! connects or which host keys it trusts (the algorithm lists kharon does not apply, such as
-//! PubkeyAcceptedAlgorithms; BindAddress, AddressFamily other
+//! CASignatureAlgorithms; BindAddress, AddressFamily other
 //! than `any`, CanonicalizeHostname, KnownHostsCommand, RevokedHostKeys, HostbasedAuthentication
 //! yes, PubkeyAuthentication no, ProxyUseFdpass yes, PKCS11Provider, ...) are errors at load,
 //! with file:line, whether or not a jump host uses them; unknown keywords too. Naming such an
 //! option in `IgnoreUnknown` (above it) tells kharon to skip it; `ssh` is unaffected, since
 //! for ssh IgnoreUnknown only concerns keywords it does not know. Interactive-only options
 //! (forwarding, multiplexing, logging, ...) are ignored with a debug log. `Ciphers`, `MACs`,
-//! `KexAlgorithms` and `HostKeyAlgorithms` are applied as far as russh implements them
-//! (`algorithms`).
+//! `KexAlgorithms`, `HostKeyAlgorithms` and `PubkeyAcceptedAlgorithms` are applied as far as
+//! russh implements them (`algorithms`).
 
 mod algorithms;
 mod expand;
@@ -141,7 +141,8 @@ pub struct Hop {
     pub user_known_hosts_files: Vec<PathBuf>,
     pub global_known_hosts_files: Vec<PathBuf>,
     pub host_key_alias: Option<String>,
-    /// `Ciphers`, `MACs`, `KexAlgorithms`, `HostKeyAlgorithms`, as far as russh implements them.
+    /// `Ciphers`, `MACs`, `KexAlgorithms`, `HostKeyAlgorithms`, `PubkeyAcceptedAlgorithms`, as far
+    /// as russh implements them.
     pub algorithms: Algorithms,
     /// Where the first `Host` block that matched this alias starts (None if only defaults apply).
     pub origin: Option<Origin>,

@@ -1,5 +1,5 @@
-//! `Ciphers`, `MACs`, `KexAlgorithms` and `HostKeyAlgorithms`: OpenSSH's list syntax, applied
-//! to the algorithms kharon's SSH library (russh) implements.
+//! `Ciphers`, `MACs`, `KexAlgorithms`, `HostKeyAlgorithms` and `PubkeyAcceptedAlgorithms`:
+//! OpenSSH's list syntax, applied to the algorithms kharon's SSH library (russh) implements.
 //!
 //! ssh_config(5): a plain list replaces the default; `+list` appends to it, `-list` removes
 //! what matches its patterns (`*`, `?`), `^list` moves to its head. `ssh` refuses a name it does
@@ -10,6 +10,7 @@
 
 use std::borrow::Cow;
 
+use russh::keys::HashAlg;
 use russh::keys::ssh_key::Algorithm;
 use russh::{cipher, kex, mac};
 
@@ -21,6 +22,8 @@ pub(super) enum Category {
     Macs,
     Kex,
     HostKeys,
+    /// `PubkeyAcceptedAlgorithms`: the signature algorithms our keys may sign in with.
+    Pubkeys,
 }
 
 /// How a value changes the default list (ssh_config(5) "If the specified list begins with ...").
@@ -53,6 +56,27 @@ const HOST_KEYS: &[&str] = &[
     "rsa-sha2-256",
     "ssh-rsa",
 ];
+
+/// The signature algorithms russh can sign in with, certificates first as in OpenSSH's default.
+/// kharon's default is all of them: an unset `PubkeyAcceptedAlgorithms` keeps russh's choice
+/// (the server's best RSA hash, `ssh-rsa` for a server that names none).
+const PUBKEYS: &[&str] = &[
+    "ssh-ed25519-cert-v01@openssh.com",
+    "ecdsa-sha2-nistp256-cert-v01@openssh.com",
+    "ecdsa-sha2-nistp384-cert-v01@openssh.com",
+    "ecdsa-sha2-nistp521-cert-v01@openssh.com",
+    "rsa-sha2-512-cert-v01@openssh.com",
+    "rsa-sha2-256-cert-v01@openssh.com",
+    "ssh-rsa-cert-v01@openssh.com",
+    "ssh-ed25519",
+    "ecdsa-sha2-nistp256",
+    "ecdsa-sha2-nistp384",
+    "ecdsa-sha2-nistp521",
+    "rsa-sha2-512",
+    "rsa-sha2-256",
+    "ssh-rsa",
+];
+const CERT_SUFFIX: &str = "-cert-v01@openssh.com";
 
 /// Names OpenSSH 9.x accepts (`ssh -Q cipher|mac|kex|HostKeyAlgorithms`, 9.2 plus 9.9's
 /// mlkem768x25519-sha256), so that a typo is told apart from an algorithm russh lacks.
@@ -144,6 +168,7 @@ impl Category {
             Category::Macs => "MAC",
             Category::Kex => "key exchange algorithm",
             Category::HostKeys => "host key algorithm",
+            Category::Pubkeys => "public key signature algorithm",
         }
     }
 
@@ -154,6 +179,7 @@ impl Category {
             Category::Macs => "mac",
             Category::Kex => "kex",
             Category::HostKeys => "HostKeyAlgorithms",
+            Category::Pubkeys => "PubkeyAcceptedAlgorithms",
         }
     }
 
@@ -162,7 +188,8 @@ impl Category {
             Category::Ciphers => OPENSSH_CIPHERS,
             Category::Macs => OPENSSH_MACS,
             Category::Kex => OPENSSH_KEX,
-            Category::HostKeys => OPENSSH_HOST_KEYS,
+            // `ssh -Q PubkeyAcceptedAlgorithms` lists the same names.
+            Category::HostKeys | Category::Pubkeys => OPENSSH_HOST_KEYS,
         }
     }
 
@@ -173,6 +200,7 @@ impl Category {
             Category::Macs => mac::ALL_MAC_ALGORITHMS.iter().map(|n| n.as_ref()).collect(),
             Category::Kex => kex::ALL_KEX_ALGORITHMS.iter().map(|n| n.as_ref()).collect(),
             Category::HostKeys => HOST_KEYS.to_vec(),
+            Category::Pubkeys => PUBKEYS.to_vec(),
         };
         names.into_iter().filter(|n| !matches!(*n, "none" | "clear")).collect()
     }
@@ -189,7 +217,17 @@ impl Category {
                 .filter(|n| !is_kex_extension(n))
                 .collect(),
             Category::HostKeys => HOST_KEYS.to_vec(),
+            Category::Pubkeys => PUBKEYS.to_vec(),
         }
+    }
+}
+
+/// The SSH name of an RSA signature with `hash` (`None`: SHA-1).
+fn rsa_signature(hash: Option<HashAlg>) -> &'static str {
+    match hash {
+        Some(HashAlg::Sha512) => "rsa-sha2-512",
+        Some(HashAlg::Sha256) => "rsa-sha2-256",
+        _ => "ssh-rsa",
     }
 }
 
@@ -261,6 +299,7 @@ pub struct Algorithms {
     pub(super) macs: Option<Vec<&'static str>>,
     pub(super) kex: Option<Vec<&'static str>>,
     pub(super) host_keys: Option<Vec<&'static str>>,
+    pub(super) pubkeys: Option<Vec<&'static str>>,
 }
 
 impl Algorithms {
@@ -271,9 +310,34 @@ impl Algorithms {
             Category::Macs => &mut self.macs,
             Category::Kex => &mut self.kex,
             Category::HostKeys => &mut self.host_keys,
+            Category::Pubkeys => &mut self.pubkeys,
         };
         if slot.is_none() {
             *slot = Some(list.to_vec());
+        }
+    }
+
+    /// Whether a key (or certificate, with `certificate`) of `key` may sign in under
+    /// `PubkeyAcceptedAlgorithms`, and with which RSA hash; `None` if the list excludes it.
+    /// `server_rsa` is russh's choice from the server's list (`None`: `ssh-rsa`, or unknown),
+    /// kept when it is accepted or no list was given; otherwise the first accepted of SHA-512,
+    /// SHA-256 and SHA-1, as ssh tries them. The hash means nothing for other key types.
+    pub fn pubkey_signature(
+        &self,
+        key: &Algorithm,
+        certificate: bool,
+        server_rsa: Option<HashAlg>,
+    ) -> Option<Option<HashAlg>> {
+        let Some(list) = &self.pubkeys else { return Some(server_rsa) };
+        let accepted = |name: &str| {
+            list.iter()
+                .any(|n| if certificate { n.strip_suffix(CERT_SUFFIX) == Some(name) } else { *n == name })
+        };
+        match key {
+            Algorithm::Rsa { .. } => [server_rsa, Some(HashAlg::Sha512), Some(HashAlg::Sha256), None]
+                .into_iter()
+                .find(|hash| accepted(rsa_signature(*hash))),
+            other => accepted(other.as_str()).then_some(None),
         }
     }
 
@@ -326,12 +390,64 @@ mod tests {
 
     #[test]
     fn every_default_is_implemented_and_accepted_by_parse() {
-        for category in [Category::Ciphers, Category::Macs, Category::Kex, Category::HostKeys] {
+        for category in
+            [Category::Ciphers, Category::Macs, Category::Kex, Category::HostKeys, Category::Pubkeys]
+        {
             let implemented = category.implemented();
             for name in category.default_list() {
                 assert!(implemented.contains(&name), "{name} is not in russh's {category:?}");
                 assert_eq!(parse(category, name), Ok((vec![name], Vec::new())));
             }
         }
+    }
+
+    fn pubkeys(value: &str) -> Algorithms {
+        let (list, _) = parse(Category::Pubkeys, value).expect("valid list");
+        Algorithms { pubkeys: Some(list), ..Algorithms::default() }
+    }
+
+    const RSA: Algorithm = Algorithm::Rsa { hash: None };
+
+    #[test]
+    fn without_a_pubkey_list_russhs_rsa_choice_and_every_key_type_stand() {
+        let none = Algorithms::default();
+        assert_eq!(none.pubkey_signature(&RSA, false, None), Some(None));
+        assert_eq!(none.pubkey_signature(&RSA, false, Some(HashAlg::Sha256)), Some(Some(HashAlg::Sha256)));
+        assert_eq!(none.pubkey_signature(&Algorithm::Ed25519, true, None), Some(None));
+        // `+ssh-rsa`, the usual line for an old jump host, keeps everything.
+        let plus = pubkeys("+ssh-rsa");
+        assert_eq!(plus.pubkey_signature(&RSA, false, None), Some(None));
+        assert_eq!(plus.pubkey_signature(&Algorithm::Ed25519, false, None), Some(None));
+    }
+
+    #[test]
+    fn a_pubkey_list_picks_the_rsa_hash_and_excludes_key_types() {
+        let sha256 = pubkeys("rsa-sha2-256,ssh-ed25519");
+        assert_eq!(sha256.pubkey_signature(&RSA, false, Some(HashAlg::Sha512)), Some(Some(HashAlg::Sha256)));
+        assert_eq!(sha256.pubkey_signature(&RSA, false, None), Some(Some(HashAlg::Sha256)));
+        assert_eq!(sha256.pubkey_signature(&Algorithm::Ed25519, false, None), Some(None));
+        let ecdsa = Algorithm::Ecdsa { curve: russh::keys::ssh_key::EcdsaCurve::NistP256 };
+        assert_eq!(sha256.pubkey_signature(&ecdsa, false, None), None);
+        // Certificates are named on their own.
+        assert_eq!(sha256.pubkey_signature(&Algorithm::Ed25519, true, None), None);
+        let certs = pubkeys("ssh-ed25519-cert-v01@openssh.com");
+        assert_eq!(certs.pubkey_signature(&Algorithm::Ed25519, true, None), Some(None));
+        assert_eq!(certs.pubkey_signature(&Algorithm::Ed25519, false, None), None);
+        // No SHA-1 unless asked for.
+        let no_sha1 = pubkeys("-ssh-rsa*");
+        assert_eq!(no_sha1.pubkey_signature(&RSA, false, None), Some(Some(HashAlg::Sha512)));
+        assert_eq!(pubkeys("ssh-rsa").pubkey_signature(&RSA, false, Some(HashAlg::Sha512)), Some(None));
+    }
+
+    #[test]
+    fn pubkey_names_ssh_knows_but_russh_lacks_are_skipped_and_typos_refused() {
+        let (list, skipped) = parse(Category::Pubkeys, "sk-ssh-ed25519@openssh.com,ssh-ed25519").unwrap();
+        assert_eq!((list, skipped), (vec!["ssh-ed25519"], vec!["sk-ssh-ed25519@openssh.com".to_owned()]));
+        let err = parse(Category::Pubkeys, "rsa-sha2-384").unwrap_err();
+        assert!(
+            err.contains("unknown public key signature algorithm")
+                && err.contains("PubkeyAcceptedAlgorithms"),
+            "{err}"
+        );
     }
 }

@@ -76,6 +76,9 @@ const TABLE: &[(&str, Kind)] = &[
     ("MACs", Kind::Apply(Key::Algorithms(Category::Macs))),
     ("KexAlgorithms", Kind::Apply(Key::Algorithms(Category::Kex))),
     ("HostKeyAlgorithms", Kind::Apply(Key::Algorithms(Category::HostKeys))),
+    ("PubkeyAcceptedAlgorithms", Kind::Apply(Key::Algorithms(Category::Pubkeys))),
+    // Its name before OpenSSH 8.5.
+    ("PubkeyAcceptedKeyTypes", Kind::Apply(Key::Algorithms(Category::Pubkeys))),
     // Interactive sessions, forwarding, multiplexing, logging: a tunnel does none of it.
     ("AddKeysToAgent", Kind::Ignore),
     ("BatchMode", Kind::Ignore),
@@ -177,8 +180,6 @@ const TABLE: &[(&str, Kind)] = &[
     ),
     ("PKCS11Provider", Kind::RefuseUnless(&["none"], "kharon uses keys from the agent and key files only")),
     ("ProxyUseFdpass", Kind::RefuseUnless(&["no", "false"], "kharon reads the ProxyCommand's stdout")),
-    ("PubkeyAcceptedAlgorithms", Kind::Refuse(ALGORITHMS)),
-    ("PubkeyAcceptedKeyTypes", Kind::Refuse(ALGORITHMS)),
     (
         "PubkeyAuthentication",
         Kind::RefuseUnless(

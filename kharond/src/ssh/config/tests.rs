@@ -528,12 +528,12 @@ fn match_is_refused_with_file_and_line() {
 
 #[test]
 fn unsupported_option_is_refused_naming_it_even_in_an_unused_block() {
-    let home = home(&[(".ssh/config", "Host old-router\n  PubkeyAcceptedAlgorithms ssh-rsa\n")]);
+    let home = home(&[(".ssh/config", "Host old-router\n  CASignatureAlgorithms ssh-ed25519\n")]);
     assert_eq!(
         load_error(&home),
         format!(
-            "{}: PubkeyAcceptedAlgorithms is not supported: kharon negotiates algorithms with its SSH library's \
-             defaults; remove it, or name PubkeyAcceptedAlgorithms in IgnoreUnknown (before this line) to have \
+            "{}: CASignatureAlgorithms is not supported: kharon negotiates algorithms with its SSH library's \
+             defaults; remove it, or name CASignatureAlgorithms in IgnoreUnknown (before this line) to have \
              kharon skip it",
             at(&home, 2)
         )
