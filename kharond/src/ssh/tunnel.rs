@@ -110,19 +110,11 @@ async fn pump(
     chain: Arc<Dialled>,
 ) {
     let mut tx = Some(tx);
-    // Set once the tunnel is gone and the server's CLOSE is worth waiting for.
-    let mut close_by: Option<tokio::time::Instant> = None;
-    loop {
+    // Whether the server's CLOSE is worth waiting for (see "Who closes").
+    let wait_for_close = loop {
         let msg = tokio::select! {
-            eof_sent = &mut dropped, if close_by.is_none() => {
-                // `tx` is gone once the server sent EOF.
-                if eof_sent.unwrap_or(false) && tx.is_none() {
-                    close_by = Some(tokio::time::Instant::now() + CLOSE_WAIT);
-                    continue;
-                }
-                break;
-            }
-            () = sleep_until(close_by) => break,
+            // `tx` is gone once the server sent EOF.
+            eof_sent = &mut dropped => break eof_sent.unwrap_or(false) && tx.is_none(),
             msg = read_half.wait() => msg,
         };
         match msg {
@@ -132,12 +124,12 @@ async fn pump(
                 let Some(sender) = &tx else { continue };
                 let data = match sender.try_send(data) {
                     Ok(()) => continue,
-                    Err(mpsc::error::TrySendError::Closed(_)) => break,
+                    Err(mpsc::error::TrySendError::Closed(_)) => break false,
                     Err(mpsc::error::TrySendError::Full(data)) => data,
                 };
                 match tokio::time::timeout(GRACE, sender.send(data)).await {
                     Ok(Ok(())) => {}
-                    Ok(Err(_)) => break,
+                    Ok(Err(_)) => break false,
                     Err(_) => {
                         let why = format!(
                             "the client read nothing for {GRACE:?} with {BUFFER_PACKETS} packets waiting; \
@@ -147,7 +139,7 @@ async fn pump(
                         if let Ok(mut s) = stalled.lock() {
                             *s = Some(why);
                         }
-                        break;
+                        break false;
                     }
                 }
             }
@@ -155,19 +147,18 @@ async fn pump(
             Some(ChannelMsg::Eof | ChannelMsg::Close) => tx = None,
             Some(_) => {}
         }
+    };
+    if wait_for_close {
+        // Still taking messages meanwhile; russh drops the channel once it has answered the CLOSE.
+        let drained = async { while read_half.wait().await.is_some() {} };
+        if tokio::time::timeout(CLOSE_WAIT, drained).await.is_ok() {
+            return;
+        }
     }
     // Dropping the read half makes russh discard this channel's data instead of waiting for it.
     drop(read_half);
     chain.note_abandoned();
     let _ = write_half.close().await;
-}
-
-/// Never completes without a deadline.
-async fn sleep_until(deadline: Option<tokio::time::Instant>) {
-    match deadline {
-        Some(at) => tokio::time::sleep_until(at).await,
-        None => std::future::pending().await,
-    }
 }
 
 impl Drop for Tunnel {
