@@ -272,6 +272,11 @@ impl Pool {
         self.chains.lock().unwrap_or_else(std::sync::PoisonError::into_inner)
     }
 
+    /// Every slot, with the map's lock already released (see `# Concurrency`).
+    fn slots(&self) -> Vec<Arc<Slot>> {
+        self.chains().values().cloned().collect()
+    }
+
     /// Re-reads the ssh config; sessions whose chain did not change stay up, changed chains are
     /// dialled anew on next use. On error the old config stays in force.
     pub fn reload(&self) -> Result<(), Error> {
@@ -423,7 +428,7 @@ impl Pool {
     /// `limit`; chains not connected are left out. A live check for `Status`: a frozen jump host
     /// shows here before keepalive gives up on it.
     pub async fn round_trips(&self, limit: Duration) -> HashMap<String, Result<Duration, String>> {
-        let slots: Vec<Arc<Slot>> = self.chains().values().cloned().collect();
+        let slots = self.slots();
         let live = slots.iter().filter_map(|slot| {
             let chain = slot.lock().live.as_ref().map(|live| live.chain.clone())?;
             Some((slot.jumphost.clone(), chain))
@@ -433,7 +438,7 @@ impl Pool {
     }
 
     pub fn status(&self) -> Vec<ChainHealth> {
-        let slots: Vec<Arc<Slot>> = self.chains().values().cloned().collect();
+        let slots = self.slots();
         let mut out: Vec<ChainHealth> = slots
             .iter()
             .map(|slot| {
@@ -546,7 +551,7 @@ fn spawn_probe(slot: &Arc<Slot>, id: u64, chain: Arc<Dialled>, why: &'static str
 async fn watch_wakeups(pool: Weak<Pool>, mut wakeups: keepalive::Wakeups) {
     while wakeups.changed().await.is_ok() {
         let Some(pool) = pool.upgrade() else { return };
-        let slots: Vec<Arc<Slot>> = pool.chains().values().cloned().collect();
+        let slots = pool.slots();
         drop(pool);
         for slot in slots {
             let live = {

@@ -57,10 +57,10 @@ const HOST_KEYS: &[&str] = &[
     "ssh-rsa",
 ];
 
-/// The signature algorithms russh can sign in with, certificates first as in OpenSSH's default.
-/// kharon's default is all of them: an unset `PubkeyAcceptedAlgorithms` keeps russh's choice
-/// (the server's best RSA hash, `ssh-rsa` for a server that names none).
-const PUBKEYS: &[&str] = &[
+/// The certificate signature algorithms russh can sign in with. With [`HOST_KEYS`] after them
+/// they are kharon's `PubkeyAcceptedAlgorithms`, in OpenSSH's order: all it can use, so an unset
+/// option keeps russh's choice (the server's best RSA hash, `ssh-rsa` for a server naming none).
+const PUBKEY_CERTS: &[&str] = &[
     "ssh-ed25519-cert-v01@openssh.com",
     "ecdsa-sha2-nistp256-cert-v01@openssh.com",
     "ecdsa-sha2-nistp384-cert-v01@openssh.com",
@@ -68,13 +68,6 @@ const PUBKEYS: &[&str] = &[
     "rsa-sha2-512-cert-v01@openssh.com",
     "rsa-sha2-256-cert-v01@openssh.com",
     "ssh-rsa-cert-v01@openssh.com",
-    "ssh-ed25519",
-    "ecdsa-sha2-nistp256",
-    "ecdsa-sha2-nistp384",
-    "ecdsa-sha2-nistp521",
-    "rsa-sha2-512",
-    "rsa-sha2-256",
-    "ssh-rsa",
 ];
 const CERT_SUFFIX: &str = "-cert-v01@openssh.com";
 
@@ -200,7 +193,7 @@ impl Category {
             Category::Macs => mac::ALL_MAC_ALGORITHMS.iter().map(|n| n.as_ref()).collect(),
             Category::Kex => kex::ALL_KEX_ALGORITHMS.iter().map(|n| n.as_ref()).collect(),
             Category::HostKeys => HOST_KEYS.to_vec(),
-            Category::Pubkeys => PUBKEYS.to_vec(),
+            Category::Pubkeys => pubkeys(),
         };
         names.into_iter().filter(|n| !matches!(*n, "none" | "clear")).collect()
     }
@@ -217,9 +210,13 @@ impl Category {
                 .filter(|n| !is_kex_extension(n))
                 .collect(),
             Category::HostKeys => HOST_KEYS.to_vec(),
-            Category::Pubkeys => PUBKEYS.to_vec(),
+            Category::Pubkeys => pubkeys(),
         }
     }
+}
+
+fn pubkeys() -> Vec<&'static str> {
+    PUBKEY_CERTS.iter().chain(HOST_KEYS).copied().collect()
 }
 
 /// The SSH name of an RSA signature with `hash` (`None`: SHA-1).
@@ -235,8 +232,8 @@ fn is_kex_extension(name: &str) -> bool {
     name.starts_with("ext-info-") || name.starts_with("kex-strict-")
 }
 
-/// One `Ciphers`/`MACs`/`KexAlgorithms`/`HostKeyAlgorithms` value applied to kharon's default:
-/// the resulting list, and the names skipped because russh lacks them.
+/// One algorithm-list value (see the module doc) applied to kharon's default: the resulting
+/// list, and the names skipped because russh lacks them.
 pub(super) fn parse(category: Category, value: &str) -> Result<(Vec<&'static str>, Vec<String>), String> {
     let (op, list) = match value.as_bytes().first() {
         Some(b'+') => (Op::Append, &value[1..]),
