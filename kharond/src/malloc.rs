@@ -11,8 +11,8 @@
 //! CPU per GiB: default 0.51 s; trim at 1 MiB 0.54 s (too small: still trims every window);
 //! 2 MiB 0.44 s; 4 MiB 0.43 s; 8 MiB 0.46 s; `ssh -D` 0.42 s. This code in a later run, 8 runs:
 //! 0.48 s against 0.51 s (`ssh -D` 0.44 s), and the page faults were gone from the profile. RSS
-//! after two 1 GiB transfers went from 11–13 to 13–15 MB. mimalloc and jemalloc as global allocators saved as much CPU but started at
-//! 20 MB and 11 MB and ended at 30 MB and 19 MB.
+//! after two 1 GiB transfers went from 11–13 to 13–15 MB. mimalloc and jemalloc as global
+//! allocators saved as much CPU but started at 20 MB and 11 MB and ended at 30 MB and 19 MB.
 //!
 //! Setting the trim threshold also freezes glibc's mmap threshold, which would otherwise grow
 //! past the relay's 256 KiB buffers after the first connection; so it is set to where it would

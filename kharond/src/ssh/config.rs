@@ -39,16 +39,15 @@
 //!
 //! # What is refused, ignored or applied
 //! `keyword` has the full table. In short: `Match` and options that would change how kharon
-//! connects or which host keys it trusts (the algorithm lists kharon does not apply, such as
-//! CASignatureAlgorithms; BindAddress, AddressFamily other
-//! than `any`, CanonicalizeHostname, KnownHostsCommand, RevokedHostKeys, HostbasedAuthentication
-//! yes, PubkeyAuthentication no, ProxyUseFdpass yes, PKCS11Provider, ...) are errors at load,
-//! with file:line, whether or not a jump host uses them; unknown keywords too. Naming such an
-//! option in `IgnoreUnknown` (above it) tells kharon to skip it; `ssh` is unaffected, since
-//! for ssh IgnoreUnknown only concerns keywords it does not know. Interactive-only options
-//! (forwarding, multiplexing, logging, ...) are ignored with a debug log. `Ciphers`, `MACs`,
-//! `KexAlgorithms`, `HostKeyAlgorithms` and `PubkeyAcceptedAlgorithms` are applied as far as
-//! russh implements them (`algorithms`).
+//! connects or which host keys it trusts (CASignatureAlgorithms, BindAddress, AddressFamily
+//! other than `any`, CanonicalizeHostname, KnownHostsCommand, RevokedHostKeys,
+//! HostbasedAuthentication yes, PubkeyAuthentication no, ProxyUseFdpass yes, PKCS11Provider, ...)
+//! are errors at load, with file:line, whether or not a jump host uses them; unknown keywords
+//! too. Naming such an option in `IgnoreUnknown` (above it) tells kharon to skip it; `ssh` is
+//! unaffected, since for ssh IgnoreUnknown only concerns keywords it does not know.
+//! Interactive-only options (forwarding, multiplexing, logging, ...) are ignored with a debug log.
+//! `Ciphers`, `MACs`, `KexAlgorithms`, `HostKeyAlgorithms` and `PubkeyAcceptedAlgorithms` are
+//! applied as far as russh implements them (`algorithms`).
 
 mod algorithms;
 mod expand;

@@ -46,7 +46,8 @@ pub(super) enum Kind {
     Refuse(&'static str),
 }
 
-const ALGORITHMS: &str = "kharon negotiates algorithms with its SSH library's defaults";
+const CA_SIGNATURES: &str = "kharon does not negotiate host certificates, whose CA signatures it restricts";
+const PUBLIC_KEY_ONLY: &str = "kharon authenticates by public key only";
 const BIND: &str = "kharon dials from the default source address";
 const HOST_KEYS: &str = "kharon checks host keys only against known_hosts files";
 
@@ -165,14 +166,11 @@ const TABLE: &[(&str, Kind)] = &[
     ("BindAddress", Kind::Refuse(BIND)),
     ("BindInterface", Kind::Refuse(BIND)),
     ("CanonicalizeHostname", Kind::RefuseUnless(&["no", "false"], "kharon does not canonicalize host names")),
-    ("CASignatureAlgorithms", Kind::Refuse(ALGORITHMS)),
+    ("CASignatureAlgorithms", Kind::Refuse(CA_SIGNATURES)),
     ("DSAAuthentication", Kind::RefuseUnless(&["yes", "true"], "kharon always authenticates by public key")),
-    ("HostbasedAcceptedAlgorithms", Kind::Refuse(ALGORITHMS)),
-    (
-        "HostbasedAuthentication",
-        Kind::RefuseUnless(&["no", "false"], "kharon authenticates by public key only"),
-    ),
-    ("HostbasedKeyTypes", Kind::Refuse(ALGORITHMS)),
+    ("HostbasedAcceptedAlgorithms", Kind::Refuse(PUBLIC_KEY_ONLY)),
+    ("HostbasedAuthentication", Kind::RefuseUnless(&["no", "false"], PUBLIC_KEY_ONLY)),
+    ("HostbasedKeyTypes", Kind::Refuse(PUBLIC_KEY_ONLY)),
     ("KnownHostsCommand", Kind::RefuseUnless(&["none"], HOST_KEYS)),
     (
         "NoHostAuthenticationForLocalhost",

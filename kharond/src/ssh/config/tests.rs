@@ -532,8 +532,8 @@ fn unsupported_option_is_refused_naming_it_even_in_an_unused_block() {
     assert_eq!(
         load_error(&home),
         format!(
-            "{}: CASignatureAlgorithms is not supported: kharon negotiates algorithms with its SSH library's \
-             defaults; remove it, or name CASignatureAlgorithms in IgnoreUnknown (before this line) to have \
+            "{}: CASignatureAlgorithms is not supported: kharon does not negotiate host certificates, whose CA \
+             signatures it restricts; remove it, or name CASignatureAlgorithms in IgnoreUnknown (before this line) to have \
              kharon skip it",
             at(&home, 2)
         )
