@@ -38,12 +38,18 @@ fn sshd_closed_first(log: &str) -> Vec<bool> {
     finished
 }
 
-/// One request the target answers and then closes first (`Connection: close`); read to the end.
-fn request_closed_by_target(lab: &Lab) -> String {
+/// A routed connection to the target that has sent `request`.
+fn send(lab: &Lab, request: &[u8]) -> std::net::TcpStream {
     let (code, _, mut stream) = lab.socks_connect(lab.target.port());
     assert_eq!(code, 0, "SOCKS reply:\n{}", lab.daemon().log());
     stream.set_read_timeout(Some(Duration::from_secs(10))).unwrap();
-    stream.write_all(b"GET /hello HTTP/1.1\r\nHost: t\r\nConnection: close\r\n\r\n").unwrap();
+    stream.write_all(request).unwrap();
+    stream
+}
+
+/// One request the target answers and then closes first (`Connection: close`); read to the end.
+fn request_closed_by_target(lab: &Lab) -> String {
+    let mut stream = send(lab, b"GET /hello HTTP/1.1\r\nHost: t\r\nConnection: close\r\n\r\n");
     let mut response = String::new();
     stream.read_to_string(&mut response).expect("the response, then EOF");
     response
@@ -112,10 +118,7 @@ fn thousands_of_routed_connections_leave_the_daemons_memory_flat() {
 /// Starts a large download through kharond and resets the connection after the first bytes, as
 /// a client killed mid-transfer does: kharond has to close the channel first.
 fn abort_download(lab: &Lab) {
-    let (code, _, mut stream) = lab.socks_connect(lab.target.port());
-    assert_eq!(code, 0, "SOCKS reply:\n{}", lab.daemon().log());
-    stream.set_read_timeout(Some(Duration::from_secs(10))).unwrap();
-    stream.write_all(b"GET /bytes/100000000 HTTP/1.1\r\nHost: t\r\n\r\n").unwrap();
+    let mut stream = send(lab, b"GET /bytes/100000000 HTTP/1.1\r\nHost: t\r\n\r\n");
     let mut first = [0u8; 4096];
     assert!(stream.read(&mut first).unwrap() > 0, "no response");
     // SO_LINGER 0: close sends RST, not FIN.

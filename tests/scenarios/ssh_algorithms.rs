@@ -35,15 +35,22 @@ fn the_users_algorithm_lists_are_what_kharond_offers() {
     assert!(log.contains("No common Cipher algorithm"), "{log}");
     assert!(log.contains("aes256-gcm@openssh.com") && log.contains("aes128-ctr"), "{log}");
     // The daemon is still there, and the chain shows why it failed.
-    wait_until(Duration::from_secs(5), || lab.chain_status()["state"] == "failed");
-    let chain = lab.chain_status();
+    let chain = failed_chain(&lab);
     assert_eq!(chain["state"], "failed", "{chain}");
 
     // The user fixes the list (the way the hardening guides write it) and reloads.
-    lab.write_ssh_config(&LabOptions {
-        host_options: lists("chacha20-poly1305@openssh.com,aes256-gcm@openssh.com,aes128-ctr"),
-        ..Default::default()
-    });
+    reload_and_route(&lab, lists("chacha20-poly1305@openssh.com,aes256-gcm@openssh.com,aes128-ctr"));
+}
+
+/// The chain's status once it has failed (waited for, bounded).
+fn failed_chain(lab: &Lab) -> serde_json::Value {
+    wait_until(Duration::from_secs(5), || lab.chain_status()["state"] == "failed");
+    lab.chain_status()
+}
+
+/// Rewrites the user's Host blocks with `host_options`, reloads, and routes a request.
+fn reload_and_route(lab: &Lab, host_options: Vec<String>) {
+    lab.write_ssh_config(&LabOptions { host_options, ..Default::default() });
     let reload = kharonctl::run(&lab.env, &["reload"]);
     assert!(reload.success(), "{}", reload.stderr);
     assert_eq!(lab.hello().unwrap(), "hello from target");
@@ -73,19 +80,12 @@ fn pubkey_accepted_algorithms_decides_which_keys_may_sign_in() {
     lab.start_daemon();
     let (code, _, _) = lab.socks_connect(lab.target.port());
     assert_ne!(code, 0, "the only key is not an accepted type:\n{}", lab.daemon().log());
-    wait_until(Duration::from_secs(5), || lab.chain_status()["state"] == "failed");
-    let chain = lab.chain_status();
+    let chain = failed_chain(&lab);
     let error = chain["last_error"].as_str().unwrap_or_default();
     assert!(error.contains("its type is not in PubkeyAcceptedAlgorithms"), "{chain}");
     // sshd never saw a signature from it.
     assert!(!lab.hops[0].log().contains("Accepted publickey"), "{}", lab.hops[0].log());
 
     // `+ssh-rsa`, the usual line for an old jump host, keeps every other type.
-    lab.write_ssh_config(&LabOptions {
-        host_options: vec!["PubkeyAcceptedAlgorithms +ssh-rsa".to_owned()],
-        ..Default::default()
-    });
-    let reload = kharonctl::run(&lab.env, &["reload"]);
-    assert!(reload.success(), "{}", reload.stderr);
-    assert_eq!(lab.hello().unwrap(), "hello from target");
+    reload_and_route(&lab, vec!["PubkeyAcceptedAlgorithms +ssh-rsa".to_owned()]);
 }
