@@ -280,8 +280,10 @@ pub(super) fn parse(category: Category, value: &str) -> Result<(Vec<&'static str
         }
     }
     if unique.is_empty() {
+        // Say which of the user's names were dropped, or the list looks merely rejected.
+        let lacks = if skipped.is_empty() { String::new() } else { format!(", not {}", skipped.join(",")) };
         return Err(format!(
-            "leaves no {} that kharon implements; it has {}",
+            "leaves no {} that kharon implements; it has {}{lacks}",
             category.what(),
             implemented.join(",")
         ));
