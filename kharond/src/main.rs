@@ -5,7 +5,9 @@
 //! # Layout
 //! - [`daemon`]: runs listener, control server and signals; the only file that knows them all.
 //! - [`listener`]: accept loop, connection limit, drain. [`connection`]: the per-client spine.
-//! - [`socks`]: SOCKS5 handshake and replies. [`dial`]: direct or via a jump host.
+//! - [`proxy`]: which protocol a client speaks, one handshake deadline, the protocol-independent
+//!   request and its answer. [`socks`]: the SOCKS5 handshake and replies.
+//!   [`dial`]: direct or via a jump host.
 //!   [`relay`]: moving bytes (splice, large-buffer copy).
 //! - [`state`]: routing table snapshot, SSH pool, counters. [`inventory`]: loading the routing data.
 //! - [`http`] + [`pac`]: `GET /proxy.pac` on the SOCKS port.
@@ -22,6 +24,7 @@ mod inventory;
 mod listener;
 mod malloc;
 mod pac;
+mod proxy;
 mod relay;
 mod socks;
 mod ssh;
@@ -115,8 +118,8 @@ fn main() -> ExitCode {
 }
 
 /// Logs go to stderr; under systemd (JOURNAL_STREAM set) without timestamps or colours, since the
-/// journal adds its own. fast-socks5 logs client passwords at debug, so it is capped at info
-/// whatever RUST_LOG says (house rule: no secret is ever logged).
+/// journal adds its own. fast-socks5 (no longer used) logged client passwords at debug, so it is
+/// capped at info.
 fn init_logging(verbose: u8) {
     let default = match verbose {
         0 => "info",
