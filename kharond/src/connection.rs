@@ -15,10 +15,9 @@ use std::net::SocketAddr;
 use std::sync::Arc;
 use std::time::Instant;
 
-use tokio::time::Instant as Deadline;
-
 use kharon_shared::routing::{Route, Via};
 use tokio::net::TcpStream;
+use tokio::time::Instant as Deadline;
 use tracing::{debug, info};
 
 use crate::dial::{self, Upstream};
@@ -31,6 +30,7 @@ use crate::state::State;
 /// span; they never reach the accept loop.
 pub async fn serve(state: Arc<State>, stream: TcpStream, peer: SocketAddr) {
     let _ = stream.set_nodelay(true);
+    // Taken once, at accept: the whole handshake, whatever its protocol, shares it.
     let timeout = state.proxy.handshake_timeout;
     let deadline = Deadline::now() + timeout;
     let request = match proxy::accept(stream, state.proxy.auth.as_ref(), deadline, timeout).await {
