@@ -1,6 +1,6 @@
 //! RFC 1929 username/password on the SOCKS port: every bad attempt gets status failure and a
 //! close, real curl gets through with the right credentials, and no log line ever carries a
-//! password, good or wrong, whatever RUST_LOG asks for.
+//! password, good or wrong, whatever RUST_LOG asks for (nor colour codes, off a terminal).
 
 use std::process::Command;
 use std::time::Duration;
@@ -90,6 +90,8 @@ fn no_password_reaches_the_log_at_any_level() {
         assert!(wait_until(Duration::from_secs(10), || refusals() >= 2), "{rust_log}:\n{}", daemon.log());
         let log = daemon.log();
         assert!(log.contains("TRACE"), "{rust_log}:\n{log}");
+        // stderr is a pipe here, not a terminal: no colour codes (issue 16 item 10).
+        assert!(!log.contains('\x1b'), "{rust_log}: ANSI escapes in a log that is not a terminal");
         for secret in [PASSWORD, WRONG] {
             assert!(!log.contains(secret), "{rust_log}: {secret} logged:\n{log}");
         }
