@@ -1,10 +1,11 @@
 //! The spine of one client connection, top to bottom:
 //!
 //! ```text
-//! socks::handshake   greeting, optional auth, request, under a deadline  → Target
+//! proxy::accept      protocol, greeting, optional auth, request, one deadline → Request (Target)
+//!                    (or the PAC request, with what is left of the deadline)
 //! routing lookup     the current table snapshot                          → Route (direct | jumphost)
 //! dial               direct TCP, or a channel from the chain's last hop  → Upstream
-//! socks reply        success, or the reply code of the failure
+//! reply              success, or the failure                             (Request::succeed | fail)
 //! relay              splice / large-buffer copy both ways, half-close honoured → Transfer
 //! ```
 //!
@@ -16,37 +17,37 @@ use std::time::Instant;
 
 use kharon_shared::routing::{Route, Via};
 use tokio::net::TcpStream;
+use tokio::time::Instant as Deadline;
 use tracing::{debug, info};
 
 use crate::dial::{self, Upstream};
 use crate::http;
+use crate::proxy::{self, Accepted, Failure, Target};
 use crate::relay;
-use crate::socks::{self, Target};
 use crate::state::State;
 
 /// Serves one accepted client until its connection ends. Errors end here, in the client's own
 /// span; they never reach the accept loop.
 pub async fn serve(state: Arc<State>, stream: TcpStream, peer: SocketAddr) {
     let _ = stream.set_nodelay(true);
-    // A browser fetching the PAC file speaks HTTP on this same port.
-    let mut first = [0u8; 1];
-    if let Ok(Ok(1)) = tokio::time::timeout(state.proxy.handshake_timeout, stream.peek(&mut first)).await
-        && http::looks_like_http(first[0])
-    {
-        if let Err(e) = http::serve(&state, stream, state.proxy.handshake_timeout).await {
-            debug!(client.addr = %peer, "PAC request failed: {e}");
-        }
-        return;
-    }
-    let request =
-        match socks::handshake(stream, state.proxy.auth.as_ref(), state.proxy.handshake_timeout).await {
-            Ok(request) => request,
-            Err(e) => {
-                state.stats.failed();
-                debug!(client.addr = %peer, "handshake failed: {e}");
-                return;
+    // Taken once, at accept: the whole handshake, whatever its protocol, shares it.
+    let timeout = state.proxy.handshake_timeout;
+    let deadline = Deadline::now() + timeout;
+    let request = match proxy::accept(stream, state.proxy.auth.as_ref(), deadline, timeout).await {
+        Ok(Accepted::Proxy(request)) => request,
+        Ok(Accepted::Http(stream)) => {
+            let left = deadline.saturating_duration_since(Deadline::now());
+            if let Err(e) = http::serve(&state, stream, left).await {
+                debug!(client.addr = %peer, "PAC request failed: {e}");
             }
-        };
+            return;
+        }
+        Err(e) => {
+            state.stats.failed();
+            debug!(client.addr = %peer, "handshake failed: {e}");
+            return;
+        }
+    };
     let target = request.target.clone();
 
     // One table snapshot per connection: a reload in the middle changes nothing for it.
@@ -71,7 +72,6 @@ pub async fn serve(state: Arc<State>, stream: TcpStream, peer: SocketAddr) {
         Ok(upstream) => upstream,
         Err(e) => {
             state.stats.failed();
-            let code = socks::reply_code(e.kind());
             match path {
                 // A routed failure is something the user can act on (dead jump host, ssh config).
                 Via::Jumphost => {
@@ -81,7 +81,7 @@ pub async fn serve(state: Arc<State>, stream: TcpStream, peer: SocketAddr) {
                     debug!(client.addr = %peer, %target, via = path.as_str(), "cannot connect: {e}")
                 }
             }
-            request.reply_error(code).await;
+            request.fail(Failure::from(e.kind())).await;
             return;
         }
     };
@@ -91,7 +91,7 @@ pub async fn serve(state: Arc<State>, stream: TcpStream, peer: SocketAddr) {
         Upstream::Tcp(tcp) => tcp.local_addr().unwrap_or(SocketAddr::from(([0, 0, 0, 0], 0))),
         Upstream::Tunnel(_) => SocketAddr::from(([0, 0, 0, 0], 0)),
     };
-    let mut client = match request.reply_success(bound).await {
+    let mut client = match request.succeed(bound).await {
         Ok(client) => client,
         Err(e) => {
             debug!(client.addr = %peer, %target, "client left before the reply: {e}");

@@ -111,8 +111,8 @@ fn chain_status(health: ssh::ChainHealth, probe: Option<Result<Duration, String>
 /// Runs one endpoint check through the path a client would take.
 async fn check(state: &State, endpoint: &crate::inventory::Endpoint, route: Option<String>) -> pb::TestEvent {
     let target = match endpoint.host.parse::<std::net::IpAddr>() {
-        Ok(ip) => crate::socks::Target::Ip(std::net::SocketAddr::new(ip, endpoint.port)),
-        Err(_) => crate::socks::Target::Name(endpoint.host.to_ascii_lowercase(), endpoint.port),
+        Ok(ip) => crate::proxy::Target::Ip(std::net::SocketAddr::new(ip, endpoint.port)),
+        Err(_) => crate::proxy::Target::Name(endpoint.host.to_ascii_lowercase(), endpoint.port),
     };
     let timeout = state.proxy.connect_timeout;
     let started = std::time::Instant::now();

@@ -9,7 +9,7 @@ use std::time::Duration;
 
 use tokio::net::TcpStream;
 
-use crate::socks::Target;
+use crate::proxy::Target;
 use crate::ssh;
 
 /// An open connection to the target.

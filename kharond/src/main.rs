@@ -5,11 +5,14 @@
 //! # Layout
 //! - [`daemon`]: runs listener, control server and signals; the only file that knows them all.
 //! - [`listener`]: accept loop, connection limit, drain. [`connection`]: the per-client spine.
-//! - [`socks`]: SOCKS5 handshake and replies. [`dial`]: direct or via a jump host.
+//! - [`proxy`]: which protocol a client speaks, one handshake deadline, the protocol-independent
+//!   request and its answer. [`socks`]: the SOCKS5 handshake and replies.
+//!   [`dial`]: direct or via a jump host.
 //!   [`relay`]: moving bytes (splice, large-buffer copy).
 //! - [`state`]: routing table snapshot, SSH pool, counters. [`inventory`]: loading the routing data.
 //! - [`http`] + [`pac`]: `GET /proxy.pac` on the SOCKS port.
 //! - [`activation`]: listeners passed by systemd. [`malloc`]: allocator settings for the data path.
+//! - [`logging`]: stderr log, RUST_LOG, and the cap on targets that could log secrets.
 //! - [`control`]: the gRPC control API. [`ssh`]: the SSH engine.
 
 mod activation;
@@ -20,8 +23,10 @@ mod dial;
 mod http;
 mod inventory;
 mod listener;
+mod logging;
 mod malloc;
 mod pac;
+mod proxy;
 mod relay;
 mod socks;
 mod ssh;
@@ -35,7 +40,6 @@ use std::sync::Arc;
 use anyhow::Context as _;
 use clap::Parser;
 use kharon_shared::config::{Config, Overrides};
-use tracing_subscriber::EnvFilter;
 
 /// Exit codes; listed in `--help`.
 mod exit {
@@ -96,7 +100,7 @@ fn fail(code: u8) -> impl FnOnce(anyhow::Error) -> Failure {
 
 fn main() -> ExitCode {
     let cli = Cli::parse();
-    init_logging(cli.verbose);
+    logging::init(cli.verbose);
     malloc::tune();
     let runtime = match tokio::runtime::Builder::new_multi_thread().enable_all().build() {
         Ok(rt) => rt,
@@ -111,29 +115,6 @@ fn main() -> ExitCode {
             eprintln!("kharond: {error:#}");
             ExitCode::from(code)
         }
-    }
-}
-
-/// Logs go to stderr; under systemd (JOURNAL_STREAM set) without timestamps or colours, since the
-/// journal adds its own. fast-socks5 logs client passwords at debug, so it is capped at info
-/// whatever RUST_LOG says (house rule: no secret is ever logged).
-fn init_logging(verbose: u8) {
-    let default = match verbose {
-        0 => "info",
-        1 => "info,kharond=debug",
-        _ => "debug",
-    };
-    let filter = EnvFilter::try_from_default_env().unwrap_or_else(|_| EnvFilter::new(default));
-    let filter = match "fast_socks5=info".parse() {
-        Ok(directive) => filter.add_directive(directive),
-        Err(_) => filter,
-    };
-    let journald = std::env::var_os("JOURNAL_STREAM").is_some();
-    let builder = tracing_subscriber::fmt().with_env_filter(filter).with_writer(std::io::stderr);
-    if journald {
-        builder.without_time().with_ansi(false).with_target(false).init();
-    } else {
-        builder.init();
     }
 }
 

@@ -10,6 +10,8 @@ mod jumphost;
 mod kubeconfig;
 mod login;
 mod service;
+mod socks_auth;
+mod socks_deadline;
 mod socks_malformed;
 mod ssh_algorithms;
 mod ssh_faults;

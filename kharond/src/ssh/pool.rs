@@ -18,7 +18,7 @@
 //! While a chain is in backoff, requests fail at once with the last error; the first request after
 //! the backoff window dials again.
 //!
-//! # Error mapping (what the SOCKS client sees, via `socks::reply_code`)
+//! # Error mapping (what the client sees, via `proxy::Failure::from`)
 //! - the target refused by the last hop (`ConnectFailed` with "Connection refused") →
 //!   `ConnectionRefused`; any other `ConnectFailed` (no such name, no route) → `HostUnreachable`;
 //! - `AdministrativelyProhibited` (sshd `PermitOpen`, `AllowTcpForwarding no`) → `PermissionDenied`;
