@@ -43,8 +43,9 @@ pub struct LoadedTable {
     /// API endpoints (cluster id, host, port) for `Test`, in cluster id order.
     pub endpoints: Vec<Endpoint>,
     /// The PAC file for this table, rendered on the first request (it needs the bound listen
-    /// address, which a table loaded at start does not know yet) and then served as is.
-    pub pac: std::sync::OnceLock<String>,
+    /// address, which a table loaded at start does not know yet); every answer then writes from
+    /// this one buffer, never from a copy.
+    pub pac: std::sync::OnceLock<bytes::Bytes>,
 }
 
 /// Where a cluster's API server listens, from `openshiftApiURL` / `talosApiURL`.

@@ -5,9 +5,11 @@
 //! - [`Env`]: temp HOME and XDG dirs, passed to child processes (never set in the test process).
 //! - [`kharond`]: starts the built daemon and learns its ports. [`kharonctl`]: runs the CLI.
 //! - [`servers`]: HTTP targets on loopback. [`inventory`]: Lieutenant `/clusters` JSON builders.
+//! - [`chromium`]: a real headless browser, for what only a browser does (PAC, origins).
 //! - [`wait_until`]: the only way to wait: a bounded poll of a real condition.
 
 pub mod agent;
+pub mod chromium;
 pub mod inventory;
 pub mod kharonctl;
 pub mod kharond;

@@ -1,8 +1,9 @@
 //! Targets on loopback: a small HTTP/1.1 server (one thread per connection) that serves
 //! deterministic payloads of any size, so transfers can be checked byte for byte.
 //!
-//! - `GET /hello` → `hello from NAME`
+//! - `GET /hello` → `hello from NAME` (text/plain)
 //! - `GET /bytes/N` → N bytes of [`pattern`]
+//! - `GET /page` → the HTML given to [`HttpServer::with_page`] (a web site a browser visits)
 //! - anything else → 404
 
 use std::io::{BufRead, BufReader, Write};
@@ -31,6 +32,12 @@ impl HttpServer {
     }
 
     pub fn bind(name: &str, addr: &str) -> Self {
+        Self::with_page(name, addr, "")
+    }
+
+    /// A server on `addr` that also serves `html` as `text/html` at `/page`.
+    pub fn with_page(name: &str, addr: &str, html: &str) -> Self {
+        let page: Arc<str> = Arc::from(html);
         let listener = TcpListener::bind(addr).expect("bind http server");
         let addr = listener.local_addr().expect("addr");
         let requests = Arc::new(AtomicUsize::new(0));
@@ -42,8 +49,8 @@ impl HttpServer {
                     break;
                 }
                 let Ok(stream) = stream else { continue };
-                let (name, counter) = (name.clone(), Arc::clone(&counter));
-                std::thread::spawn(move || serve(stream, &name, &counter));
+                let (name, counter, page) = (name.clone(), Arc::clone(&counter), Arc::clone(&page));
+                std::thread::spawn(move || serve(stream, &name, &page, &counter));
             }
         });
         Self { addr, requests, stop }
@@ -70,7 +77,7 @@ impl Drop for HttpServer {
     }
 }
 
-fn serve(stream: TcpStream, name: &str, counter: &AtomicUsize) {
+fn serve(stream: TcpStream, name: &str, page: &str, counter: &AtomicUsize) {
     let Ok(read_half) = stream.try_clone() else { return };
     let mut reader = BufReader::new(read_half);
     let mut out = stream;
@@ -96,7 +103,10 @@ fn serve(stream: TcpStream, name: &str, counter: &AtomicUsize) {
         let path = request_line.split_whitespace().nth(1).unwrap_or("/").to_owned();
         let ok = if path == "/hello" {
             let body = format!("hello from {name}");
-            write_response(&mut out, 200, body.len() as u64, |w| w.write_all(body.as_bytes()))
+            // text/plain, so a browser shows it rather than downloading it.
+            write_typed(&mut out, 200, "text/plain", body.len() as u64, |w| w.write_all(body.as_bytes()))
+        } else if path == "/page" && !page.is_empty() {
+            write_typed(&mut out, 200, "text/html", page.len() as u64, |w| w.write_all(page.as_bytes()))
         } else if let Some(n) = path.strip_prefix("/bytes/").and_then(|n| n.parse::<u64>().ok()) {
             write_response(&mut out, 200, n, |w| {
                 let mut sent = 0u64;
@@ -126,10 +136,20 @@ fn write_response(
     len: u64,
     body: impl FnOnce(&mut TcpStream) -> std::io::Result<()>,
 ) -> std::io::Result<()> {
+    write_typed(out, status, "application/octet-stream", len, body)
+}
+
+fn write_typed(
+    out: &mut TcpStream,
+    status: u16,
+    content_type: &str,
+    len: u64,
+    body: impl FnOnce(&mut TcpStream) -> std::io::Result<()>,
+) -> std::io::Result<()> {
     let reason = if status == 200 { "OK" } else { "Not Found" };
     write!(
         out,
-        "HTTP/1.1 {status} {reason}\r\nContent-Length: {len}\r\nContent-Type: application/octet-stream\r\n\r\n"
+        "HTTP/1.1 {status} {reason}\r\nContent-Length: {len}\r\nContent-Type: {content_type}\r\n\r\n"
     )?;
     body(out)?;
     out.flush()

@@ -80,13 +80,6 @@ fn when_the_target_closes_first_the_last_jump_host_also_closes_the_channel_first
     assert_eq!(lab.hello().unwrap(), "hello from target");
 }
 
-/// Resident memory of a process, in KiB.
-fn rss_kib(pid: u32) -> u64 {
-    let status = std::fs::read_to_string(format!("/proc/{pid}/status")).expect("/proc status");
-    let line = status.lines().find(|l| l.starts_with("VmRSS:")).expect("VmRSS line");
-    line.split_whitespace().nth(1).and_then(|n| n.parse().ok()).expect("VmRSS value")
-}
-
 /// russh 0.65 keeps a channel's queue forever when the CLOSE it answers crossed ours (its map
 /// entry is only removed for an open channel): ~3.7 KiB per routed connection, 80 MB after
 /// 20,000, in a daemon meant to run for weeks.
@@ -96,15 +89,14 @@ fn thousands_of_routed_connections_leave_the_daemons_memory_flat() {
     const MEASURED: usize = 6000;
     let mut lab = Lab::new(LabOptions { hops: 2, ..Default::default() });
     lab.start_daemon();
-    let pid = lab.daemon().pid();
     for _ in 0..WARM {
         request_closed_by_target(&lab);
     }
-    let before = rss_kib(pid);
+    let before = lab.daemon().rss_kib();
     for _ in 0..MEASURED {
         request_closed_by_target(&lab);
     }
-    let grown = rss_kib(pid).saturating_sub(before);
+    let grown = lab.daemon().rss_kib().saturating_sub(before);
     // Measured: 10 MiB with that leak, 2 MiB with the one in chain.rs `Handler::answer`, under
     // 0.3 MiB without either.
     assert!(grown < 1000, "RSS grew by {grown} KiB over {MEASURED} connections (from {before} KiB)");

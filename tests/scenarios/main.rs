@@ -9,6 +9,7 @@ mod host_keys;
 mod jumphost;
 mod kubeconfig;
 mod login;
+mod pac;
 mod service;
 mod socks_auth;
 mod socks_deadline;
