@@ -796,3 +796,137 @@ fn bad_algorithm_lists_are_errors_with_file_and_line() {
     let everything_removed = home(&[(".ssh/config", "Host a\n  HostKeyAlgorithms -*\n")]);
     assert!(load_error(&everything_removed).contains("leaves no host key algorithm"));
 }
+
+// ---- hostile input (issue 14) ---------------------------------------------------------------
+
+/// The message of a ProxyCommand token refused at `line` of the config.
+fn refused_token(home: &TempDir, line: usize, alias: &str, token: &str, value: &str, why: &str) -> String {
+    format!(
+        "{}: ProxyCommand for {alias}: %{token} would be {value:?}, but {why}, so kharon does not run the \
+         command; fix the name where it comes from (HostName, User, a ProxyJump entry or the cluster's jumphost)",
+        at(home, line)
+    )
+}
+
+#[test]
+fn a_proxy_command_never_gets_shell_syntax_from_a_host_name() {
+    // The reproduction of issue 14: the jump host name (from the inventory) matched a wildcard
+    // block, and `%h` put `$(...)` into the command that `sh -c` runs.
+    let config = "Host *.jump.test\n  ProxyCommand /bin/echo %h\n";
+    let home = home(&[(".ssh/config", config)]);
+    let config = load(&home).unwrap();
+    let evil = "$(touch /tmp/x).jump.test";
+    assert_eq!(
+        config.chain(evil).unwrap_err().to_string(),
+        refused_token(&home, 2, &format!("{evil:?}"), "h", evil, "a host name must not contain '$'")
+    );
+    for (alias, bad) in [
+        ("a`id`.jump.test", '`'),
+        ("a;id.jump.test", ';'),
+        ("a|id.jump.test", '|'),
+        ("a&id.jump.test", '&'),
+        ("a>x.jump.test", '>'),
+        ("a\\x.jump.test", '\\'),
+        ("a'x.jump.test", '\''),
+        ("a\"x.jump.test", '"'),
+        ("a{x}.jump.test", '{'),
+        ("a,x.jump.test", ','),
+        ("a x.jump.test", ' '),
+        ("a\nx.jump.test", '\n'),
+        ("a\u{7f}x.jump.test", '\u{7f}'),
+    ] {
+        let err = config.chain(alias).unwrap_err().to_string();
+        assert!(err.contains(&format!("a host name must not contain {bad:?}")), "{alias:?}: {err}");
+        assert!(err.starts_with(&at(&home, 2)), "{err}");
+        assert!(!err.contains('\n'), "the value is escaped: {err}");
+    }
+    let err = config.chain("-oProxyCommand=x.jump.test").unwrap_err().to_string();
+    assert!(err.contains("a host name must not start with '-'"), "{err}");
+    // Plain names, IPv6 and the tokens that are always safe still work.
+    assert_eq!(
+        config.chain("db-1_a.jump.test").unwrap().hops[0].transport,
+        Transport::Command("/bin/echo db-1_a.jump.test".into())
+    );
+}
+
+#[test]
+fn every_source_of_a_token_value_is_checked() {
+    // %h from HostName, %n from the alias, %r from User or a ProxyJump `user@`.
+    let config = "\
+Host from-hostname
+  HostName a;b
+  ProxyCommand nc %h %p
+Host *.alias.test
+  HostName safe.example
+  ProxyCommand nc %h %p # %n
+Host from-user
+  User x$(id)
+  ProxyCommand nc %h %p -u %r
+Host via-jump
+  ProxyJump y`id`@first,via-jump-2
+Host via-jump-2 first
+  ProxyCommand connect %r@%h %p
+Host via-dash
+  ProxyJump -oX,via-jump-2
+Host plain-user
+  ProxyJump first
+Host *
+  ProxyCommand nc %n %p
+";
+    let home = home(&[(".ssh/config", config)]);
+    let cfg = load(&home).unwrap();
+    let err = |alias: &str| cfg.chain(alias).unwrap_err().to_string();
+    assert_eq!(
+        err("from-hostname"),
+        refused_token(&home, 3, "from-hostname", "h", "a;b", "a host name must not contain ';'")
+    );
+    assert_eq!(
+        err("a(b).alias.test"),
+        refused_token(
+            &home,
+            6,
+            "\"a(b).alias.test\"",
+            "n",
+            "a(b).alias.test",
+            "a host name must not contain '('"
+        )
+    );
+    assert_eq!(
+        err("from-user"),
+        refused_token(&home, 9, "from-user", "r", "x$(id)", "a user name must not contain '$'")
+    );
+    assert_eq!(
+        err("via-jump"),
+        refused_token(&home, 13, "first", "r", "y`id`", "a user name must not contain '`'")
+    );
+    assert_eq!(
+        err("via-dash"),
+        refused_token(&home, 19, "-oX", "n", "-oX", "a host name must not start with '-'")
+    );
+    // A user name as OpenSSH allows it passes; the chain through `first` is unaffected.
+    assert_eq!(
+        cfg.chain("plain-user").unwrap().hops[0].transport,
+        Transport::Command("connect alice@first 22".into())
+    );
+}
+
+#[test]
+fn user_names_follow_openssh_valid_ruser() {
+    use super::expand::check_command_value as check;
+    for ok in ["alice", "a.b-c_d", "DOMAIN\\user", "first last", "x@corp"] {
+        assert_eq!(check('r', ok), Ok(()), "{ok:?}");
+    }
+    for (bad, why) in [
+        ("", "must not be empty"),
+        ("a -o", "must not have a '-' after whitespace"),
+        ("a\\", "must not end in '\\'"),
+        ("a;b", "must not contain ';'"),
+        ("$HOME", "must not contain '$'"),
+        ("a\u{0}b", "must not contain '\\0'"),
+        ("a\tb", "must not contain '\\t'"),
+    ] {
+        let err = check('r', bad).unwrap_err();
+        assert!(err.contains(why), "{bad:?}: {err}");
+    }
+    assert_eq!(check('p', "22"), Ok(()));
+}
