@@ -20,7 +20,8 @@ use std::path::{Path, PathBuf};
 
 /// The names of the facts kharon reads, so that no caller spells them by hand.
 pub mod fact {
-    /// Static: the ssh_config Host alias in front of the cluster; no fact → direct.
+    /// Static: the ssh_config Host alias in front of the cluster; no fact → direct. Checked by
+    /// [`super::check_jumphost`]: it reaches ssh_config `%h`/`%n` tokens and a `ProxyCommand`.
     pub const JUMPHOST: &str = "jumphost";
     /// Static: extra suffixes routed through the jumphost, comma-separated.
     pub const JUMPHOST_DOMAINS: &str = "jumphostDomains";
@@ -163,6 +164,19 @@ pub enum SuffixError {
     NoHost,
     #[error("it is not a string")]
     NotAString,
+    #[error("it starts with '-', which ssh would read as an option")]
+    LeadingDash,
+}
+
+/// A `jumphost` fact that kharon refuses to use as an ssh_config Host alias. The cluster then
+/// routes nothing: its value would reach ssh_config tokens (`%h`, `%n`) and so a `ProxyCommand`
+/// run by `sh -c`, and inventory data must never become a command.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("{} value {value:?} is not a valid ssh_config Host alias: {reason}", fact::JUMPHOST)]
+pub struct InvalidJumphost {
+    /// The fact's string, or the JSON of a non-string (`42`).
+    pub value: String,
+    pub reason: SuffixError,
 }
 
 impl Cluster {
@@ -177,9 +191,28 @@ impl Cluster {
         non_empty_str(self.dynamic_facts.get(key))
     }
 
-    /// The ssh_config Host alias in front of the cluster, if it has one.
+    /// The ssh_config Host alias in front of the cluster, if it has a valid one: an invalid
+    /// `jumphost` fact counts as none, so no caller can route through it by mistake.
+    /// [`Cluster::jumphost_fact`] says why a fact was refused.
     pub fn jumphost(&self) -> Option<&str> {
-        self.fact_str(fact::JUMPHOST)
+        self.jumphost_fact().ok().flatten()
+    }
+
+    /// The `jumphost` fact: `Ok(None)` when missing, `null` or blank (the cluster is direct),
+    /// an error when it is not a string or not a valid alias ([`check_jumphost`]).
+    pub fn jumphost_fact(&self) -> Result<Option<&str>, InvalidJumphost> {
+        let value = match self.facts.get(fact::JUMPHOST) {
+            None | Some(Value::Null) => return Ok(None),
+            Some(Value::String(s)) => s.trim(),
+            Some(other) => {
+                return Err(InvalidJumphost { value: other.to_string(), reason: SuffixError::NotAString });
+            }
+        };
+        if value.is_empty() {
+            return Ok(None);
+        }
+        check_jumphost(value).map_err(|reason| InvalidJumphost { value: value.to_owned(), reason })?;
+        Ok(Some(value))
     }
 
     /// `kharonIgnore` present with any value, even `""` or `false`: newer Go kharon drops the
@@ -318,6 +351,32 @@ fn url_host(value: &str) -> Result<String, SuffixError> {
         Some(url::Host::Domain(host)) => normalize_suffix(host),
         Some(url::Host::Ipv4(_) | url::Host::Ipv6(_)) => Err(SuffixError::IpLiteral),
         None => Err(SuffixError::NoHost),
+    }
+}
+
+/// Whether `alias` may name a cluster's jump host (an ssh_config Host alias).
+///
+/// OpenSSH's `valid_hostname` (ssh.c) refuses a leading `-` and a list of shell metacharacters,
+/// whitespace and control characters. This is stricter, an allow-list: ASCII letters, digits,
+/// `-`, `_` and `.`, not starting with `-`, at most [`MAX_NAME_LEN`] characters. Every alias in
+/// the example inventory, the test fixtures and real Lieutenant data (`acme-rma1-bastion`,
+/// `management4.rma1.bettersmarter.vshnmanaged.net`) fits; anything else (`%`, `/`, `:`, `@`,
+/// `$`, non-ASCII) has no business in a Host alias and, if it did reach a `ProxyCommand`, would
+/// be one more character to reason about. A deny-list has to be right about every character a
+/// shell treats specially; an allow-list only about the ones it lets through.
+pub fn check_jumphost(alias: &str) -> Result<(), SuffixError> {
+    if alias.is_empty() {
+        return Err(SuffixError::Empty);
+    }
+    if alias.len() > MAX_NAME_LEN {
+        return Err(SuffixError::TooLong(alias.len()));
+    }
+    if alias.starts_with('-') {
+        return Err(SuffixError::LeadingDash);
+    }
+    match alias.chars().find(|&c| !(c.is_ascii_alphanumeric() || matches!(c, '-' | '_' | '.'))) {
+        Some(bad) => Err(SuffixError::BadChar(bad)),
+        None => Ok(()),
     }
 }
 
@@ -502,6 +561,56 @@ mod tests {
     }
 
     #[test]
+    fn jumphost_is_a_plain_alias_or_refused() {
+        for ok in
+            ["bastion", "jump-1", "acme_rma1.bastion", "management4.rma1.bettersmarter.vshnmanaged.net", "J1"]
+        {
+            assert_eq!(check_jumphost(ok), Ok(()), "{ok}");
+        }
+        for (bad, why) in [
+            ("$(touch /tmp/x).jump.test", SuffixError::BadChar('$')),
+            ("a;b", SuffixError::BadChar(';')),
+            ("a b", SuffixError::BadChar(' ')),
+            ("a\tb", SuffixError::BadChar('\t')),
+            ("a\u{0}b", SuffixError::BadChar('\u{0}')),
+            ("user@host", SuffixError::BadChar('@')),
+            ("host:22", SuffixError::BadChar(':')),
+            ("%d", SuffixError::BadChar('%')),
+            ("jümp", SuffixError::BadChar('ü')),
+            ("-oProxyCommand=x", SuffixError::LeadingDash),
+            ("", SuffixError::Empty),
+        ] {
+            assert_eq!(check_jumphost(bad), Err(why), "{bad:?}");
+        }
+        assert_eq!(check_jumphost(&"a".repeat(254)), Err(SuffixError::TooLong(254)));
+        assert_eq!(check_jumphost(&"a".repeat(253)), Ok(()));
+    }
+
+    #[test]
+    fn an_invalid_jumphost_fact_counts_as_none_and_says_why() {
+        let c = cluster(json!({"id": "c", "facts": {"jumphost": " a|b ", "jumphostDomains": "x.example"}}));
+        assert_eq!(c.jumphost(), None);
+        assert_eq!(
+            c.jumphost_fact(),
+            Err(InvalidJumphost { value: "a|b".into(), reason: SuffixError::BadChar('|') })
+        );
+        assert_eq!(c.routing_facts(), RoutingFacts::default());
+        let c = cluster(json!({"id": "c", "facts": {"jumphost": 42}}));
+        assert_eq!(
+            c.jumphost_fact(),
+            Err(InvalidJumphost { value: "42".into(), reason: SuffixError::NotAString })
+        );
+        assert_eq!(
+            c.jumphost_fact().unwrap_err().to_string(),
+            r#"jumphost value "42" is not a valid ssh_config Host alias: it is not a string"#
+        );
+        for direct in [json!(null), json!("  ")] {
+            let c = cluster(json!({"id": "c", "facts": {"jumphost": direct}}));
+            assert_eq!(c.jumphost_fact(), Ok(None), "{direct}");
+        }
+    }
+
+    #[test]
     fn kharon_ignore_is_presence_only() {
         for value in [json!("true"), json!(""), json!(false), json!(null)] {
             let c = cluster(json!({"id": "c", "facts": {"kharonIgnore": value, "jumphost": "j",
@@ -631,6 +740,7 @@ mod tests {
         assert!(clusters.len() >= 5);
         for c in &clusters {
             assert!(c.routing_facts().invalid.is_empty(), "{}: {:?}", c.id, c.routing_facts().invalid);
+            assert!(c.jumphost_fact().is_ok(), "{}: {:?}", c.id, c.jumphost_fact());
         }
     }
 }

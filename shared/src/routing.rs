@@ -157,8 +157,8 @@ pub struct CompileReport {
     pub exclude_suffixes: usize,
     /// Sorted by suffix.
     pub conflicts: Vec<Conflict>,
-    /// Sentences for an operator, in cluster id order: bad fact values, clusters that route nothing,
-    /// exclusions without effect, duplicate cluster ids.
+    /// Sentences for an operator, in cluster id order: bad fact values (a refused `jumphost`
+    /// among them), clusters that route nothing, exclusions without effect, duplicate cluster ids.
     pub warnings: Vec<String>,
 }
 
@@ -282,7 +282,16 @@ impl RoutingTable {
                 report.clusters_ignored += 1;
                 continue;
             }
-            let Some(jumphost) = cluster.jumphost() else { continue };
+            let jumphost = match cluster.jumphost_fact() {
+                Ok(Some(jumphost)) => jumphost,
+                Ok(None) => continue,
+                Err(invalid) => {
+                    report
+                        .warnings
+                        .push(format!("cluster {}: {invalid}; the cluster routes nothing", cluster.id));
+                    continue;
+                }
+            };
             if let Some(candidate) = candidate(cluster, jumphost, &mut report.warnings) {
                 candidates.push(candidate);
             }

@@ -28,7 +28,7 @@ fn unknown_host_key_is_refused_with_fingerprint_and_a_working_record_command() {
     let error = refused_with(&lab);
     assert!(error.contains("is not known") && error.contains(&fingerprint(&lab, 0)), "{error}");
     let command = format!(
-        "ssh -F {} -o StrictHostKeyChecking=ask -p {} -l {} hop1 true",
+        "ssh -F {} -o StrictHostKeyChecking=ask -p {} -l {} -- hop1 true",
         lab.ssh_config.display(),
         lab.hops[0].port(),
         kharon_e2e::sshd::current_user()

@@ -6,6 +6,7 @@ mod clusters;
 mod control;
 mod direct;
 mod host_keys;
+mod hostile_input;
 mod jumphost;
 mod kubeconfig;
 mod login;

@@ -48,7 +48,8 @@ pub enum Error {
     #[error(
         "HOST KEY OF {name} HAS CHANGED: it now presents {fingerprint}, but {recorded} records another \
          {algorithm} key. This may be an attack (or the host was reinstalled); refusing. If the change is \
-         expected, remove the old key with `ssh-keygen -R {lookup}` (or edit {recorded})"
+         expected, remove the old key with `ssh-keygen -R {}` (or edit {recorded})",
+        shell_quote(lookup)
     )]
     Changed { name: String, lookup: String, fingerprint: String, algorithm: String, recorded: Box<Line> },
     #[error("host key of {name} ({fingerprint}) is marked @revoked at {recorded}; refusing")]
@@ -161,9 +162,10 @@ pub fn lookup_name(hop: &Hop) -> String {
 
 /// An `ssh` command that reaches the same hop through the same ssh_config (so through the same
 /// chain) and asks the user to confirm the key, which records it where kharond looks for it.
+/// `--` ends the options: whatever the alias is, a user who pastes this runs no option of it.
 fn record_command(hop: &Hop, ctx: &Context<'_>) -> String {
     format!(
-        "ssh -F {} -o StrictHostKeyChecking=ask -p {} -l {} {} true",
+        "ssh -F {} -o StrictHostKeyChecking=ask -p {} -l {} -- {} true",
         shell_quote(&ctx.ssh_config.display().to_string()),
         hop.port,
         shell_quote(&hop.user),

@@ -439,6 +439,42 @@ fn warnings_name_the_cluster_and_the_fact() {
     );
 }
 
+/// Issue 14: a `jumphost` fact reaches ssh_config `%h`/`%n` and so a `ProxyCommand` run by
+/// `sh -c`; a value that is not a plain alias must never get that far.
+#[test]
+fn a_hostile_or_non_string_jumphost_is_refused_and_reported() {
+    let table = RoutingTable::compile(&[
+        routed("c-evil", "$(touch /tmp/x).jump.test", "evil.example", ""),
+        routed("c-good", "jump-good", "good.example", ""),
+        routed("c-opt", "-oProxyCommand=id", "opt.example", ""),
+        cluster(json!({"id": "c-num", "facts": {"jumphost": 42, "jumphostDomains": "num.example"}})),
+        cluster(json!({"id": "c-obj", "facts": {"jumphost": {"a": 1}, "jumphostDomains": "obj.example"}})),
+        routed("c-tick", "a`id`", "tick.example", ""),
+        routed("c-nl", "jump\nx", "nl.example", ""),
+    ]);
+    assert_eq!(
+        table.report().warnings,
+        [
+            r#"cluster c-evil: jumphost value "$(touch /tmp/x).jump.test" is not a valid ssh_config Host alias: character '$' is not allowed (only letters, digits, '-', '_' and '.'); the cluster routes nothing"#,
+            r#"cluster c-nl: jumphost value "jump\nx" is not a valid ssh_config Host alias: character '\n' is not allowed (only letters, digits, '-', '_' and '.'); the cluster routes nothing"#,
+            r#"cluster c-num: jumphost value "42" is not a valid ssh_config Host alias: it is not a string; the cluster routes nothing"#,
+            r#"cluster c-obj: jumphost value "{\"a\":1}" is not a valid ssh_config Host alias: it is not a string; the cluster routes nothing"#,
+            r#"cluster c-opt: jumphost value "-oProxyCommand=id" is not a valid ssh_config Host alias: it starts with '-', which ssh would read as an option; the cluster routes nothing"#,
+            r#"cluster c-tick: jumphost value "a`id`" is not a valid ssh_config Host alias: character '`' is not allowed (only letters, digits, '-', '_' and '.'); the cluster routes nothing"#,
+        ]
+    );
+    assert_eq!(table.jumphosts(), ["jump-good"]);
+    assert_eq!(table.report().clusters_routed, 1);
+    check(
+        &table,
+        &[
+            ("api.evil.example", None, Rule::NoMatch),
+            ("api.num.example", None, Rule::NoMatch),
+            ("api.good.example", Some(("jump-good", "c-good", "good.example")), Rule::Include),
+        ],
+    );
+}
+
 #[test]
 fn non_string_dynamic_facts_are_ignored_gracefully() {
     let c = cluster(json!({"id": "c-1", "facts": {"jumphost": "j1", "distribution": "openshift4"},

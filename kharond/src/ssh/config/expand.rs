@@ -24,6 +24,73 @@ pub(super) fn percent(
     tokens: &str,
     value_of: &dyn Fn(char) -> String,
 ) -> Result<String, String> {
+    percent_checked(value, tokens, &|t| Ok(value_of(t)))
+}
+
+/// Expands a `ProxyCommand`, which `sh -c` will run: every value substituted for a token is
+/// checked first ([`check_command_value`]), so that a host or user name can never add shell
+/// syntax to the command. The config's own text is the user's and is taken as written.
+pub(super) fn command(raw: &str, value_of: &dyn Fn(char) -> String) -> Result<String, String> {
+    percent_checked(raw, COMMAND, &|t| {
+        let value = value_of(t);
+        check_command_value(t, &value)?;
+        Ok(value)
+    })
+}
+
+/// Whether `value` may replace token `%token` in a command line, by OpenSSH's rules for the
+/// host and user names ssh(1) takes from its command line (ssh.c `valid_hostname`,
+/// `valid_ruser`, added in 9.6 against the same injection): a host name (`%h`, `%n`) must not
+/// start with `-` or hold `'`, `` ` ``, `"`, `$`, `\`, `;`, `&`, `<`, `>`, `|`, `(`, `)`, `{`,
+/// `}`, `,`, whitespace or control characters; a user name (`%r`) must not be empty or hold
+/// `'`, `` ` ``, `"`, `;`, `&`, `<`, `>`, `|`, `(`, `)`, `{`, `}`, control characters, a `-`
+/// after whitespace or a trailing `\`. Stricter than ssh for users: `$` is refused too, since
+/// `sh` would expand `$VAR` and `${VAR}` and so change the command's words. `%p` is a number.
+pub(super) fn check_command_value(token: char, value: &str) -> Result<(), String> {
+    const HOST_META: &str = "'`\"$\\;&<>|(){},";
+    const USER_META: &str = "'`\";&<>|(){}$";
+    let refuse = |why: String| {
+        Err(format!(
+            "%{token} would be {value:?}, but {why}, so kharon does not run the command; fix the name where \
+             it comes from (HostName, User, a ProxyJump entry or the cluster's jumphost)"
+        ))
+    };
+    match token {
+        'h' | 'n' => {
+            if value.starts_with('-') {
+                return refuse("a host name must not start with '-'".to_owned());
+            }
+            if let Some(c) =
+                value.chars().find(|&c| HOST_META.contains(c) || c.is_whitespace() || c.is_control())
+            {
+                return refuse(format!("a host name must not contain {c:?}"));
+            }
+        }
+        'r' => {
+            if value.is_empty() {
+                return refuse("a user name must not be empty".to_owned());
+            }
+            if let Some(c) = value.chars().find(|&c| USER_META.contains(c) || c.is_control()) {
+                return refuse(format!("a user name must not contain {c:?}"));
+            }
+            let chars: Vec<char> = value.chars().collect();
+            if chars.windows(2).any(|w| w[0].is_whitespace() && w[1] == '-') {
+                return refuse("a user name must not have a '-' after whitespace".to_owned());
+            }
+            if value.ends_with('\\') {
+                return refuse("a user name must not end in '\\'".to_owned());
+            }
+        }
+        _ => {}
+    }
+    Ok(())
+}
+
+fn percent_checked(
+    value: &str,
+    tokens: &str,
+    value_of: &dyn Fn(char) -> Result<String, String>,
+) -> Result<String, String> {
     let mut out = String::with_capacity(value.len());
     let mut chars = value.chars();
     while let Some(c) = chars.next() {
@@ -33,7 +100,7 @@ pub(super) fn percent(
         }
         match chars.next() {
             Some('%') => out.push('%'),
-            Some(t) if tokens.contains(t) => out.push_str(&value_of(t)),
+            Some(t) if tokens.contains(t) => out.push_str(&value_of(t)?),
             Some(t) if tokens == PATH && NOT_IMPLEMENTED.contains(t) => {
                 return Err(format!("token %{t} is not supported by kharon"));
             }

@@ -198,7 +198,8 @@ const TABLE: &[(&str, Kind)] = &[
 
 /// Looks a keyword up case-insensitively, as OpenSSH does.
 pub(super) fn lookup(keyword: &str) -> Option<(&'static str, Kind)> {
-    if keyword.len() > 6 && keyword[..6].eq_ignore_ascii_case("gssapi") {
+    // `get`, not `[..6]`: a keyword is user text, and byte 6 may fall inside a character (`xÄÄÄ`).
+    if keyword.len() > 6 && keyword.get(..6).is_some_and(|prefix| prefix.eq_ignore_ascii_case("gssapi")) {
         // GSSAPIAuthentication, GSSAPIDelegateCredentials and the Debian GSSAPIKeyExchange family.
         return Some(("GSSAPI*", Kind::Ignore));
     }
@@ -214,6 +215,14 @@ mod tests {
         assert!(matches!(lookup("proxyjump"), Some(("ProxyJump", Kind::Apply(Key::ProxyJump)))));
         assert!(matches!(lookup("GSSAPIAuthentication"), Some((_, Kind::Ignore))));
         assert!(lookup("Frobnicate").is_none());
+    }
+
+    #[test]
+    fn non_ascii_keywords_are_unknown_not_a_panic() {
+        for keyword in ["ÄÄÄÄ", "xÄÄÄ", "GSSAP\u{e4}x", "gssapi", "\u{1f600}\u{1f600}", "ProxyJumpé"]
+        {
+            assert!(lookup(keyword).is_none(), "{keyword}");
+        }
     }
 
     #[test]

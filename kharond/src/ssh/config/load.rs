@@ -18,6 +18,15 @@ use super::lexer::{self, Line};
 use super::pattern;
 use super::{Error, Origin, StrictHostKeyChecking};
 
+/// How deep `Include`s may nest below the top-level file: OpenSSH's `READCONF_MAX_DEPTH`. Past
+/// it, ssh refuses the config; without a bound, a long chain of files would overflow the stack
+/// of a reload (and take the daemon down).
+const MAX_INCLUDE_DEPTH: usize = 16;
+
+/// The longest time an option may name: OpenSSH's `convtime` refuses more than `INT_MAX`
+/// seconds (68 years). It also keeps every `Instant + Duration` later on far from overflowing.
+const MAX_TIME_SECS: u64 = i32::MAX as u64;
+
 /// One `Host` pattern.
 #[derive(Debug, Clone)]
 pub(super) struct HostPattern {
@@ -356,6 +365,19 @@ impl Loader<'_> {
         if let Some(&index) = self.by_path.get(&canonical) {
             return Some(index);
         }
+        // The stack holds the top-level file and every file including this one: its length is
+        // the depth the new file would have.
+        if self.stack.len() > MAX_INCLUDE_DEPTH {
+            self.errors.push(Error::Invalid {
+                origin: origin.clone(),
+                message: format!(
+                    "Include of {} nests more than {MAX_INCLUDE_DEPTH} files deep (OpenSSH's limit); \
+                     include these files from a shallower level",
+                    path.display()
+                ),
+            });
+            return None;
+        }
         match std::fs::read(path) {
             Ok(bytes) => Some(self.file(path, &bytes)),
             Err(source) => {
@@ -430,6 +452,9 @@ fn time(name: &str, value: &str) -> Result<Duration, String> {
     } else if value.is_empty() {
         return Err(bad());
     }
+    if total > MAX_TIME_SECS {
+        return Err(format!("{name}: time {value:?} is longer than {MAX_TIME_SECS} seconds (68 years)"));
+    }
     Ok(Duration::from_secs(total))
 }
 
@@ -445,5 +470,19 @@ mod tests {
         assert_eq!(time("X", "2W"), Ok(Duration::from_secs(1_209_600)));
         assert_eq!(time("X", "5x"), Err("X: bad time \"5x\" (e.g. 30, 30s, 5m, 1h30m)".to_owned()));
         assert!(time("X", "s").is_err());
+    }
+
+    #[test]
+    fn time_stops_where_openssh_does() {
+        assert_eq!(time("X", "2147483647"), Ok(Duration::from_secs(2_147_483_647)));
+        assert_eq!(
+            time("X", "2147483648"),
+            Err("X: time \"2147483648\" is longer than 2147483647 seconds (68 years)".to_owned())
+        );
+        for huge in
+            ["99999999999999w", "18446744073709551615", "18446744073709551616", "9999999999999999999999"]
+        {
+            assert!(time("X", huge).is_err(), "{huge}");
+        }
     }
 }

@@ -259,9 +259,16 @@ impl SshConfig {
         command: Option<(&str, &Origin)>,
     ) -> Result<Hop, Error> {
         let alias = spec.host.clone();
+        // The alias may come from the inventory or a ProxyJump entry: quoted (and escaped) unless
+        // it is a plain name, so an odd one cannot garble the message or the log line.
+        let shown = if alias.chars().all(|c| c.is_ascii_alphanumeric() || "-_.:[]@".contains(c)) {
+            alias.clone()
+        } else {
+            format!("{alias:?}")
+        };
         let invalid = |origin: &Origin, option: &str, message: String| Error::Invalid {
             origin: origin.clone(),
-            message: format!("{option} for {alias}: {message}"),
+            message: format!("{option} for {shown}: {message}"),
         };
         // OpenSSH lowercases the final host name (the alias match itself is case-sensitive).
         let host_name = match options.host_name {
@@ -326,8 +333,7 @@ impl SshConfig {
         };
         let transport = match command {
             Some((raw, origin)) => Transport::Command(
-                expand::percent(raw, expand::COMMAND, &value_of)
-                    .map_err(|e| invalid(origin, "ProxyCommand", e))?,
+                expand::command(raw, &value_of).map_err(|e| invalid(origin, "ProxyCommand", e))?,
             ),
             None => Transport::Tcp,
         };

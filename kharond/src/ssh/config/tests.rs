@@ -796,3 +796,312 @@ fn bad_algorithm_lists_are_errors_with_file_and_line() {
     let everything_removed = home(&[(".ssh/config", "Host a\n  HostKeyAlgorithms -*\n")]);
     assert!(load_error(&everything_removed).contains("leaves no host key algorithm"));
 }
+
+// ---- hostile input (issue 14) ---------------------------------------------------------------
+
+/// The message of a ProxyCommand token refused at `line` of the config.
+fn refused_token(home: &TempDir, line: usize, alias: &str, token: &str, value: &str, why: &str) -> String {
+    format!(
+        "{}: ProxyCommand for {alias}: %{token} would be {value:?}, but {why}, so kharon does not run the \
+         command; fix the name where it comes from (HostName, User, a ProxyJump entry or the cluster's jumphost)",
+        at(home, line)
+    )
+}
+
+#[test]
+fn a_proxy_command_never_gets_shell_syntax_from_a_host_name() {
+    // The reproduction of issue 14: the jump host name (from the inventory) matched a wildcard
+    // block, and `%h` put `$(...)` into the command that `sh -c` runs.
+    let config = "Host *.jump.test\n  ProxyCommand /bin/echo %h\n";
+    let home = home(&[(".ssh/config", config)]);
+    let config = load(&home).unwrap();
+    let evil = "$(touch /tmp/x).jump.test";
+    assert_eq!(
+        config.chain(evil).unwrap_err().to_string(),
+        refused_token(&home, 2, &format!("{evil:?}"), "h", evil, "a host name must not contain '$'")
+    );
+    for (alias, bad) in [
+        ("a`id`.jump.test", '`'),
+        ("a;id.jump.test", ';'),
+        ("a|id.jump.test", '|'),
+        ("a&id.jump.test", '&'),
+        ("a>x.jump.test", '>'),
+        ("a\\x.jump.test", '\\'),
+        ("a'x.jump.test", '\''),
+        ("a\"x.jump.test", '"'),
+        ("a{x}.jump.test", '{'),
+        ("a,x.jump.test", ','),
+        ("a x.jump.test", ' '),
+        ("a\nx.jump.test", '\n'),
+        ("a\u{7f}x.jump.test", '\u{7f}'),
+    ] {
+        let err = config.chain(alias).unwrap_err().to_string();
+        assert!(err.contains(&format!("a host name must not contain {bad:?}")), "{alias:?}: {err}");
+        assert!(err.starts_with(&at(&home, 2)), "{err}");
+        assert!(!err.contains('\n'), "the value is escaped: {err}");
+    }
+    let err = config.chain("-oProxyCommand=x.jump.test").unwrap_err().to_string();
+    assert!(err.contains("a host name must not start with '-'"), "{err}");
+    // Plain names, IPv6 and the tokens that are always safe still work.
+    assert_eq!(
+        config.chain("db-1_a.jump.test").unwrap().hops[0].transport,
+        Transport::Command("/bin/echo db-1_a.jump.test".into())
+    );
+}
+
+#[test]
+fn every_source_of_a_token_value_is_checked() {
+    // %h from HostName, %n from the alias, %r from User or a ProxyJump `user@`.
+    let config = "\
+Host from-hostname
+  HostName a;b
+  ProxyCommand nc %h %p
+Host *.alias.test
+  HostName safe.example
+  ProxyCommand nc %h %p # %n
+Host from-user
+  User x$(id)
+  ProxyCommand nc %h %p -u %r
+Host via-jump
+  ProxyJump y`id`@first,via-jump-2
+Host via-jump-2 first
+  ProxyCommand connect %r@%h %p
+Host via-dash
+  ProxyJump -oX,via-jump-2
+Host plain-user
+  ProxyJump first
+Host *
+  ProxyCommand nc %n %p
+";
+    let home = home(&[(".ssh/config", config)]);
+    let cfg = load(&home).unwrap();
+    let err = |alias: &str| cfg.chain(alias).unwrap_err().to_string();
+    assert_eq!(
+        err("from-hostname"),
+        refused_token(&home, 3, "from-hostname", "h", "a;b", "a host name must not contain ';'")
+    );
+    assert_eq!(
+        err("a(b).alias.test"),
+        refused_token(
+            &home,
+            6,
+            "\"a(b).alias.test\"",
+            "n",
+            "a(b).alias.test",
+            "a host name must not contain '('"
+        )
+    );
+    assert_eq!(
+        err("from-user"),
+        refused_token(&home, 9, "from-user", "r", "x$(id)", "a user name must not contain '$'")
+    );
+    assert_eq!(
+        err("via-jump"),
+        refused_token(&home, 13, "first", "r", "y`id`", "a user name must not contain '`'")
+    );
+    assert_eq!(
+        err("via-dash"),
+        refused_token(&home, 19, "-oX", "n", "-oX", "a host name must not start with '-'")
+    );
+    // A user name as OpenSSH allows it passes; the chain through `first` is unaffected.
+    assert_eq!(
+        cfg.chain("plain-user").unwrap().hops[0].transport,
+        Transport::Command("connect alice@first 22".into())
+    );
+}
+
+#[test]
+fn user_names_follow_openssh_valid_ruser() {
+    use super::expand::check_command_value as check;
+    for ok in ["alice", "a.b-c_d", "DOMAIN\\user", "first last", "x@corp"] {
+        assert_eq!(check('r', ok), Ok(()), "{ok:?}");
+    }
+    for (bad, why) in [
+        ("", "must not be empty"),
+        ("a -o", "must not have a '-' after whitespace"),
+        ("a\\", "must not end in '\\'"),
+        ("a;b", "must not contain ';'"),
+        ("$HOME", "must not contain '$'"),
+        ("a\u{0}b", "must not contain '\\0'"),
+        ("a\tb", "must not contain '\\t'"),
+    ] {
+        let err = check('r', bad).unwrap_err();
+        assert!(err.contains(why), "{bad:?}: {err}");
+    }
+    assert_eq!(check('p', "22"), Ok(()));
+}
+
+#[test]
+fn a_non_ascii_option_name_is_an_unknown_option() {
+    // Byte 6 of `xÄÄÄ` falls inside the last `Ä`; `GSSAPIä` starts with the six bytes "GSSAPI",
+    // one of the GSSAPI options kharon ignores.
+    let home = home(&[(".ssh/config", "Host a\n  ÄÄÄÄ yes\n  xÄÄÄ yes\n  GSSAPIä yes\n")]);
+    let unknown = |line: usize, keyword: &str| {
+        format!(
+            "{}: unknown option {keyword:?}; fix the spelling, or name it in IgnoreUnknown (before this line)",
+            at(&home, line)
+        )
+    };
+    assert_eq!(load_error(&home), [unknown(2, "ÄÄÄÄ"), unknown(3, "xÄÄÄ")].join("\n"));
+}
+
+/// `.ssh/config` includes `d1`, `d1` includes `d2`, ... down to `d{depth}`.
+fn include_chain(depth: usize) -> TempDir {
+    let mut files = vec![(".ssh/config".to_owned(), "Include d1\nHost a\n".to_owned())];
+    for n in 1..=depth {
+        let next = if n < depth { format!("Include d{}\n", n + 1) } else { "Port 2222\n".to_owned() };
+        files.push((format!(".ssh/d{n}"), format!("# level {n}\n{next}")));
+    }
+    let files: Vec<(&str, &str)> = files.iter().map(|(p, t)| (p.as_str(), t.as_str())).collect();
+    home(&files)
+}
+
+#[test]
+fn includes_nest_as_deep_as_openssh_allows_and_no_deeper() {
+    let ok = include_chain(16);
+    assert_eq!(load(&ok).unwrap().chain("a").unwrap().hops[0].port, 2222);
+    let deep = include_chain(17);
+    assert_eq!(
+        load_error(&deep),
+        format!(
+            "{}:2: Include of {} nests more than 16 files deep (OpenSSH's limit); include these files from a \
+             shallower level",
+            deep.path().join(".ssh/d16").display(),
+            deep.path().join(".ssh/d17").display()
+        )
+    );
+    // A chain long enough to overflow the stack when followed to the end stops at the limit.
+    let very_deep = include_chain(5000);
+    let err = load_error(&very_deep);
+    assert!(
+        err.starts_with(&format!("{}:2: Include of ", very_deep.path().join(".ssh/d16").display())),
+        "{err}"
+    );
+    assert_eq!(load(&very_deep).unwrap_err().iter().count(), 1);
+}
+
+#[test]
+fn a_file_that_includes_itself_is_a_cycle() {
+    let home = home(&[(".ssh/config", "Host a\n  Include config\n")]);
+    let config = config_path(&home).canonicalize().unwrap();
+    assert_eq!(
+        load_error(&home),
+        format!(
+            "{}: Include cycle: {} -> {}; remove one of these Include lines",
+            at(&home, 2),
+            config.display(),
+            config.display()
+        )
+    );
+}
+
+#[test]
+fn absurd_numbers_are_errors_not_overflows() {
+    let home = home(&[(
+        ".ssh/config",
+        "Host a\n  Port 99999999999\n  ServerAliveInterval 99999999999999\n  ConnectTimeout 3000000000\n  \
+         ServerAliveCountMax 99999999999\n  ConnectTimeout 18446744073709551616\n  ServerAliveInterval 999999999999w\n",
+    )]);
+    assert_eq!(
+        load_error(&home),
+        [
+            format!("{}: Port: bad port \"99999999999\" (expected 1-65535)", at(&home, 2)),
+            format!(
+                "{}: ServerAliveInterval: time \"99999999999999\" is longer than 2147483647 seconds (68 years)",
+                at(&home, 3)
+            ),
+            format!(
+                "{}: ConnectTimeout: time \"3000000000\" is longer than 2147483647 seconds (68 years)",
+                at(&home, 4)
+            ),
+            format!("{}: ServerAliveCountMax: bad number \"99999999999\"", at(&home, 5)),
+            format!(
+                "{}: ConnectTimeout: bad time \"18446744073709551616\" (e.g. 30, 30s, 5m, 1h30m)",
+                at(&home, 6)
+            ),
+            format!(
+                "{}: ServerAliveInterval: time \"999999999999w\" is longer than 2147483647 seconds (68 years)",
+                at(&home, 7)
+            ),
+        ]
+        .join("\n")
+    );
+    // The largest accepted values can be added to a clock reading (russh arms its keepalive
+    // timer as `Instant::now() + interval`).
+    let max =
+        chain_of("Host a\n  ServerAliveInterval 2147483647\n  ConnectTimeout 2147483647\n", "a").unwrap();
+    let hop = &max.hops[0];
+    assert!(std::time::Instant::now().checked_add(hop.server_alive_interval).is_some());
+    assert!(tokio::time::Instant::now().checked_add(hop.connect_timeout.unwrap()).is_some());
+}
+
+mod arbitrary_text {
+    use proptest::prelude::*;
+
+    use super::{home, load};
+
+    const KEYWORDS: &[&str] = &[
+        "Host",
+        "HostName",
+        "User",
+        "Port",
+        "ProxyJump",
+        "ProxyCommand",
+        "IdentityFile",
+        "IdentityAgent",
+        "CertificateFile",
+        "IgnoreUnknown",
+        "ServerAliveInterval",
+        "ServerAliveCountMax",
+        "ConnectTimeout",
+        "StrictHostKeyChecking",
+        "UserKnownHostsFile",
+        "GlobalKnownHostsFile",
+        "HostKeyAlias",
+        "Ciphers",
+        "MACs",
+        "KexAlgorithms",
+        "HostKeyAlgorithms",
+        "PubkeyAcceptedAlgorithms",
+        "Match",
+        "IdentitiesOnly",
+        "GSSAPIAuthentication",
+        "AddressFamily",
+        "PubkeyAuthentication",
+    ];
+
+    /// A line: anything at all, or a known keyword with arbitrary values, or an Include whose
+    /// pattern stays inside the temporary HOME (no `/`, so no glob walks the real file system).
+    fn line() -> impl Strategy<Value = String> {
+        prop_oneof![
+            "\\PC{0,60}",
+            (
+                prop::sample::select(KEYWORDS),
+                prop::sample::select(vec![" ", "=", " = ", "\t"]),
+                "[ -~]{0,40}"
+            )
+                .prop_map(|(k, sep, v)| format!("{k}{sep}{v}")),
+            (prop::sample::select(KEYWORDS), "\\PC{0,30}").prop_map(|(k, v)| format!("  {k} {v}")),
+            "[a-z0-9*?.~!\\[\\]-]{0,12}".prop_map(|p| format!("Include {p}")),
+        ]
+    }
+
+    proptest! {
+        #![proptest_config(ProptestConfig { cases: 400, ..ProptestConfig::default() })]
+
+        #[test]
+        fn loading_and_resolving_never_panics(
+            lines in prop::collection::vec(line(), 0..24),
+            name in "\\PC{0,20}",
+        ) {
+            let text = lines.join("\n");
+            let home = home(&[(".ssh/config", text.as_str()), (".ssh/inc", text.as_str())]);
+            if let Ok(config) = load(&home) {
+                for alias in [name.as_str(), "a", "bastion", "x.jump.test", "$(id)"] {
+                    let _ = config.chain(alias);
+                }
+                let _ = config.hosts();
+            }
+        }
+    }
+}

@@ -135,9 +135,26 @@ fn unknown_key_error_shows_fingerprint_and_a_command_that_records_it() {
     let msg = check(&h, &plain(&k), &f.ctx()).unwrap_err().to_string();
     assert!(msg.contains(&k.fingerprint(HashAlg::Sha256).to_string()), "{msg}");
     assert!(
-        msg.contains("ssh -F /home/u/.ssh/config -o StrictHostKeyChecking=ask -p 2200 -l alice jump-b true"),
+        msg.contains(
+            "ssh -F /home/u/.ssh/config -o StrictHostKeyChecking=ask -p 2200 -l alice -- jump-b true"
+        ),
         "{msg}"
     );
+}
+
+/// Issue 14: a host name in a printed command must never be read as an option by `ssh`, nor as
+/// shell syntax by the shell the user pastes it into.
+#[test]
+fn suggested_commands_end_options_before_the_host_and_quote_it() {
+    let k = key();
+    let f = Fixture::new("");
+    let h = hop("-oProxyCommand=touch x", "10.0.0.2", 22, &f.file);
+    let msg = check(&h, &plain(&k), &f.ctx()).unwrap_err().to_string();
+    assert!(msg.contains("-l tester -- '-oProxyCommand=touch x' true`"), "{msg}");
+
+    let f = Fixture::new(&format!("[jump.example]:2022 {}\n", b64(&key())));
+    let msg = check(&hop("j", "jump.example", 2022, &f.file), &plain(&k), &f.ctx()).unwrap_err().to_string();
+    assert!(msg.contains("`ssh-keygen -R '[jump.example]:2022'`"), "{msg}");
 }
 
 #[test]
