@@ -1,6 +1,6 @@
 //! What every subcommand gets: the merged settings (`shared::config`) and how to reach the daemon.
 
-use kharon_shared::config::{Config, Overrides};
+use kharon_shared::config::{Config, Overrides, Source};
 
 use crate::daemon::{self, Daemon};
 
@@ -16,34 +16,37 @@ impl Context {
     pub async fn daemon(&self) -> Result<Daemon, daemon::Error> {
         Daemon::connect(&self.config.control_socket.value).await
     }
-}
 
-/// No Lieutenant URL in flags, environment or config file.
-#[derive(Debug, thiserror::Error)]
-#[error(
-    "no Lieutenant API URL configured; pass --lieutenant-url, set LIEUTENANT_URL (or commodore's \
-     COMMODORE_API_URL), or put lieutenant_url = \"https://…\" in {}",
-    config_file.display()
-)]
-pub struct NoLieutenantUrl {
-    config_file: std::path::PathBuf,
 }
 
 /// What the Lieutenant and login commands need beyond `Config`. The browser variables and
 /// commodore's cache location are other programs' conventions, so they are read here, at the edge.
 impl Context {
-    pub fn lieutenant_url(&self) -> Result<&str, NoLieutenantUrl> {
-        match &self.config.lieutenant_url {
-            Some(s) => Ok(&s.value),
-            None => Err(NoLieutenantUrl {
-                config_file: self
-                    .config
-                    .file
-                    .clone()
-                    .or_else(|| kharon_shared::paths::config_file().ok())
-                    .unwrap_or_else(|| "the config file".into()),
-            }),
+    /// The Lieutenant API URL: the configured one, else VSHN's production instance.
+    pub fn lieutenant_url(&self) -> &str {
+        &self.config.lieutenant_url.value
+    }
+
+    /// `e` (a failure talking to Lieutenant) plus, when nobody chose the URL, a line saying it is
+    /// only the default and how to pick another one: a user of another Lieutenant may not know
+    /// there is a default.
+    pub fn with_lieutenant_hint(&self, e: anyhow::Error) -> anyhow::Error {
+        let setting = &self.config.lieutenant_url;
+        if setting.source != Source::Default {
+            return e;
         }
+        let file = self
+            .config
+            .file
+            .clone()
+            .or_else(|| kharon_shared::paths::config_file().ok())
+            .unwrap_or_else(|| "the config file".into());
+        anyhow::anyhow!(
+            "{e:#}\n{} is the default Lieutenant; for another one pass --lieutenant-url, set \
+             LIEUTENANT_URL (or commodore's COMMODORE_API_URL), or put lieutenant_url = \"https://…\" in {}",
+            setting.value,
+            file.display()
+        )
     }
 
     pub fn oidc_overrides(&self) -> crate::oidc::Overrides {
@@ -65,3 +68,4 @@ impl Context {
         }
     }
 }
+

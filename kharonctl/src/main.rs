@@ -46,7 +46,7 @@ struct Cli {
     /// Config file (TOML) [env: KHARON_CONFIG]
     #[arg(long, global = true, value_name = "FILE")]
     config: Option<PathBuf>,
-    /// Lieutenant API URL [env: LIEUTENANT_URL, then COMMODORE_API_URL]
+    /// Lieutenant API URL [env: LIEUTENANT_URL, then COMMODORE_API_URL] [default: https://api.syn.vshn.net]
     #[arg(long, global = true, value_name = "URL")]
     lieutenant_url: Option<String>,
     /// OIDC client id, instead of the one Lieutenant announces [env: COMMODORE_OIDC_CLIENT]

@@ -39,7 +39,7 @@ pub struct Args {
 }
 
 pub async fn run(args: Args, ctx: &Context) -> anyhow::Result<ExitCode> {
-    let api_url = ctx.lieutenant_url()?.to_owned();
+    let api_url = ctx.lieutenant_url().to_owned();
     let cache_path = cache::path(&ctx.config.cache_dir.value);
     let previous = match cache::load(&cache_path) {
         Ok(envelope) => Some(envelope),
@@ -61,7 +61,7 @@ pub async fn run(args: Args, ctx: &Context) -> anyhow::Result<ExitCode> {
                 ),
                 None => format!("there is no inventory cache yet ({})", cache_path.display()),
             };
-            return Err(e.context(format!("update failed; {kept}")));
+            return Err(ctx.with_lieutenant_hint(e.context(format!("update failed; {kept}"))));
         }
     };
 
