@@ -7,7 +7,7 @@ use std::os::unix::fs::PermissionsExt;
 use kharon_e2e::kharonctl;
 use kharon_e2e::kharond::Kharond;
 use kharon_e2e::lieutenant::fixture;
-use kharon_e2e::{Env, oidc};
+use kharon_e2e::{Env, inventory, oidc};
 
 use crate::login::World;
 
@@ -73,6 +73,38 @@ fn update_writes_the_cache_and_the_running_daemon_reroutes_without_restart() {
     // Nothing new: said so.
     let out = world.ctl(&["update"]);
     assert!(out.stdout.contains("no changes since the last update"), "{}", out.stdout);
+}
+
+/// A kharond started on `--inventory FILE` ignores the cache: `update` must not claim it reloaded,
+/// but say which file it routes by, and leave its routing as it was.
+#[test]
+fn update_says_kharond_on_an_inventory_file_did_not_pick_up_the_cache() {
+    let _port = oidc::login_lock();
+    let world = World::start();
+    world.login();
+    let file = world.env.write(
+        "inventory.json",
+        &inventory::to_json(&[inventory::routed("c-file", "jump-file", "file.example")]),
+    );
+    let daemon = Kharond::start(&world.env, &["--inventory", file.to_str().unwrap()]);
+
+    let out = world.ctl(&["update"]);
+    assert!(out.success(), "{}\n{}", out.stdout, out.stderr);
+    assert!(out.stdout.contains("fetched 5 clusters"), "{}", out.stdout);
+    assert!(!out.stdout.contains("kharond reloaded"), "{}", out.stdout);
+    assert!(
+        out.stdout.contains(&format!(
+            "kharond (pid {}) routes by the inventory file {} (--inventory), not the cache: it did not \
+             pick up this update",
+            daemon.pid(),
+            file.display()
+        )),
+        "{}",
+        out.stdout
+    );
+    assert!(cache_file(&world.env).exists());
+    assert_eq!(route(&world.env, "api.file.example")["jumphost"], "jump-file");
+    assert_eq!(route(&world.env, "api.green.acme.example")["via"], "direct");
 }
 
 #[test]
