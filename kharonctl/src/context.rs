@@ -1,5 +1,7 @@
 //! What every subcommand gets: the merged settings (`shared::config`) and how to reach the daemon.
 
+use std::net::{IpAddr, Ipv4Addr, Ipv6Addr, SocketAddr};
+
 use kharon_shared::config::{Config, Overrides, Source};
 
 use crate::daemon::{self, Daemon};
@@ -17,6 +19,39 @@ impl Context {
         Daemon::connect(&self.config.control_socket.value).await
     }
 
+    /// The SOCKS address to hand to clients (a kubeconfig's `proxy-url`, the web login): where the
+    /// running kharond listens, which a flag or another config may have moved away from what this
+    /// process's settings say. When no daemon answers, the configured address, and a note on
+    /// stderr saying so.
+    pub async fn proxy_address(&self) -> SocketAddr {
+        let why = match self.daemon().await {
+            Ok(mut daemon) => match daemon.status().await {
+                Ok(status) => match status.listen_address.parse::<SocketAddr>() {
+                    Ok(addr) => return connectable(addr),
+                    Err(_) => {
+                        format!("kharond reports listen address {:?}, not IP:PORT", status.listen_address)
+                    }
+                },
+                Err(e) => e.to_string(),
+            },
+            Err(e) => e.to_string(),
+        };
+        let listen = &self.config.listen;
+        eprintln!(
+            "kharonctl: {why}; using the configured listen address {} ({})",
+            listen.value, listen.source
+        );
+        listen.value
+    }
+}
+
+/// A listener on all addresses (possible with SOCKS auth) is reached on loopback.
+fn connectable(addr: SocketAddr) -> SocketAddr {
+    match addr.ip() {
+        IpAddr::V4(ip) if ip.is_unspecified() => SocketAddr::new(Ipv4Addr::LOCALHOST.into(), addr.port()),
+        IpAddr::V6(ip) if ip.is_unspecified() => SocketAddr::new(Ipv6Addr::LOCALHOST.into(), addr.port()),
+        _ => addr,
+    }
 }
 
 /// What the Lieutenant and login commands need beyond `Config`. The browser variables and
@@ -69,3 +104,20 @@ impl Context {
     }
 }
 
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_wildcard_listener_is_reached_on_loopback() {
+        let cases = [
+            ("0.0.0.0:12000", "127.0.0.1:12000"),
+            ("[::]:12000", "[::1]:12000"),
+            ("127.0.0.2:1", "127.0.0.2:1"),
+            ("[::1]:5", "[::1]:5"),
+        ];
+        for (listen, want) in cases {
+            assert_eq!(connectable(listen.parse().unwrap()).to_string(), want, "{listen}");
+        }
+    }
+}
