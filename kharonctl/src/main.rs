@@ -72,7 +72,7 @@ enum Command {
     Reload(cmd::reload::Args),
     /// Show how a host would be routed and which rule decided
     Route(cmd::route::Args),
-    /// Check every cluster's API through its real path (jump host chain, TLS, /version)
+    /// Check every cluster's API, console and OAuth endpoint through its real path (jump host chain, TLS)
     Test(cmd::test::Args),
     /// Log in to Lieutenant (browser, or --device) and cache the tokens
     Login(cmd::login::Args),
