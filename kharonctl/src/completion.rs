@@ -18,8 +18,9 @@ pub const VAR: &str = "COMPLETE";
 /// The command name the scripts register completions for.
 pub const BIN: &str = "kharonctl";
 
-/// Cluster ids from the inventory cache, each with its display name as help. No cache yet (or an
-/// unreadable one) means no candidates, silently: a TAB must never print an error.
+/// Cluster ids from the inventory cache, each with its display name as help; clusters marked
+/// `kharonIgnore` are left out, as everywhere else. No cache yet (or an unreadable one) means no
+/// candidates, silently: a TAB must never print an error.
 pub fn cluster_candidates() -> Vec<CompletionCandidate> {
     let cache_dir = match Config::load(&Overrides::default()) {
         Ok(config) => config.cache_dir.value,
@@ -31,7 +32,8 @@ pub fn cluster_candidates() -> Vec<CompletionCandidate> {
     let Ok(envelope) = kharon_shared::cache::load(&kharon_shared::cache::path(&cache_dir)) else {
         return Vec::new();
     };
-    let mut clusters: Vec<_> = envelope.clusters.iter().filter(|c| !c.id.is_empty()).collect();
+    let mut clusters: Vec<_> =
+        envelope.clusters.iter().filter(|c| !c.id.is_empty() && !c.is_ignored()).collect();
     clusters.sort_by(|a, b| a.id.cmp(&b.id));
     clusters.dedup_by(|a, b| a.id == b.id);
     clusters

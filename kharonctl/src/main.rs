@@ -46,7 +46,7 @@ struct Cli {
     /// Config file (TOML) [env: KHARON_CONFIG]
     #[arg(long, global = true, value_name = "FILE")]
     config: Option<PathBuf>,
-    /// Lieutenant API URL [env: LIEUTENANT_URL, then COMMODORE_API_URL]
+    /// Lieutenant API URL [env: LIEUTENANT_URL, then COMMODORE_API_URL] [default: https://api.syn.vshn.net]
     #[arg(long, global = true, value_name = "URL")]
     lieutenant_url: Option<String>,
     /// OIDC client id, instead of the one Lieutenant announces [env: COMMODORE_OIDC_CLIENT]
@@ -72,7 +72,7 @@ enum Command {
     Reload(cmd::reload::Args),
     /// Show how a host would be routed and which rule decided
     Route(cmd::route::Args),
-    /// Check every cluster's API through its real path (jump host chain, TLS, /version)
+    /// Check every cluster's API, console and OAuth endpoint through its real path (jump host chain, TLS)
     Test(cmd::test::Args),
     /// Log in to Lieutenant (browser, or --device) and cache the tokens
     Login(cmd::login::Args),

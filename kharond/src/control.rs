@@ -1,6 +1,6 @@
-//! The control API (gRPC over the Unix socket): `Status`, `Reload`, `Route`. It converts between
-//! proto messages and daemon types and calls [`State`]; no business logic lives here. Only the
-//! user who runs the daemon may call it (peer credentials are checked on every request).
+//! The control API (gRPC over the Unix socket): `Status`, `Reload`, `Route`, `Test`. It converts
+//! between proto messages and daemon types and calls [`State`]; no business logic lives here. Only
+//! the user who runs the daemon may call it (peer credentials are checked on every request).
 
 use std::sync::Arc;
 use std::sync::atomic::Ordering;
@@ -108,11 +108,28 @@ fn chain_status(health: ssh::ChainHealth, probe: Option<Result<Duration, String>
     }
 }
 
-/// Runs one endpoint check through the path a client would take.
+/// Runs one endpoint check through the path a client would take; a malformed URL is reported
+/// without dialling anything.
 async fn check(state: &State, endpoint: &crate::inventory::Endpoint, route: Option<String>) -> pb::TestEvent {
-    let target = match endpoint.host.parse::<std::net::IpAddr>() {
-        Ok(ip) => crate::proxy::Target::Ip(std::net::SocketAddr::new(ip, endpoint.port)),
-        Err(_) => crate::proxy::Target::Name(endpoint.host.to_ascii_lowercase(), endpoint.port),
+    let mut event = pb::TestEvent {
+        cluster: endpoint.cluster.clone(),
+        path: route.clone().unwrap_or_else(|| "direct".to_owned()),
+        kind: endpoint.kind.to_owned(),
+        fact: endpoint.fact.to_owned(),
+        url: endpoint.url.clone(),
+        ..Default::default()
+    };
+    let (host, port) = match &endpoint.target {
+        Ok(target) => target.clone(),
+        Err(why) => {
+            event.step = "url".to_owned();
+            event.error = format!("{}: {why}", endpoint.fact);
+            return event;
+        }
+    };
+    let target = match host.parse::<std::net::IpAddr>() {
+        Ok(ip) => crate::proxy::Target::Ip(std::net::SocketAddr::new(ip, port)),
+        Err(_) => crate::proxy::Target::Name(host.to_ascii_lowercase(), port),
     };
     let timeout = state.proxy.connect_timeout;
     let started = std::time::Instant::now();
@@ -120,22 +137,47 @@ async fn check(state: &State, endpoint: &crate::inventory::Endpoint, route: Opti
         None => crate::dial::direct(&target, timeout).await,
         Some(jumphost) => crate::dial::via_jumphost(&state.pool, jumphost, &target, timeout).await,
     };
-    let latency_us = u64::try_from(started.elapsed().as_micros()).unwrap_or(u64::MAX);
-    let hops = route
+    event.latency_us = u64::try_from(started.elapsed().as_micros()).unwrap_or(u64::MAX);
+    event.hops = route
         .as_ref()
         .and_then(|jh| state.pool.status().into_iter().find(|c| &c.jumphost == jh))
         .map(|c| c.hops)
         .unwrap_or_default();
-    pb::TestEvent {
-        cluster: endpoint.cluster.clone(),
-        path: route.clone().unwrap_or_else(|| "direct".to_owned()),
-        step: "connect".to_owned(),
-        endpoint: format!("{}:{}", endpoint.host, endpoint.port),
-        ok: result.is_ok(),
-        latency_us,
-        error: result.err().map(|e| e.to_string()).unwrap_or_default(),
-        hops,
-    }
+    event.step = "connect".to_owned();
+    event.endpoint = match target {
+        crate::socks::Target::Ip(addr) => addr.to_string(),
+        crate::socks::Target::Name(..) => format!("{host}:{port}"),
+    };
+    event.ok = result.is_ok();
+    event.error = result.err().map(|e| e.to_string()).unwrap_or_default();
+    event
+}
+
+/// How long the agent socket may take to accept.
+const AGENT_CONNECT: Duration = Duration::from_secs(2);
+
+/// Whether the ssh-agent kharond uses by default answers: that, not the caller's shell, decides
+/// whether agent keys reach the jump hosts. No agent at all is not a failure: hops may use key
+/// files or an `IdentityAgent` of their own, and their connect checks show whether that works.
+async fn agent_check(state: &State) -> pb::TestEvent {
+    let mut event = pb::TestEvent { step: "agent".to_owned(), ok: true, ..Default::default() };
+    let Some(socket) = state.pool.default_agent() else { return event };
+    event.endpoint = socket.to_owned();
+    let started = std::time::Instant::now();
+    let outcome = tokio::time::timeout(AGENT_CONNECT, tokio::net::UnixStream::connect(socket)).await;
+    event.latency_us = u64::try_from(started.elapsed().as_micros()).unwrap_or(u64::MAX);
+    let error = match outcome {
+        Ok(Ok(_)) => return event,
+        Ok(Err(e)) => e.to_string(),
+        Err(_) => format!("no answer within {AGENT_CONNECT:?}"),
+    };
+    event.ok = false;
+    event.error = format!(
+        "kharond's SSH_AUTH_SOCK {socket}: {error}; the agent it was started with is gone. Restart \
+         kharond from a shell whose agent works (as a service: `systemctl --user import-environment \
+         SSH_AUTH_SOCK`, then restart it)"
+    );
+    event
 }
 
 type TestStream =
@@ -156,18 +198,26 @@ impl pb::control_server::Control for Control {
         if !unknown.is_empty() {
             let names: Vec<&str> = unknown.iter().map(|s| s.as_str()).collect();
             return Err(Status::not_found(format!(
-                "no cluster with an API URL named {}; `kharonctl clusters` lists them",
+                "no cluster with an API, console or OAuth URL named {}; `kharonctl clusters` lists them",
                 names.join(", ")
             )));
         }
+        let route = |e: &crate::inventory::Endpoint| {
+            let (host, _) = e.target.as_ref().ok()?;
+            loaded.table.lookup(host).jumphost().map(str::to_owned)
+        };
         let checks: Vec<(crate::inventory::Endpoint, Option<String>)> = loaded
             .endpoints
             .iter()
             .filter(|e| wanted.is_empty() || wanted.contains(&e.cluster))
-            .map(|e| (e.clone(), loaded.table.lookup(&e.host).jumphost().map(str::to_owned)))
+            .map(|e| (e.clone(), route(e)))
             .collect();
         drop(loaded);
         let state = Arc::clone(&self.state);
+        let agent = {
+            let state = Arc::clone(&self.state);
+            futures::stream::once(async move { Ok(agent_check(&state).await) })
+        };
         // A few checks at once: a dead jump host costs a connect timeout, not N of them in a row.
         let events = futures::stream::iter(checks)
             .map(move |(endpoint, route)| {
@@ -175,7 +225,7 @@ impl pb::control_server::Control for Control {
                 async move { Ok(check(&state, &endpoint, route).await) }
             })
             .buffer_unordered(8);
-        Ok(Response::new(Box::pin(events)))
+        Ok(Response::new(Box::pin(agent.chain(events))))
     }
 
     async fn status(

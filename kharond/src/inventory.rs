@@ -6,6 +6,7 @@
 use std::path::{Path, PathBuf};
 use std::time::SystemTime;
 
+use kharon_shared::inventory::fact;
 use kharon_shared::routing::RoutingTable;
 use kharon_shared::{cache, inventory};
 
@@ -40,7 +41,8 @@ pub struct LoadedTable {
     pub loaded_at: SystemTime,
     /// When the data was produced: the cache's fetch time, else the file's modification time.
     pub modified_at: Option<SystemTime>,
-    /// API endpoints (cluster id, host, port) for `Test`, in cluster id order.
+    /// What `Test` checks: each cluster's API, console and OAuth URLs, in cluster id order, the
+    /// malformed ones included so that they are reported, not skipped.
     pub endpoints: Vec<Endpoint>,
     /// The PAC file for this table, rendered on the first request (it needs the bound listen
     /// address, which a table loaded at start does not know yet); every answer then writes from
@@ -48,26 +50,67 @@ pub struct LoadedTable {
     pub pac: std::sync::OnceLock<bytes::Bytes>,
 }
 
-/// Where a cluster's API server listens, from `openshiftApiURL` / `talosApiURL`.
+/// One URL of a cluster that `Test` checks, from one fact.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Endpoint {
     pub cluster: String,
-    pub host: String,
-    pub port: u16,
+    /// What it is: "api", "console" or "oauth".
+    pub kind: &'static str,
+    /// The fact it came from, e.g. `openshiftConsoleURL`.
+    pub fact: &'static str,
+    /// The URL as checked (for the OAuth route: `https://` and the fact's host name, as Go kharon
+    /// checks it, kharon-go.md §8).
+    pub url: String,
+    /// Host and port to connect to, or why the URL is unusable.
+    pub target: Result<(String, u16), String>,
 }
 
+/// Each cluster's API and console URL (the distribution's own fact first, as `Cluster::api_url`
+/// reads them) and OAuth route. Go kharon's test checks the same three (kharon-go.md §8).
 fn endpoints(clusters: &[inventory::Cluster]) -> Vec<Endpoint> {
-    let mut out: Vec<Endpoint> = clusters
-        .iter()
-        .filter(|c| !c.is_ignored())
-        .filter_map(|c| {
-            let url = url::Url::parse(c.api_url()?).ok()?;
-            let host = url.host_str()?.trim_start_matches('[').trim_end_matches(']').to_owned();
-            Some(Endpoint { cluster: c.id.clone(), host, port: url.port_or_known_default().unwrap_or(443) })
-        })
-        .collect();
+    let mut out = Vec::new();
+    for c in clusters.iter().filter(|c| !c.is_ignored()) {
+        let own_first = |openshift: &'static str, talos: &'static str| match c.distribution() {
+            inventory::Distribution::Talos => [talos, openshift],
+            _ => [openshift, talos],
+        };
+        let first = |facts: [&'static str; 2]| {
+            facts.into_iter().find_map(|f| c.dynamic_fact_str(f).map(|v| (f, v.to_owned())))
+        };
+        let urls = [
+            ("api", first(own_first(fact::OPENSHIFT_API_URL, fact::TALOS_API_URL))),
+            ("console", first(own_first(fact::OPENSHIFT_CONSOLE_URL, fact::TALOS_CONSOLE_URL))),
+            (
+                "oauth",
+                c.dynamic_fact_str(fact::OPENSHIFT_OAUTH_ROUTE)
+                    .map(|host| (fact::OPENSHIFT_OAUTH_ROUTE, format!("https://{host}"))),
+            ),
+        ];
+        for (kind, found) in urls {
+            if let Some((fact, url)) = found {
+                out.push(Endpoint { cluster: c.id.clone(), kind, fact, target: target(&url), url });
+            }
+        }
+    }
+    // Stable, so a cluster's endpoints stay in api, console, oauth order.
     out.sort_by(|a, b| a.cluster.cmp(&b.cluster));
     out
+}
+
+/// Host and port of an http(s) URL, or what is wrong with it.
+fn target(url: &str) -> Result<(String, u16), String> {
+    let parsed = url::Url::parse(url).map_err(|e| format!("{url:?} is not a URL ({e})"))?;
+    if !matches!(parsed.scheme(), "http" | "https") {
+        return Err(format!("{url:?} is not an http(s) URL"));
+    }
+    let host = match parsed.host() {
+        Some(url::Host::Domain(d)) => d.to_owned(),
+        Some(url::Host::Ipv4(ip)) => ip.to_string(),
+        Some(url::Host::Ipv6(ip)) => ip.to_string(),
+        None => return Err(format!("{url:?} has no host")),
+    };
+    let port = parsed.port_or_known_default().unwrap_or(443);
+    Ok((host, port))
 }
 
 #[derive(Debug, thiserror::Error)]
@@ -99,4 +142,54 @@ pub fn load(source: &Source) -> Result<LoadedTable, Error> {
         endpoints: endpoints(&clusters),
         pac: std::sync::OnceLock::new(),
     })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn cluster(json: &str) -> inventory::Cluster {
+        serde_json::from_str(json).unwrap()
+    }
+
+    #[test]
+    fn endpoints_are_api_console_and_oauth_and_malformed_urls_say_why() {
+        let clusters = [
+            cluster(
+                r#"{"id": "c-b", "facts": {"distribution": "openshift4"}, "dynamicFacts": {
+                    "openshiftApiURL": "https://api.b.example:6443",
+                    "openshiftConsoleURL": "https://console.apps.b.example",
+                    "openshiftOAuthRoute": "oauth-openshift.apps.b.example"}}"#,
+            ),
+            cluster(
+                r#"{"id": "c-a", "facts": {"distribution": "talos"}, "dynamicFacts": {
+                    "talosApiURL": "https://[::1]:6443", "openshiftConsoleURL": "https://:99/"}}"#,
+            ),
+            cluster(
+                r#"{"id": "c-gone", "facts": {"kharonIgnore": ""}, "dynamicFacts": {"openshiftApiURL": "https://x"}}"#,
+            ),
+            cluster(r#"{"id": "c-none", "dynamicFacts": {"openshiftApiURL": "api.none.example:6443"}}"#),
+        ];
+        let got = endpoints(&clusters);
+        let row = |i: usize| (got[i].cluster.as_str(), got[i].kind, got[i].fact, got[i].url.as_str());
+        let target = |i: usize| got[i].target.clone();
+        let ok = |h: &str, p: u16| Ok((h.to_owned(), p));
+        assert_eq!(got.len(), 6, "{got:?}");
+        assert_eq!(row(0), ("c-a", "api", fact::TALOS_API_URL, "https://[::1]:6443"));
+        assert_eq!(target(0), ok("::1", 6443));
+        assert_eq!(row(1), ("c-a", "console", fact::OPENSHIFT_CONSOLE_URL, "https://:99/"));
+        assert!(target(1).unwrap_err().contains("\"https://:99/\" is not a URL"), "{got:?}");
+        assert_eq!(row(2), ("c-b", "api", fact::OPENSHIFT_API_URL, "https://api.b.example:6443"));
+        assert_eq!(target(2), ok("api.b.example", 6443));
+        assert_eq!(target(3), ok("console.apps.b.example", 443));
+        // The OAuth route is a host name; Go kharon checks https:// it.
+        assert_eq!(
+            row(4),
+            ("c-b", "oauth", fact::OPENSHIFT_OAUTH_ROUTE, "https://oauth-openshift.apps.b.example")
+        );
+        assert_eq!(target(4), ok("oauth-openshift.apps.b.example", 443));
+        // Ignored clusters are not checked; a URL without a scheme is malformed, not skipped.
+        assert_eq!(row(5), ("c-none", "api", fact::OPENSHIFT_API_URL, "api.none.example:6443"));
+        assert!(target(5).unwrap_err().contains("is not an http(s) URL"), "{got:?}");
+    }
 }

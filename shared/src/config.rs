@@ -21,6 +21,9 @@ pub const DEFAULT_LISTEN: &str = "127.0.0.1:12000";
 pub const DEFAULT_HANDSHAKE_TIMEOUT: Duration = Duration::from_secs(10);
 /// How long resolving and connecting a target may take before the client gets a reply code.
 pub const DEFAULT_CONNECT_TIMEOUT: Duration = Duration::from_secs(10);
+/// VSHN's production Lieutenant, the default of Go kharon's `update` (kharon-go.md, commands), so
+/// the first `kharonctl update` works without any setting.
+pub const DEFAULT_LIEUTENANT_URL: &str = "https://api.syn.vshn.net";
 
 /// Where a setting's value came from.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -85,8 +88,8 @@ pub struct Config {
     pub socks_auth: Option<Setting<SocksAuth>>,
     pub handshake_timeout: Setting<Duration>,
     pub connect_timeout: Setting<Duration>,
-    /// The Lieutenant API base URL (protocols.md §1.1); `None` until the user sets one.
-    pub lieutenant_url: Option<Setting<String>>,
+    /// The Lieutenant API base URL (protocols.md §1.1); [`DEFAULT_LIEUTENANT_URL`] unless set.
+    pub lieutenant_url: Setting<String>,
     /// OIDC client id; overrides what Lieutenant's discovery (`GET /`) announces.
     pub oidc_client: Option<Setting<String>>,
     /// OIDC discovery URL; overrides what Lieutenant's discovery announces.
@@ -290,8 +293,9 @@ impl Config {
         let connect_timeout =
             secs("connect_timeout_secs", file_cfg.connect_timeout_secs, DEFAULT_CONNECT_TIMEOUT)?;
 
-        // Lieutenant: flag > LIEUTENANT_URL > COMMODORE_API_URL > file (protocols.md §1.1). The URL is
-        // kept as the user wrote it: commodore's token cache is keyed by that exact string.
+        // Lieutenant: flag > LIEUTENANT_URL > COMMODORE_API_URL > file > VSHN's production instance
+        // (protocols.md §1.1). The URL is kept as the user wrote it: commodore's token cache is keyed
+        // by that exact string.
         let http_url = |setting: &'static str, picked: Option<(String, Source)>| match picked {
             None => Ok(None),
             Some((v, source)) => match url::Url::parse(&v) {
@@ -307,7 +311,8 @@ impl Config {
                 Some(p) => Some(p),
                 None => pick(None, "", env::COMMODORE_API_URL, file_cfg.lieutenant_url.clone()),
             },
-        )?;
+        )?
+        .unwrap_or_else(|| Setting::new(DEFAULT_LIEUTENANT_URL.to_owned(), Source::Default));
         let oidc_client = pick(
             overrides.oidc_client.clone(),
             "--oidc-client",
@@ -470,29 +475,31 @@ mod tests {
         let (dir, path) = write_config("lieutenant_url = \"https://file.example/\"\n");
         let ov = Overrides { config: Some(path.clone()), ..Default::default() };
         let cfg = load(&ov, &[], dir.path()).unwrap();
-        let url = cfg.lieutenant_url.unwrap();
+        let url = cfg.lieutenant_url;
         assert_eq!((url.value.as_str(), url.source), ("https://file.example/", Source::File(path.clone())));
 
         let commodore = (env::COMMODORE_API_URL, "https://commodore.example".to_string());
         let cfg = load(&ov, std::slice::from_ref(&commodore), dir.path()).unwrap();
-        let url = cfg.lieutenant_url.unwrap();
+        let url = cfg.lieutenant_url;
         assert_eq!(url.value, "https://commodore.example");
         assert_eq!(url.source, Source::Env(env::COMMODORE_API_URL));
 
         let both = [commodore.clone(), (env::LIEUTENANT_URL, "https://lieutenant.example".to_string())];
         let cfg = load(&ov, &both, dir.path()).unwrap();
-        assert_eq!(cfg.lieutenant_url.unwrap().source, Source::Env(env::LIEUTENANT_URL));
+        assert_eq!(cfg.lieutenant_url.source, Source::Env(env::LIEUTENANT_URL));
 
         let ov = Overrides { lieutenant_url: Some("http://127.0.0.1:1".into()), ..ov };
         let cfg = load(&ov, &both, dir.path()).unwrap();
-        let url = cfg.lieutenant_url.unwrap();
+        let url = cfg.lieutenant_url;
         assert_eq!(
             (url.value.as_str(), url.source),
             ("http://127.0.0.1:1", Source::Flag("--lieutenant-url"))
         );
 
+        // Nothing set: VSHN's production Lieutenant, as Go kharon defaults to.
         let dir = tempfile::tempdir().unwrap();
-        assert!(load(&Overrides::default(), &[], dir.path()).unwrap().lieutenant_url.is_none());
+        let url = load(&Overrides::default(), &[], dir.path()).unwrap().lieutenant_url;
+        assert_eq!((url.value.as_str(), url.source), ("https://api.syn.vshn.net", Source::Default));
     }
 
     #[test]

@@ -36,6 +36,9 @@ pub mod fact {
     pub const OPENSHIFT_APPS_DOMAIN: &str = "openshiftAppsDomain";
     pub const OPENSHIFT_API_URL: &str = "openshiftApiURL";
     pub const OPENSHIFT_CONSOLE_URL: &str = "openshiftConsoleURL";
+    /// Dynamic (written by Steward): the host name of the OAuth route, e.g.
+    /// `oauth-openshift.apps.<base>`.
+    pub const OPENSHIFT_OAUTH_ROUTE: &str = "openshiftOAuthRoute";
     pub const TALOS_BASE_DOMAIN: &str = "talosBaseDomain";
     pub const TALOS_APPS_DOMAIN: &str = "talosAppsDomain";
     pub const TALOS_API_URL: &str = "talosApiURL";

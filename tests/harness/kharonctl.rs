@@ -42,3 +42,25 @@ pub fn run_with(env: &Env, args: &[&str], extra: &[(&str, &str)]) -> Output {
 pub fn run(env: &Env, args: &[&str]) -> Output {
     run_with(env, args, &[])
 }
+
+/// Runs `kharonctl ARGS` in a network namespace of its own (nothing but a loopback that is down)
+/// whose `/etc/hosts` maps each of `names` to 127.0.0.1: kharonctl may try a real server by its
+/// real name, and nothing leaves the machine, not even a DNS query. Needs `unshare` (root in CI).
+pub fn run_isolated(env: &Env, args: &[&str], names: &[&str]) -> Output {
+    let hosts =
+        env.write("isolated-hosts", &names.iter().map(|n| format!("127.0.0.1 {n}\n")).collect::<String>());
+    let mut cmd = Command::new("unshare");
+    cmd.env_clear()
+        .envs(env.vars())
+        .env("KHARON_CONTROL_SOCKET", env.control_socket())
+        .args(["-n", "-m", "sh", "-c", "mount --bind \"$1\" /etc/hosts && shift && exec \"$@\"", "sh"])
+        .arg(hosts)
+        .arg(crate::bin("kharonctl"))
+        .args(args);
+    let out = cmd.output().expect("run unshare");
+    Output {
+        code: out.status.code(),
+        stdout: String::from_utf8_lossy(&out.stdout).into_owned(),
+        stderr: String::from_utf8_lossy(&out.stderr).into_owned(),
+    }
+}

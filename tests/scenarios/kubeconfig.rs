@@ -143,6 +143,43 @@ fn written_file_is_0600_and_kubectl_lists_every_cluster() {
     assert_eq!(args, ["clusters", "--inventory", inv.to_str().unwrap(), "c-a", "token", "--exec-credential"]);
 }
 
+/// kharond listening elsewhere than this shell's settings say (here an ephemeral port; the
+/// settings say 127.0.0.1:12000): the kubeconfig's proxy-url is where the daemon really listens.
+/// With no daemon, the configured address, and stderr says why.
+#[test]
+fn proxy_url_is_where_the_running_daemon_listens() {
+    let env = Env::new();
+    let inv = three_clusters(&env);
+    let i = inv.to_str().unwrap();
+    let proxy_url = |doc: &Value| item(doc, "clusters", "c-a")["cluster"]["proxy-url"].clone();
+
+    let daemon = Kharond::start(&env, &["--inventory", i]);
+    let port = daemon.socks_addr().port();
+    assert_ne!(port, 12000);
+    let out = run(&env, &["kubeconfig", "--inventory", i]);
+    ok(&out);
+    let doc: Value = serde_norway::from_str(&out.stdout).unwrap();
+    assert_eq!(proxy_url(&doc), format!("socks5://127.0.0.1:{port}").as_str(), "{}", out.stdout);
+    assert!(!out.stderr.contains("configured listen address"), "{}", out.stderr);
+    // The one-cluster form writes the same.
+    let out = run(&env, &["clusters", "--inventory", i, "c-a", "kubeconfig"]);
+    ok(&out);
+    let doc: Value = serde_norway::from_str(&out.stdout).unwrap();
+    assert_eq!(proxy_url(&doc), format!("socks5://127.0.0.1:{port}").as_str(), "{}", out.stdout);
+
+    drop(daemon);
+    let out = run(&env, &["kubeconfig", "--inventory", i]);
+    ok(&out);
+    let doc: Value = serde_norway::from_str(&out.stdout).unwrap();
+    assert_eq!(proxy_url(&doc), "socks5://127.0.0.1:12000");
+    assert!(out.stderr.contains("kharond is not running"), "{}", out.stderr);
+    assert!(
+        out.stderr.contains("using the configured listen address 127.0.0.1:12000 (default)"),
+        "{}",
+        out.stderr
+    );
+}
+
 /// The user entry as int128/kubelogin's README shows it (protocols.md §4.1), with the extra scope and
 /// explicit `interactiveMode` Go kharon and VSHN's Talos template write.
 #[test]

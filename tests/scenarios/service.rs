@@ -238,6 +238,7 @@ fn cluster_ids_complete_from_the_cache() {
     let clusters = kharon_shared::inventory::parse_clusters(
         br#"[{"id": "c-alpha", "tenant": "t-a", "displayName": "Alpha Prod"},
              {"id": "c-beta", "tenant": "t-b"},
+             {"id": "c-bygone", "tenant": "t-b", "facts": {"kharonIgnore": "decommissioned"}},
              {"id": "x-other", "tenant": "t-b"}]"#,
     )
     .expect("clusters");
@@ -248,5 +249,6 @@ fn cluster_ids_complete_from_the_cache() {
     let out = kharonctl::run_with(&env, &["--", "kharonctl", "switch", "c-"], &[("COMPLETE", "fish")]);
     assert!(out.success(), "{out:?}");
     let lines: Vec<&str> = out.stdout.lines().collect();
+    // c-bygone is ignored (kharonIgnore): nothing else offers it, so neither does TAB.
     assert_eq!(lines, ["c-alpha\tAlpha Prod", "c-beta"], "{}", out.stdout);
 }

@@ -1,10 +1,20 @@
 //! `kharonctl test`: one healthy cluster behind a real jump host and one whose jump host is
-//! down. The command must name the broken hop in its table and exit non-zero.
+//! down. The command must name the broken hop in its table and exit non-zero. Also: every
+//! endpoint of a cluster (API, console, OAuth) is checked, a malformed URL is named by cluster and
+//! fact, and the ssh-agent that counts is kharond's, not the caller's shell's.
 
 use kharon_e2e::kharond::Kharond;
 use kharon_e2e::{inventory, kharonctl, sshd};
 
 use crate::jumphost::{Lab, LabOptions, TARGET, TlsServer};
+
+/// The row of `-o json` for this cluster, endpoint and check.
+fn find(rows: &[serde_json::Value], cluster: &str, endpoint: &str, check: &str) -> serde_json::Value {
+    rows.iter()
+        .find(|r| r["cluster"] == cluster && r["endpoint"] == endpoint && r["check"] == check)
+        .unwrap_or_else(|| panic!("no {endpoint} {check} row for {cluster}: {rows:#?}"))
+        .clone()
+}
 
 #[test]
 fn test_checks_each_cluster_through_its_tunnel_and_names_the_broken_hop() {
@@ -32,20 +42,15 @@ fn test_checks_each_cluster_through_its_tunnel_and_names_the_broken_hop() {
     assert_eq!(out.code, Some(1), "a broken cluster must fail the run\n{}\n{}", out.stdout, out.stderr);
     let rows = out.json();
     let rows = rows.as_array().unwrap();
-    let find = |cluster: &str, check: &str| {
-        rows.iter()
-            .find(|r| r["cluster"] == cluster && r["check"] == check)
-            .unwrap_or_else(|| panic!("no {check} row for {cluster}: {rows:?}"))
-            .clone()
-    };
-    assert_eq!(find("c-ok", "connect")["ok"], true, "{rows:?}");
-    assert_eq!(find("c-ok", "https /version")["ok"], true, "{rows:?}");
-    assert_eq!(find("c-ok", "connect")["path"], lab.jumphost());
-    let broken = find("c-broken", "connect");
+    assert_eq!(find(rows, "c-ok", "api", "connect")["ok"], true, "{rows:?}");
+    assert_eq!(find(rows, "c-ok", "api", "https")["ok"], true, "{rows:?}");
+    assert_eq!(find(rows, "c-ok", "api", "https")["url"], format!("https://{TARGET}:{}/version", tls.port));
+    assert_eq!(find(rows, "c-ok", "api", "connect")["path"], lab.jumphost());
+    let broken = find(rows, "c-broken", "api", "connect");
     assert_eq!(broken["ok"], false);
     assert!(broken["error"].as_str().unwrap().contains("hop-dead"), "{broken}");
-    assert!(rows.iter().all(|r| !(r["cluster"] == "c-broken" && r["check"] == "https /version")));
-    assert_eq!(find("(local)", "agent")["ok"], true);
+    assert!(rows.iter().all(|r| !(r["cluster"] == "c-broken" && r["check"] == "https")));
+    assert_eq!(find(rows, "(local)", "ssh-agent", "agent")["ok"], true);
 
     // The table for people names the broken hop too; one cluster alone can pass.
     let table = kharonctl::run_with(&lab.env, &["test"], &agent_env);
@@ -55,4 +60,73 @@ fn test_checks_each_cluster_through_its_tunnel_and_names_the_broken_hop() {
     let unknown = kharonctl::run_with(&lab.env, &["test", "c-nope"], &agent_env);
     assert_eq!(unknown.code, Some(1));
     assert!(unknown.stderr.contains("c-nope"), "{}", unknown.stderr);
+}
+
+/// API, console and OAuth route of one cluster, each connected through the jump host and fetched
+/// over TLS; a console URL that is not a URL, reported by cluster and fact instead of skipped; and
+/// kharonctl run from a shell without SSH_AUTH_SOCK while kharond has an agent: not a failure.
+#[test]
+fn test_checks_api_console_and_oauth_and_names_a_malformed_url() {
+    let lab = Lab::new(LabOptions::default());
+    let tls = TlsServer::start(lab.env.path());
+    let target = format!("{TARGET}:{}", tls.port);
+    let mut full = inventory::routed("c-full", &lab.jumphost(), "c1.example");
+    full["dynamicFacts"]["openshiftApiURL"] = format!("https://{target}").into();
+    full["dynamicFacts"]["openshiftConsoleURL"] = format!("https://{target}/console").into();
+    // Steward's fact is a host name; a port is allowed in it like in any host:port.
+    full["dynamicFacts"]["openshiftOAuthRoute"] = target.clone().into();
+    let mut bad = inventory::routed("c-bad", &lab.jumphost(), "c2.example");
+    bad["dynamicFacts"]["openshiftApiURL"] = format!("https://{target}").into();
+    bad["dynamicFacts"]["openshiftConsoleURL"] = "https://console.apps.c2.example:99999/".into();
+    let inv = lab.env.write("inventory.json", &inventory::to_json(&[full.clone(), bad]));
+    let agent = lab.agent.socket().display().to_string();
+    let _daemon = Kharond::start_with(
+        &lab.env,
+        &["--inventory", inv.to_str().unwrap(), "--ssh-config", lab.ssh_config.to_str().unwrap()],
+        &[("SSH_AUTH_SOCK", agent.as_str())],
+    );
+
+    // The harness clears the environment: this kharonctl has no SSH_AUTH_SOCK.
+    let out = kharonctl::run(&lab.env, &["test", "-o", "json"]);
+    assert_eq!(out.code, Some(1), "{}\n{}", out.stdout, out.stderr);
+    let rows = out.json();
+    let rows = rows.as_array().unwrap();
+    for (endpoint, fact, fetched) in [
+        ("api", "openshiftApiURL", format!("https://{target}/version")),
+        ("console", "openshiftConsoleURL", format!("https://{target}/console")),
+        ("oauth", "openshiftOAuthRoute", format!("https://{target}")),
+    ] {
+        let connect = find(rows, "c-full", endpoint, "connect");
+        assert_eq!((&connect["ok"], &connect["fact"]), (&true.into(), &fact.into()), "{connect}");
+        assert_eq!(connect["path"], lab.jumphost());
+        let https = find(rows, "c-full", endpoint, "https");
+        assert_eq!((&https["ok"], &https["url"]), (&true.into(), &fetched.into()), "{https}");
+    }
+    let malformed = find(rows, "c-bad", "console", "url");
+    assert_eq!((&malformed["ok"], &malformed["fact"]), (&false.into(), &"openshiftConsoleURL".into()));
+    let why = malformed["error"].as_str().unwrap();
+    assert!(why.contains("openshiftConsoleURL") && why.contains("console.apps.c2.example:99999"), "{why}");
+    assert_eq!(find(rows, "c-bad", "api", "https")["ok"], true, "{rows:#?}");
+    // kharond's agent, not this shell's: checked and fine.
+    let agent_row = find(rows, "(local)", "ssh-agent", "agent");
+    assert_eq!((&agent_row["ok"], &agent_row["path"]), (&true.into(), &agent.as_str().into()), "{agent_row}");
+    // The only other failure is the inventory's own warning about that same fact.
+    let failed: Vec<(&str, &str)> = rows
+        .iter()
+        .filter(|r| r["ok"] == false)
+        .map(|r| (r["cluster"].as_str().unwrap(), r["check"].as_str().unwrap()))
+        .collect();
+    assert_eq!(failed, [("(local)", "inventory"), ("c-bad", "url")], "{rows:#?}");
+
+    let table = kharonctl::run(&lab.env, &["test"]);
+    let line = table.stdout.lines().find(|l| l.contains("c-bad") && l.contains("FAILED")).unwrap_or_default();
+    assert!(line.contains("console") && line.contains("openshiftConsoleURL"), "{}", table.stdout);
+    assert!(table.stdout.contains(&format!("oauth https://{target}")), "{}", table.stdout);
+
+    // Without the malformed cluster everything passes, still with no agent in this shell.
+    std::fs::write(&inv, inventory::to_json(&[full])).unwrap();
+    let reload = kharonctl::run(&lab.env, &["reload"]);
+    assert!(reload.success(), "{}", reload.stderr);
+    let out = kharonctl::run(&lab.env, &["test"]);
+    assert_eq!(out.code, Some(0), "{}\n{}", out.stdout, out.stderr);
 }

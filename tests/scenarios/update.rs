@@ -7,7 +7,7 @@ use std::os::unix::fs::PermissionsExt;
 use kharon_e2e::kharonctl;
 use kharon_e2e::kharond::Kharond;
 use kharon_e2e::lieutenant::fixture;
-use kharon_e2e::{Env, oidc};
+use kharon_e2e::{Env, inventory, oidc};
 
 use crate::login::World;
 
@@ -75,6 +75,38 @@ fn update_writes_the_cache_and_the_running_daemon_reroutes_without_restart() {
     assert!(out.stdout.contains("no changes since the last update"), "{}", out.stdout);
 }
 
+/// A kharond started on `--inventory FILE` ignores the cache: `update` must not claim it reloaded,
+/// but say which file it routes by, and leave its routing as it was.
+#[test]
+fn update_says_kharond_on_an_inventory_file_did_not_pick_up_the_cache() {
+    let _port = oidc::login_lock();
+    let world = World::start();
+    world.login();
+    let file = world.env.write(
+        "inventory.json",
+        &inventory::to_json(&[inventory::routed("c-file", "jump-file", "file.example")]),
+    );
+    let daemon = Kharond::start(&world.env, &["--inventory", file.to_str().unwrap()]);
+
+    let out = world.ctl(&["update"]);
+    assert!(out.success(), "{}\n{}", out.stdout, out.stderr);
+    assert!(out.stdout.contains("fetched 5 clusters"), "{}", out.stdout);
+    assert!(!out.stdout.contains("kharond reloaded"), "{}", out.stdout);
+    assert!(
+        out.stdout.contains(&format!(
+            "kharond (pid {}) routes by the inventory file {} (--inventory), not the cache: it did not \
+             pick up this update",
+            daemon.pid(),
+            file.display()
+        )),
+        "{}",
+        out.stdout
+    );
+    assert!(cache_file(&world.env).exists());
+    assert_eq!(route(&world.env, "api.file.example")["jumphost"], "jump-file");
+    assert_eq!(route(&world.env, "api.green.acme.example")["via"], "direct");
+}
+
 #[test]
 fn lieutenant_down_keeps_the_old_cache_serving_and_says_its_age() {
     let _port = oidc::login_lock();
@@ -119,17 +151,41 @@ fn a_corrupt_or_future_cache_is_a_clear_error_naming_the_file() {
     assert!(exited.stderr.contains("format version 99"), "{}", exited.stderr);
 }
 
+/// With nothing configured, `update` goes to VSHN's production Lieutenant, as Go kharon does. The
+/// attempt runs in a network namespace of its own where that name is loopback, so it fails without
+/// anything leaving the machine, and the error names the URL and how to choose another.
 #[test]
-fn update_without_a_lieutenant_url_says_how_to_set_one() {
+fn update_without_a_lieutenant_url_tries_vshns_production_lieutenant() {
     let env = Env::new();
-    let out = kharonctl::run(&env, &["update"]);
-    assert_eq!(out.code, Some(1));
-    assert!(out.stderr.contains("no Lieutenant API URL configured"), "{}", out.stderr);
+    let config = kharonctl::run(&env, &["config", "-o", "json"]);
+    assert!(config.success(), "{}", config.stderr);
+    let rows = config.json();
+    let url = rows.as_array().unwrap().iter().find(|r| r["setting"] == "lieutenant_url").cloned().unwrap();
+    assert_eq!(
+        (url["value"].as_str(), url["source"].as_str()),
+        (Some("https://api.syn.vshn.net"), Some("default"))
+    );
+
+    let out = kharonctl::run_isolated(&env, &["update", "--login-timeout", "5"], &["api.syn.vshn.net"]);
+    assert_eq!(out.code, Some(1), "{}\n{}", out.stdout, out.stderr);
+    assert!(out.stderr.contains("cannot reach Lieutenant at https://api.syn.vshn.net/"), "{}", out.stderr);
+    assert!(out.stderr.contains("https://api.syn.vshn.net is the default Lieutenant"), "{}", out.stderr);
     assert!(
-        out.stderr.contains("LIEUTENANT_URL") && out.stderr.contains("COMMODORE_API_URL"),
+        out.stderr.contains("--lieutenant-url") && out.stderr.contains("LIEUTENANT_URL"),
         "{}",
         out.stderr
     );
+    assert!(!cache_file(&env).exists(), "a failed update must not write a cache");
+
+    // A URL the user chose is not called the default.
+    let out = kharonctl::run_isolated(
+        &env,
+        &["--lieutenant-url", "https://lieutenant.example", "update"],
+        &["lieutenant.example"],
+    );
+    assert_eq!(out.code, Some(1), "{}\n{}", out.stdout, out.stderr);
+    assert!(out.stderr.contains("cannot reach Lieutenant at https://lieutenant.example/"), "{}", out.stderr);
+    assert!(!out.stderr.contains("default Lieutenant"), "{}", out.stderr);
 }
 
 #[test]

@@ -18,6 +18,7 @@ pub mod shell;
 pub mod token;
 pub mod tool;
 
+use std::net::SocketAddr;
 use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 
@@ -103,7 +104,15 @@ pub async fn run(args: Args, ctx: &Context) -> anyhow::Result<ExitCode> {
             })?
         }
     };
-    let run = Run { ctx, source: &source, all: &all, name, tenant: args.tenant.as_deref() };
+    // Only the actions that write a kubeconfig ask kharond where it listens; `token` is the exec
+    // plugin kubectl runs on every call and asks only when it has to log in (`web_login`).
+    let proxy = match action {
+        Action::Kubeconfig(_) | Action::Shell(_) | Action::Kubectl(_) | Action::Oc(_) => {
+            ctx.proxy_address().await
+        }
+        Action::Console | Action::Token(_) | Action::Login(_) => ctx.config.listen.value,
+    };
+    let run = Run { ctx, source: &source, all: &all, name, tenant: args.tenant.as_deref(), proxy };
     match action {
         Action::Kubeconfig(a) => kubeconfig::run(a, &run),
         Action::Shell(a) => shell::run(a, &run),
@@ -122,6 +131,9 @@ pub struct Run<'a> {
     pub all: &'a [Cluster],
     pub name: &'a str,
     pub tenant: Option<&'a str>,
+    /// kharond's SOCKS address for the kubeconfigs an action writes ([`Context::proxy_address`]);
+    /// the configured one for actions that write none.
+    pub proxy: SocketAddr,
 }
 
 impl Run<'_> {
@@ -141,7 +153,7 @@ impl Run<'_> {
 
     /// Writes `cluster`'s own kubeconfig into the cache dir and returns its path.
     pub fn cluster_kubeconfig(&self, cluster: &Cluster) -> anyhow::Result<PathBuf> {
-        cluster_kubeconfig(self.ctx, self.source, cluster)
+        cluster_kubeconfig(self.ctx, self.source, self.proxy, cluster)
     }
 }
 
@@ -156,15 +168,21 @@ fn absolute(path: &Path) -> PathBuf {
     std::path::absolute(path).unwrap_or_else(|_| path.to_owned())
 }
 
-/// The kubeconfig settings: our SOCKS listener, our own path, the inventory file.
-pub fn settings(ctx: &Context, source: &Source) -> anyhow::Result<kube::Settings> {
+/// The kubeconfig settings: kharond's SOCKS address ([`Context::proxy_address`]), our own path, the
+/// inventory file.
+pub fn settings(source: &Source, proxy: SocketAddr) -> anyhow::Result<kube::Settings> {
     let exe = std::env::current_exe().context("cannot find the path of kharonctl itself")?;
-    Ok(kube::Settings { proxy: ctx.config.listen.value, exe, inventory: source.file().map(Path::to_owned) })
+    Ok(kube::Settings { proxy, exe, inventory: source.file().map(Path::to_owned) })
 }
 
 /// Writes (replaces) the per-cluster kubeconfig and returns its path.
-pub fn cluster_kubeconfig(ctx: &Context, source: &Source, cluster: &Cluster) -> anyhow::Result<PathBuf> {
-    let entry = kube::entry(cluster, &settings(ctx, source)?)?;
+pub fn cluster_kubeconfig(
+    ctx: &Context,
+    source: &Source,
+    proxy: SocketAddr,
+    cluster: &Cluster,
+) -> anyhow::Result<PathBuf> {
+    let entry = kube::entry(cluster, &settings(source, proxy)?)?;
     for w in &entry.warnings {
         eprintln!("kharonctl: warning: {w}");
     }
@@ -175,7 +193,7 @@ pub fn cluster_kubeconfig(ctx: &Context, source: &Source, cluster: &Cluster) -> 
 
 /// How to run the OpenShift web login for `cluster`: through kharond when it is routed, trusting
 /// the CA fact when there is one, with the user's browser command.
-pub fn web_login(
+pub async fn web_login(
     ctx: &Context,
     cluster: &Cluster,
     idp: Option<String>,
@@ -191,7 +209,10 @@ pub fn web_login(
     Ok(crate::openshift_login::WebLogin {
         api_url: api_url.to_owned(),
         // socks5h here (reqwest resolves nothing itself then); kubeconfigs need socks5 instead.
-        proxy: cluster.jumphost().map(|_| format!("socks5h://{}", ctx.config.listen.value)),
+        proxy: match cluster.jumphost() {
+            Some(_) => Some(format!("socks5h://{}", ctx.proxy_address().await)),
+            None => None,
+        },
         ca_pem,
         idp,
         browser: places.kharon_browser.or(places.browser),

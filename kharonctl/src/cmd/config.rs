@@ -53,7 +53,7 @@ pub async fn run(args: Args, ctx: &Context) -> anyhow::Result<ExitCode> {
             value: c.file.as_ref().map(path),
             source: if c.file.is_some() { "read".into() } else { "none found".into() },
         },
-        opt_row("lieutenant_url", &c.lieutenant_url, String::clone),
+        row("lieutenant_url", &c.lieutenant_url, String::clone),
         opt_row("oidc_client", &c.oidc_client, String::clone),
         opt_row("oidc_discovery_url", &c.oidc_discovery_url, String::clone),
         row("listen", &c.listen, ToString::to_string),

@@ -32,7 +32,7 @@ pub struct Args {
 pub async fn run(args: Args, ctx: &Context) -> anyhow::Result<ExitCode> {
     let source = crate::cmd::clusters::source(args.inventory.as_deref(), ctx);
     let all = source.load()?;
-    let settings = crate::cmd::clusters::settings(ctx, &source)?;
+    let settings = crate::cmd::clusters::settings(&source, ctx.proxy_address().await)?;
     let mut entries = Vec::new();
     for cluster in crate::clusters::filter(&all, args.filter.as_deref(), args.tenant.as_deref()) {
         match kube::entry(cluster, &settings) {

@@ -20,12 +20,12 @@ pub struct Args {
 }
 
 pub async fn run(args: Args, ctx: &Context) -> anyhow::Result<ExitCode> {
-    let api_url = ctx.lieutenant_url()?;
+    let api_url = ctx.lieutenant_url();
     let http = lieutenant::http_client()?;
     let lieutenant = Lieutenant::new(api_url, http.clone())?;
     let options = oidc::LoginOptions { device: args.device, timeout: Duration::from_secs(args.timeout) };
     let mut auth = Auth::new(api_url, &lieutenant, http, ctx.oidc_overrides(), ctx.oidc_places(), options);
-    auth.login().await?;
+    auth.login().await.map_err(|e| ctx.with_lieutenant_hint(e.into()))?;
     println!("logged in; tokens cached in {}", ctx.oidc_places().token_file.display());
     Ok(ExitCode::SUCCESS)
 }

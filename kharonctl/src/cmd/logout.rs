@@ -17,44 +17,41 @@ pub struct Args {
 pub async fn run(args: Args, ctx: &Context) -> anyhow::Result<ExitCode> {
     let places = ctx.oidc_places();
     let path = &places.token_file;
-    let api_url = ctx.config.lieutenant_url.as_ref().map(|s| s.value.clone());
-    match (&api_url, args.all) {
-        (Some(url), false) => {
-            let mut file = match TokenFile::load(path) {
-                Ok(file) => file,
-                Err(e @ store::Error::Corrupt { .. }) => {
-                    eprintln!("warning: {e}");
-                    remove_file(path)?;
-                    return Ok(ExitCode::SUCCESS);
-                }
-                Err(e) => return Err(e.into()),
-            };
-            if file.remove(url) {
-                file.save(path)?;
-                println!("removed the cached tokens for {url} from {}", path.display());
-            } else {
-                println!("no cached tokens for {url} in {}", path.display());
-            }
-            if let Some(commodore) = &places.commodore_file
-                && store::commodore_lookup(commodore, url).is_some()
-            {
-                println!(
-                    "note: commodore's token cache {} still holds a token for {url}; kharonctl uses it \
-                     until it expires",
-                    commodore.display()
-                );
-            }
+    if args.all {
+        let urls: Vec<String> =
+            TokenFile::load(path).map(|f| f.urls().map(str::to_owned).collect()).unwrap_or_default();
+        if remove_file(path)? {
+            let which = if urls.is_empty() { String::new() } else { format!(" ({})", urls.join(", ")) };
+            println!("removed {}{which}", path.display());
+        } else {
+            println!("no cached tokens ({} does not exist)", path.display());
         }
-        _ => {
-            let urls: Vec<String> =
-                TokenFile::load(path).map(|f| f.urls().map(str::to_owned).collect()).unwrap_or_default();
-            if remove_file(path)? {
-                let which = if urls.is_empty() { String::new() } else { format!(" ({})", urls.join(", ")) };
-                println!("removed {}{which}", path.display());
-            } else {
-                println!("no cached tokens ({} does not exist)", path.display());
-            }
+        return Ok(ExitCode::SUCCESS);
+    }
+    let url = ctx.lieutenant_url();
+    let mut file = match TokenFile::load(path) {
+        Ok(file) => file,
+        Err(e @ store::Error::Corrupt { .. }) => {
+            eprintln!("warning: {e}");
+            remove_file(path)?;
+            return Ok(ExitCode::SUCCESS);
         }
+        Err(e) => return Err(e.into()),
+    };
+    if file.remove(url) {
+        file.save(path)?;
+        println!("removed the cached tokens for {url} from {}", path.display());
+    } else {
+        println!("no cached tokens for {url} in {}", path.display());
+    }
+    if let Some(commodore) = &places.commodore_file
+        && store::commodore_lookup(commodore, url).is_some()
+    {
+        println!(
+            "note: commodore's token cache {} still holds a token for {url}; kharonctl uses it \
+             until it expires",
+            commodore.display()
+        );
     }
     Ok(ExitCode::SUCCESS)
 }

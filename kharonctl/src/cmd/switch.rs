@@ -41,7 +41,8 @@ pub async fn run(args: Args, ctx: &Context) -> anyhow::Result<ExitCode> {
             let source = crate::cmd::clusters::source(args.inventory.as_deref(), ctx);
             let all = source.load()?;
             let cluster = crate::clusters::find(&all, name)?;
-            let entry = kube::entry(cluster, &crate::cmd::clusters::settings(ctx, &source)?)?;
+            let entry =
+                kube::entry(cluster, &crate::cmd::clusters::settings(&source, ctx.proxy_address().await)?)?;
             for w in &entry.warnings {
                 eprintln!("kharonctl: warning: {w}");
             }

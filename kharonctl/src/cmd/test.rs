@@ -1,9 +1,13 @@
-//! `kharonctl test [CLUSTER…]`: checks every cluster's API endpoint the way a client reaches it.
+//! `kharonctl test [CLUSTER…]`: checks every cluster's API, console and OAuth endpoints the way a
+//! client reaches them.
 //!
-//! The daemon checks the path through its real tunnels (SSH login per hop, then TCP to the API)
-//! and streams one event per cluster; for each endpoint that answered, this command then does a
-//! TLS handshake and `GET /version` through the SOCKS proxy, as kubectl would. Also the local
-//! side: an ssh-agent we can reach and the inventory's age. Exit code 1 when anything failed.
+//! The daemon checks the path through its real tunnels (SSH login per hop, then TCP to the
+//! endpoint), reports URLs it cannot use (by cluster and fact) and whether its own ssh-agent
+//! answers, and streams one event per check; for each endpoint that answered, this command then
+//! does a TLS handshake and a `GET` through the SOCKS proxy (`/version` for the API), as kubectl or
+//! a browser would. Also the inventory's warnings. Exit code 1 when anything failed.
+//!
+//! The ssh-agent that matters is kharond's, not this shell's: the daemon does every SSH login.
 
 use std::io::IsTerminal;
 use std::process::ExitCode;
@@ -19,7 +23,7 @@ use crate::output::{self, Format};
 
 #[derive(Debug, clap::Args)]
 pub struct Args {
-    /// Cluster ids to check (default: every cluster with an API URL)
+    /// Cluster ids to check (default: every cluster with an API, console or OAuth URL)
     #[arg(add = clap_complete::engine::ArgValueCandidates::new(crate::completion::cluster_candidates))]
     pub clusters: Vec<String>,
     /// Output format
@@ -31,12 +35,20 @@ pub struct Args {
 #[derive(Debug, Serialize)]
 struct Row {
     cluster: String,
+    /// "api", "console", "oauth"; for the local rows "ssh-agent" or "inventory".
+    endpoint: String,
+    /// The fact the URL came from.
+    fact: String,
+    url: String,
     path: String,
     hops: Vec<String>,
+    /// "url" (malformed), "connect", "https", or for the local rows "agent" and "inventory".
     check: String,
     ok: bool,
     latency_ms: f64,
     error: String,
+    /// What a passing check wants the reader to know.
+    note: String,
 }
 
 /// How long the HTTPS check through the proxy may take.
@@ -58,53 +70,80 @@ fn https_client(ctx: &Context, listen: &str) -> anyhow::Result<reqwest::Client> 
         .build()?)
 }
 
-/// `GET https://endpoint/version`. Any HTTP answer counts: a 401 or 403 still proves the API
-/// server is reachable and speaks TLS.
-async fn https_check(client: &reqwest::Client, endpoint: &str) -> Result<Duration, String> {
+/// What to `GET` for an endpoint that answered: the API's `/version` over TLS (as kubectl), the
+/// console's and OAuth route's URL as given (as a browser).
+fn https_url(event: &pb::TestEvent) -> String {
+    if event.kind == "api" { format!("https://{}/version", event.endpoint) } else { event.url.clone() }
+}
+
+/// Any HTTP answer counts: a 401 or 403 still proves the server is reachable and speaks TLS.
+async fn https_check(client: &reqwest::Client, url: &str) -> Result<Duration, String> {
     let started = Instant::now();
-    client
-        .get(format!("https://{endpoint}/version"))
-        .send()
-        .await
-        .map_err(|e| crate::lieutenant::chain(&e))?;
+    client.get(url).send().await.map_err(|e| crate::lieutenant::chain(&e))?;
     Ok(started.elapsed())
 }
 
-fn local_checks(rows: &mut Vec<Row>, status: &pb::StatusResponse) {
-    let agent = std::env::var_os("SSH_AUTH_SOCK");
-    let (ok, error) = match &agent {
-        None => (false, "SSH_AUTH_SOCK is not set in this shell; kharond may still have an agent".to_owned()),
-        Some(path) => match std::os::unix::net::UnixStream::connect(path) {
-            Ok(_) => (true, String::new()),
-            Err(e) => (false, format!("cannot connect to {}: {e}", path.to_string_lossy())),
-        },
-    };
-    rows.push(Row {
+fn local_row(endpoint: &str, path: String, check: &str, ok: bool, error: String, note: String) -> Row {
+    Row {
         cluster: "(local)".into(),
-        path: "ssh-agent".into(),
+        endpoint: endpoint.into(),
+        fact: String::new(),
+        url: String::new(),
+        path,
         hops: vec![],
-        check: "agent".into(),
+        check: check.into(),
         ok,
         latency_ms: 0.0,
         error,
-    });
+        note,
+    }
+}
+
+fn inventory_row(status: &pb::StatusResponse) -> Row {
     let inventory = status.inventory.clone().unwrap_or_default();
-    rows.push(Row {
-        cluster: "(local)".into(),
-        path: inventory.source_path.clone(),
-        hops: vec![],
-        check: "inventory".into(),
-        ok: inventory.warnings.is_empty(),
-        latency_ms: 0.0,
-        error: inventory.warnings.join("; "),
-    });
+    let ok = inventory.warnings.is_empty();
+    local_row(
+        "inventory",
+        inventory.source_path,
+        "inventory",
+        ok,
+        inventory.warnings.join("; "),
+        String::new(),
+    )
+}
+
+/// The daemon's "agent" event: the agent kharond authenticates with, whatever this shell has.
+fn agent_row(event: &pb::TestEvent) -> Row {
+    let note = if event.endpoint.is_empty() {
+        "kharond has no SSH_AUTH_SOCK: jump hosts can use only key files and their own IdentityAgent"
+            .to_owned()
+    } else {
+        String::new()
+    };
+    let path = if event.endpoint.is_empty() { "kharond: none".to_owned() } else { event.endpoint.clone() };
+    local_row("ssh-agent", path, "agent", event.ok, event.error.clone(), note)
+}
+
+fn endpoint_row(event: &pb::TestEvent, check: &str) -> Row {
+    Row {
+        cluster: event.cluster.clone(),
+        endpoint: event.kind.clone(),
+        fact: event.fact.clone(),
+        url: event.url.clone(),
+        path: event.path.clone(),
+        hops: event.hops.clone(),
+        check: check.into(),
+        ok: event.ok,
+        latency_ms: event.latency_us as f64 / 1000.0,
+        error: event.error.clone(),
+        note: String::new(),
+    }
 }
 
 pub async fn run(args: Args, ctx: &Context) -> anyhow::Result<ExitCode> {
     let mut daemon = ctx.daemon().await?;
     let status = daemon.status().await?;
-    let mut rows = Vec::new();
-    local_checks(&mut rows, &status);
+    let mut rows = vec![inventory_row(&status)];
 
     let progress = if std::io::stderr().is_terminal() && args.output == Format::Table {
         let bar = ProgressBar::new_spinner();
@@ -119,10 +158,15 @@ pub async fn run(args: Args, ctx: &Context) -> anyhow::Result<ExitCode> {
     let client = https_client(ctx, &status.listen_address)?;
     let mut stream = daemon.test(args.clusters).await?;
     while let Some(event) = Daemon::next_event(&mut stream).await? {
+        if event.step == "agent" {
+            rows.push(agent_row(&event));
+            continue;
+        }
         let line = format!(
-            "{} {} via {}: {}",
+            "{} {} {} via {}: {}",
             if event.ok { "ok  " } else { "FAIL" },
             event.cluster,
+            event.kind,
             event.path,
             if event.ok { output::millis(event.latency_us) } else { event.error.clone() }
         );
@@ -131,46 +175,45 @@ pub async fn run(args: Args, ctx: &Context) -> anyhow::Result<ExitCode> {
             None if args.output == Format::Table => eprintln!("{line}"),
             None => {}
         }
-        let connected = event.ok;
-        rows.push(Row {
-            cluster: event.cluster.clone(),
-            path: event.path.clone(),
-            hops: event.hops.clone(),
-            check: "connect".into(),
-            ok: event.ok,
-            latency_ms: event.latency_us as f64 / 1000.0,
-            error: event.error.clone(),
-        });
-        if connected {
+        let check = if event.step == "url" { "url" } else { "connect" };
+        rows.push(endpoint_row(&event, check));
+        if event.ok {
             if let Some(bar) = &progress {
-                bar.set_message(format!("{}: TLS and /version", event.cluster));
+                bar.set_message(format!("{} {}: TLS and GET", event.cluster, event.kind));
             }
-            let (ok, latency_ms, error) = match https_check(&client, &event.endpoint).await {
-                Ok(took) => (true, took.as_secs_f64() * 1000.0, String::new()),
-                Err(e) => (false, 0.0, e),
-            };
-            rows.push(Row {
-                cluster: event.cluster,
-                path: event.path,
-                hops: event.hops,
-                check: "https /version".into(),
-                ok,
-                latency_ms,
-                error,
-            });
+            let url = https_url(&event);
+            let mut row = endpoint_row(&event, "https");
+            match https_check(&client, &url).await {
+                Ok(took) => row.latency_ms = took.as_secs_f64() * 1000.0,
+                Err(e) => (row.ok, row.latency_ms, row.error) = (false, 0.0, e),
+            }
+            row.url = url;
+            rows.push(row);
         }
     }
     if let Some(bar) = progress {
         bar.finish_and_clear();
     }
+    // Checks finish in any order; the table reads cluster by cluster, api, console, oauth.
+    let rank = |r: &Row| {
+        let kind = ["api", "console", "oauth"].iter().position(|k| *k == r.endpoint).unwrap_or(0);
+        (r.cluster != "(local)", r.cluster.clone(), kind)
+    };
+    rows.sort_by_key(rank);
 
     let failed = rows.iter().filter(|r| !r.ok).count();
     match args.output {
         Format::Json => output::json(&rows)?,
         Format::Table => {
             let table = output::table(
-                &["cluster", "path", "check", "result", "latency", "error"],
+                &["cluster", "endpoint", "path", "check", "result", "latency", "error"],
                 rows.iter().map(|r| {
+                    // A malformed URL's error names the fact that holds it.
+                    let endpoint = if r.url.is_empty() {
+                        r.endpoint.clone()
+                    } else {
+                        format!("{} {}", r.endpoint, r.url)
+                    };
                     let path = if r.hops.is_empty() {
                         r.path.clone()
                     } else {
@@ -178,11 +221,12 @@ pub async fn run(args: Args, ctx: &Context) -> anyhow::Result<ExitCode> {
                     };
                     vec![
                         r.cluster.clone(),
+                        endpoint,
                         path,
                         r.check.clone(),
                         if r.ok { "ok".into() } else { "FAILED".into() },
                         if r.latency_ms > 0.0 { format!("{:.1} ms", r.latency_ms) } else { String::new() },
-                        r.error.clone(),
+                        if r.error.is_empty() { r.note.clone() } else { r.error.clone() },
                     ]
                 }),
             );

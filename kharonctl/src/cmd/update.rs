@@ -1,12 +1,13 @@
 //! `kharonctl update`: fetch the inventory from Lieutenant (logging in if needed), derive the
 //! routing table, write the cache atomically, say what changed, and tell a running kharond to
-//! reload.
+//! reload (or say that it routes by another file, e.g. `--inventory`, and did not pick this up).
 //!
 //! A failed fetch leaves the old cache untouched: kharond keeps serving it (there is no TTL), and
 //! the error says how old that cache is.
 
 use std::collections::BTreeSet;
 use std::io::IsTerminal;
+use std::path::Path;
 use std::process::ExitCode;
 use std::time::Duration;
 
@@ -17,7 +18,7 @@ use kharon_shared::inventory::Cluster;
 use kharon_shared::routing::RoutingTable;
 
 use crate::context::Context;
-use crate::daemon;
+use crate::daemon::{self, Daemon};
 use crate::lieutenant::{self, Lieutenant};
 use crate::oidc::{self, Auth};
 use crate::output;
@@ -39,7 +40,7 @@ pub struct Args {
 }
 
 pub async fn run(args: Args, ctx: &Context) -> anyhow::Result<ExitCode> {
-    let api_url = ctx.lieutenant_url()?.to_owned();
+    let api_url = ctx.lieutenant_url().to_owned();
     let cache_path = cache::path(&ctx.config.cache_dir.value);
     let previous = match cache::load(&cache_path) {
         Ok(envelope) => Some(envelope),
@@ -61,7 +62,7 @@ pub async fn run(args: Args, ctx: &Context) -> anyhow::Result<ExitCode> {
                 ),
                 None => format!("there is no inventory cache yet ({})", cache_path.display()),
             };
-            return Err(e.context(format!("update failed; {kept}")));
+            return Err(ctx.with_lieutenant_hint(e.context(format!("update failed; {kept}"))));
         }
     };
 
@@ -81,12 +82,7 @@ pub async fn run(args: Args, ctx: &Context) -> anyhow::Result<ExitCode> {
         return Ok(ExitCode::SUCCESS);
     }
     match ctx.daemon().await {
-        Ok(mut daemon) => {
-            let reply =
-                daemon.reload().await.context("the cache was written, but kharond could not reload it")?;
-            let inv = reply.inventory.unwrap_or_default();
-            println!("kharond reloaded: {} clusters, {} routed", inv.clusters_total, inv.clusters_routed);
-        }
+        Ok(mut daemon) => reload(&mut daemon, &cache_path).await?,
         Err(daemon::Error::NotRunning { .. }) => {
             println!("kharond is not running; it will use the new cache when it starts");
         }
@@ -95,6 +91,46 @@ pub async fn run(args: Args, ctx: &Context) -> anyhow::Result<ExitCode> {
         }
     }
     Ok(ExitCode::SUCCESS)
+}
+
+/// Reloads a running kharond, unless it routes by another file than the cache just written (an
+/// `--inventory` file, or the cache of another cache dir): a reload would not pick this update
+/// up, so the user is told which file kharond reads instead of "reloaded".
+async fn reload(daemon: &mut Daemon, cache_path: &Path) -> anyhow::Result<()> {
+    let status = daemon
+        .status()
+        .await
+        .context("the cache was written, but kharond could not be asked what it reads")?;
+    let source = status.inventory.unwrap_or_default();
+    if !same_file(Path::new(&source.source_path), cache_path) {
+        let advice = if source.source_kind == "file" {
+            format!(
+                "the inventory file {} (--inventory), not the cache: it did not pick up this update. To \
+                 route by the cache, restart kharond without --inventory (and without KHARON_INVENTORY \
+                 or `inventory` in its config file)",
+                source.source_path
+            )
+        } else {
+            format!(
+                "the cache {}, not {}: it did not pick up this update. Give kharond and kharonctl the \
+                 same KHARON_CACHE_DIR (or cache_dir in the config file)",
+                source.source_path,
+                cache_path.display()
+            )
+        };
+        println!("kharond (pid {}) routes by {advice}", status.pid);
+        return Ok(());
+    }
+    let reply = daemon.reload().await.context("the cache was written, but kharond could not reload it")?;
+    let inv = reply.inventory.unwrap_or_default();
+    println!("kharond reloaded: {} clusters, {} routed", inv.clusters_total, inv.clusters_routed);
+    Ok(())
+}
+
+/// Whether two paths name the same file; a path that cannot be resolved is compared as written.
+fn same_file(a: &Path, b: &Path) -> bool {
+    let resolve = |p: &Path| std::fs::canonicalize(p).unwrap_or_else(|_| p.to_owned());
+    resolve(a) == resolve(b)
 }
 
 /// Logs in if needed and fetches `/clusters`; a 401 gets one refresh, then one fresh login.

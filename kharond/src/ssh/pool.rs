@@ -259,6 +259,12 @@ impl Pool {
         Ok(pool)
     }
 
+    /// `SSH_AUTH_SOCK` as captured at start: the agent of every hop without an `IdentityAgent` of
+    /// its own.
+    pub fn default_agent(&self) -> Option<&str> {
+        self.settings.env.get("SSH_AUTH_SOCK").map(String::as_str).filter(|s| !s.is_empty())
+    }
+
     fn load(settings: &PoolSettings) -> Result<SshConfig, Error> {
         let env = &settings.env;
         Ok(SshConfig::load(&settings.ssh_config, &settings.home, &|name| env.get(name).cloned())?)

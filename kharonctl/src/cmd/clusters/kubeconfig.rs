@@ -19,7 +19,7 @@ pub struct Args {
 
 pub fn run(args: Args, run: &Run<'_>) -> anyhow::Result<ExitCode> {
     let cluster = run.one()?;
-    let entry = kube::entry(cluster, &super::settings(run.ctx, run.source)?)?;
+    let entry = kube::entry(cluster, &super::settings(run.source, run.proxy)?)?;
     for w in &entry.warnings {
         eprintln!("kharonctl: warning: {w}");
     }

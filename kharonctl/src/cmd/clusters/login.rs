@@ -40,7 +40,7 @@ pub async fn run(args: Args, run: &Run<'_>) -> anyhow::Result<ExitCode> {
             .unwrap_or(0);
         ocp::StoredToken { token, expires_at: args.expires_in.map(|s| now.saturating_add(s)) }
     } else {
-        ocp::web_login(&super::web_login(run.ctx, cluster, args.idp)?).await?
+        ocp::web_login(&super::web_login(run.ctx, cluster, args.idp).await?).await?
     };
     let path = ocp::path(&run.ctx.config.cache_dir.value, &cluster.id);
     ocp::save(&path, &stored)?;

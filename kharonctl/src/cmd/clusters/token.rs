@@ -37,7 +37,7 @@ pub async fn run(args: Args, run: &Run<'_>) -> anyhow::Result<ExitCode> {
             if stale.is_some() {
                 eprintln!("The token of {} has expired; logging in again.", cluster.id);
             }
-            let token = ocp::web_login(&super::web_login(run.ctx, cluster, None)?).await?;
+            let token = ocp::web_login(&super::web_login(run.ctx, cluster, None).await?).await?;
             ocp::save(&path, &token)?;
             token
         }
