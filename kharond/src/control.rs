@@ -145,8 +145,8 @@ async fn check(state: &State, endpoint: &crate::inventory::Endpoint, route: Opti
         .unwrap_or_default();
     event.step = "connect".to_owned();
     event.endpoint = match target {
-        crate::socks::Target::Ip(addr) => addr.to_string(),
-        crate::socks::Target::Name(..) => format!("{host}:{port}"),
+        crate::proxy::Target::Ip(addr) => addr.to_string(),
+        crate::proxy::Target::Name(..) => format!("{host}:{port}"),
     };
     event.ok = result.is_ok();
     event.error = result.err().map(|e| e.to_string()).unwrap_or_default();
