@@ -210,7 +210,12 @@ async fn start(cli: Cli) -> Result<(), Failure> {
     let listen = config.listen.value;
     let socks = match activated.socks {
         Some(std_listener) => {
-            tracing::info!("using the SOCKS listener passed by the service manager");
+            let addr = std_listener.local_addr().map_err(|e| fail(exit::RUNTIME)(e.into()))?;
+            // The unit decides the address, not --listen; the loopback rule holds all the same.
+            config
+                .check_listener(addr, kharon_shared::config::Source::SocketActivation)
+                .map_err(|e| fail(exit::CONFIG)(e.into()))?;
+            tracing::info!(%addr, "using the SOCKS listener passed by the service manager");
             tokio::net::TcpListener::from_std(std_listener).map_err(|e| fail(exit::RUNTIME)(e.into()))?
         }
         None => tokio::net::TcpListener::bind(listen)

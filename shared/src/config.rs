@@ -29,6 +29,8 @@ pub enum Source {
     File(PathBuf),
     Env(&'static str),
     Flag(&'static str),
+    /// A listener handed over by systemd (or another manager speaking its protocol).
+    SocketActivation,
 }
 
 impl fmt::Display for Source {
@@ -38,6 +40,7 @@ impl fmt::Display for Source {
             Source::File(p) => write!(f, "{}", p.display()),
             Source::Env(v) => write!(f, "env {v}"),
             Source::Flag(n) => write!(f, "flag {n}"),
+            Source::SocketActivation => f.write_str("socket activation"),
         }
     }
 }
@@ -120,7 +123,8 @@ pub enum Error {
     BadDuration { setting: &'static str, origin: Source },
     #[error(
         "listen address {addr} (from {origin}) is not loopback; anyone on that network could use \
-         the proxy. Set [socks] username and password in the config file, or listen on 127.0.0.1"
+         the proxy. Set [socks] username and password in the config file, or {}",
+        loopback_advice(origin, *addr)
     )]
     OpenListener { addr: SocketAddr, origin: Source },
     #[error("{setting} (from {origin}): {value:?} is not an http(s) URL")]
@@ -344,10 +348,26 @@ impl Config {
     }
 
     fn validate(&self) -> Result<(), Error> {
-        if !self.listen.value.ip().is_loopback() && self.socks_auth.is_none() {
-            return Err(Error::OpenListener { addr: self.listen.value, origin: self.listen.source.clone() });
+        self.check_listener(self.listen.value, self.listen.source.clone())
+    }
+
+    /// The one rule for every SOCKS listener, however it came (`--listen`, the config file, a
+    /// socket handed over by systemd): a non-loopback address needs a SOCKS username and password.
+    pub fn check_listener(&self, addr: SocketAddr, origin: Source) -> Result<(), Error> {
+        if !addr.ip().is_loopback() && self.socks_auth.is_none() {
+            return Err(Error::OpenListener { addr, origin });
         }
         Ok(())
+    }
+}
+
+/// How to get back to loopback, in the terms of where the address came from.
+fn loopback_advice(origin: &Source, addr: SocketAddr) -> String {
+    match origin {
+        Source::SocketActivation => {
+            format!("set ListenStream=127.0.0.1:{} in the socket unit", addr.port())
+        }
+        _ => "listen on 127.0.0.1".to_owned(),
     }
 }
 
@@ -435,6 +455,27 @@ mod tests {
         let ov = Overrides { config: Some(path), listen: Some("0.0.0.0:12000".into()), ..Default::default() };
         let cfg = load(&ov, &[], dir.path()).unwrap();
         assert_eq!(cfg.socks_auth.unwrap().value.username, "u");
+    }
+
+    #[test]
+    fn an_activated_listener_gets_the_same_loopback_rule() {
+        let dir = tempfile::tempdir().unwrap();
+        let cfg = load(&Overrides::default(), &[], dir.path()).unwrap();
+        let any: SocketAddr = "0.0.0.0:12000".parse().unwrap();
+        let err = cfg.check_listener(any, Source::SocketActivation).unwrap_err().to_string();
+        assert!(err.contains("0.0.0.0:12000 (from socket activation) is not loopback"), "{err}");
+        assert!(err.contains("ListenStream=127.0.0.1:12000"), "{err}");
+        assert!(err.contains("[socks] username and password"), "{err}");
+        // `ListenStream=12000` binds every address of both families.
+        let dual: SocketAddr = "[::]:12000".parse().unwrap();
+        assert!(cfg.check_listener(dual, Source::SocketActivation).is_err());
+        cfg.check_listener("127.0.0.1:12000".parse().unwrap(), Source::SocketActivation).unwrap();
+        cfg.check_listener("[::1]:12000".parse().unwrap(), Source::SocketActivation).unwrap();
+
+        let (dir, path) = write_config("[socks]\nusername = \"u\"\npassword = \"p\"\n");
+        let ov = Overrides { config: Some(path), ..Default::default() };
+        let cfg = load(&ov, &[], dir.path()).unwrap();
+        cfg.check_listener(any, Source::SocketActivation).unwrap();
     }
 
     #[test]

@@ -1,6 +1,7 @@
 //! End-to-end scenarios: real kharond, kharonctl and curl on loopback. One test binary; each
 //! module is a theme. Every scenario has its own temporary HOME and ephemeral ports.
 
+mod activation;
 mod channel_close;
 mod clusters;
 mod control;
