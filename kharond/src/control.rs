@@ -32,18 +32,17 @@ impl Control {
 /// holds if someone loosens those modes (OpenSSH's agent-getpeereid check does the same).
 fn authorize<T>(request: &Request<T>) -> Result<(), Status> {
     let me = kharon_shared::paths::uid();
-    let peer = request
-        .extensions()
-        .get::<tonic::transport::server::UdsConnectInfo>()
-        .and_then(|info| info.peer_cred)
-        .map(|cred| cred.uid());
-    match peer {
+    let Some(info) = request.extensions().get::<tonic::transport::server::UdsConnectInfo>() else {
+        // Not over a socket at all (the service called in-process): nothing to check.
+        return Ok(());
+    };
+    match info.peer_cred.map(|cred| cred.uid()) {
         Some(uid) if uid == me => Ok(()),
         Some(uid) => {
             Err(Status::permission_denied(format!("uid {uid} may not control this kharond (uid {me})")))
         }
-        // Not a Unix socket (tests calling the service in-process): nothing to check.
-        None => Ok(()),
+        // A Unix socket whose peer we cannot name: refused rather than trusted.
+        None => Err(Status::permission_denied("cannot tell which user is calling; refused")),
     }
 }
 

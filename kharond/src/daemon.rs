@@ -34,13 +34,17 @@ pub enum Error {
 }
 
 /// Creates the control socket: parent directory 0700 and ours, socket 0600. A socket that still
-/// answers belongs to a live daemon and is left alone; one that does not is stale and replaced.
+/// answers belongs to a live daemon and is left alone; one of ours that does not is stale and
+/// replaced. Anything else at the path (a file, a directory, a symlink, a FIFO, another user's
+/// socket) is an error and stays untouched: a mistyped --control-socket must never delete data.
+/// No one else can swap the path between the check and the removal: the directory is ours and
+/// not writable by others (checked first).
 pub async fn bind_control_socket(path: &Path) -> Result<UnixListener, Error> {
     kharon_shared::paths::check_socket_path(path)?;
     if let Some(dir) = path.parent() {
         kharon_shared::paths::prepare_private_dir(dir)?;
     }
-    if path.exists() {
+    if kharon_shared::paths::check_own_socket(path)? {
         if UnixStream::connect(path).await.is_ok() {
             return Err(Error::AlreadyRunning { path: path.to_owned() });
         }

@@ -5,6 +5,7 @@ mod activation;
 mod channel_close;
 mod clusters;
 mod control;
+mod control_socket;
 mod direct;
 mod host_keys;
 mod jumphost;
