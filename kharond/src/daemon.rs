@@ -8,7 +8,6 @@ use std::sync::Arc;
 
 use tokio::net::{TcpListener, UnixListener, UnixStream};
 use tokio::signal::unix::{SignalKind, signal};
-use tokio_stream::wrappers::UnixListenerStream;
 use tracing::{info, warn};
 
 use crate::control::Control;
@@ -80,7 +79,7 @@ pub async fn run(
 
     let control_server = tonic::transport::Server::builder()
         .add_service(Control::new(Arc::clone(&state)).into_service())
-        .serve_with_incoming_shutdown(UnixListenerStream::new(control), stopped(stop_rx.clone()));
+        .serve_with_incoming_shutdown(crate::backoff::unix_incoming(control), stopped(stop_rx.clone()));
     let control_task = tokio::spawn(control_server);
     let socks_task = tokio::spawn(listener::run(socks, Arc::clone(&state), stopped(stop_rx.clone())));
 

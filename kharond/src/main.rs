@@ -11,8 +11,10 @@
 //! - [`http`] + [`pac`]: `GET /proxy.pac` on the SOCKS port.
 //! - [`activation`]: listeners passed by systemd. [`malloc`]: allocator settings for the data path.
 //! - [`control`]: the gRPC control API. [`ssh`]: the SSH engine.
+//! - [`backoff`]: waiting after a failed accept, for every listener.
 
 mod activation;
+mod backoff;
 mod connection;
 mod control;
 mod daemon;

@@ -166,3 +166,60 @@ fn kharonctl_refuses_a_socket_served_by_another_user() {
         out.stderr
     );
 }
+
+/// utime + stime of `pid` so far, from /proc/PID/stat.
+fn cpu_time(pid: u32) -> Duration {
+    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).unwrap();
+    // The command name may hold spaces; the fields after it are fixed.
+    let fields: Vec<&str> = stat[stat.rfind(')').unwrap() + 2..].split(' ').collect();
+    let ticks: u64 = fields[11].parse::<u64>().unwrap() + fields[12].parse::<u64>().unwrap();
+    // SAFETY: sysconf has no preconditions.
+    let per_second = unsafe { libc::sysconf(libc::_SC_CLK_TCK) } as u64;
+    Duration::from_millis(ticks * 1000 / per_second)
+}
+
+fn open_descriptors(pid: u32) -> usize {
+    std::fs::read_dir(format!("/proc/{pid}/fd")).map(|d| d.count()).unwrap_or(0)
+}
+
+#[test]
+fn out_of_descriptors_the_control_socket_waits_instead_of_spinning() {
+    let env = Env::new();
+    let inv = write_inventory(&env);
+    // Idle SOCKS clients must hold their descriptor for the whole test.
+    let config = env.write("config.toml", "handshake_timeout_secs = 120\n");
+    let daemon = Kharond::start(&env, &["--inventory", &inv, "--config", config.to_str().unwrap()]);
+    let pid = daemon.pid();
+
+    // A few descriptors above what it holds now, as a hard limit it cannot raise again.
+    let limit = open_descriptors(pid) as u64 + 4;
+    let rlimit = libc::rlimit { rlim_cur: limit, rlim_max: limit };
+    // SAFETY: prlimit reads the struct we pass; the pid is our own child.
+    let rc = unsafe { libc::prlimit(pid as i32, libc::RLIMIT_NOFILE, &rlimit, std::ptr::null_mut()) };
+    assert_eq!(rc, 0, "prlimit: {}", std::io::Error::last_os_error());
+
+    // Idle SOCKS clients until every descriptor is taken; the rest wait in the backlog.
+    let mut clients = Vec::new();
+    for _ in 0..16 {
+        clients.push(std::net::TcpStream::connect(daemon.socks_addr()).unwrap());
+    }
+    let full = wait_until(Duration::from_secs(20), || open_descriptors(pid) as u64 >= limit);
+    assert!(full, "kharond holds {} of {limit} descriptors", open_descriptors(pid));
+    // Control clients now wait in the control socket's backlog; each accept fails with EMFILE.
+    let controls: Vec<_> =
+        (0..3).map(|_| std::os::unix::net::UnixStream::connect(env.control_socket()).unwrap()).collect();
+
+    std::thread::sleep(Duration::from_millis(300));
+    let before = cpu_time(pid);
+    std::thread::sleep(Duration::from_secs(2));
+    let used = cpu_time(pid) - before;
+    eprintln!("kharond used {used:?} of CPU in 2 s while out of descriptors");
+    // A spinning accept loop burns most of a core (about 2 s here); backing off needs almost none.
+    assert!(used < Duration::from_millis(300), "kharond used {used:?} of CPU in 2 s:\n{}", daemon.log());
+
+    drop(controls);
+    drop(clients);
+    let answers = wait_until(Duration::from_secs(20), || kharonctl::run(&env, &["status"]).success());
+    assert!(answers, "kharonctl status must answer once descriptors are free:\n{}", daemon.log());
+    assert!(daemon.log().contains("control socket: accept failed"), "{}", daemon.log());
+}
