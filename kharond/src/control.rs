@@ -12,7 +12,7 @@ use tonic::{Request, Response, Status};
 
 use crate::inventory::LoadedTable;
 use crate::ssh;
-use crate::state::State;
+use crate::state::{ReloadError, State};
 
 pub struct Control {
     state: Arc<State>,
@@ -222,12 +222,7 @@ impl pb::control_server::Control for Control {
         request: Request<pb::ReloadRequest>,
     ) -> Result<Response<pb::ReloadResponse>, Status> {
         authorize(&request)?;
-        let state = Arc::clone(&self.state);
-        // Reading and compiling a large inventory is blocking work.
-        let outcome = tokio::task::spawn_blocking(move || state.reload())
-            .await
-            .map_err(|e| Status::internal(format!("reload task failed: {e}")))?;
-        match outcome {
+        match self.state.reload().await {
             Ok(outcome) => {
                 let loaded = self.state.table();
                 tracing::info!(
@@ -244,7 +239,13 @@ impl pb::control_server::Control for Control {
             }
             Err(e) => {
                 tracing::warn!("{e}");
-                Err(Status::failed_precondition(e.to_string()))
+                let status = match e {
+                    ReloadError::Inventory(_) => Status::failed_precondition,
+                    ReloadError::Deadline { .. } => Status::deadline_exceeded,
+                    ReloadError::Busy { .. } => Status::unavailable,
+                    ReloadError::Panicked(_) => Status::internal,
+                };
+                Err(status(e.to_string()))
             }
         }
     }

@@ -92,17 +92,19 @@ pub async fn run(
             _ = &mut shutdown => break,
             _ = interrupt.recv() => { info!("SIGINT: stopping"); break }
             _ = terminate.recv() => { info!("SIGTERM: stopping"); break }
+            // A task of its own: a slow reload must not hold up SIGTERM (reload.rs bounds it).
             _ = hangup.recv() => {
                 let state = Arc::clone(&state);
-                match tokio::task::spawn_blocking(move || state.reload()).await {
-                    Ok(Ok(outcome)) => info!(
-                        added = outcome.routes_added.len(),
-                        removed = outcome.routes_removed.len(),
-                        "SIGHUP: reloaded routing table"
-                    ),
-                    Ok(Err(e)) => warn!("SIGHUP: {e}"),
-                    Err(e) => warn!("SIGHUP: reload task failed: {e}"),
-                }
+                tokio::spawn(async move {
+                    match state.reload().await {
+                        Ok(outcome) => info!(
+                            added = outcome.routes_added.len(),
+                            removed = outcome.routes_removed.len(),
+                            "SIGHUP: reloaded routing table"
+                        ),
+                        Err(e) => warn!("SIGHUP: {e}"),
+                    }
+                });
             }
         }
     }

@@ -11,6 +11,7 @@
 //! - [`http`] + [`pac`]: `GET /proxy.pac` on the SOCKS port.
 //! - [`activation`]: listeners passed by systemd. [`malloc`]: allocator settings for the data path.
 //! - [`control`]: the gRPC control API. [`ssh`]: the SSH engine.
+//! - [`reload`]: how a reload runs (off the async threads, one at a time, with a deadline).
 //! - [`backoff`]: waiting after a failed accept, for every listener.
 
 mod activation;
@@ -25,6 +26,7 @@ mod listener;
 mod malloc;
 mod pac;
 mod relay;
+mod reload;
 mod socks;
 mod ssh;
 mod state;
@@ -107,7 +109,11 @@ fn main() -> ExitCode {
             return ExitCode::from(exit::RUNTIME);
         }
     };
-    match runtime.block_on(start(cli)) {
+    let outcome = runtime.block_on(start(cli));
+    // Dropping the runtime would wait for every blocking task, including a reload stuck on a
+    // hung file; what is left after the drain is not worth waiting for.
+    runtime.shutdown_timeout(RUNTIME_SHUTDOWN);
+    match outcome {
         Ok(()) => ExitCode::SUCCESS,
         Err(Failure { code, error }) => {
             eprintln!("kharond: {error:#}");
@@ -115,6 +121,10 @@ fn main() -> ExitCode {
         }
     }
 }
+
+/// How long the runtime may take to stop its tasks after `daemon::run` returned (connections had
+/// their drain already).
+const RUNTIME_SHUTDOWN: std::time::Duration = std::time::Duration::from_secs(1);
 
 /// Logs go to stderr; under systemd (JOURNAL_STREAM set) without timestamps or colours, since the
 /// journal adds its own. fast-socks5 logs client passwords at debug, so it is capped at info

@@ -104,7 +104,7 @@ pub fn path(cache_dir: &Path) -> PathBuf {
 
 /// Reads and checks the cache file.
 pub fn load(path: &Path) -> Result<Envelope, Error> {
-    let bytes = match std::fs::read(path) {
+    let bytes = match crate::files::read_regular(path) {
         Ok(bytes) => bytes,
         Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
             return Err(Error::Missing { path: path.to_owned() });

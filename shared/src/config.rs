@@ -193,8 +193,12 @@ impl Config {
             (None, None) => (paths::config_file().ok(), false),
         };
         let (file, file_cfg) = match file_path {
-            Some(path) => match std::fs::read_to_string(&path) {
-                Ok(text) => {
+            Some(path) => match crate::files::read_regular(&path) {
+                Ok(bytes) => {
+                    let text = String::from_utf8(bytes).map_err(|e| Error::Read {
+                        path: path.clone(),
+                        source: std::io::Error::new(std::io::ErrorKind::InvalidData, e.utf8_error()),
+                    })?;
                     let cfg: FileConfig = toml::from_str(&text)
                         .map_err(|source| Error::Parse { path: path.clone(), source: Box::new(source) })?;
                     (Some(path), cfg)

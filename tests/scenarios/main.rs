@@ -11,6 +11,7 @@ mod host_keys;
 mod jumphost;
 mod kubeconfig;
 mod login;
+mod reload;
 mod service;
 mod socks_malformed;
 mod ssh_algorithms;

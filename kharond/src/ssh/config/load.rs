@@ -105,7 +105,7 @@ pub(super) fn load(path: &Path, home: &Path) -> Result<Loaded, Error> {
         ignore_unknown: Vec::new(),
         env_names: BTreeSet::new(),
     };
-    let root = match std::fs::read(path) {
+    let root = match kharon_shared::files::read_regular(path) {
         Ok(bytes) => loader.file(path, &bytes),
         Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
             // OpenSSH treats a missing ~/.ssh/config as empty; so do we (direct hops only).
@@ -356,7 +356,7 @@ impl Loader<'_> {
         if let Some(&index) = self.by_path.get(&canonical) {
             return Some(index);
         }
-        match std::fs::read(path) {
+        match kharon_shared::files::read_regular(path) {
             Ok(bytes) => Some(self.file(path, &bytes)),
             Err(source) => {
                 self.errors.push(Error::Read { path: path.to_owned(), source });
