@@ -21,6 +21,11 @@ pub const DEFAULT_LISTEN: &str = "127.0.0.1:12000";
 pub const DEFAULT_HANDSHAKE_TIMEOUT: Duration = Duration::from_secs(10);
 /// How long resolving and connecting a target may take before the client gets a reply code.
 pub const DEFAULT_CONNECT_TIMEOUT: Duration = Duration::from_secs(10);
+/// The range of `handshake_timeout_secs` and `connect_timeout_secs`. Both are waits a client
+/// sits through before it hears anything: an hour is far past any useful value (a TCP connect
+/// gives up after about two minutes of SYN retries), and a bound keeps deadlines computed from
+/// them (`now + timeout`) representable.
+pub const TIMEOUT_SECS: std::ops::RangeInclusive<u64> = 1..=3600;
 
 /// Where a setting's value came from.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -119,8 +124,12 @@ pub enum Error {
         "{setting} (from {origin}): {value:?} is not an address; expected IP:PORT such as 127.0.0.1:12000"
     )]
     BadAddress { setting: &'static str, origin: Source, value: String },
-    #[error("{setting} (from {origin}) must be at least 1 second")]
-    BadDuration { setting: &'static str, origin: Source },
+    #[error(
+        "{setting} = {value} (from {origin}) is out of range; it must be between {} and {} seconds",
+        TIMEOUT_SECS.start(),
+        TIMEOUT_SECS.end()
+    )]
+    BadDuration { setting: &'static str, origin: Source, value: u64 },
     #[error(
         "listen address {addr} (from {origin}) is not loopback; anyone on that network could use \
          the proxy. Set [socks] username and password in the config file, or {}",
@@ -290,8 +299,8 @@ impl Config {
 
         let secs = |name: &'static str, v: Option<u64>, default: Duration| match v {
             None => Ok(Setting::new(default, Source::Default)),
-            Some(0) => Err(Error::BadDuration { setting: name, origin: from_file() }),
-            Some(s) => Ok(Setting::new(Duration::from_secs(s), from_file())),
+            Some(s) if TIMEOUT_SECS.contains(&s) => Ok(Setting::new(Duration::from_secs(s), from_file())),
+            Some(value) => Err(Error::BadDuration { setting: name, origin: from_file(), value }),
         };
         let handshake_timeout =
             secs("handshake_timeout_secs", file_cfg.handshake_timeout_secs, DEFAULT_HANDSHAKE_TIMEOUT)?;
@@ -500,6 +509,39 @@ mod tests {
         let ov = Overrides { config: Some(path), ..Default::default() };
         let err = load(&ov, &[], dir.path()).unwrap_err().to_string();
         assert!(err.contains("must both be set"), "{err}");
+    }
+
+    #[test]
+    fn timeouts_outside_one_second_to_an_hour_name_the_key_and_the_range() {
+        for (key, value) in [
+            ("connect_timeout_secs", "0"),
+            ("connect_timeout_secs", "3601"),
+            ("handshake_timeout_secs", "9223372036854775807"),
+        ] {
+            let (dir, path) = write_config(&format!("{key} = {value}\n"));
+            let ov = Overrides { config: Some(path.clone()), ..Default::default() };
+            let err = load(&ov, &[], dir.path()).unwrap_err().to_string();
+            assert!(err.contains(&format!("{key} = {value} (from {})", path.display())), "{err}");
+            assert!(err.contains("between 1 and 3600 seconds"), "{err}");
+        }
+        let (dir, path) = write_config("connect_timeout_secs = 3600\nhandshake_timeout_secs = 1\n");
+        let ov = Overrides { config: Some(path), ..Default::default() };
+        let cfg = load(&ov, &[], dir.path()).unwrap();
+        assert_eq!(cfg.connect_timeout.value, Duration::from_secs(3600));
+        assert_eq!(cfg.handshake_timeout.value, Duration::from_secs(1));
+    }
+
+    #[test]
+    fn a_fifo_as_config_file_is_refused_without_blocking() {
+        let dir = tempfile::tempdir().unwrap();
+        let fifo = dir.path().join("config.toml");
+        let name = std::ffi::CString::new(fifo.as_os_str().as_encoded_bytes()).unwrap();
+        // SAFETY: mkfifo reads the NUL-terminated path we own.
+        assert_eq!(unsafe { libc::mkfifo(name.as_ptr(), 0o600) }, 0);
+        let ov = Overrides { config: Some(fifo.clone()), ..Default::default() };
+        let err = load(&ov, &[], dir.path()).unwrap_err().to_string();
+        assert!(err.contains(&fifo.display().to_string()), "{err}");
+        assert!(err.contains("not a regular file (it is a FIFO)"), "{err}");
     }
 
     #[test]

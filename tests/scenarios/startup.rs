@@ -106,3 +106,21 @@ fn socket_activation_uses_the_passed_listeners() {
     assert_eq!(status.json()["listen_address"], socks_addr.to_string());
     assert!(sock_path.exists(), "the manager's socket must not be removed by the daemon");
 }
+
+#[test]
+fn a_timeout_beyond_an_hour_is_refused_naming_the_key() {
+    let env = Env::new();
+    let inv = env.write("inventory.json", &inventory::to_json(&[inventory::direct("c-d", "d.example")]));
+    let config = env.write("config.toml", "connect_timeout_secs = 9223372036854775807\n");
+    let exited = Kharond::try_start(
+        &env,
+        &["--inventory", inv.to_str().unwrap(), "--config", config.to_str().unwrap()],
+        &[],
+    )
+    .err()
+    .expect("must refuse");
+    assert_eq!(exited.code, Some(2), "{}", exited.stderr);
+    assert!(exited.stderr.contains("connect_timeout_secs = 9223372036854775807"), "{}", exited.stderr);
+    assert!(exited.stderr.contains("between 1 and 3600 seconds"), "{}", exited.stderr);
+    assert!(!exited.stderr.contains("panicked"), "{}", exited.stderr);
+}
