@@ -159,6 +159,9 @@ async fn start(cli: Cli) -> Result<(), Failure> {
         ..Overrides::default()
     };
     let config = Config::load(&overrides).map_err(|e| fail(exit::CONFIG)(e.into()))?;
+    for warning in config.warnings() {
+        tracing::warn!("{warning}");
+    }
     raise_fd_limit();
 
     let source = match &config.inventory {

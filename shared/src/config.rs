@@ -364,6 +364,27 @@ impl Config {
         self.check_listener(self.listen.value, self.listen.source.clone())
     }
 
+    /// Problems worth a warning at start that do not stop it. Today: a config file holding the
+    /// SOCKS password that group or others may read.
+    pub fn warnings(&self) -> Vec<String> {
+        use std::os::unix::fs::PermissionsExt;
+        let mut warnings = Vec::new();
+        if let (Some(file), Some(_)) = (&self.file, &self.socks_auth)
+            && let Ok(meta) = std::fs::metadata(file)
+        {
+            let mode = meta.permissions().mode() & 0o777;
+            if mode & 0o077 != 0 {
+                warnings.push(format!(
+                    "config file {} holds the SOCKS password and others may read it (mode {mode:04o}); \
+                     run `chmod 600 {}`",
+                    file.display(),
+                    file.display()
+                ));
+            }
+        }
+        warnings
+    }
+
     /// The one rule for every SOCKS listener, however it came (`--listen`, the config file, a
     /// socket handed over by systemd): a non-loopback address needs a SOCKS username and password.
     pub fn check_listener(&self, addr: SocketAddr, origin: Source) -> Result<(), Error> {
@@ -607,6 +628,27 @@ mod tests {
         let err = load(&Overrides::default(), &env, dir.path()).unwrap_err().to_string();
         assert!(err.contains("lieutenant_url (from env COMMODORE_API_URL)"), "{err}");
         assert!(err.contains("not an http(s) URL"), "{err}");
+    }
+
+    #[test]
+    fn a_password_file_others_may_read_is_warned_about() {
+        use std::os::unix::fs::PermissionsExt;
+        let (dir, path) = write_config("[socks]\nusername = \"u\"\npassword = \"p\"\n");
+        let ov = Overrides { config: Some(path.clone()), ..Default::default() };
+        for mode in [0o644, 0o640, 0o604] {
+            std::fs::set_permissions(&path, std::fs::Permissions::from_mode(mode)).unwrap();
+            let warnings = load(&ov, &[], dir.path()).unwrap().warnings();
+            assert_eq!(warnings.len(), 1, "{mode:o}: {warnings:?}");
+            assert!(warnings[0].contains(&format!("chmod 600 {}", path.display())), "{warnings:?}");
+            assert!(warnings[0].contains(&format!("mode {mode:04o}")), "{warnings:?}");
+        }
+        std::fs::set_permissions(&path, std::fs::Permissions::from_mode(0o600)).unwrap();
+        assert!(load(&ov, &[], dir.path()).unwrap().warnings().is_empty());
+        // No password in it: nothing to protect.
+        let (dir, path) = write_config("listen = \"127.0.0.1:1\"\n");
+        std::fs::set_permissions(&path, std::fs::Permissions::from_mode(0o644)).unwrap();
+        let ov = Overrides { config: Some(path), ..Default::default() };
+        assert!(load(&ov, &[], dir.path()).unwrap().warnings().is_empty());
     }
 
     #[test]
