@@ -19,8 +19,13 @@ struct Activator {
 
 impl Activator {
     fn start(env: &Env, listen: &str, args: &[&str]) -> Self {
+        Self::start_named(env, listen, "socks", args)
+    }
+
+    /// As [`Activator::start`], with the descriptor named `name` (FileDescriptorName=).
+    fn start_named(env: &Env, listen: &str, name: &str, args: &[&str]) -> Self {
         let mut child = Command::new(ACTIVATE)
-            .args(["-l", listen, "--fdname=socks"])
+            .args(["-l", listen, &format!("--fdname={name}")])
             .arg(kharon_e2e::bin("kharond"))
             .arg("--control-socket")
             .arg(env.control_socket())
@@ -146,4 +151,20 @@ fn an_activated_listener_on_all_addresses_starts_with_a_password() {
     // Without the password the same listener serves nothing.
     let refused = fetch(&format!("socks5h://127.0.0.1:{port}"), &server);
     assert!(!refused.contains("hello from"), "{refused}");
+}
+
+#[test]
+fn a_tcp_listener_named_control_is_refused_not_served_as_the_control_api() {
+    let env = Env::new();
+    let inv = inventory_file(&env);
+    let port = kharon_e2e::free_port();
+    let mut activator =
+        Activator::start_named(&env, &format!("127.0.0.1:{port}"), "control", &["--inventory", &inv]);
+    let _client = std::net::TcpStream::connect(("127.0.0.1", port)).expect("connect");
+
+    let code = activator.exit_code();
+    let log = activator.log();
+    assert_eq!(code, Some(Some(2)), "kharond must refuse the descriptor:\n{log}");
+    assert!(log.contains("named \"control\" but is a TCP/IP socket"), "{log}");
+    assert!(log.contains("ListenStream=%t/kharon/kharond.sock"), "{log}");
 }
