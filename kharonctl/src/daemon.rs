@@ -1,6 +1,11 @@
 //! The gRPC client on kharond's control socket, and the only file here that touches tonic.
 //! A missing socket or a refused connection becomes "kharond is not running; start it with …"
 //! instead of a transport error dump.
+//!
+//! Only a daemon of our own user is talked to: the path must be a socket we own (checked before
+//! connecting), and the process listening on it must run as us (checked on the connected socket,
+//! before any request is sent). Another user's daemon could answer with lies or collect what we
+//! send it.
 
 use std::path::{Path, PathBuf};
 use std::time::Duration;
@@ -27,8 +32,57 @@ pub enum Error {
     NotRunning { path: PathBuf },
     #[error("cannot reach kharond at {}: {source}", path.display())]
     Connect { path: PathBuf, source: tonic::transport::Error },
+    /// Not a socket, or another user's.
+    #[error(transparent)]
+    Untrusted(#[from] kharon_shared::paths::Error),
+    #[error(
+        "control socket {} is served by a process of uid {}, not by us (uid {}); refusing to talk \
+         to it. Pass the socket of your own kharond with --control-socket",
+        path.display(), listener.peer, listener.uid
+    )]
+    ForeignListener { path: PathBuf, listener: ForeignListener },
     #[error("kharond: {}", status.message())]
     Call { status: tonic::Status },
+}
+
+/// The process at the other end of the control socket runs as another user.
+#[derive(Debug, Clone, Copy, thiserror::Error)]
+#[error("the control socket's listener runs as uid {peer}, not {uid}")]
+pub struct ForeignListener {
+    peer: u32,
+    uid: u32,
+}
+
+/// The socket file can be ours while another user's process listens on it (it was bound before
+/// we took the directory over); the peer credentials of the connection say who answers.
+fn listener_is_us(stream: &UnixStream) -> std::io::Result<()> {
+    let uid = kharon_shared::paths::uid();
+    let peer = stream.peer_cred()?.uid();
+    if peer != uid {
+        return Err(std::io::Error::new(std::io::ErrorKind::PermissionDenied, ForeignListener { peer, uid }));
+    }
+    Ok(())
+}
+
+/// Turns a failed connect into advice: not running (nothing listens) or not ours.
+fn connect_failure(path: &Path, source: tonic::transport::Error) -> Error {
+    let mut cause = std::error::Error::source(&source);
+    while let Some(error) = cause {
+        if let Some(io) = error.downcast_ref::<std::io::Error>() {
+            if let Some(listener) = io.get_ref().and_then(|e| e.downcast_ref::<ForeignListener>()) {
+                return Error::ForeignListener { path: path.to_owned(), listener: *listener };
+            }
+            // A stale socket file (daemon crashed) refuses connections: same advice as none.
+            if io.kind() == std::io::ErrorKind::ConnectionRefused {
+                return Error::NotRunning { path: path.to_owned() };
+            }
+        }
+        if error.to_string().contains("refused") {
+            return Error::NotRunning { path: path.to_owned() };
+        }
+        cause = error.source();
+    }
+    Error::Connect { path: path.to_owned(), source }
 }
 
 /// A connected control client.
@@ -38,7 +92,7 @@ pub struct Daemon {
 
 impl Daemon {
     pub async fn connect(path: &Path) -> Result<Self, Error> {
-        if !path.exists() {
+        if !kharon_shared::paths::check_own_socket(path)? {
             return Err(Error::NotRunning { path: path.to_owned() });
         }
         let socket = path.to_owned();
@@ -49,17 +103,14 @@ impl Daemon {
         let channel = endpoint
             .connect_with_connector(tower::service_fn(move |_| {
                 let socket = socket.clone();
-                async move { UnixStream::connect(socket).await.map(TokioIo::new) }
+                async move {
+                    let stream = UnixStream::connect(socket).await?;
+                    listener_is_us(&stream)?;
+                    Ok::<_, std::io::Error>(TokioIo::new(stream))
+                }
             }))
             .await
-            .map_err(|source| {
-                // A stale socket file (daemon crashed) refuses connections: same advice.
-                if std::error::Error::source(&source).is_some_and(|s| s.to_string().contains("refused")) {
-                    Error::NotRunning { path: path.to_owned() }
-                } else {
-                    Error::Connect { path: path.to_owned(), source }
-                }
-            })?;
+            .map_err(|source| connect_failure(path, source))?;
         Ok(Self { client: ControlClient::new(channel) })
     }
 

@@ -2,6 +2,12 @@
 //! manager that speaks the same protocol. kharonctl's socket units name them `socks` and
 //! `control`; unnamed descriptors are told apart by their address family, so a hand-written unit
 //! works too.
+//!
+//! A descriptor is used only if it is what its role needs: a listening stream socket, TCP for
+//! `socks` and Unix for `control`. A name that contradicts the family (a TCP socket named
+//! `control`) is an error rather than a guess, since the control API trusts the peer credentials
+//! only a Unix socket carries. Whether the SOCKS address may be served without a password is
+//! decided by the caller with the same rule as `--listen`.
 
 use std::os::fd::{FromRawFd, RawFd};
 
@@ -15,8 +21,22 @@ pub struct Activated {
 pub enum Error {
     #[error("socket activation: {0}")]
     Env(std::io::Error),
-    #[error("socket activation: descriptor {fd} ({name}) is neither a TCP nor a Unix listener")]
+    #[error(
+        "socket activation: descriptor {fd} ({name}) is neither a TCP nor a Unix socket; \
+         the socket unit must use ListenStream= with an IP:PORT (socks) or a path (control)"
+    )]
     Unknown { fd: RawFd, name: String },
+    #[error(
+        "socket activation: descriptor {fd} is named {name:?} but is a {found} socket; \
+         `socks` must be a TCP address (ListenStream=127.0.0.1:12000) and `control` a Unix socket \
+         path (ListenStream=%t/kharon/kharond.sock)"
+    )]
+    WrongFamily { fd: RawFd, name: String, found: &'static str },
+    #[error(
+        "socket activation: descriptor {fd} ({name}) is not a listening stream socket; \
+         the socket unit must use ListenStream= and Accept=no"
+    )]
+    NotListening { fd: RawFd, name: String },
     #[error("socket activation: more than one {0} listener was passed")]
     Duplicate(&'static str),
 }
@@ -30,32 +50,109 @@ fn family(fd: RawFd) -> Option<libc::sa_family_t> {
     }
 }
 
+/// An integer socket option of `fd`, if it can be read.
+fn int_option(fd: RawFd, option: libc::c_int) -> Option<libc::c_int> {
+    let mut value: libc::c_int = 0;
+    let mut len = std::mem::size_of::<libc::c_int>() as libc::socklen_t;
+    // SAFETY: getsockopt writes at most `len` bytes into the int we own.
+    let rc = unsafe { libc::getsockopt(fd, libc::SOL_SOCKET, option, (&raw mut value).cast(), &mut len) };
+    (rc == 0).then_some(value)
+}
+
+/// A stream socket that listen(2) was called on: what accept needs. A connected socket from
+/// `Accept=yes` or a datagram socket would make every accept fail.
+fn is_stream_listener(fd: RawFd) -> bool {
+    int_option(fd, libc::SO_TYPE) == Some(libc::SOCK_STREAM) && int_option(fd, libc::SO_ACCEPTCONN) == Some(1)
+}
+
+enum Role {
+    Socks,
+    Control,
+}
+
+/// What `fd` is for: its family decides, and a name must agree with it.
+fn role(fd: RawFd, name: &str) -> Result<Role, Error> {
+    let family = family(fd).map(i32::from);
+    let (role, found) = match family {
+        Some(libc::AF_UNIX) => (Role::Control, "Unix"),
+        Some(libc::AF_INET | libc::AF_INET6) => (Role::Socks, "TCP/IP"),
+        _ => return Err(Error::Unknown { fd, name: name.to_owned() }),
+    };
+    let agrees = match (name, &role) {
+        ("socks", Role::Socks) | ("control", Role::Control) => true,
+        ("socks" | "control", _) => false,
+        // Unnamed ("unknown") or named otherwise: the family alone decides.
+        _ => true,
+    };
+    if !agrees {
+        return Err(Error::WrongFamily { fd, name: name.to_owned(), found });
+    }
+    if !is_stream_listener(fd) {
+        return Err(Error::NotListening { fd, name: name.to_owned() });
+    }
+    Ok(role)
+}
+
 /// Takes the descriptors passed to this process, if any. Call once, early in `main`.
 pub fn take() -> Result<Activated, Error> {
     let mut activated = Activated::default();
     for (fd, name) in sd_notify::listen_fds_with_names().map_err(Error::Env)? {
-        let family = family(fd).map(i32::from);
-        let is_unix = name == "control" || family == Some(libc::AF_UNIX);
-        let is_inet = name == "socks" || matches!(family, Some(libc::AF_INET | libc::AF_INET6));
-        if is_unix && name != "socks" {
-            if activated.control.is_some() {
-                return Err(Error::Duplicate("control"));
+        match role(fd, &name)? {
+            Role::Control => {
+                if activated.control.is_some() {
+                    return Err(Error::Duplicate("control"));
+                }
+                // SAFETY: the manager passed this descriptor to us to own; nothing else uses it.
+                let listener = unsafe { std::os::unix::net::UnixListener::from_raw_fd(fd) };
+                listener.set_nonblocking(true).map_err(Error::Env)?;
+                activated.control = Some(listener);
             }
-            // SAFETY: the manager passed this descriptor to us to own; nothing else uses it.
-            let listener = unsafe { std::os::unix::net::UnixListener::from_raw_fd(fd) };
-            listener.set_nonblocking(true).map_err(Error::Env)?;
-            activated.control = Some(listener);
-        } else if is_inet {
-            if activated.socks.is_some() {
-                return Err(Error::Duplicate("socks"));
+            Role::Socks => {
+                if activated.socks.is_some() {
+                    return Err(Error::Duplicate("socks"));
+                }
+                // SAFETY: as above.
+                let listener = unsafe { std::net::TcpListener::from_raw_fd(fd) };
+                listener.set_nonblocking(true).map_err(Error::Env)?;
+                activated.socks = Some(listener);
             }
-            // SAFETY: as above.
-            let listener = unsafe { std::net::TcpListener::from_raw_fd(fd) };
-            listener.set_nonblocking(true).map_err(Error::Env)?;
-            activated.socks = Some(listener);
-        } else {
-            return Err(Error::Unknown { fd, name });
         }
     }
     Ok(activated)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::os::fd::AsRawFd;
+
+    #[test]
+    fn a_tcp_socket_named_control_is_refused() {
+        let tcp = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+        let err = role(tcp.as_raw_fd(), "control").err().expect("refused").to_string();
+        assert!(err.contains("named \"control\" but is a TCP/IP socket"), "{err}");
+        assert!(matches!(role(tcp.as_raw_fd(), "socks"), Ok(Role::Socks)));
+        assert!(matches!(role(tcp.as_raw_fd(), "unknown"), Ok(Role::Socks)));
+    }
+
+    #[test]
+    fn a_unix_socket_named_socks_is_refused() {
+        let dir = tempfile::tempdir().unwrap();
+        let unix = std::os::unix::net::UnixListener::bind(dir.path().join("s")).unwrap();
+        let err = role(unix.as_raw_fd(), "socks").err().expect("refused").to_string();
+        assert!(err.contains("named \"socks\" but is a Unix socket"), "{err}");
+        assert!(matches!(role(unix.as_raw_fd(), "control"), Ok(Role::Control)));
+    }
+
+    #[test]
+    fn a_connected_or_datagram_socket_is_not_a_listener() {
+        let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+        let connected = std::net::TcpStream::connect(listener.local_addr().unwrap()).unwrap();
+        let err = role(connected.as_raw_fd(), "socks").err().expect("refused").to_string();
+        assert!(err.contains("Accept=no"), "{err}");
+        let udp = std::net::UdpSocket::bind("127.0.0.1:0").unwrap();
+        assert!(matches!(role(udp.as_raw_fd(), "socks"), Err(Error::NotListening { .. })));
+        let file = tempfile::tempfile().unwrap();
+        assert!(matches!(role(file.as_raw_fd(), "socks"), Err(Error::Unknown { .. })));
+    }
 }

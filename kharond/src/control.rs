@@ -12,7 +12,7 @@ use tonic::{Request, Response, Status};
 
 use crate::inventory::LoadedTable;
 use crate::ssh;
-use crate::state::State;
+use crate::state::{ReloadError, State};
 
 pub struct Control {
     state: Arc<State>,
@@ -32,18 +32,17 @@ impl Control {
 /// holds if someone loosens those modes (OpenSSH's agent-getpeereid check does the same).
 fn authorize<T>(request: &Request<T>) -> Result<(), Status> {
     let me = kharon_shared::paths::uid();
-    let peer = request
-        .extensions()
-        .get::<tonic::transport::server::UdsConnectInfo>()
-        .and_then(|info| info.peer_cred)
-        .map(|cred| cred.uid());
-    match peer {
+    let Some(info) = request.extensions().get::<tonic::transport::server::UdsConnectInfo>() else {
+        // Not over a socket at all (the service called in-process): nothing to check.
+        return Ok(());
+    };
+    match info.peer_cred.map(|cred| cred.uid()) {
         Some(uid) if uid == me => Ok(()),
         Some(uid) => {
             Err(Status::permission_denied(format!("uid {uid} may not control this kharond (uid {me})")))
         }
-        // Not a Unix socket (tests calling the service in-process): nothing to check.
-        None => Ok(()),
+        // A Unix socket whose peer we cannot name: refused rather than trusted.
+        None => Err(Status::permission_denied("cannot tell which user is calling; refused")),
     }
 }
 
@@ -273,12 +272,7 @@ impl pb::control_server::Control for Control {
         request: Request<pb::ReloadRequest>,
     ) -> Result<Response<pb::ReloadResponse>, Status> {
         authorize(&request)?;
-        let state = Arc::clone(&self.state);
-        // Reading and compiling a large inventory is blocking work.
-        let outcome = tokio::task::spawn_blocking(move || state.reload())
-            .await
-            .map_err(|e| Status::internal(format!("reload task failed: {e}")))?;
-        match outcome {
+        match self.state.reload().await {
             Ok(outcome) => {
                 let loaded = self.state.table();
                 tracing::info!(
@@ -295,7 +289,13 @@ impl pb::control_server::Control for Control {
             }
             Err(e) => {
                 tracing::warn!("{e}");
-                Err(Status::failed_precondition(e.to_string()))
+                let status = match e {
+                    ReloadError::Inventory(_) => Status::failed_precondition,
+                    ReloadError::Deadline { .. } => Status::deadline_exceeded,
+                    ReloadError::Busy { .. } => Status::unavailable,
+                    ReloadError::Panicked(_) => Status::internal,
+                };
+                Err(status(e.to_string()))
             }
         }
     }

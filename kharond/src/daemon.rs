@@ -8,7 +8,6 @@ use std::sync::Arc;
 
 use tokio::net::{TcpListener, UnixListener, UnixStream};
 use tokio::signal::unix::{SignalKind, signal};
-use tokio_stream::wrappers::UnixListenerStream;
 use tracing::{info, warn};
 
 use crate::control::Control;
@@ -34,13 +33,17 @@ pub enum Error {
 }
 
 /// Creates the control socket: parent directory 0700 and ours, socket 0600. A socket that still
-/// answers belongs to a live daemon and is left alone; one that does not is stale and replaced.
+/// answers belongs to a live daemon and is left alone; one of ours that does not is stale and
+/// replaced. Anything else at the path (a file, a directory, a symlink, a FIFO, another user's
+/// socket) is an error and stays untouched: a mistyped --control-socket must never delete data.
+/// No one else can swap the path between the check and the removal: the directory is ours and
+/// not writable by others (checked first).
 pub async fn bind_control_socket(path: &Path) -> Result<UnixListener, Error> {
     kharon_shared::paths::check_socket_path(path)?;
     if let Some(dir) = path.parent() {
         kharon_shared::paths::prepare_private_dir(dir)?;
     }
-    if path.exists() {
+    if kharon_shared::paths::check_own_socket(path)? {
         if UnixStream::connect(path).await.is_ok() {
             return Err(Error::AlreadyRunning { path: path.to_owned() });
         }
@@ -76,7 +79,7 @@ pub async fn run(
 
     let control_server = tonic::transport::Server::builder()
         .add_service(Control::new(Arc::clone(&state)).into_service())
-        .serve_with_incoming_shutdown(UnixListenerStream::new(control), stopped(stop_rx.clone()));
+        .serve_with_incoming_shutdown(crate::backoff::unix_incoming(control), stopped(stop_rx.clone()));
     let control_task = tokio::spawn(control_server);
     let socks_task = tokio::spawn(listener::run(socks, Arc::clone(&state), stopped(stop_rx.clone())));
 
@@ -89,17 +92,19 @@ pub async fn run(
             _ = &mut shutdown => break,
             _ = interrupt.recv() => { info!("SIGINT: stopping"); break }
             _ = terminate.recv() => { info!("SIGTERM: stopping"); break }
+            // A task of its own: a slow reload must not hold up SIGTERM (reload.rs bounds it).
             _ = hangup.recv() => {
                 let state = Arc::clone(&state);
-                match tokio::task::spawn_blocking(move || state.reload()).await {
-                    Ok(Ok(outcome)) => info!(
-                        added = outcome.routes_added.len(),
-                        removed = outcome.routes_removed.len(),
-                        "SIGHUP: reloaded routing table"
-                    ),
-                    Ok(Err(e)) => warn!("SIGHUP: {e}"),
-                    Err(e) => warn!("SIGHUP: reload task failed: {e}"),
-                }
+                tokio::spawn(async move {
+                    match state.reload().await {
+                        Ok(outcome) => info!(
+                            added = outcome.routes_added.len(),
+                            removed = outcome.routes_removed.len(),
+                            "SIGHUP: reloaded routing table"
+                        ),
+                        Err(e) => warn!("SIGHUP: {e}"),
+                    }
+                });
             }
         }
     }

@@ -12,6 +12,9 @@ use tokio::net::TcpStream;
 use crate::proxy::Target;
 use crate::ssh;
 
+/// A deadline that never comes in practice, for a timeout too large to add to `now`.
+const FAR_FUTURE: Duration = Duration::from_secs(86_400 * 365);
+
 /// An open connection to the target.
 pub enum Upstream {
     Tcp(TcpStream),
@@ -46,7 +49,9 @@ impl Error {
 
 /// Resolves the target here and connects to the first address that answers, all within `timeout`.
 pub async fn direct(target: &Target, timeout: Duration) -> Result<Upstream, Error> {
-    let deadline = tokio::time::Instant::now() + timeout;
+    // Config bounds the timeout; an unrepresentable deadline still must not panic a connection.
+    let now = tokio::time::Instant::now();
+    let deadline = now.checked_add(timeout).unwrap_or_else(|| now + FAR_FUTURE);
     let addrs: Vec<SocketAddr> = match target {
         Target::Ip(addr) => vec![*addr],
         Target::Name(host, port) => {
@@ -85,5 +90,17 @@ pub async fn via_jumphost(
         Err(_) => Err(Error::Timeout { addr: format!("{target} via {jumphost}"), timeout }),
         Ok(Err(source)) => Err(Error::Jumphost(source)),
         Ok(Ok(tunnel)) => Ok(Upstream::Tunnel(tunnel)),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[tokio::test]
+    async fn a_timeout_too_large_for_a_deadline_still_connects() {
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let target = Target::Ip(listener.local_addr().unwrap());
+        assert!(direct(&target, Duration::MAX).await.is_ok());
     }
 }

@@ -14,8 +14,11 @@
 //! - [`activation`]: listeners passed by systemd. [`malloc`]: allocator settings for the data path.
 //! - [`logging`]: stderr log, RUST_LOG, and the cap on targets that could log secrets.
 //! - [`control`]: the gRPC control API. [`ssh`]: the SSH engine.
+//! - [`reload`]: how a reload runs (off the async threads, one at a time, with a deadline).
+//! - [`backoff`]: waiting after a failed accept, for every listener.
 
 mod activation;
+mod backoff;
 mod connection;
 mod control;
 mod daemon;
@@ -28,6 +31,7 @@ mod malloc;
 mod pac;
 mod proxy;
 mod relay;
+mod reload;
 mod socks;
 mod ssh;
 mod state;
@@ -109,7 +113,11 @@ fn main() -> ExitCode {
             return ExitCode::from(exit::RUNTIME);
         }
     };
-    match runtime.block_on(start(cli)) {
+    let outcome = runtime.block_on(start(cli));
+    // Dropping the runtime would wait for every blocking task, including a reload stuck on a
+    // hung file; what is left after the drain is not worth waiting for.
+    runtime.shutdown_timeout(RUNTIME_SHUTDOWN);
+    match outcome {
         Ok(()) => ExitCode::SUCCESS,
         Err(Failure { code, error }) => {
             eprintln!("kharond: {error:#}");
@@ -117,6 +125,10 @@ fn main() -> ExitCode {
         }
     }
 }
+
+/// How long the runtime may take to stop its tasks after `daemon::run` returned (connections had
+/// their drain already).
+const RUNTIME_SHUTDOWN: std::time::Duration = std::time::Duration::from_secs(1);
 
 async fn start(cli: Cli) -> Result<(), Failure> {
     let overrides = Overrides {
@@ -128,6 +140,9 @@ async fn start(cli: Cli) -> Result<(), Failure> {
         ..Overrides::default()
     };
     let config = Config::load(&overrides).map_err(|e| fail(exit::CONFIG)(e.into()))?;
+    for warning in config.warnings() {
+        tracing::warn!("{warning}");
+    }
     raise_fd_limit();
 
     let source = match &config.inventory {
@@ -191,7 +206,12 @@ async fn start(cli: Cli) -> Result<(), Failure> {
     let listen = config.listen.value;
     let socks = match activated.socks {
         Some(std_listener) => {
-            tracing::info!("using the SOCKS listener passed by the service manager");
+            let addr = std_listener.local_addr().map_err(|e| fail(exit::RUNTIME)(e.into()))?;
+            // The unit decides the address, not --listen; the loopback rule holds all the same.
+            config
+                .check_listener(addr, kharon_shared::config::Source::SocketActivation)
+                .map_err(|e| fail(exit::CONFIG)(e.into()))?;
+            tracing::info!(%addr, "using the SOCKS listener passed by the service manager");
             tokio::net::TcpListener::from_std(std_listener).map_err(|e| fail(exit::RUNTIME)(e.into()))?
         }
         None => tokio::net::TcpListener::bind(listen)

@@ -10,7 +10,7 @@
 //! already relaying keeps its upstream whatever the reload does.
 
 use std::sync::Arc;
-use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::time::{Duration, SystemTime};
 
 use arc_swap::ArcSwap;
@@ -91,6 +91,7 @@ pub struct State {
     pub stats: Arc<Stats>,
     pub started_at: SystemTime,
     table: ArcSwap<LoadedTable>,
+    reloads: crate::reload::Reloads,
 }
 
 impl State {
@@ -111,6 +112,7 @@ impl State {
             stats: Arc::new(Stats::default()),
             started_at: SystemTime::now(),
             table: ArcSwap::from_pointee(table),
+            reloads: crate::reload::Reloads::default(),
         }
     }
 
@@ -137,18 +139,59 @@ pub struct ReloadOutcome {
 pub enum ReloadError {
     #[error("inventory not reloaded, the old routing table stays: {0}")]
     Inventory(#[from] crate::inventory::Error),
+    #[error(
+        "inventory not reloaded, the old routing table stays: reading {} and the ssh config did \
+         not finish within {deadline:?} (a hung network file system?); the next reload waits for it",
+        path.display()
+    )]
+    Deadline { path: std::path::PathBuf, deadline: Duration },
+    #[error(
+        "inventory not reloaded, the old routing table stays: an earlier reload is stuck reading {} \
+         (for over {deadline:?}); try again once it has finished",
+        path.display()
+    )]
+    Busy { path: std::path::PathBuf, deadline: Duration },
+    #[error("inventory not reloaded, the old routing table stays: the reload failed: {0}")]
+    Panicked(String),
 }
 
 impl State {
-    /// Re-reads the inventory and the ssh config, then swaps the table in one step. A failure
+    /// Re-reads the inventory and the ssh config, then swaps the table in one step, within
+    /// [`crate::reload::DEADLINE`] and one reload at a time (see [`crate::reload`]). A failure
     /// keeps the old table; connections already relaying are never touched either way.
-    pub fn reload(&self) -> Result<ReloadOutcome, ReloadError> {
+    pub async fn reload(self: &Arc<Self>) -> Result<ReloadOutcome, ReloadError> {
+        let deadline = crate::reload::DEADLINE;
+        let state = Arc::clone(self);
+        let loaded = self
+            .reloads
+            .run(deadline, move |abandoned| state.load_fresh(abandoned), |fresh| self.install(fresh))
+            .await;
+        let path = || self.source.path().to_owned();
+        loaded.map_err(|failure| match failure {
+            crate::reload::Failure::Load(e) => e,
+            crate::reload::Failure::Deadline => ReloadError::Deadline { path: path(), deadline },
+            crate::reload::Failure::Busy => ReloadError::Busy { path: path(), deadline },
+            crate::reload::Failure::Panicked(why) => ReloadError::Panicked(why),
+        })
+    }
+
+    /// The blocking half: reads the inventory, then the ssh config unless the caller gave up.
+    fn load_fresh(&self, abandoned: &AtomicBool) -> Result<LoadedTable, ReloadError> {
         let fresh = crate::inventory::load(&self.source)?;
+        if abandoned.load(Ordering::Relaxed) {
+            // The caller was told nothing changed; keep it that way for the ssh config too.
+            return Ok(fresh);
+        }
         if let Err(e) = self.pool.reload() {
             // A broken ssh config must not block routing updates; the pool keeps its old config
             // and the error reaches the user through Status and the next routed connection.
             tracing::warn!("ssh config not reloaded: {e}");
         }
+        Ok(fresh)
+    }
+
+    /// Swaps `fresh` in and says which routes changed.
+    fn install(&self, fresh: LoadedTable) -> ReloadOutcome {
         let describe = |t: &LoadedTable| -> std::collections::BTreeSet<String> {
             t.table
                 .routes()
@@ -159,9 +202,9 @@ impl State {
         let new_routes = describe(&fresh);
         let old = self.swap_table(fresh);
         let old_routes = describe(&old);
-        Ok(ReloadOutcome {
+        ReloadOutcome {
             routes_added: new_routes.difference(&old_routes).cloned().collect(),
             routes_removed: old_routes.difference(&new_routes).cloned().collect(),
-        })
+        }
     }
 }

@@ -104,7 +104,7 @@ pub fn path(cache_dir: &Path) -> PathBuf {
 
 /// Reads and checks the cache file.
 pub fn load(path: &Path) -> Result<Envelope, Error> {
-    let bytes = match std::fs::read(path) {
+    let bytes = match crate::files::read_regular(path) {
         Ok(bytes) => bytes,
         Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
             return Err(Error::Missing { path: path.to_owned() });
@@ -117,10 +117,16 @@ pub fn load(path: &Path) -> Result<Envelope, Error> {
         return Err(Error::FutureVersion { path: path.to_owned(), found: version });
     }
     let disk: OnDisk = serde_json::from_slice(&bytes).map_err(corrupt)?;
+    let fetched_at = UNIX_EPOCH.checked_add(Duration::from_secs(disk.fetched_at)).ok_or_else(|| {
+        corrupt(serde::de::Error::custom(format!(
+            "fetched_at {} is not a representable time",
+            disk.fetched_at
+        )))
+    })?;
     Ok(Envelope {
         version: disk.version,
         api_url: disk.api_url,
-        fetched_at: UNIX_EPOCH + Duration::from_secs(disk.fetched_at),
+        fetched_at,
         clusters: disk.clusters,
         routes: disk.routes,
     })
@@ -222,6 +228,32 @@ mod tests {
         std::fs::write(&path, b"{\"version\": 1}").unwrap();
         let err = load(&path).unwrap_err().to_string();
         assert!(err.contains("corrupt") && err.contains("api_url"), "{err}");
+    }
+
+    #[test]
+    fn a_fetched_at_beyond_any_clock_is_corrupt_not_a_panic() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = path(dir.path());
+        let text = format!(
+            r#"{{"version": 1, "api_url": "https://a/", "fetched_at": {}, "clusters": []}}"#,
+            u64::MAX
+        );
+        std::fs::write(&path, text).unwrap();
+        let err = load(&path).unwrap_err().to_string();
+        assert!(err.contains("corrupt") && err.contains("not a representable time"), "{err}");
+        assert!(err.contains("kharonctl update"), "{err}");
+    }
+
+    #[test]
+    fn a_fifo_in_place_of_the_cache_is_refused_without_blocking() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = path(dir.path());
+        let name = std::ffi::CString::new(path.as_os_str().as_encoded_bytes()).unwrap();
+        // SAFETY: mkfifo reads the NUL-terminated path we own.
+        assert_eq!(unsafe { libc::mkfifo(name.as_ptr(), 0o600) }, 0);
+        let err = load(&path).unwrap_err().to_string();
+        assert!(err.contains(&path.display().to_string()), "{err}");
+        assert!(err.contains("not a regular file (it is a FIFO)"), "{err}");
     }
 
     #[test]

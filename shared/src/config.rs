@@ -24,6 +24,11 @@ pub const DEFAULT_CONNECT_TIMEOUT: Duration = Duration::from_secs(10);
 /// VSHN's production Lieutenant, the default of Go kharon's `update` (kharon-go.md, commands), so
 /// the first `kharonctl update` works without any setting.
 pub const DEFAULT_LIEUTENANT_URL: &str = "https://api.syn.vshn.net";
+/// The range of `handshake_timeout_secs` and `connect_timeout_secs`. Both are waits a client
+/// sits through before it hears anything: an hour is far past any useful value (a TCP connect
+/// gives up after about two minutes of SYN retries), and a bound keeps deadlines computed from
+/// them (`now + timeout`) representable.
+pub const TIMEOUT_SECS: std::ops::RangeInclusive<u64> = 1..=3600;
 
 /// Where a setting's value came from.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -32,6 +37,8 @@ pub enum Source {
     File(PathBuf),
     Env(&'static str),
     Flag(&'static str),
+    /// A listener handed over by systemd (or another manager speaking its protocol).
+    SocketActivation,
 }
 
 impl fmt::Display for Source {
@@ -41,6 +48,7 @@ impl fmt::Display for Source {
             Source::File(p) => write!(f, "{}", p.display()),
             Source::Env(v) => write!(f, "env {v}"),
             Source::Flag(n) => write!(f, "flag {n}"),
+            Source::SocketActivation => f.write_str("socket activation"),
         }
     }
 }
@@ -119,11 +127,16 @@ pub enum Error {
         "{setting} (from {origin}): {value:?} is not an address; expected IP:PORT such as 127.0.0.1:12000"
     )]
     BadAddress { setting: &'static str, origin: Source, value: String },
-    #[error("{setting} (from {origin}) must be at least 1 second")]
-    BadDuration { setting: &'static str, origin: Source },
+    #[error(
+        "{setting} = {value} (from {origin}) is out of range; it must be between {} and {} seconds",
+        TIMEOUT_SECS.start(),
+        TIMEOUT_SECS.end()
+    )]
+    BadDuration { setting: &'static str, origin: Source, value: u64 },
     #[error(
         "listen address {addr} (from {origin}) is not loopback; anyone on that network could use \
-         the proxy. Set [socks] username and password in the config file, or listen on 127.0.0.1"
+         the proxy. Set [socks] username and password in the config file, or {}",
+        loopback_advice(origin, *addr)
     )]
     OpenListener { addr: SocketAddr, origin: Source },
     #[error("{setting} (from {origin}): {value:?} is not an http(s) URL")]
@@ -192,8 +205,12 @@ impl Config {
             (None, None) => (paths::config_file().ok(), false),
         };
         let (file, file_cfg) = match file_path {
-            Some(path) => match std::fs::read_to_string(&path) {
-                Ok(text) => {
+            Some(path) => match crate::files::read_regular(&path) {
+                Ok(bytes) => {
+                    let text = String::from_utf8(bytes).map_err(|e| Error::Read {
+                        path: path.clone(),
+                        source: std::io::Error::new(std::io::ErrorKind::InvalidData, e.utf8_error()),
+                    })?;
                     let cfg: FileConfig = toml::from_str(&text)
                         .map_err(|source| Error::Parse { path: path.clone(), source: Box::new(source) })?;
                     (Some(path), cfg)
@@ -285,8 +302,8 @@ impl Config {
 
         let secs = |name: &'static str, v: Option<u64>, default: Duration| match v {
             None => Ok(Setting::new(default, Source::Default)),
-            Some(0) => Err(Error::BadDuration { setting: name, origin: from_file() }),
-            Some(s) => Ok(Setting::new(Duration::from_secs(s), from_file())),
+            Some(s) if TIMEOUT_SECS.contains(&s) => Ok(Setting::new(Duration::from_secs(s), from_file())),
+            Some(value) => Err(Error::BadDuration { setting: name, origin: from_file(), value }),
         };
         let handshake_timeout =
             secs("handshake_timeout_secs", file_cfg.handshake_timeout_secs, DEFAULT_HANDSHAKE_TIMEOUT)?;
@@ -349,10 +366,47 @@ impl Config {
     }
 
     fn validate(&self) -> Result<(), Error> {
-        if !self.listen.value.ip().is_loopback() && self.socks_auth.is_none() {
-            return Err(Error::OpenListener { addr: self.listen.value, origin: self.listen.source.clone() });
+        self.check_listener(self.listen.value, self.listen.source.clone())
+    }
+
+    /// Problems worth a warning at start that do not stop it. Today: a config file holding the
+    /// SOCKS password that group or others may read.
+    pub fn warnings(&self) -> Vec<String> {
+        use std::os::unix::fs::PermissionsExt;
+        let mut warnings = Vec::new();
+        if let (Some(file), Some(_)) = (&self.file, &self.socks_auth)
+            && let Ok(meta) = std::fs::metadata(file)
+        {
+            let mode = meta.permissions().mode() & 0o777;
+            if mode & 0o077 != 0 {
+                warnings.push(format!(
+                    "config file {} holds the SOCKS password and others may read it (mode {mode:04o}); \
+                     run `chmod 600 {}`",
+                    file.display(),
+                    file.display()
+                ));
+            }
+        }
+        warnings
+    }
+
+    /// The one rule for every SOCKS listener, however it came (`--listen`, the config file, a
+    /// socket handed over by systemd): a non-loopback address needs a SOCKS username and password.
+    pub fn check_listener(&self, addr: SocketAddr, origin: Source) -> Result<(), Error> {
+        if !addr.ip().is_loopback() && self.socks_auth.is_none() {
+            return Err(Error::OpenListener { addr, origin });
         }
         Ok(())
+    }
+}
+
+/// How to get back to loopback, in the terms of where the address came from.
+fn loopback_advice(origin: &Source, addr: SocketAddr) -> String {
+    match origin {
+        Source::SocketActivation => {
+            format!("set ListenStream=127.0.0.1:{} in the socket unit", addr.port())
+        }
+        _ => "listen on 127.0.0.1".to_owned(),
     }
 }
 
@@ -443,6 +497,27 @@ mod tests {
     }
 
     #[test]
+    fn an_activated_listener_gets_the_same_loopback_rule() {
+        let dir = tempfile::tempdir().unwrap();
+        let cfg = load(&Overrides::default(), &[], dir.path()).unwrap();
+        let any: SocketAddr = "0.0.0.0:12000".parse().unwrap();
+        let err = cfg.check_listener(any, Source::SocketActivation).unwrap_err().to_string();
+        assert!(err.contains("0.0.0.0:12000 (from socket activation) is not loopback"), "{err}");
+        assert!(err.contains("ListenStream=127.0.0.1:12000"), "{err}");
+        assert!(err.contains("[socks] username and password"), "{err}");
+        // `ListenStream=12000` binds every address of both families.
+        let dual: SocketAddr = "[::]:12000".parse().unwrap();
+        assert!(cfg.check_listener(dual, Source::SocketActivation).is_err());
+        cfg.check_listener("127.0.0.1:12000".parse().unwrap(), Source::SocketActivation).unwrap();
+        cfg.check_listener("[::1]:12000".parse().unwrap(), Source::SocketActivation).unwrap();
+
+        let (dir, path) = write_config("[socks]\nusername = \"u\"\npassword = \"p\"\n");
+        let ov = Overrides { config: Some(path), ..Default::default() };
+        let cfg = load(&ov, &[], dir.path()).unwrap();
+        cfg.check_listener(any, Source::SocketActivation).unwrap();
+    }
+
+    #[test]
     fn bad_values_name_the_setting_and_its_source() {
         let dir = tempfile::tempdir().unwrap();
         let ov = Overrides { listen: Some("localhost".into()), ..Default::default() };
@@ -460,6 +535,39 @@ mod tests {
         let ov = Overrides { config: Some(path), ..Default::default() };
         let err = load(&ov, &[], dir.path()).unwrap_err().to_string();
         assert!(err.contains("must both be set"), "{err}");
+    }
+
+    #[test]
+    fn timeouts_outside_one_second_to_an_hour_name_the_key_and_the_range() {
+        for (key, value) in [
+            ("connect_timeout_secs", "0"),
+            ("connect_timeout_secs", "3601"),
+            ("handshake_timeout_secs", "9223372036854775807"),
+        ] {
+            let (dir, path) = write_config(&format!("{key} = {value}\n"));
+            let ov = Overrides { config: Some(path.clone()), ..Default::default() };
+            let err = load(&ov, &[], dir.path()).unwrap_err().to_string();
+            assert!(err.contains(&format!("{key} = {value} (from {})", path.display())), "{err}");
+            assert!(err.contains("between 1 and 3600 seconds"), "{err}");
+        }
+        let (dir, path) = write_config("connect_timeout_secs = 3600\nhandshake_timeout_secs = 1\n");
+        let ov = Overrides { config: Some(path), ..Default::default() };
+        let cfg = load(&ov, &[], dir.path()).unwrap();
+        assert_eq!(cfg.connect_timeout.value, Duration::from_secs(3600));
+        assert_eq!(cfg.handshake_timeout.value, Duration::from_secs(1));
+    }
+
+    #[test]
+    fn a_fifo_as_config_file_is_refused_without_blocking() {
+        let dir = tempfile::tempdir().unwrap();
+        let fifo = dir.path().join("config.toml");
+        let name = std::ffi::CString::new(fifo.as_os_str().as_encoded_bytes()).unwrap();
+        // SAFETY: mkfifo reads the NUL-terminated path we own.
+        assert_eq!(unsafe { libc::mkfifo(name.as_ptr(), 0o600) }, 0);
+        let ov = Overrides { config: Some(fifo.clone()), ..Default::default() };
+        let err = load(&ov, &[], dir.path()).unwrap_err().to_string();
+        assert!(err.contains(&fifo.display().to_string()), "{err}");
+        assert!(err.contains("not a regular file (it is a FIFO)"), "{err}");
     }
 
     #[test]
@@ -527,6 +635,27 @@ mod tests {
         let err = load(&Overrides::default(), &env, dir.path()).unwrap_err().to_string();
         assert!(err.contains("lieutenant_url (from env COMMODORE_API_URL)"), "{err}");
         assert!(err.contains("not an http(s) URL"), "{err}");
+    }
+
+    #[test]
+    fn a_password_file_others_may_read_is_warned_about() {
+        use std::os::unix::fs::PermissionsExt;
+        let (dir, path) = write_config("[socks]\nusername = \"u\"\npassword = \"p\"\n");
+        let ov = Overrides { config: Some(path.clone()), ..Default::default() };
+        for mode in [0o644, 0o640, 0o604] {
+            std::fs::set_permissions(&path, std::fs::Permissions::from_mode(mode)).unwrap();
+            let warnings = load(&ov, &[], dir.path()).unwrap().warnings();
+            assert_eq!(warnings.len(), 1, "{mode:o}: {warnings:?}");
+            assert!(warnings[0].contains(&format!("chmod 600 {}", path.display())), "{warnings:?}");
+            assert!(warnings[0].contains(&format!("mode {mode:04o}")), "{warnings:?}");
+        }
+        std::fs::set_permissions(&path, std::fs::Permissions::from_mode(0o600)).unwrap();
+        assert!(load(&ov, &[], dir.path()).unwrap().warnings().is_empty());
+        // No password in it: nothing to protect.
+        let (dir, path) = write_config("listen = \"127.0.0.1:1\"\n");
+        std::fs::set_permissions(&path, std::fs::Permissions::from_mode(0o644)).unwrap();
+        let ov = Overrides { config: Some(path), ..Default::default() };
+        assert!(load(&ov, &[], dir.path()).unwrap().warnings().is_empty());
     }
 
     #[test]

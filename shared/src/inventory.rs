@@ -94,7 +94,9 @@ pub fn parse_clusters(bytes: &[u8]) -> Result<Vec<Cluster>, serde_json::Error> {
 }
 
 pub fn load_file(path: &Path) -> Result<Vec<Cluster>, Error> {
-    let bytes = std::fs::read(path).map_err(|source| Error::Read { path: path.to_owned(), source })?;
+    // A FIFO or device as --inventory would block start and every reload: refused up front.
+    let bytes =
+        crate::files::read_regular(path).map_err(|source| Error::Read { path: path.to_owned(), source })?;
     parse_clusters(&bytes).map_err(|source| Error::Parse { path: path.to_owned(), source })
 }
 

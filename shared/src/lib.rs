@@ -5,11 +5,13 @@
 //! - [`routing`]: compiles clusters once into a [`routing::RoutingTable`]; `lookup` is the hot path.
 //! - [`cache`]: the versioned local inventory cache `kharonctl update` writes and kharond reads.
 //! - [`config`]: the TOML schema and defaults, merged with env and flags into one validated `Config`.
+//! - [`files`]: reading user-named files without blocking on a FIFO; naming file types.
 //! - [`paths`]: every on-disk location (config, cache, control socket); the only user of `directories`.
 //! - [`proto`]: the gRPC control API generated from `proto/kharon/v1/control.proto`.
 
 pub mod cache;
 pub mod config;
+pub mod files;
 pub mod inventory;
 pub mod paths;
 pub mod proto;

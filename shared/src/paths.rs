@@ -49,6 +49,20 @@ pub enum Error {
         path.display()
     )]
     WorldWritable { path: PathBuf, mode: u32 },
+    #[error(
+        "control socket path {} is {kind}, not a socket; refusing to use or replace it. \
+         Remove it yourself if it is a leftover, or pass a different --control-socket",
+        path.display()
+    )]
+    NotASocket { path: PathBuf, kind: &'static str },
+    #[error(
+        "control socket {} belongs to uid {owner}, not to us (uid {uid}): its daemon is not ours to \
+         talk to or replace. Pass the socket of your own kharond with --control-socket",
+        path.display()
+    )]
+    ForeignSocket { path: PathBuf, owner: u32, uid: u32 },
+    #[error("cannot inspect control socket {}: {source}", path.display())]
+    Inspect { path: PathBuf, source: std::io::Error },
 }
 
 fn project_dirs() -> Result<directories::ProjectDirs, Error> {
@@ -120,6 +134,30 @@ pub fn prepare_private_dir(dir: &Path) -> Result<(), Error> {
     Ok(())
 }
 
+/// Whether a control socket of ours stands at `path`: `Ok(false)` when nothing does, an error
+/// when something else does (a file, a directory, a symlink, a FIFO, another user's socket).
+/// kharond replaces only a stale socket of ours; kharonctl talks only to a socket of ours, since
+/// another user's daemon could answer with lies or collect our requests.
+///
+/// The path itself is checked, not what a symlink points to: replacing a symlink would delete
+/// the link (harmless) but following it elsewhere is how a path gets hijacked.
+pub fn check_own_socket(path: &Path) -> Result<bool, Error> {
+    use std::os::unix::fs::FileTypeExt;
+    let meta = match std::fs::symlink_metadata(path) {
+        Ok(meta) => meta,
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(false),
+        Err(source) => return Err(Error::Inspect { path: path.to_owned(), source }),
+    };
+    if !meta.file_type().is_socket() {
+        return Err(Error::NotASocket { path: path.to_owned(), kind: crate::files::kind(meta.file_type()) });
+    }
+    let me = uid();
+    if meta.uid() != me {
+        return Err(Error::ForeignSocket { path: path.to_owned(), owner: meta.uid(), uid: me });
+    }
+    Ok(true)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -131,6 +169,30 @@ mod tests {
         assert!(err.contains("longer than"), "{err}");
         assert!(err.contains("--control-socket"), "{err}");
         check_socket_path(Path::new("/run/user/1000/kharon/kharond.sock")).unwrap();
+    }
+
+    #[test]
+    fn only_a_socket_of_ours_counts_as_a_control_socket() {
+        let tmp = tempfile::tempdir().unwrap();
+        let path = tmp.path().join("kharond.sock");
+        assert!(!check_own_socket(&path).unwrap());
+
+        let _listener = std::os::unix::net::UnixListener::bind(&path).unwrap();
+        assert!(check_own_socket(&path).unwrap());
+
+        let file = tmp.path().join("file");
+        std::fs::write(&file, b"keep me").unwrap();
+        let err = check_own_socket(&file).unwrap_err().to_string();
+        assert!(err.contains("is a regular file, not a socket"), "{err}");
+        assert!(err.contains("--control-socket"), "{err}");
+
+        let link = tmp.path().join("link");
+        std::os::unix::fs::symlink(&path, &link).unwrap();
+        let err = check_own_socket(&link).unwrap_err().to_string();
+        assert!(err.contains("is a symbolic link, not a socket"), "{err}");
+
+        let err = check_own_socket(tmp.path()).unwrap_err().to_string();
+        assert!(err.contains("is a directory, not a socket"), "{err}");
     }
 
     #[test]

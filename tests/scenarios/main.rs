@@ -1,9 +1,11 @@
 //! End-to-end scenarios: real kharond, kharonctl and curl on loopback. One test binary; each
 //! module is a theme. Every scenario has its own temporary HOME and ephemeral ports.
 
+mod activation;
 mod channel_close;
 mod clusters;
 mod control;
+mod control_socket;
 mod direct;
 mod host_keys;
 mod hostile_input;
@@ -11,6 +13,7 @@ mod jumphost;
 mod kubeconfig;
 mod login;
 mod pac;
+mod reload;
 mod service;
 mod socks_auth;
 mod socks_deadline;

@@ -106,3 +106,42 @@ fn socket_activation_uses_the_passed_listeners() {
     assert_eq!(status.json()["listen_address"], socks_addr.to_string());
     assert!(sock_path.exists(), "the manager's socket must not be removed by the daemon");
 }
+
+#[test]
+fn a_timeout_beyond_an_hour_is_refused_naming_the_key() {
+    let env = Env::new();
+    let inv = env.write("inventory.json", &inventory::to_json(&[inventory::direct("c-d", "d.example")]));
+    let config = env.write("config.toml", "connect_timeout_secs = 9223372036854775807\n");
+    let exited = Kharond::try_start(
+        &env,
+        &["--inventory", inv.to_str().unwrap(), "--config", config.to_str().unwrap()],
+        &[],
+    )
+    .err()
+    .expect("must refuse");
+    assert_eq!(exited.code, Some(2), "{}", exited.stderr);
+    assert!(exited.stderr.contains("connect_timeout_secs = 9223372036854775807"), "{}", exited.stderr);
+    assert!(exited.stderr.contains("between 1 and 3600 seconds"), "{}", exited.stderr);
+    assert!(!exited.stderr.contains("panicked"), "{}", exited.stderr);
+}
+
+#[test]
+fn a_password_file_others_may_read_is_warned_about_at_start() {
+    let env = Env::new();
+    let inv = env.write("inventory.json", &inventory::to_json(&[inventory::direct("c-d", "d.example")]));
+    let config = env.write("config.toml", "[socks]\nusername = \"u\"\npassword = \"hunter2\"\n");
+    let args = ["--inventory", inv.to_str().unwrap(), "--config", config.to_str().unwrap()];
+    let warning = format!("run `chmod 600 {}`", config.display());
+
+    kharon_e2e::set_mode(&config, 0o644);
+    let daemon = Kharond::start(&env, &args);
+    let log = daemon.log();
+    assert!(log.contains(&warning), "{log}");
+    assert!(log.contains("mode 0644"), "{log}");
+    assert!(!log.contains("hunter2"), "the password itself is never logged: {log}");
+    drop(daemon);
+
+    kharon_e2e::set_mode(&config, 0o600);
+    let daemon = Kharond::start(&env, &args);
+    assert!(!daemon.log().contains("chmod 600"), "{}", daemon.log());
+}

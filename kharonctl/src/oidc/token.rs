@@ -3,7 +3,8 @@
 //! The `id_token` is decoded without checking its signature: Lieutenant (really the Kubernetes API
 //! server behind it) verifies it; we only read `exp` to avoid sending a token that is about to
 //! expire (protocols.md §2.5). A token without `exp`, or one that is not a JWT, counts as
-//! long-lived, as commodore does.
+//! long-lived, as commodore does; so does an `exp` no clock can represent (1e300, 1.8e19): the
+//! token is untrusted input and must never panic us.
 
 use std::fmt;
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
@@ -53,21 +54,25 @@ struct Claims {
     exp: Option<f64>,
 }
 
-/// `exp` of a JWT as a time, if it is a JWT with an `exp`.
+/// `exp` of a JWT as a time, if it is a JWT with an `exp` that is a representable time.
 pub fn expiry(jwt: &str) -> Option<SystemTime> {
     let payload = jwt.split('.').nth(1)?;
     let bytes =
         base64::engine::general_purpose::URL_SAFE_NO_PAD.decode(payload.trim_end_matches('=')).ok()?;
     let claims: Claims = serde_json::from_slice(&bytes).ok()?;
-    let exp = claims.exp?;
-    (exp.is_finite() && exp >= 0.0).then(|| UNIX_EPOCH + Duration::from_secs_f64(exp))
+    // try_from_secs_f64 refuses negative, NaN and too large values; checked_add refuses a
+    // Duration that fits but a SystemTime that does not (beyond year ~292 billion).
+    let exp = Duration::try_from_secs_f64(claims.exp?).ok()?;
+    UNIX_EPOCH.checked_add(exp)
 }
 
 /// Whether `jwt` expires within [`STALE_MARGIN`] of `now`. No `exp` (or no JWT) → never stale.
 pub fn is_stale(jwt: &str, now: SystemTime) -> bool {
-    match expiry(jwt) {
-        Some(exp) => exp <= now + STALE_MARGIN,
-        None => false,
+    match (expiry(jwt), now.checked_add(STALE_MARGIN)) {
+        (Some(exp), Some(soon)) => exp <= soon,
+        // `now` at the end of time: everything has expired.
+        (Some(_), None) => true,
+        (None, _) => false,
     }
 }
 
@@ -101,6 +106,35 @@ pub(crate) mod tests {
         assert!(!is_stale("opaque-token", at(0)));
         assert!(!is_stale("a.%%%.c", at(0)));
         assert!(!is_stale(&jwt(serde_json::json!({"exp": "soon"})), at(0)));
+    }
+
+    #[test]
+    fn an_exp_no_clock_can_hold_counts_as_long_lived_without_panicking() {
+        // Past u64 seconds, past SystemTime, and far past both.
+        for exp in ["1e300", "1.8e19", "1.7976931348623157e308", "18446744073709551615"] {
+            let payload = format!(r#"{{"exp": {exp}}}"#);
+            let enc = |v: &[u8]| base64::engine::general_purpose::URL_SAFE_NO_PAD.encode(v);
+            let token = format!("{}.{}.c2ln", enc(b"{}"), enc(payload.as_bytes()));
+            assert_eq!(expiry(&token), None, "{exp}");
+            assert!(!is_stale(&token, at(0)), "{exp}");
+        }
+        // Negative, and NaN-like values JSON can only carry as strings (or not at all).
+        assert_eq!(expiry(&jwt(serde_json::json!({"exp": -1}))), None);
+        assert_eq!(expiry(&jwt(serde_json::json!({"exp": "NaN"}))), None);
+        assert_eq!(expiry(&jwt(serde_json::json!({"exp": "inf"}))), None);
+        let enc = |v: &[u8]| base64::engine::general_purpose::URL_SAFE_NO_PAD.encode(v);
+        assert_eq!(expiry(&format!("{}.{}.c2ln", enc(b"{}"), enc(br#"{"exp": NaN}"#))), None);
+        // A fractional exp still counts.
+        assert_eq!(
+            expiry(&jwt(serde_json::json!({"exp": 1000.5}))),
+            Some(at(1000) + Duration::from_millis(500))
+        );
+    }
+
+    #[test]
+    fn a_clock_at_the_end_of_time_finds_every_dated_token_stale() {
+        let end = UNIX_EPOCH + Duration::from_secs(i64::MAX as u64);
+        assert!(is_stale(&jwt(serde_json::json!({"exp": 1_000})), end));
     }
 
     #[test]

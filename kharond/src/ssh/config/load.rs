@@ -114,7 +114,7 @@ pub(super) fn load(path: &Path, home: &Path) -> Result<Loaded, Error> {
         ignore_unknown: Vec::new(),
         env_names: BTreeSet::new(),
     };
-    let root = match std::fs::read(path) {
+    let root = match kharon_shared::files::read_regular(path) {
         Ok(bytes) => loader.file(path, &bytes),
         Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
             // OpenSSH treats a missing ~/.ssh/config as empty; so do we (direct hops only).
@@ -378,7 +378,7 @@ impl Loader<'_> {
             });
             return None;
         }
-        match std::fs::read(path) {
+        match kharon_shared::files::read_regular(path) {
             Ok(bytes) => Some(self.file(path, &bytes)),
             Err(source) => {
                 self.errors.push(Error::Read { path: path.to_owned(), source });
