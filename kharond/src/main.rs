@@ -63,7 +63,8 @@ mod exit {
     long_about = "kharond listens for SOCKS5 clients (curl, kubectl, oc, browsers) and connects each \
         destination either directly or, when its name matches a cluster's domains, through that \
         cluster's SSH jump host chain from ~/.ssh/config. Routing comes from the Lieutenant \
-        inventory cache (`kharonctl update`) or from a /clusters JSON file (--inventory). \
+        inventory cache (`kharonctl update`; until the first one every host goes direct) or from a \
+        /clusters JSON file (--inventory). \
         kharonctl talks to it over the control socket.",
     after_help = "Examples:\n  kharond --inventory contrib/examples/inventory.json\n  \
         HTTPS_PROXY=socks5h://127.0.0.1:12000 curl https://api.c-example.vshnmanaged.net:6443/version\n  \
@@ -149,7 +150,7 @@ async fn start(cli: Cli) -> Result<(), Failure> {
         Some(file) => inventory::Source::File(file.value.clone()),
         None => inventory::Source::Cache(kharon_shared::cache::path(&config.cache_dir.value)),
     };
-    let table = inventory::load(&source).map_err(|e| {
+    let table = inventory::load_at_start(&source).map_err(|e| {
         // The cache error already says to run `kharonctl update`; add the other way in.
         let hint = match &source {
             inventory::Source::Cache(_) => {
@@ -160,6 +161,13 @@ async fn start(cli: Cli) -> Result<(), Failure> {
         };
         fail(exit::CONFIG)(anyhow::anyhow!("{e}{hint}"))
     })?;
+    if table.missing {
+        tracing::warn!(
+            "no inventory yet: {} does not exist, so every host goes direct; run `kharonctl update` \
+             to fetch the clusters from Lieutenant (kharond picks them up without a restart)",
+            source.path().display()
+        );
+    }
     let report = table.table.report();
     tracing::info!(
         source = %source.path().display(),
