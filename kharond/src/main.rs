@@ -77,8 +77,8 @@ struct Cli {
     /// Config file (TOML) [env: KHARON_CONFIG] [default: <config dir>/kharon/config.toml]
     #[arg(long, value_name = "FILE")]
     config: Option<PathBuf>,
-    /// SOCKS5 listen address; non-loopback needs [socks] username/password [env: KHARON_LISTEN] [default: 127.0.0.1:12000]
-    #[arg(long, value_name = "ADDR:PORT")]
+    /// SOCKS5 listen address, IP:PORT or NAME:PORT (localhost:12000); non-loopback needs [socks] username/password [env: KHARON_LISTEN] [default: 127.0.0.1:12000]
+    #[arg(long, value_name = "HOST:PORT")]
     listen: Option<String>,
     /// Route by this Lieutenant /clusters JSON file instead of the local cache [env: KHARON_INVENTORY]
     #[arg(long, value_name = "FILE")]
@@ -212,6 +212,17 @@ async fn start(cli: Cli) -> Result<(), Failure> {
     // Listeners handed over by systemd (socket activation) take the place of our own.
     let activated = activation::take().map_err(|e| fail(exit::CONFIG)(e.into()))?;
     let listen = config.listen.value;
+    if let Some(name) = &config.listen_name
+        && activated.socks.is_none()
+    {
+        let all: Vec<String> = name.resolved.iter().map(ToString::to_string).collect();
+        tracing::info!(
+            "listen address {} (from {}) resolves to {}; using {listen}",
+            name.name,
+            config.listen.source,
+            all.join(", ")
+        );
+    }
     let socks = match activated.socks {
         Some(std_listener) => {
             let addr = std_listener.local_addr().map_err(|e| fail(exit::RUNTIME)(e.into()))?;

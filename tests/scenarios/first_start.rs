@@ -1,7 +1,7 @@
 //! The first day: kharond started (e.g. by `kharonctl service-install`) before any `kharonctl
-//! update`. The daemon must come up and serve direct connections, say plainly that it has no
-//! inventory yet, and route once the first real `update` (fake Lieutenant, real login, real sshd
-//! jump host) has reloaded it.
+//! update`, and `--listen` given as a host name. The daemon must come up and serve direct
+//! connections, say plainly that it has no inventory yet, and route once the first real `update`
+//! (fake Lieutenant, real login, real sshd jump host) has reloaded it.
 
 use std::io::{Read, Write};
 use std::process::Command;
@@ -146,4 +146,38 @@ fn a_missing_inventory_file_given_explicitly_is_still_an_error() {
     assert_eq!(exited.code, Some(2), "{}", exited.stderr);
     assert!(exited.stderr.contains(&missing.display().to_string()), "{}", exited.stderr);
     assert!(!exited.stderr.contains("panicked"), "{}", exited.stderr);
+}
+
+/// `--listen localhost:0`: the name is resolved at start, kharond listens on its loopback address
+/// and a client that knows the proxy only as `localhost` reaches it.
+#[test]
+fn listen_accepts_a_name_that_resolves_to_loopback() {
+    let env = Env::new();
+    let inv = env.write("inventory.json", &inventory::to_json(&[inventory::direct("c-d", "d.example")]));
+    let daemon = Kharond::start(&env, &["--inventory", inv.to_str().unwrap(), "--listen", "localhost:0"]);
+    let addr = daemon.socks_addr();
+    assert!(addr.ip().is_loopback() && addr.port() != 0, "{addr}");
+    assert!(
+        daemon.log().contains("listen address localhost:0 (from flag --listen) resolves to"),
+        "{}",
+        daemon.log()
+    );
+    let target = HttpServer::start("target");
+    let proxy = format!("socks5h://localhost:{}", addr.port());
+    assert_eq!(
+        curl(&proxy, &format!("http://localhost:{}/hello", target.port())).unwrap(),
+        "hello from target"
+    );
+
+    // A value that is neither IP:PORT nor NAME:PORT is refused at start, quoted as written.
+    let env = Env::new();
+    let exited = Kharond::try_start(
+        &env,
+        &["--inventory", inv.to_str().unwrap(), "--listen", "localhost:notaport"],
+        &[],
+    )
+    .err()
+    .expect("must refuse");
+    assert_eq!(exited.code, Some(2), "{}", exited.stderr);
+    assert!(exited.stderr.contains("\"localhost:notaport\" is not an address"), "{}", exited.stderr);
 }
