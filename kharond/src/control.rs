@@ -75,8 +75,13 @@ fn inventory_info(state: &State, loaded: &LoadedTable) -> pb::InventoryInfo {
             .collect(),
         warnings: report.warnings.clone(),
         jumphosts: count(loaded.table.jumphosts().len()),
+        missing: loaded.missing,
     }
 }
+
+/// `Route`'s reason while there is no inventory: the rule that decided matters less than why no
+/// rule could route anything.
+const NO_INVENTORY_YET: &str = "no inventory yet: run `kharonctl update`; until then every host goes direct";
 
 /// How long `Status` waits for a connected chain to answer its probe.
 const STATUS_PROBE: Duration = Duration::from_secs(1);
@@ -309,14 +314,16 @@ impl pb::control_server::Control for Control {
             Via::Direct => pb::Via::Direct,
             Via::Jumphost => pb::Via::Jumphost,
         };
+        let reason = if loaded.missing { NO_INVENTORY_YET.to_owned() } else { e.reason };
         Ok(Response::new(pb::RouteResponse {
             host: e.host,
             via: via.into(),
             jumphost: e.jumphost.unwrap_or_default(),
             cluster: e.cluster.unwrap_or_default(),
             suffix: e.suffix.unwrap_or_default(),
-            reason: e.reason,
+            reason,
             rule: e.rule.as_str().to_owned(),
+            inventory_missing: loaded.missing,
         }))
     }
 }

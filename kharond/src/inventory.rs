@@ -2,6 +2,10 @@
 //! `kharonctl update`) and turning it into a [`LoadedTable`].
 //!
 //! Used at start and on every reload, so both fail the same way: a clear error naming the file.
+//! The one difference is [`load_at_start`]: a cache that does not exist yet (`kharonctl update`
+//! never ran, e.g. right after `kharonctl service-install`) starts an empty table instead of
+//! failing, so a service manager does not restart the daemon in a loop and the direct path works
+//! meanwhile; the first update's reload then fills it.
 
 use std::path::{Path, PathBuf};
 use std::time::SystemTime;
@@ -48,6 +52,9 @@ pub struct LoadedTable {
     /// address, which a table loaded at start does not know yet); every answer then writes from
     /// this one buffer, never from a copy.
     pub pac: std::sync::OnceLock<bytes::Bytes>,
+    /// The source is the cache and it does not exist yet: the table is empty and every host goes
+    /// direct until `kharonctl update` writes it and reloads.
+    pub missing: bool,
 }
 
 /// One URL of a cluster that `Test` checks, from one fact.
@@ -121,6 +128,23 @@ pub enum Error {
     Cache(#[from] cache::Error),
 }
 
+/// [`load`] for the start of the daemon: a cache that does not exist yet is an empty table (marked
+/// [`LoadedTable::missing`]), not an error. An `--inventory` file that does not exist, and a cache
+/// that exists but cannot be read or parsed, are errors as always.
+pub fn load_at_start(source: &Source) -> Result<LoadedTable, Error> {
+    match load(source) {
+        Err(Error::Cache(cache::Error::Missing { .. })) => Ok(LoadedTable {
+            table: RoutingTable::compile(&[]),
+            loaded_at: SystemTime::now(),
+            modified_at: None,
+            endpoints: Vec::new(),
+            pac: std::sync::OnceLock::new(),
+            missing: true,
+        }),
+        other => other,
+    }
+}
+
 /// Reads and compiles the inventory. Nothing is swapped here: a failure leaves the caller's
 /// current table in place.
 pub fn load(source: &Source) -> Result<LoadedTable, Error> {
@@ -141,6 +165,7 @@ pub fn load(source: &Source) -> Result<LoadedTable, Error> {
         modified_at,
         endpoints: endpoints(&clusters),
         pac: std::sync::OnceLock::new(),
+        missing: false,
     })
 }
 
@@ -150,6 +175,38 @@ mod tests {
 
     fn cluster(json: &str) -> inventory::Cluster {
         serde_json::from_str(json).unwrap()
+    }
+
+    #[test]
+    fn only_a_cache_that_does_not_exist_yet_starts_empty() {
+        let dir = tempfile::tempdir().unwrap();
+        let cache_path = cache::path(&dir.path().join("never-updated"));
+        let loaded = load_at_start(&Source::Cache(cache_path.clone())).unwrap();
+        assert!(loaded.missing);
+        assert_eq!(loaded.table.report().clusters_total, 0);
+        assert!(loaded.table.routes().is_empty() && loaded.endpoints.is_empty());
+        // A reload still reports it missing, so the empty table stays and the user is told.
+        let err = load(&Source::Cache(cache_path)).unwrap_err().to_string();
+        assert!(err.contains("run `kharonctl update`"), "{err}");
+
+        // An --inventory file that is not there is a mistake, not a first start.
+        let file = dir.path().join("inventory.json");
+        let err = load_at_start(&Source::File(file.clone())).unwrap_err().to_string();
+        assert!(err.contains(&file.display().to_string()), "{err}");
+
+        // A cache that exists but is unusable is an error too.
+        let corrupt = cache::path(dir.path());
+        std::fs::write(&corrupt, "{").unwrap();
+        let err = load_at_start(&Source::Cache(corrupt)).unwrap_err().to_string();
+        assert!(err.contains("is corrupt"), "{err}");
+        let unreadable = dir.path().join("not-a-dir");
+        std::fs::write(&unreadable, "").unwrap();
+        let err = load_at_start(&Source::Cache(cache::path(&unreadable))).unwrap_err().to_string();
+        assert!(err.contains("cannot read inventory cache"), "{err}");
+
+        let cache_path = cache::path(dir.path());
+        cache::store(&cache_path, &cache::Envelope::new("https://a/", vec![], vec![])).unwrap();
+        assert!(!load_at_start(&Source::Cache(cache_path)).unwrap().missing);
     }
 
     #[test]

@@ -63,7 +63,8 @@ mod exit {
     long_about = "kharond listens for SOCKS5 clients (curl, kubectl, oc, browsers) and connects each \
         destination either directly or, when its name matches a cluster's domains, through that \
         cluster's SSH jump host chain from ~/.ssh/config. Routing comes from the Lieutenant \
-        inventory cache (`kharonctl update`) or from a /clusters JSON file (--inventory). \
+        inventory cache (`kharonctl update`; until the first one every host goes direct) or from a \
+        /clusters JSON file (--inventory). \
         kharonctl talks to it over the control socket.",
     after_help = "Examples:\n  kharond --inventory contrib/examples/inventory.json\n  \
         HTTPS_PROXY=socks5h://127.0.0.1:12000 curl https://api.c-example.vshnmanaged.net:6443/version\n  \
@@ -76,8 +77,8 @@ struct Cli {
     /// Config file (TOML) [env: KHARON_CONFIG] [default: <config dir>/kharon/config.toml]
     #[arg(long, value_name = "FILE")]
     config: Option<PathBuf>,
-    /// SOCKS5 listen address; non-loopback needs [socks] username/password [env: KHARON_LISTEN] [default: 127.0.0.1:12000]
-    #[arg(long, value_name = "ADDR:PORT")]
+    /// SOCKS5 listen address, IP:PORT or NAME:PORT (localhost:12000); non-loopback needs [socks] username/password [env: KHARON_LISTEN] [default: 127.0.0.1:12000]
+    #[arg(long, value_name = "HOST:PORT")]
     listen: Option<String>,
     /// Route by this Lieutenant /clusters JSON file instead of the local cache [env: KHARON_INVENTORY]
     #[arg(long, value_name = "FILE")]
@@ -149,7 +150,7 @@ async fn start(cli: Cli) -> Result<(), Failure> {
         Some(file) => inventory::Source::File(file.value.clone()),
         None => inventory::Source::Cache(kharon_shared::cache::path(&config.cache_dir.value)),
     };
-    let table = inventory::load(&source).map_err(|e| {
+    let table = inventory::load_at_start(&source).map_err(|e| {
         // The cache error already says to run `kharonctl update`; add the other way in.
         let hint = match &source {
             inventory::Source::Cache(_) => {
@@ -160,6 +161,13 @@ async fn start(cli: Cli) -> Result<(), Failure> {
         };
         fail(exit::CONFIG)(anyhow::anyhow!("{e}{hint}"))
     })?;
+    if table.missing {
+        tracing::warn!(
+            "no inventory yet: {} does not exist, so every host goes direct; run `kharonctl update` \
+             to fetch the clusters from Lieutenant (kharond picks them up without a restart)",
+            source.path().display()
+        );
+    }
     let report = table.table.report();
     tracing::info!(
         source = %source.path().display(),
@@ -204,6 +212,17 @@ async fn start(cli: Cli) -> Result<(), Failure> {
     // Listeners handed over by systemd (socket activation) take the place of our own.
     let activated = activation::take().map_err(|e| fail(exit::CONFIG)(e.into()))?;
     let listen = config.listen.value;
+    if let Some(name) = &config.listen_name
+        && activated.socks.is_none()
+    {
+        let all: Vec<String> = name.resolved.iter().map(ToString::to_string).collect();
+        tracing::info!(
+            "listen address {} (from {}) resolves to {}; using {listen}",
+            name.name,
+            config.listen.source,
+            all.join(", ")
+        );
+    }
     let socks = match activated.socks {
         Some(std_listener) => {
             let addr = std_listener.local_addr().map_err(|e| fail(exit::RUNTIME)(e.into()))?;

@@ -7,7 +7,7 @@
 //! pass a map instead of mutating the process environment.
 
 use std::fmt;
-use std::net::SocketAddr;
+use std::net::{SocketAddr, ToSocketAddrs};
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
@@ -87,7 +87,11 @@ impl fmt::Debug for SocksAuth {
 pub struct Config {
     /// The config file that was read, if any.
     pub file: Option<PathBuf>,
+    /// Where to listen. A `NAME:PORT` value is resolved at load (see [`ListenName`]); this is
+    /// the address that was picked.
     pub listen: Setting<SocketAddr>,
+    /// The host name `listen` was written as, if it was one.
+    pub listen_name: Option<ListenName>,
     /// A Lieutenant `/clusters` JSON file to route by, instead of the local cache.
     pub inventory: Option<Setting<PathBuf>>,
     pub ssh_config: Setting<PathBuf>,
@@ -102,6 +106,22 @@ pub struct Config {
     pub oidc_client: Option<Setting<String>>,
     /// OIDC discovery URL; overrides what Lieutenant's discovery announces.
     pub oidc_discovery_url: Option<Setting<String>>,
+}
+
+/// A listen value written as `NAME:PORT` (e.g. `localhost:12000`) and what the name resolved to
+/// when the settings were loaded.
+///
+/// Only one address is listened on (kharond has one SOCKS listener, and `Status`, the PAC and
+/// kubeconfigs name one address): the first IPv4 address, else the first. IPv4 first because the
+/// default, the docs and kubeconfigs say 127.0.0.1, and because `localhost` is often listed as
+/// `::1` too on machines where IPv6 is off; clients that resolve the name themselves (curl, Go,
+/// Java, browsers) try each of its addresses, so they reach the one we picked.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ListenName {
+    /// The value as written, `NAME:PORT`.
+    pub name: String,
+    /// Every address the name resolved to, in the resolver's order.
+    pub resolved: Vec<SocketAddr>,
 }
 
 /// Values given on the command line. `None` means "not given".
@@ -124,9 +144,15 @@ pub enum Error {
     #[error("config file {}: {source}", path.display())]
     Parse { path: PathBuf, source: Box<toml::de::Error> },
     #[error(
-        "{setting} (from {origin}): {value:?} is not an address; expected IP:PORT such as 127.0.0.1:12000"
+        "{setting} (from {origin}): {value:?} is not an address; expected IP:PORT or NAME:PORT such as \
+         127.0.0.1:12000 or localhost:12000"
     )]
     BadAddress { setting: &'static str, origin: Source, value: String },
+    #[error(
+        "{setting} (from {origin}): cannot resolve the host name in {value:?} ({reason}); use an IP \
+         address such as 127.0.0.1:12000, or a name from /etc/hosts"
+    )]
+    Unresolvable { setting: &'static str, origin: Source, value: String, reason: String },
     #[error(
         "{setting} = {value} (from {origin}) is out of range; it must be between {} and {} seconds",
         TIMEOUT_SECS.start(),
@@ -139,6 +165,12 @@ pub enum Error {
         loopback_advice(origin, *addr)
     )]
     OpenListener { addr: SocketAddr, origin: Source },
+    #[error(
+        "listen address {name} (from {origin}) resolves to {addr}, which is not loopback; anyone on \
+         that network could use the proxy. Set [socks] username and password in the config file, or \
+         listen on 127.0.0.1 or a name that resolves to loopback only (localhost)"
+    )]
+    OpenListenerName { name: String, addr: SocketAddr, origin: Source },
     #[error("{setting} (from {origin}): {value:?} is not an http(s) URL")]
     BadUrl { setting: &'static str, origin: Source, value: String },
     #[error("[socks] in {}: username and password must both be set and non-empty", path.display())]
@@ -195,6 +227,16 @@ impl Config {
 
     /// Loads the settings with `getenv` standing in for the environment.
     pub fn load_with(overrides: &Overrides, getenv: &dyn Fn(&str) -> Option<String>) -> Result<Self, Error> {
+        Self::load_resolving(overrides, getenv, &resolve_system)
+    }
+
+    /// [`Config::load_with`] with `resolve` standing in for the system resolver (for `listen`
+    /// given as a name), so tests never query DNS.
+    fn load_resolving(
+        overrides: &Overrides,
+        getenv: &dyn Fn(&str) -> Option<String>,
+        resolve: &Resolver,
+    ) -> Result<Self, Error> {
         let home = getenv("HOME").map(PathBuf::from);
         let expand = |p: PathBuf| expand_tilde(p, home.as_deref());
 
@@ -239,20 +281,20 @@ impl Config {
         };
         let path_str = |p: &Option<PathBuf>| p.as_ref().map(|p| p.to_string_lossy().into_owned());
 
-        let listen = match pick(overrides.listen.clone(), "--listen", env::LISTEN, file_cfg.listen.clone()) {
-            Some((v, source)) => {
-                let addr = v.parse::<SocketAddr>().map_err(|_| Error::BadAddress {
-                    setting: "listen",
-                    origin: source.clone(),
-                    value: v.clone(),
-                })?;
-                Setting::new(addr, source)
-            }
-            None => Setting::new(
-                DEFAULT_LISTEN.parse().unwrap_or(SocketAddr::from(([127, 0, 0, 1], 12000))),
-                Source::Default,
-            ),
-        };
+        let (listen, listen_name) =
+            match pick(overrides.listen.clone(), "--listen", env::LISTEN, file_cfg.listen.clone()) {
+                Some((v, source)) => {
+                    let (addr, name) = parse_listen(&v, &source, resolve)?;
+                    (Setting::new(addr, source), name)
+                }
+                None => (
+                    Setting::new(
+                        DEFAULT_LISTEN.parse().unwrap_or(SocketAddr::from(([127, 0, 0, 1], 12000))),
+                        Source::Default,
+                    ),
+                    None,
+                ),
+            };
 
         let inventory = pick(
             path_str(&overrides.inventory),
@@ -350,6 +392,7 @@ impl Config {
         let config = Config {
             file,
             listen,
+            listen_name,
             inventory,
             ssh_config,
             control_socket,
@@ -366,6 +409,18 @@ impl Config {
     }
 
     fn validate(&self) -> Result<(), Error> {
+        // A name counts as loopback only if every address it resolves to is: the user may well
+        // mean the others.
+        if let Some(name) = &self.listen_name
+            && self.socks_auth.is_none()
+            && let Some(open) = name.resolved.iter().find(|a| !a.ip().is_loopback())
+        {
+            return Err(Error::OpenListenerName {
+                name: name.name.clone(),
+                addr: *open,
+                origin: self.listen.source.clone(),
+            });
+        }
         self.check_listener(self.listen.value, self.listen.source.clone())
     }
 
@@ -398,6 +453,47 @@ impl Config {
         }
         Ok(())
     }
+}
+
+/// Resolves a host name and port to addresses; [`resolve_system`] outside tests.
+type Resolver = dyn Fn(&str, u16) -> std::io::Result<Vec<SocketAddr>>;
+
+/// The system resolver (getaddrinfo: /etc/hosts, then DNS).
+fn resolve_system(host: &str, port: u16) -> std::io::Result<Vec<SocketAddr>> {
+    Ok((host, port).to_socket_addrs()?.collect())
+}
+
+/// A `listen` value: `IP:PORT` as it is, or `NAME:PORT` resolved with `resolve` to the address to
+/// listen on (see [`ListenName`] for which one) plus what the name resolved to.
+fn parse_listen(
+    value: &str,
+    origin: &Source,
+    resolve: &Resolver,
+) -> Result<(SocketAddr, Option<ListenName>), Error> {
+    if let Ok(addr) = value.parse::<SocketAddr>() {
+        return Ok((addr, None));
+    }
+    let bad = || Error::BadAddress { setting: "listen", origin: origin.clone(), value: value.to_owned() };
+    let (host, port) = value.rsplit_once(':').ok_or_else(bad)?;
+    let port: u16 = port.parse().map_err(|_| bad())?;
+    // A bare IPv6 address without brackets, or `:PORT` alone, is not a name.
+    if host.is_empty() || host.contains(':') || host.chars().any(char::is_whitespace) {
+        return Err(bad());
+    }
+    let unresolvable = |reason: String| Error::Unresolvable {
+        setting: "listen",
+        origin: origin.clone(),
+        value: value.to_owned(),
+        reason,
+    };
+    let resolved = resolve(host, port).map_err(|e| unresolvable(e.to_string()))?;
+    let chosen = resolved
+        .iter()
+        .find(|a| a.is_ipv4())
+        .or_else(|| resolved.first())
+        .copied()
+        .ok_or_else(|| unresolvable("it has no address".to_owned()))?;
+    Ok((chosen, Some(ListenName { name: value.to_owned(), resolved })))
 }
 
 /// How to get back to loopback, in the terms of where the address came from.
@@ -535,6 +631,131 @@ mod tests {
         let ov = Overrides { config: Some(path), ..Default::default() };
         let err = load(&ov, &[], dir.path()).unwrap_err().to_string();
         assert!(err.contains("must both be set"), "{err}");
+    }
+
+    /// A resolver that knows `names` only; nothing here reaches a real DNS server.
+    fn resolver(names: &[(&str, &[&str])]) -> impl Fn(&str, u16) -> std::io::Result<Vec<SocketAddr>> + use<> {
+        let names: Vec<(String, Vec<std::net::IpAddr>)> = names
+            .iter()
+            .map(|(n, ips)| (n.to_string(), ips.iter().map(|ip| ip.parse().unwrap()).collect()))
+            .collect();
+        move |host, port| match names.iter().find(|(n, _)| n == host) {
+            Some((_, ips)) => Ok(ips.iter().map(|ip| SocketAddr::new(*ip, port)).collect()),
+            None => Err(std::io::Error::other("Name or service not known")),
+        }
+    }
+
+    fn load_resolving(
+        overrides: &Overrides,
+        extra: &[(&'static str, String)],
+        dir: &Path,
+        resolve: &Resolver,
+    ) -> Result<Config, Error> {
+        let mut pairs = base_env(dir);
+        pairs.extend(extra.iter().cloned());
+        let pairs: Vec<(&str, &str)> = pairs.iter().map(|(k, v)| (*k, v.as_str())).collect();
+        Config::load_resolving(overrides, &env_of(&pairs), resolve)
+    }
+
+    #[test]
+    fn listen_localhost_resolves_with_the_system_resolver_to_loopback() {
+        let dir = tempfile::tempdir().unwrap();
+        let ov = Overrides { listen: Some("localhost:12000".into()), ..Default::default() };
+        let cfg = load(&ov, &[], dir.path()).unwrap();
+        assert!(cfg.listen.value.ip().is_loopback(), "{:?}", cfg.listen);
+        assert_eq!(cfg.listen.value.port(), 12000);
+        assert_eq!(cfg.listen.source, Source::Flag("--listen"));
+        let name = cfg.listen_name.unwrap();
+        assert_eq!(name.name, "localhost:12000");
+        assert!(name.resolved.contains(&cfg.listen.value), "{name:?}");
+    }
+
+    #[test]
+    fn a_listen_name_that_resolves_to_loopback_only_listens_on_its_ipv4_address_first() {
+        let dir = tempfile::tempdir().unwrap();
+        let resolve = resolver(&[("localhost", &["::1", "127.0.0.1"]), ("ip6-localhost", &["::1"])]);
+        // From each place a listen value can come from.
+        let (_file_dir, path) = write_config("listen = \"localhost:3\"\n");
+        let from_file = Overrides { config: Some(path.clone()), ..Default::default() };
+        let cfg = load_resolving(&from_file, &[], dir.path(), &resolve).unwrap();
+        assert_eq!(cfg.listen.value, "127.0.0.1:3".parse().unwrap());
+        assert_eq!(cfg.listen.source, Source::File(path));
+        let name = cfg.listen_name.unwrap();
+        assert_eq!(name.resolved, ["[::1]:3".parse().unwrap(), "127.0.0.1:3".parse().unwrap()]);
+
+        let env = [(env::LISTEN, "localhost:4".to_string())];
+        let cfg = load_resolving(&Overrides::default(), &env, dir.path(), &resolve).unwrap();
+        assert_eq!(
+            (cfg.listen.value, cfg.listen.source),
+            ("127.0.0.1:4".parse().unwrap(), Source::Env(env::LISTEN))
+        );
+
+        let ov = Overrides { listen: Some("ip6-localhost:0".into()), ..Default::default() };
+        let cfg = load_resolving(&ov, &[], dir.path(), &resolve).unwrap();
+        assert_eq!(cfg.listen.value, "[::1]:0".parse().unwrap());
+
+        // An IP address is taken as it is, never resolved.
+        let ov = Overrides { listen: Some("127.0.0.2:5".into()), ..Default::default() };
+        let cfg = load_resolving(&ov, &[], dir.path(), &resolver(&[])).unwrap();
+        assert_eq!(cfg.listen.value, "127.0.0.2:5".parse().unwrap());
+        assert!(cfg.listen_name.is_none());
+    }
+
+    #[test]
+    fn a_listen_name_with_any_non_loopback_address_needs_socks_auth() {
+        let dir = tempfile::tempdir().unwrap();
+        let resolve = resolver(&[("laptop.lan", &["127.0.1.1", "192.0.2.7"])]);
+        let ov = Overrides { listen: Some("laptop.lan:12000".into()), ..Default::default() };
+        let err = load_resolving(&ov, &[], dir.path(), &resolve).unwrap_err().to_string();
+        assert!(
+            err.contains(
+                "listen address laptop.lan:12000 (from flag --listen) resolves to 192.0.2.7:12000, which is \
+                 not loopback"
+            ),
+            "{err}"
+        );
+        assert!(err.contains("[socks] username and password"), "{err}");
+
+        let (dir, path) = write_config("[socks]\nusername = \"u\"\npassword = \"p\"\n");
+        let ov = Overrides { config: Some(path), ..ov };
+        let cfg = load_resolving(&ov, &[], dir.path(), &resolve).unwrap();
+        assert_eq!(cfg.listen.value, "127.0.1.1:12000".parse().unwrap());
+    }
+
+    #[test]
+    fn a_listen_name_that_does_not_resolve_is_a_clear_error() {
+        let dir = tempfile::tempdir().unwrap();
+        let resolve = resolver(&[("nowhere", &[])]);
+        let env = [(env::LISTEN, "no-such-host.example:12000".to_string())];
+        let err = load_resolving(&Overrides::default(), &env, dir.path(), &resolve).unwrap_err().to_string();
+        assert!(
+            err.contains(
+                "listen (from env KHARON_LISTEN): cannot resolve the host name in \
+                 \"no-such-host.example:12000\" (Name or service not known)"
+            ),
+            "{err}"
+        );
+        assert!(err.contains("use an IP address such as 127.0.0.1:12000"), "{err}");
+        let env = [(env::LISTEN, "nowhere:1".to_string())];
+        let err = load_resolving(&Overrides::default(), &env, dir.path(), &resolve).unwrap_err().to_string();
+        assert!(err.contains("\"nowhere:1\" (it has no address)"), "{err}");
+    }
+
+    #[test]
+    fn listen_values_that_are_neither_ip_nor_name_with_a_port_are_refused_without_resolving() {
+        let dir = tempfile::tempdir().unwrap();
+        let never = |_: &str, _: u16| -> std::io::Result<Vec<SocketAddr>> { panic!("must not resolve") };
+        for value in
+            ["localhost", "localhost:", ":12000", "localhost:65536", "localhost:-1", "::1:12000", "a b:1"]
+        {
+            let ov = Overrides { listen: Some(value.into()), ..Default::default() };
+            let err = load_resolving(&ov, &[], dir.path(), &never).unwrap_err().to_string();
+            assert!(
+                err.contains(&format!("listen (from flag --listen): {value:?} is not an address")),
+                "{err}"
+            );
+            assert!(err.contains("IP:PORT or NAME:PORT"), "{err}");
+        }
     }
 
     #[test]

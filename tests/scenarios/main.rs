@@ -7,6 +7,7 @@ mod clusters;
 mod control;
 mod control_socket;
 mod direct;
+mod first_start;
 mod host_keys;
 mod hostile_input;
 mod jumphost;

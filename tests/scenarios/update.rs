@@ -139,7 +139,8 @@ fn a_corrupt_or_future_cache_is_a_clear_error_naming_the_file() {
     let env = Env::new();
     let cache = env.write("cache/kharon/inventory.json", "{\"version\": 1, \"clusters\": [");
     let exited = Kharond::try_start(&env, &[], &[]).err().expect("must not start on a corrupt cache");
-    assert_ne!(exited.code, Some(0));
+    assert_eq!(exited.code, Some(2), "{}", exited.stderr);
+    assert!(exited.stderr.contains("--inventory FILE"), "{}", exited.stderr);
     assert!(exited.stderr.contains(&cache.display().to_string()), "{}", exited.stderr);
     assert!(exited.stderr.contains("is corrupt"), "{}", exited.stderr);
     assert!(exited.stderr.contains("kharonctl update"), "{}", exited.stderr);
@@ -147,6 +148,7 @@ fn a_corrupt_or_future_cache_is_a_clear_error_naming_the_file() {
     std::fs::write(&cache, r#"{"version": 99, "api_url": "https://x", "fetched_at": 0, "clusters": []}"#)
         .unwrap();
     let exited = Kharond::try_start(&env, &[], &[]).err().expect("must not start on a future cache");
+    assert_eq!(exited.code, Some(2), "{}", exited.stderr);
     assert!(exited.stderr.contains(&cache.display().to_string()), "{}", exited.stderr);
     assert!(exited.stderr.contains("format version 99"), "{}", exited.stderr);
 }

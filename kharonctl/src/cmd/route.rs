@@ -27,6 +27,8 @@ struct Answer {
     suffix: Option<String>,
     rule: String,
     reason: String,
+    /// kharond has no inventory yet (`kharonctl update` never ran): everything goes direct.
+    inventory_missing: bool,
 }
 
 fn non_empty(s: String) -> Option<String> {
@@ -47,6 +49,7 @@ pub async fn run(args: Args, ctx: &Context) -> anyhow::Result<ExitCode> {
         suffix: non_empty(reply.suffix),
         rule: reply.rule,
         reason: reply.reason,
+        inventory_missing: reply.inventory_missing,
     };
     match args.output {
         Format::Json => output::json(&answer)?,

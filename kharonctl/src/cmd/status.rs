@@ -17,6 +17,9 @@ pub struct Args {
     pub output: Format,
 }
 
+/// What a daemon whose cache does not exist yet lacks, and the one thing to do about it.
+const NO_INVENTORY_YET: &str = "no inventory yet: run `kharonctl update`";
+
 fn now_ms() -> i64 {
     SystemTime::now().duration_since(UNIX_EPOCH).map(|d| d.as_millis() as i64).unwrap_or(0)
 }
@@ -88,6 +91,7 @@ pub async fn run(args: Args, ctx: &Context) -> anyhow::Result<ExitCode> {
                 "clusters_ignored": inv.clusters_ignored, "clusters_routed": inv.clusters_routed,
                 "include_suffixes": inv.include_suffixes, "exclude_suffixes": inv.exclude_suffixes,
                 "jumphosts": inv.jumphosts, "conflicts": conflicts, "warnings": inv.warnings,
+                "missing": inv.missing,
             },
             "connections": {
                 "open_direct": conn.open_direct, "open_jumphost": conn.open_jumphost,
@@ -103,17 +107,24 @@ pub async fn run(args: Args, ctx: &Context) -> anyhow::Result<ExitCode> {
     let auth = if s.socks_auth_required { " (username/password required)" } else { "" };
     println!("listening on socks5h://{}{auth}", s.listen_address);
     println!("control socket {}", s.control_socket);
-    println!(
-        "inventory: {} {} — {} clusters ({} routed, {} ignored), {} suffixes, {} jump hosts, data age {}",
-        inv.source_kind,
-        inv.source_path,
-        inv.clusters_total,
-        inv.clusters_routed,
-        inv.clusters_ignored,
-        inv.include_suffixes,
-        inv.jumphosts,
-        age_of(inv.modified_at_ms)
-    );
+    if inv.missing {
+        println!(
+            "inventory: {NO_INVENTORY_YET} ({} {} does not exist; every host goes direct until then)",
+            inv.source_kind, inv.source_path
+        );
+    } else {
+        println!(
+            "inventory: {} {} — {} clusters ({} routed, {} ignored), {} suffixes, {} jump hosts, data age {}",
+            inv.source_kind,
+            inv.source_path,
+            inv.clusters_total,
+            inv.clusters_routed,
+            inv.clusters_ignored,
+            inv.include_suffixes,
+            inv.jumphosts,
+            age_of(inv.modified_at_ms)
+        );
+    }
     println!(
         "connections: {} open direct, {} open via jump hosts; {} direct and {} routed so far, {} failed",
         conn.open_direct, conn.open_jumphost, conn.total_direct, conn.total_jumphost, conn.failed

@@ -101,15 +101,13 @@ fn local_row(endpoint: &str, path: String, check: &str, ok: bool, error: String,
 
 fn inventory_row(status: &pb::StatusResponse) -> Row {
     let inventory = status.inventory.clone().unwrap_or_default();
-    let ok = inventory.warnings.is_empty();
-    local_row(
-        "inventory",
-        inventory.source_path,
-        "inventory",
-        ok,
-        inventory.warnings.join("; "),
-        String::new(),
-    )
+    // No inventory yet leaves nothing to check, which is not a pass.
+    let (ok, error) = if inventory.missing {
+        (false, "no inventory yet: run `kharonctl update`".to_owned())
+    } else {
+        (inventory.warnings.is_empty(), inventory.warnings.join("; "))
+    };
+    local_row("inventory", inventory.source_path, "inventory", ok, error, String::new())
 }
 
 /// The daemon's "agent" event: the agent kharond authenticates with, whatever this shell has.
