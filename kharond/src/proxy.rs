@@ -10,6 +10,7 @@
 //! Only SOCKS5 ([`socks`](crate::socks)) is spoken today; a second protocol on the same port
 //! (HTTP CONNECT) is one more [`Protocol`] variant whose handshake returns the same [`Request`].
 
+pub mod auth;
 pub mod target;
 
 use std::io::ErrorKind;
