@@ -6,6 +6,7 @@ mod clusters;
 mod control;
 mod direct;
 mod host_keys;
+mod http_connect;
 mod jumphost;
 mod kubeconfig;
 mod login;
