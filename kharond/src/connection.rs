@@ -2,7 +2,7 @@
 //!
 //! ```text
 //! proxy::accept      protocol, greeting, optional auth, request, one deadline → Request (Target)
-//!                    (or the PAC request, with what is left of the deadline)
+//!                    (SOCKS5 or HTTP CONNECT; or the PAC request, answered here)
 //! routing lookup     the current table snapshot                          → Route (direct | jumphost)
 //! dial               direct TCP, or a channel from the chain's last hop  → Upstream
 //! reply              success, or the failure                             (Request::succeed | fail)
@@ -35,9 +35,8 @@ pub async fn serve(state: Arc<State>, stream: TcpStream, peer: SocketAddr) {
     let deadline = Deadline::now() + timeout;
     let request = match proxy::accept(stream, state.proxy.auth.as_ref(), deadline, timeout).await {
         Ok(Accepted::Proxy(request)) => request,
-        Ok(Accepted::Http(stream)) => {
-            let left = deadline.saturating_duration_since(Deadline::now());
-            if let Err(e) = http::serve(&state, stream, left).await {
+        Ok(Accepted::Http(request)) => {
+            if let Err(e) = http::serve(&state, request).await {
                 debug!(client.addr = %peer, "PAC request failed: {e}");
             }
             return;
@@ -81,7 +80,11 @@ pub async fn serve(state: Arc<State>, stream: TcpStream, peer: SocketAddr) {
                     debug!(client.addr = %peer, %target, via = path.as_str(), "cannot connect: {e}")
                 }
             }
-            request.fail(Failure::from(e.kind())).await;
+            let why = match &jumphost {
+                Some(jumphost) => format!("via jump host {jumphost}: {e}"),
+                None => format!("directly: {e}"),
+            };
+            request.fail(Failure::from(e.kind()), &why).await;
             return;
         }
     };

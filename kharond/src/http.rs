@@ -1,13 +1,21 @@
-//! The one HTTP resource on the SOCKS port: `GET /proxy.pac`. A SOCKS5 client's first byte is
-//! 0x05, an HTTP request's is a letter, so the listener tells them apart without a second port.
+//! HTTP on the SOCKS port. A SOCKS5 client's first byte is 0x05, an HTTP request's is a letter,
+//! so the listener tells them apart without a second port; then the request line decides:
+//! - `CONNECT host:port` is a proxy request ([`connect`]), routed, dialled and relayed exactly
+//!   like a SOCKS one;
+//! - `GET`/`HEAD /proxy.pac` gets the PAC, rendered once per routing table into one shared buffer
+//!   (kept in the table), so it follows reloads;
+//! - a proxy request for plain HTTP (`GET http://…`) gets a 501 that says what to use instead,
+//!   anything else a 4xx. The connection is closed after the answer; there is no keep-alive.
 //!
-//! The PAC is rendered once per routing table into one shared buffer (kept in the table), so it
-//! follows reloads. Anything else gets a 4xx and the connection is closed; there is no keep-alive
-//! to manage.
+//! # One head reader
+//! [`read_head`] reads a request head, and not one byte past it: it peeks at what arrived and
+//! takes only the bytes up to the head's end. What a CONNECT client sends right after its head
+//! (a TLS ClientHello, without waiting for our 200) stays in the socket for the relay, exactly as
+//! after a SOCKS request, and is relayed and counted like every other byte.
 //!
 //! # Who may read the PAC
 //! The PAC lists every cluster domain, so it is for the browser's proxy resolver (and for tools
-//! such as curl), never for a web page:
+//! such as curl), never for a web page (who may send CONNECT: see [`connect`]):
 //! - DNS rebinding: a page under an attacker's name that resolves to 127.0.0.1 sends that name as
 //!   `Host`. Exactly one `Host` is accepted, and it must name this machine; a second one could
 //!   smuggle a foreign name past a check that reads only one of them.
@@ -38,8 +46,13 @@ use tokio::net::TcpStream;
 use crate::pac;
 use crate::state::State;
 
-/// Requests larger than this are not a PAC fetch; browsers send well under 2 KiB.
+pub mod connect;
+
+/// Request heads larger than this are refused; browsers and proxy clients send well under 2 KiB.
 const MAX_REQUEST: usize = 16 * 1024;
+
+/// Most bytes looked at per peek while reading a head.
+const PEEK: usize = 4096;
 
 /// Header lines parsed at most; a browser sends about 15.
 const MAX_HEADERS: usize = 64;
@@ -63,13 +76,56 @@ pub fn looks_like_http(first: u8) -> bool {
     first.is_ascii_uppercase()
 }
 
-/// Answers one HTTP request that must arrive within `deadline`.
-pub async fn serve(state: &State, mut stream: TcpStream, deadline: Duration) -> io::Result<()> {
+/// An HTTP request that is not a proxy request, its head (or what arrived of it) already read.
+pub struct Request {
+    stream: TcpStream,
+    head: Vec<u8>,
+}
+
+impl Request {
+    pub fn new(stream: TcpStream, head: Vec<u8>) -> Self {
+        Request { stream, head }
+    }
+}
+
+/// Reads one request head from `stream`: every byte up to and including the empty line that
+/// ends it, and none after it (see the module doc). When the head does not end (the client
+/// closed, it is over [`MAX_REQUEST`], or malformed), returns what was read; [`judge`] tells
+/// which. Takes no deadline: the caller's covers the whole handshake.
+pub async fn read_head(stream: &mut TcpStream) -> io::Result<Vec<u8>> {
+    let mut head = Vec::with_capacity(1024);
+    loop {
+        let start = head.len();
+        head.resize(start + (MAX_REQUEST - start).min(PEEK), 0);
+        let n = stream.peek(&mut head[start..]).await?;
+        head.truncate(start + n);
+        if n == 0 {
+            return Ok(head);
+        }
+        let (take, complete) = match parse(&head, |_, len| len) {
+            // No end in sight: all of it belongs to the head.
+            Parsed::Partial => (n, false),
+            Parsed::Complete(len) => (len.saturating_sub(start), true),
+            // Judged already; the rest is read away after the answer.
+            Parsed::TooLarge | Parsed::Malformed => return Ok(head),
+        };
+        // Peeked, so already here: this read does not wait.
+        stream.read_exact(&mut head[start..start + take]).await?;
+        head.truncate(start + take);
+        if complete {
+            return Ok(head);
+        }
+    }
+}
+
+/// Answers one HTTP request whose head was read.
+pub async fn serve(state: &State, request: Request) -> io::Result<()> {
+    let Request { mut stream, head } = request;
     let pac = || {
         let loaded = state.table();
         shared_pac(&loaded.pac, &loaded.table, state.listen)
     };
-    let result = answer(&mut stream, deadline, WRITE_DEADLINE, pac).await;
+    let result = answer(&mut stream, &head, WRITE_DEADLINE, pac).await;
     if result.as_ref().is_err_and(|e| e.kind() == io::ErrorKind::TimedOut) {
         // Reset rather than close: a closed socket would keep the unsent answer queued in the
         // kernel for a peer that does not read it.
@@ -83,35 +139,19 @@ fn shared_pac(cell: &OnceLock<Bytes>, table: &RoutingTable, listen: SocketAddr) 
     cell.get_or_init(|| Bytes::from(pac::render(table, listen))).clone()
 }
 
-/// Reads one request (within `read_deadline`) and writes its answer (within `write_deadline`,
-/// else an error of kind `TimedOut`). `pac` is called only for a request that gets the PAC.
+/// Writes the answer to `head` (within `write_deadline`, else an error of kind `TimedOut`). `pac`
+/// is called only for a request that gets the PAC.
 async fn answer<S: AsyncRead + AsyncWrite + Unpin>(
     stream: &mut S,
-    read_deadline: Duration,
+    head: &[u8],
     write_deadline: Duration,
     pac: impl FnOnce() -> Bytes,
 ) -> io::Result<()> {
-    let mut request = Vec::with_capacity(1024);
-    let read = tokio::time::timeout(read_deadline, async {
-        let mut buf = [0u8; 1024];
-        loop {
-            if let Some(reply) = judge(&request) {
-                return Ok::<_, io::Error>(Some(reply));
-            }
-            let n = stream.read(&mut buf).await?;
-            if n == 0 {
-                // Cut short: whatever arrived is not a request.
-                return Ok((!request.is_empty()).then_some(Reply::bad_request()));
-            }
-            request.extend_from_slice(&buf[..n]);
-        }
-    })
-    .await;
-    let reply = match read {
-        Ok(Ok(Some(reply))) => reply,
-        // Silent until the deadline, or gone: there is no one to answer.
-        Ok(Ok(None)) | Ok(Err(_)) | Err(_) => return Ok(()),
-    };
+    if head.is_empty() {
+        return Ok(());
+    }
+    // A head that never ended was cut short: whatever arrived is not a request.
+    let reply = judge(head).unwrap_or_else(Reply::bad_request);
     let body = match reply.body {
         Body::Pac => pac(),
         Body::Text(text) => Bytes::from_static(text.as_bytes()),
@@ -182,35 +222,72 @@ impl Reply {
     fn head(&self, len: usize) -> String {
         let content_type = match self.body {
             Body::Pac => pac::CONTENT_TYPE,
-            Body::Text(_) => "text/plain; charset=utf-8",
+            Body::Text(_) => TEXT,
         };
-        let allow = if self.status.starts_with("405") { "Allow: GET, HEAD\r\n" } else { "" };
-        format!(
-            "HTTP/1.1 {}\r\nContent-Type: {content_type}\r\nContent-Length: {len}\r\n\
-             X-Content-Type-Options: nosniff\r\nCross-Origin-Resource-Policy: same-origin\r\n\
-             Cache-Control: no-cache\r\n{allow}Connection: close\r\n\r\n",
-            self.status
-        )
+        let allow = if self.status.starts_with("405") { "Allow: GET, HEAD, CONNECT\r\n" } else { "" };
+        response_head(self.status, content_type, len, allow)
+    }
+}
+
+/// The content type of every answer but the PAC.
+const TEXT: &str = "text/plain; charset=utf-8";
+
+/// The head of every answer but CONNECT's 200. `extra` is more header lines, each ending in CRLF.
+fn response_head(status: &str, content_type: &str, len: usize, extra: &str) -> String {
+    format!(
+        "HTTP/1.1 {status}\r\nContent-Type: {content_type}\r\nContent-Length: {len}\r\n\
+         X-Content-Type-Options: nosniff\r\nCross-Origin-Resource-Policy: same-origin\r\n\
+         Cache-Control: no-cache\r\n{extra}Connection: close\r\n\r\n"
+    )
+}
+
+/// How the bytes received so far stand as a request head.
+#[derive(Debug, PartialEq, Eq)]
+enum Parsed<T> {
+    Partial,
+    /// The head is complete; what the caller made of it.
+    Complete(T),
+    /// Over [`MAX_REQUEST`] without an end, or over [`MAX_HEADERS`] header lines.
+    TooLarge,
+    Malformed,
+}
+
+/// The one HTTP parser of the port: once the head is complete, `f` gets it and its length.
+fn parse<T>(bytes: &[u8], f: impl FnOnce(&httparse::Request<'_, '_>, usize) -> T) -> Parsed<T> {
+    let mut headers = [httparse::EMPTY_HEADER; MAX_HEADERS];
+    let mut request = httparse::Request::new(&mut headers);
+    match request.parse(bytes) {
+        Ok(httparse::Status::Complete(len)) => Parsed::Complete(f(&request, len)),
+        Ok(httparse::Status::Partial) if bytes.len() < MAX_REQUEST => Parsed::Partial,
+        Ok(httparse::Status::Partial) | Err(httparse::Error::TooManyHeaders) => Parsed::TooLarge,
+        Err(_) => Parsed::Malformed,
     }
 }
 
 /// The answer to the request bytes received so far, or `None` while the request is incomplete.
 fn judge(request: &[u8]) -> Option<Reply> {
-    let mut headers = [httparse::EMPTY_HEADER; MAX_HEADERS];
-    let mut parsed = httparse::Request::new(&mut headers);
-    match parsed.parse(request) {
-        Ok(httparse::Status::Complete(_)) => Some(decide(&parsed)),
-        Ok(httparse::Status::Partial) if request.len() < MAX_REQUEST => None,
-        Ok(httparse::Status::Partial) | Err(httparse::Error::TooManyHeaders) => Some(Reply {
+    match parse(request, |parsed, _| decide(parsed)) {
+        Parsed::Complete(reply) => Some(reply),
+        Parsed::Partial => None,
+        Parsed::TooLarge => Some(Reply {
             whole_request_read: false,
-            ..Reply::text("431 Request Header Fields Too Large", "request too large for a PAC fetch\n")
+            ..Reply::text("431 Request Header Fields Too Large", "request head too large\n")
         }),
-        Err(_) => Some(Reply::bad_request()),
+        Parsed::Malformed => Some(Reply::bad_request()),
     }
 }
 
 /// The answer to a complete request.
 fn decide(request: &httparse::Request<'_, '_>) -> Reply {
+    // Absolute form: a client that took us for a plain-HTTP proxy. Told before the Host check,
+    // which its Host (the target's) would fail with a misleading answer.
+    if request.path.is_some_and(|path| !path.starts_with('/') && path.contains("://")) {
+        return Reply::text(
+            "501 Not Implemented",
+            "kharond does not proxy plain HTTP requests: use HTTPS_PROXY=http://HOST:PORT (CONNECT) \
+             or socks5h://HOST:PORT\n",
+        );
+    }
     let values = |name: &'static str| header_values(request.headers, name);
     let hosts: Vec<&str> = values("host").collect();
     let [host] = hosts[..] else {
@@ -238,7 +315,10 @@ fn decide(request: &httparse::Request<'_, '_>) -> Reply {
             head_only: method == "HEAD",
             ..Reply::text("404 Not Found", "only /proxy.pac is served here\n")
         },
-        _ => Reply::text("405 Method Not Allowed", "only GET /proxy.pac is served here\n"),
+        _ => Reply::text(
+            "405 Method Not Allowed",
+            "only GET /proxy.pac and CONNECT host:port are served here\n",
+        ),
     }
 }
 

@@ -2,14 +2,16 @@
 //! tell the protocol from the first byte, run its handshake, and hand back a [`Request`] (the
 //! [`Target`] plus a way to answer "success" or a [`Failure`]).
 //!
+//! Two protocols share the port: SOCKS5 ([`socks`](crate::socks), first byte 0x05) and HTTP
+//! (first byte a letter), where the request line tells `CONNECT host:port`
+//! ([`http::connect`]), a proxy request like a SOCKS one, from the PAC fetch ([`http`]).
+//!
 //! # One deadline
 //! The deadline is taken once, at accept: waiting for the first byte, the SOCKS5 greeting,
-//! authentication and request (or the PAC request, which gets what is left of it) all share it,
-//! so a silent or trickling client is dropped after `handshake_timeout_secs`, never later.
-//!
-//! Only SOCKS5 ([`socks`](crate::socks)) is spoken today; a second protocol on the same port
-//! (HTTP CONNECT) is one more [`Protocol`] variant whose handshake returns the same [`Request`].
+//! authentication and request, or the HTTP request head (CONNECT or PAC), all share it, so a
+//! silent or trickling client is dropped after `handshake_timeout_secs`, never later.
 
+pub mod auth;
 pub mod target;
 
 use std::io::ErrorKind;
@@ -20,6 +22,7 @@ use kharon_shared::config::SocksAuth;
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::TcpStream;
 use tokio::time::Instant;
+use zeroize::Zeroize;
 
 use crate::http;
 use crate::socks;
@@ -36,8 +39,8 @@ const LINGER_BYTES: usize = 64 * 1024;
 pub enum Accepted {
     /// A proxy request, handshake done, waiting for its answer.
     Proxy(Request),
-    /// An HTTP request that is not a proxy request (the PAC file); nothing of it was read yet.
-    Http(TcpStream),
+    /// An HTTP request that is not a proxy request (the PAC file), its head read.
+    Http(http::Request),
 }
 
 /// Why a target could not be reached, in words every proxy protocol can answer with.
@@ -75,6 +78,8 @@ pub enum Error {
     Closed,
     #[error(transparent)]
     Socks(#[from] socks::Error),
+    #[error(transparent)]
+    Connect(#[from] http::connect::Error),
     #[error("reading from the client: {0}")]
     Io(#[from] std::io::Error),
 }
@@ -82,6 +87,13 @@ pub enum Error {
 /// The protocol a request arrived in, which decides how it is answered.
 enum Protocol {
     Socks5,
+    HttpConnect,
+}
+
+/// What the handshake found.
+enum Handshake {
+    Proxy(Target, Protocol),
+    Http(Vec<u8>),
 }
 
 /// A client whose request was read and which now waits for our answer.
@@ -104,22 +116,47 @@ pub async fn accept(
         if client.peek(&mut first).await? == 0 {
             return Err(Error::Closed);
         }
-        // A browser fetching the PAC file speaks HTTP on this same port.
-        if http::looks_like_http(first[0]) {
-            return Ok(None);
+        if !http::looks_like_http(first[0]) {
+            return Ok(Handshake::Proxy(socks::negotiate(&mut client, auth).await?, Protocol::Socks5));
         }
-        Ok(Some(socks::negotiate(&mut client, auth).await?))
+        let mut head = http::read_head(&mut client).await?;
+        let verdict = http::connect::judge(&head, auth);
+        if verdict.is_some() {
+            // It may hold a Proxy-Authorization.
+            head.zeroize();
+        }
+        match verdict {
+            None => Ok(Handshake::Http(head)),
+            Some(Ok(target)) => Ok(Handshake::Proxy(target, Protocol::HttpConnect)),
+            Some(Err(e)) => {
+                http::connect::refuse(&mut client, &e).await?;
+                Err(e.into())
+            }
+        }
     };
     let outcome = tokio::time::timeout_at(deadline, handshake).await;
     match outcome {
         Err(_) => Err(Error::Deadline(timeout)),
-        Ok(Ok(None)) => Ok(Accepted::Http(client)),
-        Ok(Ok(Some(target))) => Ok(Accepted::Proxy(Request { target, client, protocol: Protocol::Socks5 })),
+        Ok(Ok(Handshake::Http(head))) => Ok(Accepted::Http(http::Request::new(client, head))),
+        Ok(Ok(Handshake::Proxy(target, protocol))) => {
+            Ok(Accepted::Proxy(Request { target, client, protocol }))
+        }
         Ok(Err(e)) => {
-            if matches!(&e, Error::Socks(e) if e.answered()) {
+            if e.answered() {
                 linger(&mut client, deadline.min(Instant::now() + LINGER)).await;
             }
             Err(e)
+        }
+    }
+}
+
+impl Error {
+    /// Whether the client was told why (and so should get a moment to read it before we close).
+    fn answered(&self) -> bool {
+        match self {
+            Error::Socks(e) => e.answered(),
+            Error::Connect(_) => true,
+            Error::Deadline(_) | Error::Closed | Error::Io(_) => false,
         }
     }
 }
@@ -130,14 +167,19 @@ impl Request {
     pub async fn succeed(mut self, bound: SocketAddr) -> std::io::Result<TcpStream> {
         match self.protocol {
             Protocol::Socks5 => socks::reply_success(&mut self.client, bound).await?,
+            Protocol::HttpConnect => http::connect::reply_success(&mut self.client).await?,
         }
         Ok(self.client)
     }
 
-    /// Tells the client why its connection failed, then closes it.
-    pub async fn fail(mut self, failure: Failure) {
+    /// Tells the client why its connection failed, then closes it. `why` names the route and
+    /// what failed on it, for protocols that can say more than a code (HTTP).
+    pub async fn fail(mut self, failure: Failure, why: &str) {
         let answered = match self.protocol {
             Protocol::Socks5 => socks::reply_failure(&mut self.client, failure).await,
+            Protocol::HttpConnect => {
+                http::connect::reply_failure(&mut self.client, &self.target, failure, why).await
+            }
         };
         // The client may already be gone; there is no one left to tell.
         if answered.is_ok() {
@@ -168,6 +210,38 @@ async fn linger(client: &mut TcpStream, until: Instant) {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    async fn tcp_pair() -> (TcpStream, TcpStream) {
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.expect("bind");
+        let addr = listener.local_addr().expect("addr");
+        let (client, server) = tokio::join!(TcpStream::connect(addr), listener.accept());
+        (client.expect("connect"), server.expect("accept").0)
+    }
+
+    #[tokio::test]
+    async fn a_connect_head_shares_the_one_deadline_and_its_payload_stays_for_the_relay() {
+        let (mut client, server) = tcp_pair().await;
+        let timeout = Duration::from_millis(300);
+        client.write_all(b"CONNECT api.example:443 HTTP/1.1\r\nHost: api.example:443\r\n").await.unwrap();
+        let accepted = accept(server, None, Instant::now() + timeout, timeout).await;
+        assert!(matches!(accepted, Err(Error::Deadline(_))), "an unfinished head outlived the deadline");
+
+        let (mut client, server) = tcp_pair().await;
+        client.write_all(b"CONNECT API.example:443 HTTP/1.1\r\n\r\nhello").await.unwrap();
+        let deadline = Instant::now() + Duration::from_secs(10);
+        let Ok(Accepted::Proxy(request)) = accept(server, None, deadline, timeout).await else {
+            panic!("not a proxy request")
+        };
+        assert_eq!(request.target, Target::Name("api.example".into(), 443));
+        let mut relay = request.succeed("127.0.0.1:1".parse().unwrap()).await.unwrap();
+        let mut payload = [0u8; 5];
+        let read = tokio::time::timeout(Duration::from_secs(10), relay.read_exact(&mut payload)).await;
+        read.expect("the payload was lost").unwrap();
+        assert_eq!(&payload, b"hello");
+        let mut answer = [0u8; 39];
+        client.read_exact(&mut answer).await.unwrap();
+        assert_eq!(&answer, b"HTTP/1.1 200 Connection established\r\n\r\n");
+    }
 
     #[test]
     fn dial_failures_map_to_what_the_client_is_told() {

@@ -15,10 +15,10 @@ mod tests;
 use std::net::SocketAddr;
 
 use kharon_shared::config::SocksAuth;
-use subtle::ConstantTimeEq;
 use tokio::io::{AsyncRead, AsyncReadExt, AsyncWrite, AsyncWriteExt};
 
 use crate::proxy::Failure;
+use crate::proxy::auth::matches;
 use crate::proxy::target::{self, Target};
 use wire::{Address, Parse, Violation};
 
@@ -137,15 +137,6 @@ where
             }
         }
     }
-}
-
-/// Compares the client's credentials with ours in constant time: the SHA-256 digests are
-/// compared, not the bytes, since comparing slices of different lengths returns early and would
-/// tell the length; both fields are always compared, so neither tells which one was wrong.
-fn matches(expected: &SocksAuth, username: &[u8], password: &[u8]) -> bool {
-    let digest = |bytes: &[u8]| ring::digest::digest(&ring::digest::SHA256, bytes);
-    let same = |given: &[u8], wanted: &str| digest(given).as_ref().ct_eq(digest(wanted.as_bytes()).as_ref());
-    bool::from(same(username, &expected.username) & same(password, &expected.password))
 }
 
 /// Tells the client its connection is up.

@@ -101,6 +101,11 @@ impl Kharond {
         format!("socks5h://{}", self.socks)
     }
 
+    /// `http://127.0.0.1:PORT`: the same port as an HTTP CONNECT proxy, for HTTPS_PROXY.
+    pub fn http_proxy_url(&self) -> String {
+        format!("http://{}", self.socks)
+    }
+
     pub fn pid(&self) -> u32 {
         self.child.id()
     }

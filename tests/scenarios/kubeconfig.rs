@@ -220,17 +220,18 @@ fn switch_makes_current_and_dash_goes_back() {
     assert_eq!(std::fs::metadata(&file).unwrap().permissions().mode() & 0o777, 0o600);
 }
 
-/// A TLS "API server" on loopback with a self-signed certificate for `host`.
-struct TlsApi {
+/// A TLS "API server" on loopback with a self-signed certificate for `host` (also used by
+/// `http_connect`).
+pub(crate) struct TlsApi {
     child: Child,
-    port: u16,
+    pub(crate) port: u16,
     ca_base64: String,
 }
 
 impl TlsApi {
     /// A CA (`ca.crt`, whose base64 is `ca_base64`) and a server certificate it signed: rustls,
     /// unlike Go, refuses a self-signed CA certificate used as the server's own.
-    fn start(dir: &Path, host: &str) -> Self {
+    pub(crate) fn start(dir: &Path, host: &str) -> Self {
         let (ca_key, ca, key, csr, cert) = (
             dir.join("ca.key"),
             dir.join("ca.crt"),
@@ -318,7 +319,7 @@ impl Drop for TlsApi {
     }
 }
 
-fn base64_encode(bytes: &[u8]) -> String {
+pub(crate) fn base64_encode(bytes: &[u8]) -> String {
     const ABC: &[u8; 64] = b"ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/";
     let mut out = String::new();
     for chunk in bytes.chunks(3) {

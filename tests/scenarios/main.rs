@@ -10,6 +10,7 @@ mod direct;
 mod first_start;
 mod host_keys;
 mod hostile_input;
+mod http_connect;
 mod jumphost;
 mod kubeconfig;
 mod login;

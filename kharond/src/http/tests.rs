@@ -91,7 +91,23 @@ fn other_paths_and_methods_are_refused() {
     let post = judge(b"POST /proxy.pac HTTP/1.1\r\nHost: localhost\r\nContent-Length: 0\r\n\r\n");
     let post = post.expect("complete");
     assert_eq!(post.status, "405 Method Not Allowed");
-    assert!(post.head(0).contains("\r\nAllow: GET, HEAD\r\n"), "{}", post.head(0));
+    assert!(post.head(0).contains("\r\nAllow: GET, HEAD, CONNECT\r\n"), "{}", post.head(0));
+}
+
+#[test]
+fn a_plain_http_proxy_request_is_told_what_to_use_instead() {
+    for request in [
+        "GET http://example.com/ HTTP/1.1\r\nHost: example.com\r\n\r\n",
+        "HEAD https://example.com:8443/x HTTP/1.1\r\nHost: example.com:8443\r\n\r\n",
+        "POST http://localhost:1/ HTTP/1.1\r\nHost: localhost\r\nContent-Length: 0\r\n\r\n",
+    ] {
+        let reply = judge(request.as_bytes()).expect("complete");
+        assert_eq!(reply.status, "501 Not Implemented", "{request:?}");
+        let Body::Text(text) = reply.body else { panic!("{reply:?}") };
+        assert!(text.contains("HTTPS_PROXY=http://") && text.contains("socks5h://"), "{text}");
+    }
+    // A URL in the query of an origin-form path is not a proxy request.
+    assert_eq!(status("GET /proxy.pac?from=http://x HTTP/1.1\r\nHost: localhost\r\n\r\n"), "200 OK");
 }
 
 #[test]
@@ -144,23 +160,22 @@ fn every_request_shares_one_rendered_pac() {
     assert_eq!(first.as_ptr(), second.as_ptr(), "a second request must not copy the PAC");
 }
 
-/// Runs [`answer`] on one end of an in-memory pipe holding `capacity` bytes; the test drives the
-/// other end as the client.
+/// Runs [`answer`] to `request` on one end of an in-memory pipe holding `capacity` bytes; the test
+/// reads the other end as the client.
 fn serve_pipe(
+    request: &'static [u8],
     capacity: usize,
     write_deadline: Duration,
     body: Bytes,
 ) -> (DuplexStream, tokio::task::JoinHandle<io::Result<()>>) {
     let (client, mut server) = tokio::io::duplex(capacity);
-    let task = tokio::spawn(async move {
-        answer(&mut server, Duration::from_secs(5), write_deadline, move || body).await
-    });
+    let task = tokio::spawn(async move { answer(&mut server, request, write_deadline, move || body).await });
     (client, task)
 }
 
-async fn exchange(request: &[u8]) -> String {
-    let (mut client, task) = serve_pipe(64 * 1024, Duration::from_secs(5), Bytes::from_static(b"PAC!"));
-    client.write_all(request).await.expect("write request");
+async fn exchange(request: &'static [u8]) -> String {
+    let (mut client, task) =
+        serve_pipe(request, 64 * 1024, Duration::from_secs(5), Bytes::from_static(b"PAC!"));
     let mut reply = Vec::new();
     client.read_to_end(&mut reply).await.expect("read reply");
     task.await.expect("join").expect("answer");
@@ -181,19 +196,65 @@ async fn answers_are_written_whole_and_head_has_no_body() {
 #[tokio::test]
 async fn the_pac_is_taken_only_for_a_pac_answer() {
     let taken = Cell::new(false);
-    let (mut client, mut server) = tokio::io::duplex(64 * 1024);
-    client.write_all(b"GET /proxy.pac HTTP/1.1\r\nHost: evil.example\r\n\r\n").await.expect("write");
+    let (_client, mut server) = tokio::io::duplex(64 * 1024);
     let pac = || {
         taken.set(true);
         Bytes::new()
     };
-    answer(&mut server, Duration::from_secs(5), Duration::from_secs(5), pac).await.expect("answer");
+    let request = b"GET /proxy.pac HTTP/1.1\r\nHost: evil.example\r\n\r\n";
+    answer(&mut server, request, Duration::from_secs(5), pac).await.expect("answer");
     assert!(!taken.get(), "a refused request rendered or copied the PAC");
+}
+
+/// A connected pair on loopback: the client's end and the server's end.
+async fn tcp_pair() -> (TcpStream, TcpStream) {
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.expect("bind");
+    let addr = listener.local_addr().expect("addr");
+    let (client, server) = tokio::join!(TcpStream::connect(addr), listener.accept());
+    (client.expect("connect"), server.expect("accept").0)
+}
+
+/// Reads a head on the server's end, as the listener does, and answers it.
+fn serve_tcp(mut server: TcpStream) -> tokio::task::JoinHandle<io::Result<Vec<u8>>> {
+    tokio::spawn(async move {
+        let head = read_head(&mut server).await?;
+        answer(&mut server, &head, Duration::from_secs(5), Bytes::new).await?;
+        Ok(head)
+    })
+}
+
+#[tokio::test]
+async fn the_head_reader_takes_the_head_and_not_a_byte_more() {
+    let head = b"CONNECT api.example:443 HTTP/1.1\r\nHost: api.example:443\r\n\r\n";
+    let payload = b"\x16\x03\x01\x02\x00 a ClientHello sent with the head";
+    // In one write, and with the head's end split over two writes.
+    for split in [head.len() + payload.len(), head.len() - 2, 1] {
+        let (mut client, mut server) = tcp_pair().await;
+        let sent = [&head[..], &payload[..]].concat();
+        let (first, rest) = sent.split_at(split);
+        let rest = rest.to_vec();
+        client.write_all(first).await.expect("write");
+        let writer = tokio::spawn(async move {
+            tokio::time::sleep(Duration::from_millis(50)).await;
+            client.write_all(&rest).await.expect("write rest");
+            client
+        });
+        let got = tokio::time::timeout(Duration::from_secs(10), read_head(&mut server))
+            .await
+            .expect("head read in time")
+            .expect("head");
+        assert_eq!(got, head, "split at {split}");
+        let _client = writer.await.expect("join");
+        let mut left = vec![0u8; payload.len()];
+        server.read_exact(&mut left).await.expect("payload still in the socket");
+        assert_eq!(left, payload, "split at {split}");
+    }
 }
 
 #[tokio::test]
 async fn a_request_cut_short_or_too_long_still_gets_an_answer() {
-    let (mut client, task) = serve_pipe(64 * 1024, Duration::from_secs(5), Bytes::new());
+    let (mut client, server) = tcp_pair().await;
+    let task = serve_tcp(server);
     client.write_all(b"GET /proxy.pac HTTP/1.1\r\nHost: loc").await.expect("write");
     client.shutdown().await.expect("shutdown");
     let mut reply = Vec::new();
@@ -202,7 +263,8 @@ async fn a_request_cut_short_or_too_long_still_gets_an_answer() {
     task.await.expect("join").expect("answer");
 
     // The client keeps sending past the limit, then reads: the answer must reach it.
-    let (mut client, task) = serve_pipe(64 * 1024, Duration::from_secs(5), Bytes::new());
+    let (mut client, server) = tcp_pair().await;
+    let task = serve_tcp(server);
     let mut long = b"GET /proxy.pac HTTP/1.1\r\nX-Pad: ".to_vec();
     long.resize(MAX_REQUEST + 4096, b'a');
     client.write_all(&long).await.expect("write");
@@ -210,26 +272,16 @@ async fn a_request_cut_short_or_too_long_still_gets_an_answer() {
     client.read_to_end(&mut reply).await.expect("read");
     assert!(reply.starts_with(b"HTTP/1.1 431 "), "{}", String::from_utf8_lossy(&reply));
     drop(client);
-    task.await.expect("join").expect("answer");
-}
-
-#[tokio::test]
-async fn a_silent_client_gets_nothing_after_the_read_deadline() {
-    let (mut client, mut server) = tokio::io::duplex(1024);
-    let never = || -> Bytes { unreachable!("no request, no PAC") };
-    let result = answer(&mut server, Duration::from_millis(50), Duration::from_secs(5), never).await;
-    assert!(result.is_ok(), "{result:?}");
-    drop(server);
-    let mut reply = Vec::new();
-    client.read_to_end(&mut reply).await.expect("read");
-    assert!(reply.is_empty());
+    let head = task.await.expect("join").expect("answer");
+    assert!(head.len() <= MAX_REQUEST, "read {} bytes of head", head.len());
 }
 
 #[tokio::test]
 async fn a_client_that_does_not_read_is_dropped_at_the_write_deadline() {
     // The pipe holds 4 KiB of a 1 MiB answer; the client asks and never reads.
-    let (mut client, task) = serve_pipe(4096, Duration::from_millis(200), Bytes::from(vec![b'x'; 1 << 20]));
-    client.write_all(b"GET /proxy.pac HTTP/1.1\r\nHost: localhost\r\n\r\n").await.expect("write");
+    let request = b"GET /proxy.pac HTTP/1.1\r\nHost: localhost\r\n\r\n";
+    let (mut client, task) =
+        serve_pipe(request, 4096, Duration::from_millis(200), Bytes::from(vec![b'x'; 1 << 20]));
     let result =
         tokio::time::timeout(Duration::from_secs(10), task).await.expect("answer ended").expect("join");
     let err = result.expect_err("must time out");

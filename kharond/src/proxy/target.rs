@@ -32,7 +32,7 @@ pub enum Error {
 pub struct Shown(String);
 
 impl Shown {
-    fn of(bytes: &[u8]) -> Self {
+    pub fn of(bytes: &[u8]) -> Self {
         let prefix = &bytes[..bytes.len().min(SHOWN_PREFIX)];
         let mut shown = format!("\"{}\"", prefix.escape_ascii());
         if bytes.len() > SHOWN_PREFIX {

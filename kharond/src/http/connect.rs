@@ -1,0 +1,193 @@
+//! HTTP `CONNECT host:port` on the SOCKS port, for clients that speak no SOCKS (Python without
+//! PySocks, Java's `https.proxyHost`, many Node tools): `HTTPS_PROXY=http://127.0.0.1:12000`.
+//!
+//! This module only reads the request and writes the answers. The target goes through the same
+//! checks as a SOCKS name ([`Target::from_host`]: normalised, IP literals recognised, anything
+//! that is not a DNS name refused), and the request then takes the same path as a SOCKS one
+//! ([`proxy::Request`](crate::proxy::Request)): routing, dial, deadlines, relay, counters, logs.
+//! A failure to reach the target is answered with the status for its [`Failure`] and one line
+//! naming the route; a refusal before that (bad target, credentials) with 400 or 407.
+//!
+//! # Credentials
+//! With `[socks] username` and `password` set, a CONNECT needs exactly one
+//! `Proxy-Authorization: Basic base64(username:password)`, compared in constant time by the same
+//! check as SOCKS5's ([`auth::matches`]); else 407 with `Proxy-Authenticate: Basic
+//! realm="kharon"`. The header is never logged, and the decoded credentials and the request head
+//! holding them are wiped once judged. Without a password, none is asked for, as with SOCKS.
+//!
+//! # Who can send CONNECT
+//! The PAC path checks `Host` and `Sec-Fetch-*` to keep web pages out (see [`super`]); CONNECT
+//! needs neither, and cannot have them: its `Host` names the *target* by design, and proxy
+//! clients send no `Sec-Fetch-*`.
+//! - A web page cannot send CONNECT. Fetch lists it as a forbidden method (`fetch()` and
+//!   `XMLHttpRequest` throw), forms send only GET and POST, and any other method needs a CORS
+//!   preflight, whose `OPTIONS` gets a 405 here. DNS rebinding changes where a page's request
+//!   goes, never which method it may use, so a rebinding page is no closer to a tunnel.
+//! - A page's GET or POST does reach this port, and takes the PAC path with its checks. A
+//!   `CONNECT` line in a POST body is never read as a request: the connection is closed after
+//!   one answer, so no body is ever parsed as a second request.
+//! - A local program that is not a browser can open a tunnel, exactly as it can over SOCKS on the
+//!   same port: the listener is loopback-only unless a password is set, and then CONNECT needs it.
+
+use base64::Engine;
+use kharon_shared::config::SocksAuth;
+use tokio::io::{AsyncWrite, AsyncWriteExt};
+use zeroize::Zeroizing;
+
+use super::{Parsed, TEXT, parse, response_head};
+use crate::proxy::Failure;
+use crate::proxy::auth;
+use crate::proxy::target::{self, Shown, Target};
+
+/// The answer that opens the tunnel. RFC 9110 §9.3.6: no Content-Length, no body.
+const ESTABLISHED: &[u8] = b"HTTP/1.1 200 Connection established\r\n\r\n";
+
+/// Sent with every 407.
+const CHALLENGE: &str = "Proxy-Authenticate: Basic realm=\"kharon\"\r\n";
+
+/// Why a CONNECT request was refused before its target was dialled.
+#[derive(Debug, thiserror::Error)]
+pub enum Error {
+    #[error("HTTP CONNECT without Proxy-Authorization, but [socks] username and password are set")]
+    NoCredentials,
+    #[error("HTTP CONNECT with a Proxy-Authorization that is not one `Basic base64(user:password)`")]
+    MalformedCredentials,
+    #[error("HTTP CONNECT with a wrong username or password")]
+    AuthRejected,
+    #[error(
+        "HTTP CONNECT target {0} is not host:port (the port is required, an IPv6 address goes in \
+         brackets: [2001:db8::1]:443)"
+    )]
+    Authority(Shown),
+    #[error("HTTP CONNECT: {0}")]
+    Target(#[from] target::Error),
+}
+
+/// What a request head is to this module: `None` when it is not a complete CONNECT request
+/// (the PAC path answers it), else its target or why it is refused.
+pub fn judge(head: &[u8], auth: Option<&SocksAuth>) -> Option<Result<Target, Error>> {
+    let verdict =
+        parse(head, |request, _| (request.method == Some("CONNECT")).then(|| decide(request, auth)));
+    match verdict {
+        Parsed::Complete(verdict) => verdict,
+        Parsed::Partial | Parsed::TooLarge | Parsed::Malformed => None,
+    }
+}
+
+/// Credentials first: without them, a client learns nothing about targets.
+fn decide(request: &httparse::Request<'_, '_>, auth: Option<&SocksAuth>) -> Result<Target, Error> {
+    if let Some(expected) = auth {
+        authorize(request.headers, expected)?;
+    }
+    authority(request.path.unwrap_or("").as_bytes())
+}
+
+fn authorize(headers: &[httparse::Header<'_>], expected: &SocksAuth) -> Result<(), Error> {
+    let mut given = headers.iter().filter(|h| h.name.eq_ignore_ascii_case("proxy-authorization"));
+    let header = match (given.next(), given.next()) {
+        (None, _) => return Err(Error::NoCredentials),
+        (Some(header), None) => header,
+        (Some(_), Some(_)) => return Err(Error::MalformedCredentials),
+    };
+    let value = header.value.trim_ascii();
+    let split = value.iter().position(|b| *b == b' ').ok_or(Error::MalformedCredentials)?;
+    let (scheme, token) = value.split_at(split);
+    if !scheme.eq_ignore_ascii_case(b"basic") {
+        return Err(Error::MalformedCredentials);
+    }
+    let decoded = Zeroizing::new(
+        base64::engine::general_purpose::STANDARD
+            .decode(token.trim_ascii())
+            .map_err(|_| Error::MalformedCredentials)?,
+    );
+    // RFC 7617: the user-id ends at the first colon; the password may hold more.
+    let colon = decoded.iter().position(|b| *b == b':').ok_or(Error::MalformedCredentials)?;
+    if auth::matches(expected, &decoded[..colon], &decoded[colon + 1..]) {
+        Ok(())
+    } else {
+        Err(Error::AuthRejected)
+    }
+}
+
+/// The request target in authority form (RFC 9112 §3.2.3): `host:port` or `[IPv6]:port`, the
+/// port required and in decimal. The host then passes the checks a SOCKS name passes.
+fn authority(raw: &[u8]) -> Result<Target, Error> {
+    let bad = || Error::Authority(Shown::of(raw));
+    let colon = raw.iter().rposition(|b| *b == b':').ok_or_else(bad)?;
+    let (host, port) = (&raw[..colon], &raw[colon + 1..]);
+    // `u16::from_str` would also take a sign.
+    if port.is_empty() || port.len() > 5 || !port.iter().all(u8::is_ascii_digit) {
+        return Err(bad());
+    }
+    let port = std::str::from_utf8(port).ok().and_then(|p| p.parse::<u16>().ok()).ok_or_else(bad)?;
+    if let Some(inner) = host.strip_prefix(b"[") {
+        let ip = inner
+            .strip_suffix(b"]")
+            .and_then(|ip| std::str::from_utf8(ip).ok())
+            .and_then(|ip| ip.parse::<std::net::Ipv6Addr>().ok())
+            .ok_or_else(bad)?;
+        return Ok(Target::from_addr((ip, port).into())?);
+    }
+    // An unbracketed colon: a bare IPv6 address, whose port cannot be told from its last group.
+    if host.contains(&b':') {
+        return Err(bad());
+    }
+    Ok(Target::from_host(host, port)?)
+}
+
+/// Tells the client why its request was refused.
+pub async fn refuse<S: AsyncWrite + Unpin>(client: &mut S, error: &Error) -> std::io::Result<()> {
+    client.write_all(refusal(error).as_bytes()).await
+}
+
+/// Tells the client its tunnel is up: every byte after this is the target's.
+pub async fn reply_success<S: AsyncWrite + Unpin>(client: &mut S) -> std::io::Result<()> {
+    client.write_all(ESTABLISHED).await
+}
+
+/// Tells the client why `target` could not be reached; `why` names the route and what failed.
+pub async fn reply_failure<S: AsyncWrite + Unpin>(
+    client: &mut S,
+    target: &Target,
+    failure: Failure,
+    why: &str,
+) -> std::io::Result<()> {
+    client.write_all(failure_answer(target, failure, why).as_bytes()).await
+}
+
+/// The status for a failure to reach the target: 504 for a timeout, 403 for a refusal by policy,
+/// 502 for every other way the next hop failed us.
+fn failure_status(failure: Failure) -> &'static str {
+    match failure {
+        Failure::TimedOut => "504 Gateway Timeout",
+        Failure::NotAllowed => "403 Forbidden",
+        Failure::General
+        | Failure::NetworkUnreachable
+        | Failure::HostUnreachable
+        | Failure::ConnectionRefused => "502 Bad Gateway",
+    }
+}
+
+fn failure_answer(target: &Target, failure: Failure, why: &str) -> String {
+    // One line: an SSH or OS error text could carry line breaks or escapes.
+    let why: String = why.chars().map(|c| if c.is_control() { ' ' } else { c }).collect();
+    let body = format!("kharond cannot reach {target} {why}\n");
+    response_head(failure_status(failure), TEXT, body.len(), "") + &body
+}
+
+fn refusal(error: &Error) -> String {
+    let (status, extra, body) = match error {
+        Error::NoCredentials | Error::MalformedCredentials | Error::AuthRejected => (
+            "407 Proxy Authentication Required",
+            CHALLENGE,
+            "kharond needs the [socks] username and password: curl --proxy-user USER:PASSWORD, or \
+             http://USER:PASSWORD@HOST:PORT as the proxy URL\n"
+                .to_owned(),
+        ),
+        Error::Authority(_) | Error::Target(_) => ("400 Bad Request", "", format!("{error}\n")),
+    };
+    response_head(status, TEXT, body.len(), extra) + &body
+}
+
+#[cfg(test)]
+mod tests;
