@@ -11,6 +11,7 @@
 //! - [`http`] + [`pac`]: `GET /proxy.pac` on the SOCKS port.
 //! - [`activation`]: listeners passed by systemd. [`malloc`]: allocator settings for the data path.
 //! - [`control`]: the gRPC control API. [`ssh`]: the SSH engine.
+//! - [`object_fetch`]: the S3 GetObject of emergency credentials, through the daemon's routing.
 
 mod activation;
 mod connection;
@@ -21,6 +22,7 @@ mod http;
 mod inventory;
 mod listener;
 mod malloc;
+mod object_fetch;
 mod pac;
 mod relay;
 mod socks;
