@@ -183,17 +183,18 @@ fn switch_makes_current_and_dash_goes_back() {
     assert_eq!(std::fs::metadata(&file).unwrap().permissions().mode() & 0o777, 0o600);
 }
 
-/// A TLS "API server" on loopback with a self-signed certificate for `host`.
-struct TlsApi {
+/// A TLS "API server" on loopback with a self-signed certificate for `host` (also used by
+/// `emergency`).
+pub(crate) struct TlsApi {
     child: Child,
-    port: u16,
-    ca_base64: String,
+    pub(crate) port: u16,
+    pub(crate) ca_base64: String,
 }
 
 impl TlsApi {
     /// A CA (`ca.crt`, whose base64 is `ca_base64`) and a server certificate it signed: rustls,
     /// unlike Go, refuses a self-signed CA certificate used as the server's own.
-    fn start(dir: &Path, host: &str) -> Self {
+    pub(crate) fn start(dir: &Path, host: &str) -> Self {
         let (ca_key, ca, key, csr, cert) = (
             dir.join("ca.key"),
             dir.join("ca.crt"),

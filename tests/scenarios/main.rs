@@ -5,6 +5,7 @@ mod channel_close;
 mod clusters;
 mod control;
 mod direct;
+mod emergency;
 mod host_keys;
 mod jumphost;
 mod kubeconfig;
