@@ -62,6 +62,17 @@ impl fmt::Debug for PrivateKey {
     }
 }
 
+/// rPGP's parse errors end in a dump of the input bytes: the first line of sense is enough.
+fn short(e: &dyn fmt::Display) -> String {
+    let text = e.to_string();
+    let cut = text.find(" Error(").or_else(|| text.find(" [")).unwrap_or(text.len()).min(160);
+    let mut out: String = text.chars().take(cut).collect();
+    if out.len() < text.len() {
+        out.push('…');
+    }
+    out
+}
+
 /// Upper-case hex, as gopenpgp prints fingerprints and Passbolt expects them in `keyid`.
 fn hex_upper(bytes: &[u8]) -> String {
     bytes.iter().map(|b| format!("{b:02X}")).collect()
@@ -71,7 +82,7 @@ impl PrivateKey {
     /// Parses an armored private key (a transferable secret key block).
     pub fn parse(armored: &str) -> Result<Self, Error> {
         let (key, _headers) =
-            SignedSecretKey::from_string(armored.trim()).map_err(|e| Error::BadPrivateKey(e.to_string()))?;
+            SignedSecretKey::from_string(armored.trim()).map_err(|e| Error::BadPrivateKey(short(&e)))?;
         Ok(Self { key, passphrase: Passphrase::default() })
     }
 
@@ -105,7 +116,7 @@ impl PrivateKey {
 
     /// Decrypts an armored message addressed to this key and returns its literal data.
     pub fn decrypt(&self, armored: &str) -> Result<Vec<u8>, Error> {
-        let bad = |e: &dyn fmt::Display| Error::BadMessage(e.to_string());
+        let bad = |e: &dyn fmt::Display| Error::BadMessage(short(e));
         let (message, _headers) = Message::from_string(armored.trim()).map_err(|e| bad(&e))?;
         let mut plain = match message.decrypt(&self.passphrase.password(), &self.key) {
             Ok(plain) => plain,
@@ -124,7 +135,7 @@ impl PrivateKey {
     /// is not the one we logged in to.
     pub fn matches_public(&self, armored: &str) -> Result<bool, Error> {
         let (public, _headers) =
-            SignedPublicKey::from_string(armored.trim()).map_err(|e| Error::BadPublicKey(e.to_string()))?;
+            SignedPublicKey::from_string(armored.trim()).map_err(|e| Error::BadPublicKey(short(&e)))?;
         if public.primary_key.fingerprint() != self.key.primary_key.fingerprint() {
             return Ok(false);
         }
@@ -135,7 +146,7 @@ impl PrivateKey {
     /// The primary fingerprint of an armored public key (for error messages).
     pub fn public_fingerprint(armored: &str) -> Result<String, Error> {
         let (public, _headers) =
-            SignedPublicKey::from_string(armored.trim()).map_err(|e| Error::BadPublicKey(e.to_string()))?;
+            SignedPublicKey::from_string(armored.trim()).map_err(|e| Error::BadPublicKey(short(&e)))?;
         Ok(hex_upper(public.primary_key.fingerprint().as_bytes()))
     }
 }
@@ -195,6 +206,13 @@ pub(crate) mod tests {
         assert_eq!(key.decrypt(&encrypt_to(&ours, b"token")).unwrap(), b"token");
         assert!(matches!(key.decrypt(&encrypt_to(&theirs, b"x")), Err(Error::NotForUs)));
         assert!(matches!(key.decrypt("garbage"), Err(Error::BadMessage(_))));
+        // A broken armor header: the message says so without dumping the input.
+        let broken = "-----BEGIN\\ PGP MESSAGE-----\n\nwV4D\n-----END PGP MESSAGE-----\n";
+        let err = key.decrypt(broken).unwrap_err().to_string();
+        assert!(
+            err.starts_with("not a readable OpenPGP message") && err.len() < 200 && !err.contains("input"),
+            "{err}"
+        );
         assert!(key.matches_public(&armored_public(&ours)).unwrap());
         assert!(!key.matches_public(&armored_public(&theirs)).unwrap());
         assert!(matches!(PrivateKey::parse("nope"), Err(Error::BadPrivateKey(_))));

@@ -60,7 +60,7 @@ impl Session {
                     self.key.fingerprint()
                 )));
             }
-            Err(source) => return Err(Error::Decrypt { what: "Passbolt's login token".into(), source }),
+            Err(cause) => return Err(Error::Decrypt { what: "Passbolt's login token".into(), cause }),
         };
         check_token(&token)?;
 

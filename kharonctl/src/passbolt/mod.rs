@@ -30,12 +30,13 @@ use crate::openpgp::PrivateKey;
 const CONNECT_TIMEOUT: Duration = Duration::from_secs(10);
 const REQUEST_TIMEOUT: Duration = Duration::from_secs(30);
 
+/// Messages carry their causes themselves (no `#[source]`): `kharonctl`'s `{:#}` would repeat them.
 #[derive(Debug, thiserror::Error)]
 pub enum Error {
     #[error("cannot build the HTTP client: {0}")]
-    Client(#[source] reqwest::Error),
-    #[error("cannot reach Passbolt at {url}: {}", crate::lieutenant::chain(source))]
-    Connect { url: String, source: reqwest::Error },
+    Client(reqwest::Error),
+    #[error("cannot reach Passbolt at {url}: {}", crate::lieutenant::chain(cause))]
+    Connect { url: String, cause: reqwest::Error },
     #[error(
         "{url} answered HTTP {status} with something that is not a Passbolt API reply; is the Passbolt \
          URL right (setting passbolt_url, env KHARON_PASSBOLT_URL, flag --passbolt-url)?"
@@ -50,8 +51,8 @@ pub enum Error {
     UnknownKey { url: String, fingerprint: String },
     #[error("Passbolt's login challenge is not what GPGAuth sends: {0}")]
     BadChallenge(String),
-    #[error("cannot decrypt {what} with your key: {source}")]
-    Decrypt { what: String, source: crate::openpgp::Error },
+    #[error("cannot decrypt {what} with your key: {cause}")]
+    Decrypt { what: String, cause: crate::openpgp::Error },
     #[error(
         "Passbolt at {url} answered /users/me.json with a different key ({theirs}, yours is {ours}); \
          refusing to go on: something between you and Passbolt is not Passbolt"
@@ -206,12 +207,12 @@ impl Session {
             request = request.json(body);
         }
         let response =
-            request.send().await.map_err(|source| Error::Connect { url: self.base.clone(), source })?;
+            request.send().await.map_err(|cause| Error::Connect { url: self.base.clone(), cause })?;
         let status = response.status().as_u16();
         let headers = response.headers().clone();
         self.keep_cookies(&headers);
         let bytes =
-            response.bytes().await.map_err(|source| Error::Connect { url: self.base.clone(), source })?;
+            response.bytes().await.map_err(|cause| Error::Connect { url: self.base.clone(), cause })?;
         let envelope: Envelope = serde_json::from_slice(&bytes)
             .map_err(|_| Error::NotPassbolt { url: format!("{}/{}", self.base, path), status })?;
         Ok(Reply { status, headers, header: envelope.header, body: envelope.body })

@@ -72,7 +72,7 @@ impl Session {
         let plain = self
             .key
             .decrypt(armored)
-            .map_err(|source| Error::Decrypt { what: format!("the secret of {name:?}"), source })?;
+            .map_err(|cause| Error::Decrypt { what: format!("the secret of {name:?}"), cause })?;
         let text = String::from_utf8(plain).map_err(|_| Error::Decode {
             what: format!("the secret of {name:?}"),
             reason: "not UTF-8".into(),
