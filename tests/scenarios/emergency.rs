@@ -225,6 +225,89 @@ impl World {
         }
     }
 
+    /// The same command on a terminal (`script` gives it a pty): waits for each prompt in turn and
+    /// types its answer (a closure, so a TOTP code is fresh). Returns the exit code and what the
+    /// terminal showed.
+    fn run_in_terminal(
+        &self,
+        cluster: &str,
+        args: &[&str],
+        extra: &[(&str, String)],
+        answers: &[(&str, &dyn Fn() -> String)],
+    ) -> (Option<i32>, String) {
+        use std::io::Read as _;
+        use std::sync::{Arc, Mutex};
+        let quote = |a: &str| format!("'{}'", a.replace('\'', "'\\''"));
+        let mut line = vec![quote(kharon_e2e::bin("kharonctl").to_str().unwrap())];
+        let fixed =
+            ["clusters", "--inventory", self.inventory.to_str().unwrap(), cluster, "emergency-credentials"];
+        line.extend(fixed.iter().chain(args).map(|a| quote(a)));
+        let mut cmd = Command::new("script");
+        cmd.args(["-qec", &line.join(" "), "/dev/null"])
+            .env_clear()
+            .envs(self.env().vars())
+            .env("KHARON_CONTROL_SOCKET", self.env().control_socket())
+            .env("KHARON_PASSBOLT_URL", self.passbolt.url())
+            .stdin(Stdio::piped())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::null());
+        for (k, v) in extra {
+            cmd.env(k, v);
+        }
+        let mut child = cmd.spawn().expect("run script (util-linux)");
+        let shown = Arc::new(Mutex::new(String::new()));
+        let mut stdout = child.stdout.take().unwrap();
+        let sink = Arc::clone(&shown);
+        // Ends at EOF, when script exits.
+        let reader = std::thread::spawn(move || {
+            let mut buf = [0u8; 4096];
+            while let Ok(n) = stdout.read(&mut buf) {
+                if n == 0 {
+                    break;
+                }
+                sink.lock().unwrap().push_str(&String::from_utf8_lossy(&buf[..n]));
+            }
+        });
+        let mut input = child.stdin.take().unwrap();
+        let mut seen = 0;
+        for (prompt, answer) in answers {
+            let appeared = kharon_e2e::wait_until(Duration::from_secs(60), || {
+                let text = shown.lock().unwrap();
+                match text[seen..].find(prompt) {
+                    Some(at) => {
+                        seen += at + prompt.len();
+                        true
+                    }
+                    None => false,
+                }
+            });
+            assert!(
+                appeared,
+                "no prompt {prompt:?} within 60 s; the terminal showed:\n{}",
+                shown.lock().unwrap()
+            );
+            input.write_all(format!("{}\n", answer()).as_bytes()).unwrap();
+            input.flush().unwrap();
+        }
+        let mut code = None;
+        let done = kharon_e2e::wait_until(Duration::from_secs(120), || match child.try_wait() {
+            Ok(Some(status)) => {
+                code = status.code();
+                true
+            }
+            _ => false,
+        });
+        if !done {
+            let _ = child.kill();
+            let _ = child.wait();
+        }
+        drop(input);
+        let _ = reader.join();
+        let text = shown.lock().unwrap().clone();
+        assert!(done, "kharonctl on a terminal did not finish within 120 s:\n{text}");
+        (code, text)
+    }
+
     /// Passphrase and a current TOTP code from the environment.
     fn secrets(&self) -> Vec<(&'static str, String)> {
         vec![
@@ -268,7 +351,8 @@ fn kubectl(w: &World, kubeconfig: &Path, extra: &[&str]) -> std::process::Output
 /// The "must show": pasted key, passphrase and TOTP from the environment, Passbolt v5
 /// metadata behind a shared key, one bucket through the jump host (moto checks the signature), one
 /// bucket down and one with a wrong secret reported and skipped; the kubeconfig lets real kubectl
-/// reach the TLS API through kharond with the token, and the key is kept 0600 for the next run.
+/// reach the TLS API through kharond with the token, and the key is kept 0600 for the next run,
+/// which asks for passphrase and TOTP on a terminal and merges into the user's kubeconfig.
 #[test]
 fn emergency_credentials_through_a_jump_host_reach_the_api_with_kubectl() {
     let w = World::start();
@@ -354,15 +438,18 @@ fn emergency_credentials_through_a_jump_host_reach_the_api_with_kubectl() {
     let mine = w.env().path().join("kube/config");
     std::fs::create_dir_all(mine.parent().unwrap()).unwrap();
     std::fs::write(&mine, "apiVersion: v1\nkind: Config\ncurrent-context: mine\nclusters:\n- name: mine\n  cluster: {server: 'https://mine:6443'}\ncontexts:\n- name: mine\n  context: {cluster: mine, user: me}\nusers:\n- name: me\n  user: {token: t}\n").unwrap();
-    let mut extra = w.secrets();
-    extra.push(("KUBECONFIG", mine.display().to_string()));
-    let again = w.run("c1", &["--merge"], &extra, "");
-    assert!(again.success(), "{}\n{}", again.stdout, again.stderr);
-    assert!(
-        again.stderr.contains(&format!("Merged 1 context(s) into {}", mine.display())),
-        "{}",
-        again.stderr
+    // This time on a terminal: passphrase and TOTP code are asked for, not taken from the
+    // environment.
+    let passphrase = || PASSPHRASE.to_owned();
+    let code = || w.passbolt.totp_now();
+    let (exit, shown) = w.run_in_terminal(
+        "c1",
+        &["--merge"],
+        &[("KUBECONFIG", mine.display().to_string())],
+        &[("Passphrase of your Passbolt key: ", &passphrase), ("Passbolt TOTP code: ", &code)],
     );
+    assert_eq!(exit, Some(0), "{shown}");
+    assert!(shown.contains(&format!("Merged 1 context(s) into {}", mine.display())), "{shown}");
     let merged = yaml(&mine);
     assert_eq!(merged["current-context"], "mine");
     assert_eq!(item(&merged, "users", "me")["user"]["token"], "t");
