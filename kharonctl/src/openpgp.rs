@@ -193,6 +193,28 @@ pub(crate) mod tests {
         builder.to_armored_string(rand08::thread_rng(), ArmorOptions::default()).unwrap()
     }
 
+    /// Older Passbolt accounts have RSA keys (OpenPGP.js generated RSA before Curve25519): the one
+    /// RSA key of the suite, 2048 bits to keep it quick.
+    #[test]
+    fn rsa_keys_decrypt_too() {
+        let mut sub = SubkeyParamsBuilder::default();
+        sub.key_type(KeyType::Rsa(2048)).can_encrypt(EncryptionCaps::All).passphrase(Some("rsa pw".into()));
+        let mut params = SecretKeyParamsBuilder::default();
+        params
+            .key_type(KeyType::Rsa(2048))
+            .can_certify(true)
+            .can_sign(true)
+            .primary_user_id("RSA <rsa@example.com>".into())
+            .passphrase(Some("rsa pw".into()))
+            .subkeys(vec![sub.build().unwrap()]);
+        let rsa = params.build().unwrap().generate(rand08::thread_rng()).unwrap();
+        let mut key = PrivateKey::parse(&armored_secret(&rsa)).unwrap();
+        assert!(matches!(key.unlock(Passphrase::new("nope")), Err(Error::WrongPassphrase)));
+        key.unlock(Passphrase::new("rsa pw")).unwrap();
+        assert_eq!(key.decrypt(&encrypt_to(&rsa, b"rsa token")).unwrap(), b"rsa token");
+        assert!(key.matches_public(&armored_public(&rsa)).unwrap());
+    }
+
     #[test]
     fn decrypts_what_was_encrypted_to_it_and_knows_what_was_not() {
         let ours = new_key("correct horse");
