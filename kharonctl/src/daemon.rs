@@ -140,6 +140,15 @@ impl Daemon {
         stream.message().await.map_err(|status| Error::Call { status })
     }
 
+    /// Has the daemon download one S3 object through its own routing (emergency credentials).
+    pub async fn fetch_object(
+        &mut self,
+        request: pb::FetchObjectRequest,
+    ) -> Result<pb::FetchObjectResponse, Error> {
+        let reply = self.client.fetch_object(request).await.map_err(|status| Error::Call { status })?;
+        Ok(reply.into_inner())
+    }
+
     pub async fn route(&mut self, host: &str) -> Result<pb::RouteResponse, Error> {
         let reply = self
             .client

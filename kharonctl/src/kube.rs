@@ -103,6 +103,14 @@ fn fact_text<'a>(cluster: &'a Cluster, key: &str) -> Option<&'a str> {
 
 /// The entry for one cluster, or why it has none.
 pub fn entry(cluster: &Cluster, settings: &Settings) -> Result<Entry, EntryError> {
+    let (c, warnings) = cluster_part(cluster, settings)?;
+    let user = user(cluster, settings)?;
+    Ok(Entry { name: cluster.id.clone(), cluster: c, user, warnings })
+}
+
+/// The `cluster` part of a cluster's entry (server, CA, proxy-url) and non-fatal problems; other
+/// users than the cluster's own (emergency credentials) go with it.
+pub fn cluster_part(cluster: &Cluster, settings: &Settings) -> Result<(Value, Vec<String>), EntryError> {
     let id = cluster.id.clone();
     let server = cluster.api_url().ok_or_else(|| EntryError::NoApiUrl { id: id.clone() })?;
     let mut warnings = Vec::new();
@@ -123,8 +131,7 @@ pub fn entry(cluster: &Cluster, settings: &Settings) -> Result<Entry, EntryError
         // (targets.md, "proxy-url").
         m.insert(s("proxy-url"), s(format!("socks5://{}", settings.proxy)));
     }
-    let user = user(cluster, settings)?;
-    Ok(Entry { name: id, cluster: c, user, warnings })
+    Ok((c, warnings))
 }
 
 fn user(cluster: &Cluster, settings: &Settings) -> Result<Value, EntryError> {

@@ -8,17 +8,22 @@
 //!   launchd files for `service-install`.
 //! - [`clusters`]: loading, filtering and finding clusters. [`kube`]: building and merging kubeconfigs.
 //!   [`openshift_login`]: OpenShift tokens, the exec credential and the web login.
+//! - [`emergency`]: emergency credentials (bucket list, objects, tokens, where the key lives);
+//!   [`passbolt`]: the Passbolt client (GPGAuth, MFA, resources); [`openpgp`]: decrypting with the key.
 
 mod clusters;
 mod cmd;
 mod completion;
 mod context;
 mod daemon;
+mod emergency;
 mod kube;
 mod lieutenant;
 mod oidc;
+mod openpgp;
 mod openshift_login;
 mod output;
+mod passbolt;
 mod service;
 
 use std::path::PathBuf;
@@ -82,7 +87,7 @@ enum Command {
     Update(cmd::update::Args),
     /// Show the effective settings and where each came from
     Config(cmd::config::Args),
-    /// List clusters, or act on one: kubeconfig, shell, kubectl, oc, console, token, login
+    /// List clusters, or act on one: kubeconfig, shell, kubectl, oc, console, token, login, emergency-credentials
     Clusters(cmd::clusters::Args),
     /// Print or write a kubeconfig with one context per cluster, or merge it into yours
     Kubeconfig(cmd::kubeconfig::Args),

@@ -19,3 +19,29 @@ fn route_without_a_host_is_a_usage_error() {
     assert_eq!(out.status.code(), Some(2));
     assert!(String::from_utf8_lossy(&out.stderr).contains("<HOST>"));
 }
+
+/// `clusters NAME emergency-credentials --help` says what it does, where the key comes from, the
+/// variables for scripts, and shows an example.
+#[test]
+fn emergency_credentials_help_teaches_keys_variables_and_examples() {
+    let out = Command::new(env!("CARGO_BIN_EXE_kharonctl"))
+        .args(["clusters", "c-x", "emergency-credentials", "--help"])
+        .output()
+        .unwrap();
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    let help = String::from_utf8_lossy(&out.stdout);
+    for needle in [
+        "emergency-cedentials-buckets",
+        "emergency-credentials-receive",
+        "KHARON_PASSBOLT_KEY",
+        "KHARON_PASSBOLT_PASSPHRASE",
+        "EMR_PASSPHRASE",
+        "KHARON_PASSBOLT_TOTP",
+        "EMR_TOTP_TOKEN",
+        "never stored",
+        "--passbolt-url",
+        "Examples:\n  kharonctl clusters c-example-1 emergency-credentials --merge",
+    ] {
+        assert!(help.contains(needle), "--help lacks {needle:?}:\n{help}");
+    }
+}

@@ -305,6 +305,25 @@ impl pb::control_server::Control for Control {
         }
     }
 
+    async fn fetch_object(
+        &self,
+        request: Request<pb::FetchObjectRequest>,
+    ) -> Result<Response<pb::FetchObjectResponse>, Status> {
+        authorize(&request)?;
+        let r = request.into_inner();
+        let req = crate::object_fetch::Request {
+            endpoint: r.endpoint,
+            bucket: r.bucket,
+            key: r.key,
+            access_key_id: r.access_key_id,
+            secret_access_key: r.secret_access_key,
+            region: r.region,
+            insecure: r.insecure,
+        };
+        let fetched = crate::object_fetch::fetch(&self.state, &req).await.map_err(|e| e.to_status())?;
+        Ok(Response::new(pb::FetchObjectResponse { body: fetched.body, path: fetched.path }))
+    }
+
     async fn route(&self, request: Request<pb::RouteRequest>) -> Result<Response<pb::RouteResponse>, Status> {
         authorize(&request)?;
         let host = request.into_inner().host;

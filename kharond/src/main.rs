@@ -16,6 +16,7 @@
 //! - [`control`]: the gRPC control API. [`ssh`]: the SSH engine.
 //! - [`reload`]: how a reload runs (off the async threads, one at a time, with a deadline).
 //! - [`backoff`]: waiting after a failed accept, for every listener.
+//! - [`object_fetch`]: the S3 GetObject of emergency credentials, through the daemon's routing.
 
 mod activation;
 mod backoff;
@@ -28,6 +29,7 @@ mod inventory;
 mod listener;
 mod logging;
 mod malloc;
+mod object_fetch;
 mod pac;
 mod proxy;
 mod relay;

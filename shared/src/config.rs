@@ -29,6 +29,8 @@ pub const DEFAULT_LIEUTENANT_URL: &str = "https://api.syn.vshn.net";
 /// gives up after about two minutes of SYN retries), and a bound keeps deadlines computed from
 /// them (`now + timeout`) representable.
 pub const TIMEOUT_SECS: std::ops::RangeInclusive<u64> = 1..=3600;
+/// VSHN's Passbolt, which holds the emergency credentials' bucket list (protocols.md §3.1).
+pub const DEFAULT_PASSBOLT_URL: &str = "https://cloud.passbolt.com/vshn";
 
 /// Where a setting's value came from.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -106,6 +108,8 @@ pub struct Config {
     pub oidc_client: Option<Setting<String>>,
     /// OIDC discovery URL; overrides what Lieutenant's discovery announces.
     pub oidc_discovery_url: Option<Setting<String>>,
+    /// The Passbolt that holds the emergency credentials' bucket list.
+    pub passbolt_url: Setting<String>,
 }
 
 /// A listen value written as `NAME:PORT` (e.g. `localhost:12000`) and what the name resolved to
@@ -194,6 +198,7 @@ struct FileConfig {
     lieutenant_url: Option<String>,
     oidc_client: Option<String>,
     oidc_discovery_url: Option<String>,
+    passbolt_url: Option<String>,
 }
 
 #[derive(Debug, Default, Deserialize)]
@@ -217,6 +222,7 @@ pub mod env {
     pub const COMMODORE_API_URL: &str = "COMMODORE_API_URL";
     pub const OIDC_CLIENT: &str = "COMMODORE_OIDC_CLIENT";
     pub const OIDC_DISCOVERY_URL: &str = "COMMODORE_OIDC_DISCOVERY_URL";
+    pub const PASSBOLT_URL: &str = "KHARON_PASSBOLT_URL";
 }
 
 impl Config {
@@ -389,6 +395,14 @@ impl Config {
             ),
         )?;
 
+        // Flag: `clusters NAME emergency-credentials --passbolt-url` applies it on top of this.
+        let passbolt_url =
+            match http_url("passbolt_url", pick(None, "", env::PASSBOLT_URL, file_cfg.passbolt_url.clone()))?
+            {
+                Some(url) => url,
+                None => Setting::new(DEFAULT_PASSBOLT_URL.to_owned(), Source::Default),
+            };
+
         let config = Config {
             file,
             listen,
@@ -403,6 +417,7 @@ impl Config {
             lieutenant_url,
             oidc_client,
             oidc_discovery_url,
+            passbolt_url,
         };
         config.validate()?;
         Ok(config)
@@ -877,6 +892,27 @@ mod tests {
         std::fs::set_permissions(&path, std::fs::Permissions::from_mode(0o644)).unwrap();
         let ov = Overrides { config: Some(path), ..Default::default() };
         assert!(load(&ov, &[], dir.path()).unwrap().warnings().is_empty());
+    }
+
+    #[test]
+    fn passbolt_url_defaults_to_vshn_and_env_beats_file() {
+        let dir = tempfile::tempdir().unwrap();
+        let cfg = load(&Overrides::default(), &[], dir.path()).unwrap();
+        assert_eq!(cfg.passbolt_url.value, "https://cloud.passbolt.com/vshn");
+        assert_eq!(cfg.passbolt_url.source, Source::Default);
+
+        let (dir, path) = write_config("passbolt_url = \"https://file.example/p\"\n");
+        let ov = Overrides { config: Some(path.clone()), ..Default::default() };
+        assert_eq!(load(&ov, &[], dir.path()).unwrap().passbolt_url.source, Source::File(path));
+        let env = [(env::PASSBOLT_URL, "http://127.0.0.1:1/x".to_string())];
+        let url = load(&ov, &env, dir.path()).unwrap().passbolt_url;
+        assert_eq!(
+            (url.value.as_str(), url.source),
+            ("http://127.0.0.1:1/x", Source::Env(env::PASSBOLT_URL))
+        );
+        let env = [(env::PASSBOLT_URL, "cloud.passbolt.com".to_string())];
+        let err = load(&ov, &env, dir.path()).unwrap_err().to_string();
+        assert!(err.contains("passbolt_url (from env KHARON_PASSBOLT_URL)"), "{err}");
     }
 
     #[test]

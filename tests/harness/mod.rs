@@ -6,6 +6,7 @@
 //! - [`kharond`]: starts the built daemon and learns its ports. [`kharonctl`]: runs the CLI.
 //! - [`servers`]: HTTP targets on loopback. [`inventory`]: Lieutenant `/clusters` JSON builders.
 //! - [`chromium`]: a real headless browser, for what only a browser does (PAC, origins).
+//! - [`passbolt`]: a fake Passbolt (GPGAuth, MFA, v5 metadata). [`moto`]: a real S3 (moto) that checks SigV4.
 //! - [`wait_until`]: the only way to wait: a bounded poll of a real condition.
 
 pub mod agent;
@@ -149,4 +150,6 @@ pub fn free_port() -> u16 {
         .expect("free port")
 }
 pub mod lieutenant;
+pub mod moto;
 pub mod oidc;
+pub mod passbolt;

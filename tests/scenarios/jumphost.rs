@@ -48,6 +48,8 @@ pub struct LabOptions {
     pub known_hosts: bool,
     /// Extra sshd_config lines for every hop.
     pub sshd_options: Vec<String>,
+    /// More names only the last hop resolves, besides [`TARGET`] (name, address).
+    pub last_hop_hosts: Vec<(String, String)>,
 }
 
 impl Default for LabOptions {
@@ -58,6 +60,7 @@ impl Default for LabOptions {
             host_options: Vec::new(),
             known_hosts: true,
             sshd_options: Vec::new(),
+            last_hop_hosts: Vec::new(),
         }
     }
 }
@@ -74,7 +77,13 @@ impl Lab {
         let hops: Vec<Sshd> = (0..opts.hops)
             .map(|i| {
                 let b = opts.sshd_options.iter().fold(Sshd::builder().authorize(&public), |b, o| b.option(o));
-                if i + 1 == opts.hops { b.hosts(&[(TARGET, "127.0.0.1")]).start() } else { b.start() }
+                if i + 1 == opts.hops {
+                    let extra: Vec<(&str, &str)> =
+                        opts.last_hop_hosts.iter().map(|(n, a)| (n.as_str(), a.as_str())).collect();
+                    b.hosts(&[(TARGET, "127.0.0.1")]).hosts(&extra).start()
+                } else {
+                    b.start()
+                }
             })
             .collect();
         let ssh_config = env.home().join(".ssh/config");

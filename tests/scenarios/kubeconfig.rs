@@ -221,11 +221,11 @@ fn switch_makes_current_and_dash_goes_back() {
 }
 
 /// A TLS "API server" on loopback with a self-signed certificate for `host` (also used by
-/// `http_connect`).
+/// `http_connect` and `emergency`).
 pub(crate) struct TlsApi {
     child: Child,
     pub(crate) port: u16,
-    ca_base64: String,
+    pub(crate) ca_base64: String,
 }
 
 impl TlsApi {

@@ -8,6 +8,7 @@ mod control;
 mod control_socket;
 mod direct;
 mod first_start;
+mod emergency;
 mod host_keys;
 mod hostile_input;
 mod http_connect;

@@ -6,12 +6,14 @@
 //! - [`tool`]: `kubectl …` / `oc …` with that kubeconfig, exit code passed through;
 //! - [`console`]: open the web console;
 //! - [`token`]: the exec credential plugin the OpenShift kubeconfig entries run;
-//! - [`login`]: store a token for an OpenShift cluster (the web login is `openshift_login.rs`).
+//! - [`login`]: store a token for an OpenShift cluster (the web login is `openshift_login.rs`);
+//! - [`emergency`]: the cluster's emergency credentials from Passbolt and object storage.
 //!
 //! This file also holds the steps those actions, `kubeconfig` and `switch` share: where clusters
 //! come from, the kubeconfig settings, writing the per-cluster kubeconfig, and child exit codes.
 
 pub mod console;
+pub mod emergency;
 pub mod kubeconfig;
 pub mod login;
 pub mod shell;
@@ -80,6 +82,9 @@ pub enum Action {
     Token(token::Args),
     /// Log in to an OpenShift cluster and store its token
     Login(login::Args),
+    /// Fetch the cluster's emergency credentials (Passbolt + object storage) into a kubeconfig
+    #[command(long_about = emergency::LONG_ABOUT, after_help = emergency::EXAMPLES)]
+    EmergencyCredentials(emergency::Args),
 }
 
 pub async fn run(args: Args, ctx: &Context) -> anyhow::Result<ExitCode> {
@@ -121,6 +126,7 @@ pub async fn run(args: Args, ctx: &Context) -> anyhow::Result<ExitCode> {
         Action::Console => console::run(&run).await,
         Action::Token(a) => token::run(a, &run).await,
         Action::Login(a) => login::run(a, &run).await,
+        Action::EmergencyCredentials(a) => emergency::run(a, &run).await,
     }
 }
 

@@ -56,6 +56,7 @@ pub async fn run(args: Args, ctx: &Context) -> anyhow::Result<ExitCode> {
         row("lieutenant_url", &c.lieutenant_url, String::clone),
         opt_row("oidc_client", &c.oidc_client, String::clone),
         opt_row("oidc_discovery_url", &c.oidc_discovery_url, String::clone),
+        row("passbolt_url", &c.passbolt_url, String::clone),
         row("listen", &c.listen, ToString::to_string),
         opt_row("socks.username", &c.socks_auth, |a| a.username.clone()),
         opt_row("socks.password", &c.socks_auth, |_| "(set, not shown)".into()),
