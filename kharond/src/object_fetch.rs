@@ -25,7 +25,7 @@ use tokio::io::{AsyncRead, AsyncWrite};
 use tokio_rustls::rustls;
 
 use crate::dial::{self, Upstream};
-use crate::socks::Target;
+use crate::proxy::Target;
 use crate::state::State;
 
 /// The largest object we return. Emergency credential objects hold a few armored messages (a few

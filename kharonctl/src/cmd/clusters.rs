@@ -115,7 +115,10 @@ pub async fn run(args: Args, ctx: &Context) -> anyhow::Result<ExitCode> {
         Action::Kubeconfig(_) | Action::Shell(_) | Action::Kubectl(_) | Action::Oc(_) => {
             ctx.proxy_address().await
         }
-        Action::Console | Action::Token(_) | Action::Login(_) => ctx.config.listen.value,
+        // emergency-credentials asks kharond itself: it needs the daemon for the download anyway.
+        Action::Console | Action::Token(_) | Action::Login(_) | Action::EmergencyCredentials(_) => {
+            ctx.config.listen.value
+        }
     };
     let run = Run { ctx, source: &source, all: &all, name, tenant: args.tenant.as_deref(), proxy };
     match action {

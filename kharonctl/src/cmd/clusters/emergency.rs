@@ -143,7 +143,7 @@ pub async fn run(args: Args, run: &Run<'_>) -> anyhow::Result<ExitCode> {
         );
     }
 
-    let settings = kube::Settings { proxy: listen, ..super::settings(run.ctx, run.source)? };
+    let settings = super::settings(run.source, listen)?;
     let (cluster_part, warnings) = kube::cluster_part(cluster, &settings)?;
     for w in &warnings {
         eprintln!("kharonctl: warning: {w}");
