@@ -144,7 +144,7 @@ impl State {
     /// keeps the old table; connections already relaying are never touched either way.
     pub fn reload(&self) -> Result<ReloadOutcome, ReloadError> {
         let fresh = crate::inventory::load(&self.source)?;
-        if let Err(e) = self.pool.reload() {
+        if let Err(e) = self.pool.reload(&fresh.table.jumphosts()) {
             // A broken ssh config must not block routing updates; the pool keeps its old config
             // and the error reaches the user through Status and the next routed connection.
             tracing::warn!("ssh config not reloaded: {e}");

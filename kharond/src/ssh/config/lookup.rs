@@ -319,8 +319,8 @@ impl SshConfig {
                     origin: origin.clone(),
                     message: format!(
                         "Match {criterion}: kharon cannot evaluate this for {shown} ({why}), so it does not \
-                         use {shown}; other jump hosts are not affected. Rewrite the line so that it \
-                         cannot apply to {shown}, e.g. with `host` or `originalhost` before it",
+                         use {shown} (other jump hosts are not affected); remove the criterion, or change \
+                         the line so that it does not apply to {shown}",
                         shown = pass.shown,
                         why = criteria::why_unsupported(name),
                     ),

@@ -765,8 +765,8 @@ Host other
     assert_eq!(hops(&cfg.chain("good").unwrap()), ["good=alice@127.0.0.1:22"]);
     let refusal = format!(
         "{}: Match tagged prod: kharon cannot evaluate this for bad (it matches the tag ssh is started with \
-         (-P), which a tunnel does not have), so it does not use bad; other jump hosts are not affected. \
-         Rewrite the line so that it cannot apply to bad, e.g. with `host` or `originalhost` before it",
+         (-P), which a tunnel does not have), so it does not use bad (other jump hosts are not affected); \
+         remove the criterion, or change the line so that it does not apply to bad",
         at(&home, 5)
     );
     assert_eq!(cfg.chain("bad").unwrap_err().to_string(), refusal);
