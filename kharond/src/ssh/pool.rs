@@ -352,7 +352,15 @@ impl Pool {
                 }
             }
         }
-        *self.chains() = slots;
+        // A first use may have settled a slot for the new config meanwhile: keep its session.
+        let mut chains = self.chains();
+        for (jumphost, slot) in &mut slots {
+            if let Some(settled) = chains.get(jumphost).filter(|s| s.chain == slot.chain) {
+                *slot = settled.clone();
+            }
+        }
+        *chains = slots;
+        drop(chains);
         *self.refusals() = refused;
         Ok(())
     }

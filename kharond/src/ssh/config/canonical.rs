@@ -60,9 +60,12 @@ pub(super) fn host_name(host: &str, rules: &Rules<'_>, machine: &dyn Machine) ->
             resolved = true;
         }
     }
-    if !resolved && !rules.permitted_cnames.is_empty() && (rules.direct || rules.mode == Mode::Always) {
-        // OpenSSH gives up on a direct host here if it does not resolve; kharon keeps the name
-        // and lets the dial fail, so a resolver that is down at reload does not pin a refusal.
+    let follows = rules.mode == Mode::Always || (rules.mode == Mode::Yes && rules.direct);
+    if !resolved && !rules.permitted_cnames.is_empty() && follows {
+        // OpenSSH also looks a direct host up here when canonicalization is off, only to give
+        // up if it does not resolve; kharon skips that (the name cannot change), and keeps the
+        // name when a lookup fails, so a resolver that is down at reload pins no refusal: the
+        // dial fails instead.
         if let Some(found) = machine.lookup(&host) {
             follow_cname(&mut host, found.canonical.as_deref(), rules);
         }
