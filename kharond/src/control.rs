@@ -109,6 +109,24 @@ fn chain_status(health: ssh::ChainHealth, probe: Option<Result<Duration, String>
             }
             Err(why) => pb::chain_status::Probe::ProbeFailed(why),
         }),
+        hop_details: health.details.iter().map(hop_detail).collect(),
+        config_error: health.refused.as_ref().map(|r| r.reason.clone()).unwrap_or_default(),
+        config_origin: health.refused.and_then(|r| r.origin).unwrap_or_default(),
+    }
+}
+
+fn hop_detail(hop: &ssh::config::Hop) -> pb::HopDetail {
+    pb::HopDetail {
+        alias: hop.alias.clone(),
+        user: hop.user.clone(),
+        host: hop.host_name.clone(),
+        port: u32::from(hop.port),
+        identity_files: hop.identity_files.iter().map(|p| p.display().to_string()).collect(),
+        proxy_command: match &hop.transport {
+            ssh::config::Transport::Command(command) => command.clone(),
+            ssh::config::Transport::Tcp => String::new(),
+        },
+        origin: hop.origin.as_ref().map(ToString::to_string).unwrap_or_default(),
     }
 }
 

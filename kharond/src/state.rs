@@ -182,7 +182,7 @@ impl State {
             // The caller was told nothing changed; keep it that way for the ssh config too.
             return Ok(fresh);
         }
-        if let Err(e) = self.pool.reload() {
+        if let Err(e) = self.pool.reload(&fresh.table.jumphosts()) {
             // A broken ssh config must not block routing updates; the pool keeps its old config
             // and the error reaches the user through Status and the next routed connection.
             tracing::warn!("ssh config not reloaded: {e}");

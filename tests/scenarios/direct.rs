@@ -109,10 +109,20 @@ fn half_close_still_delivers_the_answer() {
 }
 
 #[test]
-fn routed_target_without_ssh_config_is_refused_not_hung() {
+fn routed_target_whose_jump_host_is_down_is_refused_not_hung() {
     let env = Env::new();
-    let daemon = start(&env);
-    // api.a.example is routed through jump-a, which no ssh config defines.
+    // jump-a has no Host block: as with `ssh jump-a`, the defaults and `Host *` apply, and
+    // nothing listens where they point.
+    let config = env.write(
+        "home/.ssh/config",
+        &format!("Host *\n  HostName 127.0.0.1\n  Port {}\n", kharon_e2e::free_port()),
+    );
+    let inv =
+        env.write("inventory.json", &inventory::to_json(&[inventory::routed("c-a", "jump-a", "a.example")]));
+    let daemon = Kharond::start(
+        &env,
+        &["--inventory", inv.to_str().unwrap(), "--ssh-config", config.to_str().unwrap()],
+    );
     let started = std::time::Instant::now();
     let (code, _) = socks::connect_by_name(daemon.socks_addr(), "api.a.example", 6443);
     assert_ne!(code, 0, "a routed target with no usable jump host must not succeed");

@@ -25,6 +25,8 @@ pub enum Form {
     ProxyJump,
     /// `ProxyCommand ssh -W %h:%p previous` (recognised and dialled natively)
     SshW,
+    /// `ProxyCommand ssh previous -W %h:%p`: options after the host, as ssh reads them (native too)
+    SshWHostFirst,
     /// `ProxyCommand ssh -F CONFIG -W %h:%p previous`: a real child `ssh` process
     Command,
 }
@@ -119,6 +121,7 @@ impl Lab {
                 extra.push(match opts.form {
                     Form::ProxyJump => format!("ProxyJump {prev}"),
                     Form::SshW => format!("ProxyCommand ssh -W %h:%p {prev}"),
+                    Form::SshWHostFirst => format!("ProxyCommand ssh {prev} -W %h:%p"),
                     Form::Command => {
                         format!("ProxyCommand ssh -F {} -W %h:%p {prev}", self.ssh_config.display())
                     }
@@ -208,6 +211,26 @@ fn routed_hello(hops: usize, form: Form) {
     // A ProxyCommand child is the first hop's transport: kharond sees only the hops after it.
     let seen = if form == Form::Command { hops - 1 } else { hops };
     assert_eq!(chain["hops"].as_array().map(Vec::len), Some(seen), "{chain}");
+    // Every hop kharond dials is listed with what it resolved; a ProxyCommand transport is
+    // shown in front of the hop it reaches (issue 16): the hops inside it are its business.
+    let details = chain["hop_details"].as_array().cloned().unwrap_or_default();
+    assert_eq!(details.len(), seen, "{chain}");
+    let human = kharonctl::run(&lab.env, &["status"]).stdout;
+    for (detail, hop) in details.iter().zip(&lab.hops[hops - seen..]) {
+        assert_eq!(
+            (detail["host"].as_str(), detail["port"].as_u64()),
+            (Some("127.0.0.1"), Some(u64::from(hop.port())))
+        );
+        assert!(human.contains(&format!("@127.0.0.1:{}", hop.port())), "{human}");
+    }
+    let command = details[0]["proxy_command"].as_str().unwrap_or_default();
+    if form == Form::Command {
+        let wanted = format!("ssh -F {} -W 127.0.0.1:{} hop1", lab.ssh_config.display(), lab.hops[1].port());
+        assert_eq!(command, wanted, "{chain}");
+        assert!(human.contains(&format!("(ProxyCommand {wanted}) → ")), "{human}");
+    } else {
+        assert_eq!(command, "", "{chain}");
+    }
     assert!(chain["bytes_down"].as_u64().unwrap_or(0) > 0, "{chain}");
     // Status probed the live chain end to end: a round trip, well under its 1 s limit.
     let rtt = chain["round_trip_ms"].as_f64().unwrap_or(-1.0);
@@ -248,6 +271,11 @@ fn two_hops_with_proxycommand_ssh_w() {
 #[test]
 fn three_hops_with_proxycommand_ssh_w() {
     routed_hello(3, Form::SshW);
+}
+
+#[test]
+fn two_hops_with_proxycommand_ssh_host_first() {
+    routed_hello(2, Form::SshWHostFirst);
 }
 
 #[test]

@@ -22,6 +22,8 @@ mod socks_auth;
 mod socks_deadline;
 mod socks_malformed;
 mod ssh_algorithms;
+mod ssh_config_match;
+mod ssh_config_oracle;
 mod ssh_faults;
 mod startup;
 mod test_command;

@@ -40,6 +40,30 @@ fn probe_text(probe: Option<&pb::chain_status::Probe>) -> String {
     }
 }
 
+/// The chain as people read it: each hop "user@host:port", a ProxyCommand transport in front of
+/// the hop it reaches.
+fn hops_text(c: &pb::ChainStatus) -> String {
+    if c.hop_details.is_empty() {
+        return c.hops.join(" → ");
+    }
+    c.hop_details
+        .iter()
+        .map(|h| {
+            let hop = format!("{}@{}:{}", h.user, h.host, h.port);
+            if h.proxy_command.is_empty() {
+                hop
+            } else {
+                format!("(ProxyCommand {}) → {hop}", h.proxy_command)
+            }
+        })
+        .collect::<Vec<_>>()
+        .join(" → ")
+}
+
+fn chain_state(c: &pb::ChainStatus) -> &'static str {
+    if c.config_error.is_empty() { state_name(c.state()) } else { "refused" }
+}
+
 fn state_name(state: pb::ChainState) -> &'static str {
     match state {
         pb::ChainState::Idle => "idle",
@@ -64,8 +88,20 @@ pub async fn run(args: Args, ctx: &Context) -> anyhow::Result<ExitCode> {
                     Some(pb::chain_status::Probe::ProbeFailed(why)) => (None, Some(why)),
                     None => (None, None),
                 };
+                let details: Vec<_> = c
+                    .hop_details
+                    .iter()
+                    .map(|h| {
+                        json!({
+                            "alias": h.alias, "user": h.user, "host": h.host, "port": h.port,
+                            "identity_files": h.identity_files, "proxy_command": h.proxy_command,
+                            "origin": h.origin,
+                        })
+                    })
+                    .collect();
                 json!({
-                    "jumphost": c.jumphost, "hops": c.hops, "state": state_name(c.state()),
+                    "jumphost": c.jumphost, "hops": c.hops, "hop_details": details, "state": chain_state(c),
+                    "config_error": c.config_error, "config_origin": c.config_origin,
                     "since_ms": c.since_ms, "last_error": c.last_error, "open_channels": c.open_channels,
                     "bytes_up": c.bytes_up, "bytes_down": c.bytes_down, "next_retry_ms": c.next_retry_ms,
                     "round_trip_ms": round_trip_ms, "probe_failed": probe_failed,
@@ -140,15 +176,20 @@ pub async fn run(args: Args, ctx: &Context) -> anyhow::Result<ExitCode> {
         println!("jump host chains: none used yet (sessions open on first use)");
     } else {
         let rows = s.chains.iter().map(|c| {
+            let last_error = match (c.config_error.is_empty(), c.config_origin.is_empty()) {
+                (true, _) => c.last_error.clone(),
+                (false, false) => format!("ssh config {} (below)", c.config_origin),
+                (false, true) => "ssh config (below)".to_owned(),
+            };
             vec![
                 c.jumphost.clone(),
-                c.hops.join(" → "),
-                state_name(c.state()).to_owned(),
+                hops_text(c),
+                chain_state(c).to_owned(),
                 age_of(c.since_ms),
                 probe_text(c.probe.as_ref()),
                 c.open_channels.to_string(),
                 format!("{} / {}", c.bytes_up, c.bytes_down),
-                c.last_error.clone(),
+                last_error,
             ]
         });
         println!(
@@ -167,6 +208,9 @@ pub async fn run(args: Args, ctx: &Context) -> anyhow::Result<ExitCode> {
                 rows
             )
         );
+        for c in s.chains.iter().filter(|c| !c.config_error.is_empty()) {
+            println!("jump host {} is not used: {}", c.jumphost, c.config_error);
+        }
     }
     Ok(ExitCode::SUCCESS)
 }

@@ -98,6 +98,8 @@ pub struct HopId {
     /// "user@host:port".
     pub target: String,
     pub origin: Option<String>,
+    /// A close explicit Host name when no Host block names this alias (a likely typo).
+    pub suggestion: Option<String>,
 }
 
 impl HopId {
@@ -109,6 +111,7 @@ impl HopId {
             alias: hop.alias.clone(),
             target: hop.display(),
             origin: hop.origin.as_ref().map(ToString::to_string),
+            suggestion: hop.suggestion.clone(),
         }
     }
 }
@@ -118,6 +121,9 @@ impl fmt::Display for HopId {
         write!(f, "hop {}/{} {} ({}", self.index, self.count, self.alias, self.target)?;
         if let Some(origin) = &self.origin {
             write!(f, ", {origin}")?;
+        }
+        if let Some(suggestion) = &self.suggestion {
+            write!(f, "; no Host block names it, did you mean {suggestion:?}?")?;
         }
         f.write_str(")")
     }

@@ -1,13 +1,15 @@
 //! ssh_config → [`Chain`]: reads the user's ssh_config (and its `Include`s) once, validates
 //! every line up front, and answers "which hops reach this jump host, with which settings".
 //!
-//! Owns: ssh_config syntax and OpenSSH's rules for it (Host patterns, first value wins,
-//! Include, ProxyJump lists, `ProxyCommand ssh -W`, `~`/`${VAR}`/`%` expansion, defaults), and
-//! the decision which options kharon refuses because it would connect differently from `ssh`.
+//! Owns: ssh_config syntax and OpenSSH's rules for it (Host patterns, `Match`, first value wins,
+//! Include, ProxyJump lists, `ProxyCommand ssh -W`, `~`/`${VAR}`/`%` expansion,
+//! CanonicalizeHostname, defaults), and the decision which options kharon refuses because it
+//! would connect differently from `ssh`.
 //! Knows nothing of sockets, sessions, agents or known_hosts contents: it names files and
-//! values; `ssh::chain`, `ssh::auth` and `ssh::known_hosts` act on them. Synchronous, and
-//! [`SshConfig::load`] is the only function that touches the file system or the environment,
-//! so a reload gets a consistent snapshot.
+//! values; `ssh::chain`, `ssh::auth` and `ssh::known_hosts` act on them. [`SshConfig::load`]
+//! reads the files and the environment once, so a reload gets a consistent snapshot;
+//! [`SshConfig::chain`] may run `Match exec` commands and look names up (through [`Machine`]),
+//! as `ssh` does for every connection and kharon does once per chain and reload.
 //!
 //! # Why not ssh2-config (crates.md §3)
 //! The crate is a dependency, but it is not used here, on purpose. §3 already planned a
@@ -22,8 +24,9 @@
 //!   `unsupported_fields` in a HashMap: a repeated option inside one block keeps the *last*
 //!   value (OpenSSH: the first), and ProxyJump and ProxyCommand are two independent values,
 //!   while OpenSSH applies one "first wins" across both (see `resolve`);
-//! - without ALLOW_UNKNOWN_FIELDS it stops at the first `Match` with no line number; with it,
-//!   it attaches the Match block's options to the previous Host (§3 "Match leak");
+//! - it does not know `Match`: without ALLOW_UNKNOWN_FIELDS it stops at the first one with no
+//!   line number; with it, it attaches the Match block's options to the previous Host (§3
+//!   "Match leak");
 //! - it expands no `%` tokens and no `${VAR}`, so that code would be ours anyway.
 //!
 //! What is left (Host patterns, first-wins, Include and its globs) is small: the walk in
@@ -38,32 +41,49 @@
 //! in `resolve`.
 //!
 //! # What is refused, ignored or applied
-//! `keyword` has the full table. In short: `Match` and options that would change how kharon
-//! connects or which host keys it trusts (CASignatureAlgorithms, BindAddress, AddressFamily
-//! other than `any`, CanonicalizeHostname, KnownHostsCommand, RevokedHostKeys,
-//! HostbasedAuthentication yes, PubkeyAuthentication no, ProxyUseFdpass yes, PKCS11Provider, ...)
-//! are errors at load, with file:line, whether or not a jump host uses them; unknown keywords
-//! too. Naming such an option in `IgnoreUnknown` (above it) tells kharon to skip it; `ssh` is
-//! unaffected, since for ssh IgnoreUnknown only concerns keywords it does not know.
+//! `keyword` has the full table. In short: options that would change how kharon connects or
+//! which host keys it trusts (CASignatureAlgorithms, BindAddress, AddressFamily other than
+//! `any`, KnownHostsCommand, RevokedHostKeys, HostbasedAuthentication yes, PubkeyAuthentication
+//! no, ProxyUseFdpass yes, PKCS11Provider, ...) are errors at load, with file:line, whether or
+//! not a jump host uses them; unknown keywords too. Naming such an option in `IgnoreUnknown`
+//! (above it) tells kharon to skip it; `ssh` is unaffected, since for ssh IgnoreUnknown only
+//! concerns keywords it does not know.
 //! Interactive-only options (forwarding, multiplexing, logging, ...) are ignored with a debug log.
 //! `Ciphers`, `MACs`, `KexAlgorithms`, `HostKeyAlgorithms` and `PubkeyAcceptedAlgorithms` are
 //! applied as far as russh implements them (`algorithms`).
+//!
+//! `Match` is evaluated as OpenSSH 9.2 does (`criteria`, `lookup`). A criterion kharon cannot
+//! evaluate without guessing (`tagged`, `localnetwork`, `version`, `sessiontype`, `command`,
+//! unknown ones) is not an error of the file: [`SshConfig::chain`] refuses exactly the jump
+//! hosts whose lookup reaches that line undecided, naming file:line and the criterion, and every
+//! other jump host works.
 
 mod algorithms;
+mod canonical;
+mod criteria;
 mod expand;
 mod jump;
 mod keyword;
 mod lexer;
 mod load;
+mod lookup;
+mod machine;
 mod pattern;
 mod resolve;
 #[cfg(test)]
 mod tests;
 
 pub use algorithms::Algorithms;
+pub use machine::Machine;
+use machine::System;
 use std::collections::HashMap;
 use std::path::{Path, PathBuf};
+use std::sync::Arc;
 use std::time::Duration;
+
+/// How long a `Match exec` command may run before kharon stops it and refuses the jump hosts
+/// whose lookup ran it (OpenSSH waits forever; a daemon's reload must not).
+const EXEC_TIMEOUT: Duration = Duration::from_secs(10);
 
 /// Where a directive or `Host` block was written, for "file:line" errors.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -145,6 +165,10 @@ pub struct Hop {
     pub algorithms: Algorithms,
     /// Where the first `Host` block that matched this alias starts (None if only defaults apply).
     pub origin: Option<Origin>,
+    /// When no `Host` (or `Match host`) block names this alias, a close explicit Host name (a
+    /// typo, or a difference in case only): OpenSSH connects with the defaults then, and so does
+    /// kharon, but a failing connection says "did you mean".
+    pub suggestion: Option<String>,
 }
 
 impl Hop {
@@ -173,22 +197,11 @@ pub enum Error {
     Read { path: PathBuf, source: std::io::Error },
     #[error("{origin}: {message}")]
     Invalid { origin: Origin, message: String },
-    #[error("jump host {alias:?} is not a Host in {}{}", file.display(), did_you_mean(suggestion))]
-    UnknownHost {
-        alias: String,
-        file: PathBuf,
-        /// A close explicit Host name (a typo, or a difference in case only).
-        suggestion: Option<String>,
-    },
     #[error("ProxyJump cycle: {}", path.join(" -> "))]
     Cycle { path: Vec<String> },
     /// Every bad line of a config, in file order; one error per line when displayed.
     #[error("{}", many(.0))]
     Many(Vec<Error>),
-}
-
-fn did_you_mean(suggestion: &Option<String>) -> String {
-    suggestion.as_ref().map(|s| format!("; did you mean {s:?}?")).unwrap_or_default()
 }
 
 fn many(errors: &[Error]) -> String {
@@ -201,6 +214,14 @@ impl Error {
         match self {
             Error::Many(errors) => Box::new(errors.iter().flat_map(Error::iter)),
             single => Box::new(std::iter::once(single)),
+        }
+    }
+
+    /// The file:line the error is about, if it is about one line.
+    pub fn origin(&self) -> Option<&Origin> {
+        match self {
+            Error::Invalid { origin, .. } => Some(origin),
+            _ => None,
         }
     }
 }
@@ -217,6 +238,12 @@ pub struct SshConfig {
     local_user: String,
     /// `%i`.
     uid: u32,
+    /// `%l` in `Match exec`: this machine's host name.
+    local_host: String,
+    /// Runs `Match exec`: `$SHELL`, else `/bin/sh`, as OpenSSH.
+    shell: PathBuf,
+    exec_timeout: Duration,
+    machine: Arc<dyn Machine>,
 }
 
 impl SshConfig {
@@ -234,15 +261,40 @@ impl SshConfig {
             .unwrap_or_else(|| "root".to_owned());
         // SAFETY: getuid(2) takes no arguments, cannot fail and touches no memory.
         let uid = unsafe { libc::getuid() };
-        let config = Self { path: path.to_owned(), home: home.to_owned(), loaded, env, local_user, uid };
+        let shell = getenv("SHELL").filter(|s| s.starts_with('/')).unwrap_or_else(|| "/bin/sh".to_owned());
+        let config = Self {
+            path: path.to_owned(),
+            home: home.to_owned(),
+            loaded,
+            env,
+            local_user,
+            uid,
+            local_host: dns_lookup::get_hostname().unwrap_or_default(),
+            shell: PathBuf::from(shell),
+            exec_timeout: EXEC_TIMEOUT,
+            machine: Arc::new(System),
+        };
         tracing::debug!(files = ?config.files(), "ssh config loaded");
         Ok(config)
     }
 
     /// The chain of hops that reaches `jumphost`, following ProxyJump/ProxyCommand `ssh -W` to any
-    /// depth; cycles are an error. `jumphost` must be matched by a Host pattern other than `*`.
+    /// depth; cycles are an error. A name no Host block names gets OpenSSH's defaults (plus
+    /// `Host *` and whatever else matches), as with `ssh`.
+    ///
+    /// Blocking: evaluates `Match exec` (bounded by a timeout per command) and, for
+    /// CanonicalizeHostname, looks names up. Call it once per chain and reload, off the async
+    /// workers.
     pub fn chain(&self, jumphost: &str) -> Result<Chain, Error> {
         self.resolve_chain(jumphost)
+    }
+
+    /// Uses `machine` for name lookups and `Match exec` from now on (tests: names that resolve
+    /// only there, or nothing run at all).
+    #[cfg(test)]
+    pub(crate) fn with_machine(mut self, machine: Arc<dyn Machine>) -> Self {
+        self.machine = machine;
+        self
     }
 
     /// The explicit Host names (no wildcards, no negations), in file order: for completion and

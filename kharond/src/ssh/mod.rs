@@ -1,7 +1,8 @@
 //! The SSH engine: from a cluster's `jumphost` alias to a direct-tcpip channel at the last hop.
 //!
 //! # Layout
-//! - [`config`]: ssh_config (Include, Host patterns, ProxyJump, `ProxyCommand ssh -W`) → [`config::Chain`].
+//! - [`config`]: ssh_config (Include, Host and Match blocks, canonicalization, ProxyJump,
+//!   `ProxyCommand ssh -W`) → [`config::Chain`].
 //! - [`pool`]: one shared session set per chain, opened on first use; the only entry point the
 //!   daemon uses ([`Pool::connect`], [`Pool::status`], [`Pool::reload`]).
 //! - [`chain`]: dials a chain hop by hop (TCP or ProxyCommand, then direct-tcpip + handshake).

@@ -1,6 +1,9 @@
 //! The shared SSH sessions, one dialled chain per jump host, opened on first use.
 //!
-//! Owns: when to dial (first use, after a session died, after a reload changed the chain),
+//! Owns: resolving each jump host's chain from the ssh config once per reload (a jump host the
+//! config cannot give a chain is remembered as refused, with the reason and its file:line, and
+//! fails at once until the next reload), when to dial (first use, after a session died, after a
+//! reload changed the chain),
 //! sharing one handshake between concurrent first uses, backoff after failures, the retry of a
 //! channel open on a fresh session, the sleep/wake probes, replacing a session that holds too
 //! many channels russh never freed ([`RETIRE_AFTER`]), the per-chain health that `Status` shows
@@ -68,6 +71,9 @@ pub struct PoolSettings {
 pub enum Error {
     #[error(transparent)]
     Config(#[from] config::Error),
+    /// The ssh config gives this jump host no chain (resolved at start or reload, see `Refusal`).
+    #[error("jump host {jumphost} cannot be used: {reason}")]
+    Refused { jumphost: String, reason: String },
     #[error("cannot reach jump host {jumphost}: {source}")]
     Dial { jumphost: String, source: Box<chain::Error> },
     #[error("jump host {jumphost} is failing ({last_error}); next attempt in {retry_in:.1?}")]
@@ -94,7 +100,7 @@ impl Error {
     /// How the failure looks from the SOCKS client's side (see the module doc).
     pub fn io_kind(&self) -> ErrorKind {
         match self {
-            Error::Config(_) | Error::Session { .. } => ErrorKind::NetworkUnreachable,
+            Error::Config(_) | Error::Refused { .. } | Error::Session { .. } => ErrorKind::NetworkUnreachable,
             Error::Dial { source, .. } if source.kind.is_timeout() => ErrorKind::TimedOut,
             Error::Dial { .. } => ErrorKind::NetworkUnreachable,
             Error::Backoff { kind, .. } => *kind,
@@ -120,12 +126,37 @@ pub enum ChainState {
     Failed,
 }
 
+/// Why the ssh config gives a jump host no chain, as `Status` shows it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Refusal {
+    /// The whole error, with its file:line when it has one.
+    pub reason: String,
+    /// "file:line" of the line that decided, if one did.
+    pub origin: Option<String>,
+    /// When the chain was resolved (start or reload).
+    pub since: SystemTime,
+}
+
+impl From<&config::Error> for Refusal {
+    fn from(e: &config::Error) -> Self {
+        Refusal {
+            reason: e.to_string(),
+            origin: e.origin().map(ToString::to_string),
+            since: SystemTime::now(),
+        }
+    }
+}
+
 /// What `Status` shows for one jump host chain.
 #[derive(Debug, Clone)]
 pub struct ChainHealth {
     pub jumphost: String,
     /// "user@host:port", first to last.
     pub hops: Vec<String>,
+    /// The hops as resolved, first to last (empty when refused).
+    pub details: Vec<config::Hop>,
+    /// Set when the ssh config gives this jump host no chain; it is then never dialled.
+    pub refused: Option<Refusal>,
     pub state: ChainState,
     pub since: SystemTime,
     pub last_error: Option<String>,
@@ -240,6 +271,8 @@ pub struct Pool {
     settings: PoolSettings,
     config: RwLock<Arc<SshConfig>>,
     chains: Mutex<HashMap<String, Arc<Slot>>>,
+    /// Jump hosts the current config gives no chain, until the next reload.
+    refused: Mutex<HashMap<String, Refusal>>,
 }
 
 impl Pool {
@@ -251,6 +284,7 @@ impl Pool {
             settings,
             config: RwLock::new(Arc::new(config)),
             chains: Mutex::new(HashMap::new()),
+            refused: Mutex::new(HashMap::new()),
         });
         if tokio::runtime::Handle::try_current().is_ok() {
             let wakeups = keepalive::spawn_detector();
@@ -278,28 +312,68 @@ impl Pool {
         self.chains.lock().unwrap_or_else(std::sync::PoisonError::into_inner)
     }
 
+    fn refusals(&self) -> std::sync::MutexGuard<'_, HashMap<String, Refusal>> {
+        self.refused.lock().unwrap_or_else(std::sync::PoisonError::into_inner)
+    }
+
     /// Every slot, with the map's lock already released (see `# Concurrency`).
     fn slots(&self) -> Vec<Arc<Slot>> {
         self.chains().values().cloned().collect()
     }
 
-    /// Re-reads the ssh config; sessions whose chain did not change stay up, changed chains are
-    /// dialled anew on next use. On error the old config stays in force.
-    pub fn reload(&self) -> Result<(), Error> {
-        let config = Arc::new(Self::load(&self.settings)?);
+    /// Re-reads the ssh config and resolves every jump host again: those known so far and
+    /// `jumphosts` (the fresh inventory's). Sessions whose chain did not change stay up, changed
+    /// chains are dialled anew on next use. On error the old config stays in force (and only
+    /// jump hosts not seen before are resolved, against it). Blocking (see [`Pool::validate`]).
+    pub fn reload(&self, jumphosts: &[String]) -> Result<(), Error> {
+        let loaded = Self::load(&self.settings);
+        let Ok(config) = loaded else {
+            self.validate(jumphosts);
+            return loaded.map(|_| ());
+        };
+        let config = Arc::new(config);
         *self.config.write().unwrap_or_else(std::sync::PoisonError::into_inner) = config.clone();
-        self.chains().retain(|jumphost, slot| {
-            let same = config.chain(jumphost).is_ok_and(|c| c == slot.chain);
-            if !same {
-                tracing::info!(%jumphost, "ssh config changed this chain; it is dialled anew on next use");
+        let mut names: Vec<String> = self.chains().keys().cloned().collect();
+        names.extend(self.refusals().keys().cloned());
+        names.extend(jumphosts.iter().cloned());
+        names.sort();
+        names.dedup();
+        let mut slots = HashMap::new();
+        let mut refused = HashMap::new();
+        for jumphost in names {
+            match config.chain(&jumphost) {
+                Ok(chain) => {
+                    let old = self.chains().get(&jumphost).filter(|slot| slot.chain == chain).cloned();
+                    if old.is_none() && self.chains().contains_key(&jumphost) {
+                        tracing::info!(%jumphost, "ssh config changed this chain; it is dialled anew on next use");
+                    }
+                    slots.insert(
+                        jumphost.clone(),
+                        old.unwrap_or_else(|| Arc::new(Slot::new(&jumphost, chain))),
+                    );
+                }
+                Err(e) => {
+                    tracing::warn!("jump host {jumphost} cannot be used: {e}");
+                    refused.insert(jumphost, Refusal::from(&e));
+                }
             }
-            same
-        });
+        }
+        // A first use may have settled a slot for the new config meanwhile: keep its session.
+        let mut chains = self.chains();
+        for (jumphost, slot) in &mut slots {
+            if let Some(settled) = chains.get(jumphost).filter(|s| s.chain == slot.chain) {
+                *slot = settled.clone();
+            }
+        }
+        *chains = slots;
+        drop(chains);
+        *self.refusals() = refused;
         Ok(())
     }
 
-    /// Checks every given jump host resolves to a chain; returns the errors (for `Status`/`Reload`).
-    /// Valid ones appear in [`Pool::status`] as idle from now on.
+    /// Resolves every given jump host not resolved yet; returns the errors (for the start-up log).
+    /// Valid ones appear in [`Pool::status`] as idle from now on, refused ones with the reason.
+    /// Blocking: resolving may run `Match exec` commands and look names up (`config`).
     pub fn validate(&self, jumphosts: &[String]) -> Vec<(String, Error)> {
         let mut errors = Vec::new();
         for jumphost in jumphosts {
@@ -310,20 +384,66 @@ impl Pool {
         errors
     }
 
-    /// The slot for `jumphost`'s current chain. A slot in the map is current by construction:
-    /// [`Pool::reload`] drops every slot whose chain changed, so the ssh config is resolved once
-    /// per chain and reload, not on every connection.
+    /// The slot for `jumphost`'s current chain, resolving it (blocking) if no one has yet. A
+    /// slot in the map is current by construction: [`Pool::reload`] replaces every slot whose
+    /// chain changed, so the ssh config is resolved once per chain and reload, not on every
+    /// connection; a refusal is remembered the same way.
     fn slot(&self, jumphost: &str) -> Result<Arc<Slot>, Error> {
-        if let Some(slot) = self.chains().get(jumphost) {
-            return Ok(slot.clone());
+        if let Some(found) = self.known(jumphost) {
+            return found;
         }
-        let chain = self.config().chain(jumphost)?;
-        // Another connection may have resolved it meanwhile: keep the first slot.
-        Ok(self
-            .chains()
-            .entry(jumphost.to_owned())
-            .or_insert_with(|| Arc::new(Slot::new(jumphost, chain)))
-            .clone())
+        let config = self.config();
+        let resolved = config.chain(jumphost);
+        self.settle(jumphost, &config, resolved)
+    }
+
+    /// [`Pool::slot`] for async callers: resolving runs on the blocking pool.
+    async fn slot_async(&self, jumphost: &str) -> Result<Arc<Slot>, Error> {
+        if let Some(found) = self.known(jumphost) {
+            return found;
+        }
+        let config = self.config();
+        let (for_task, name) = (config.clone(), jumphost.to_owned());
+        let resolved =
+            tokio::task::spawn_blocking(move || for_task.chain(&name)).await.map_err(|e| Error::Refused {
+                jumphost: jumphost.to_owned(),
+                reason: format!("resolving its chain failed: {e}"),
+            })?;
+        self.settle(jumphost, &config, resolved)
+    }
+
+    /// The slot or refusal already known for `jumphost`.
+    fn known(&self, jumphost: &str) -> Option<Result<Arc<Slot>, Error>> {
+        if let Some(slot) = self.chains().get(jumphost) {
+            return Some(Ok(slot.clone()));
+        }
+        let refusal = self.refusals().get(jumphost).cloned()?;
+        Some(Err(Error::Refused { jumphost: jumphost.to_owned(), reason: refusal.reason }))
+    }
+
+    /// Records what resolving `jumphost` against `config` gave, unless a reload replaced that
+    /// config meanwhile (the reload resolved it itself); concurrent first uses keep the first.
+    fn settle(
+        &self,
+        jumphost: &str,
+        config: &Arc<SshConfig>,
+        resolved: Result<Chain, config::Error>,
+    ) -> Result<Arc<Slot>, Error> {
+        let current = Arc::ptr_eq(config, &self.config());
+        match resolved {
+            Ok(chain) if current => Ok(self
+                .chains()
+                .entry(jumphost.to_owned())
+                .or_insert_with(|| Arc::new(Slot::new(jumphost, chain)))
+                .clone()),
+            Ok(chain) => Ok(Arc::new(Slot::new(jumphost, chain))),
+            Err(e) => {
+                if current {
+                    self.refusals().insert(jumphost.to_owned(), Refusal::from(&e));
+                }
+                Err(Error::Refused { jumphost: jumphost.to_owned(), reason: e.to_string() })
+            }
+        }
     }
 
     /// Opens a direct-tcpip channel from `jumphost`'s last hop to `host:port`, dialling the chain
@@ -331,7 +451,7 @@ impl Pool {
     /// connect timeout.
     pub async fn connect(&self, jumphost: &str, host: &str, port: u16) -> Result<Tunnel, Error> {
         let deadline = Instant::now() + self.settings.connect_timeout;
-        let slot = self.slot(jumphost)?;
+        let slot = self.slot_async(jumphost).await?;
         let (mut id, mut dialled, mut reused) = self.session(&slot, deadline).await?;
         let mut retried = false;
         loop {
@@ -452,6 +572,8 @@ impl Pool {
                 ChainHealth {
                     jumphost: slot.jumphost.clone(),
                     hops: slot.chain.hops.iter().map(|h| h.display()).collect(),
+                    details: slot.chain.hops.clone(),
+                    refused: None,
                     state: st.state,
                     since: st.since,
                     last_error: st.last_error.clone(),
@@ -465,6 +587,21 @@ impl Pool {
                 }
             })
             .collect();
+        let refused: Vec<(String, Refusal)> =
+            self.refusals().iter().map(|(jumphost, refusal)| (jumphost.clone(), refusal.clone())).collect();
+        out.extend(refused.into_iter().map(|(jumphost, refusal)| ChainHealth {
+            jumphost,
+            hops: Vec::new(),
+            details: Vec::new(),
+            state: ChainState::Failed,
+            since: refusal.since,
+            last_error: Some(refusal.reason.clone()),
+            refused: Some(refusal),
+            open_channels: 0,
+            bytes_up: 0,
+            bytes_down: 0,
+            next_retry: None,
+        }));
         out.sort_by(|a, b| a.jumphost.cmp(&b.jumphost));
         out
     }

@@ -12,6 +12,8 @@ use std::path::{Path, PathBuf};
 pub(super) const HOST_NAME: &str = "h";
 /// `ProxyCommand`.
 pub(super) const COMMAND: &str = "hnpr";
+/// `Match exec` (readconf.c `match_cfg_line`).
+pub(super) const EXEC: &str = "CLdhiklnpru";
 /// `IdentityFile`, `CertificateFile`, `IdentityAgent`, `UserKnownHostsFile`.
 pub(super) const PATH: &str = "dhiknpru";
 /// Tokens OpenSSH knows for paths that kharon does not compute (`%C` is a hash of the others,
@@ -27,11 +29,12 @@ pub(super) fn percent(
     percent_checked(value, tokens, &|t| Ok(value_of(t)))
 }
 
-/// Expands a `ProxyCommand`, which `sh -c` will run: every value substituted for a token is
-/// checked first ([`check_command_value`]), so that a host or user name can never add shell
-/// syntax to the command. The config's own text is the user's and is taken as written.
-pub(super) fn command(raw: &str, value_of: &dyn Fn(char) -> String) -> Result<String, String> {
-    percent_checked(raw, COMMAND, &|t| {
+/// Expands a `ProxyCommand` or (with `tokens` = [`EXEC`]) a `Match exec` command, which a shell
+/// will run: every value substituted for a token is checked first ([`check_command_value`]), so
+/// that a host or user name can never add shell syntax to the command. The config's own text is
+/// the user's and is taken as written.
+pub(super) fn command(raw: &str, tokens: &str, value_of: &dyn Fn(char) -> String) -> Result<String, String> {
+    percent_checked(raw, tokens, &|t| {
         let value = value_of(t);
         check_command_value(t, &value)?;
         Ok(value)
@@ -40,7 +43,7 @@ pub(super) fn command(raw: &str, value_of: &dyn Fn(char) -> String) -> Result<St
 
 /// Whether `value` may replace token `%token` in a command line, by OpenSSH's rules for the
 /// host and user names ssh(1) takes from its command line (ssh.c `valid_hostname`,
-/// `valid_ruser`, added in 9.6 against the same injection): a host name (`%h`, `%n`) must not
+/// `valid_ruser`, added in 9.6 against the same injection): a host name (`%h`, `%n`, `%k`) must not
 /// start with `-` or hold `'`, `` ` ``, `"`, `$`, `\`, `;`, `&`, `<`, `>`, `|`, `(`, `)`, `{`,
 /// `}`, `,`, whitespace or control characters; a user name (`%r`) must not be empty or hold
 /// `'`, `` ` ``, `"`, `;`, `&`, `<`, `>`, `|`, `(`, `)`, `{`, `}`, control characters, a `-`
@@ -56,7 +59,7 @@ pub(super) fn check_command_value(token: char, value: &str) -> Result<(), String
         ))
     };
     match token {
-        'h' | 'n' => {
+        'h' | 'n' | 'k' => {
             if value.starts_with('-') {
                 return refuse("a host name must not start with '-'".to_owned());
             }

@@ -25,7 +25,8 @@ impl JumpSpec {
 pub(super) enum ProxyCommand {
     /// `ProxyCommand none`: connect directly (and ignore later ProxyJump lines).
     None,
-    /// `ssh [-q -x -T -N -a -A -C -v] [-l user] [-p port] [-J jumps] -W %h:%p [--] [user@]host`.
+    /// `ssh [-q -x -T -N -a -A -C -v] [-l user] [-p port] [-J jumps] -W %h:%p [--] [user@]host`,
+    /// the options also after the host (as ssh reads them) unless `--` came first.
     SshW { dest: JumpSpec, via: Option<Vec<JumpSpec>> },
     /// Anything else, kept verbatim for `sh -c` (tokens still unexpanded).
     Command(String),
@@ -117,12 +118,15 @@ fn ssh_w(raw: &str) -> Option<(JumpSpec, Option<Vec<JumpSpec>>)> {
         return None;
     }
     let (mut forward, mut user, mut port, mut via, mut dest) = (None, None, None, None, None);
+    let mut terminated = false;
     while let Some(word) = words.next() {
-        if dest.is_some() {
-            // Words after the destination would be a remote command.
+        if dest.is_some() && (terminated || word == "--" || !word.starts_with('-')) {
+            // ssh reads options after the destination too (`ssh jump -W %h:%p`), but a word
+            // that is not one starts a remote command.
             return None;
         }
         if word == "--" {
+            terminated = true;
             dest = Some(words.next()?);
             continue;
         }
@@ -217,6 +221,8 @@ mod tests {
             "ssh -W [%h]:%p j1",
             "exec /usr/bin/ssh -qxT -W%h:%p j1",
             "ssh -q -W \"%h:%p\" j1",
+            "ssh j1 -W %h:%p",
+            "ssh -q j1 -W [%h]:%p",
         ] {
             assert_eq!(
                 parse_proxy_command(raw),
@@ -245,6 +251,9 @@ mod tests {
             "ssh -W %h:%p j1:2222",
             "ssh -W %h:%p %r@j1",
             "ssh j1 -W %h:%p extra",
+            "ssh -- j1 -W %h:%p",
+            "ssh j1 -- -W %h:%p",
+            "ssh j1 nc %h %p",
         ] {
             assert_eq!(parse_proxy_command(raw), ProxyCommand::Command(raw.to_owned()), "{raw}");
         }

@@ -1,4 +1,5 @@
-//! Every ssh_config(5) client keyword of OpenSSH 9.x and what kharon does with it: apply it,
+//! Every ssh_config(5) client keyword of OpenSSH 9.x and what kharon does with it: apply it
+//! (`Match` is evaluated per host by `criteria`),
 //! ignore it (it only matters to an interactive `ssh`), or refuse the file because honouring
 //! the config would need it and ignoring it would make kharon connect differently from `ssh`
 //! (other algorithms, another source address, fewer host-key checks, ...).
@@ -28,6 +29,11 @@ pub(super) enum Key {
     GlobalKnownHostsFile,
     HostKeyAlias,
     Algorithms(Category),
+    CanonicalizeHostname,
+    CanonicalDomains,
+    CanonicalizeMaxDots,
+    CanonicalizeFallbackLocal,
+    CanonicalizePermittedCnames,
 }
 
 #[derive(Debug, Clone, Copy)]
@@ -80,13 +86,14 @@ const TABLE: &[(&str, Kind)] = &[
     ("PubkeyAcceptedAlgorithms", Kind::Apply(Key::Algorithms(Category::Pubkeys))),
     // Its name before OpenSSH 8.5.
     ("PubkeyAcceptedKeyTypes", Kind::Apply(Key::Algorithms(Category::Pubkeys))),
+    ("CanonicalizeHostname", Kind::Apply(Key::CanonicalizeHostname)),
+    ("CanonicalDomains", Kind::Apply(Key::CanonicalDomains)),
+    ("CanonicalizeMaxDots", Kind::Apply(Key::CanonicalizeMaxDots)),
+    ("CanonicalizeFallbackLocal", Kind::Apply(Key::CanonicalizeFallbackLocal)),
+    ("CanonicalizePermittedCNAMEs", Kind::Apply(Key::CanonicalizePermittedCnames)),
     // Interactive sessions, forwarding, multiplexing, logging: a tunnel does none of it.
     ("AddKeysToAgent", Kind::Ignore),
     ("BatchMode", Kind::Ignore),
-    ("CanonicalDomains", Kind::Ignore), // only used with CanonicalizeHostname, refused below
-    ("CanonicalizeFallbackLocal", Kind::Ignore),
-    ("CanonicalizeMaxDots", Kind::Ignore),
-    ("CanonicalizePermittedCNAMEs", Kind::Ignore),
     ("ChallengeResponseAuthentication", Kind::Ignore),
     ("ChannelTimeout", Kind::Ignore),
     ("CheckHostIP", Kind::Ignore), // an extra warning in ssh; off by default since 8.5
@@ -165,7 +172,6 @@ const TABLE: &[(&str, Kind)] = &[
     ("AddressFamily", Kind::RefuseUnless(&["any"], "kharon dials every address family")),
     ("BindAddress", Kind::Refuse(BIND)),
     ("BindInterface", Kind::Refuse(BIND)),
-    ("CanonicalizeHostname", Kind::RefuseUnless(&["no", "false"], "kharon does not canonicalize host names")),
     ("CASignatureAlgorithms", Kind::Refuse(CA_SIGNATURES)),
     ("DSAAuthentication", Kind::RefuseUnless(&["yes", "true"], "kharon always authenticates by public key")),
     ("HostbasedAcceptedAlgorithms", Kind::Refuse(PUBLIC_KEY_ONLY)),

@@ -11,10 +11,13 @@ use std::path::{Path, PathBuf};
 use std::time::Duration;
 
 use super::algorithms::{self, Category};
+use super::canonical;
+use super::criteria::{self, Condition};
 use super::expand;
 use super::jump::{self, JumpSpec, ProxyCommand};
 use super::keyword::{self, Key, Kind};
 use super::lexer::{self, Line};
+use super::machine;
 use super::pattern;
 use super::{Error, Origin, StrictHostKeyChecking};
 
@@ -67,6 +70,13 @@ pub(super) enum Setting {
     HostKeyAlias(String),
     /// Already applied to kharon's default list.
     Algorithms(Category, Vec<&'static str>),
+    CanonicalizeHostname(canonical::Mode),
+    /// Lowercased, without a trailing dot; `none` stays as an entry (it ends the list).
+    CanonicalDomains(Vec<String>),
+    CanonicalizeMaxDots(u32),
+    CanonicalizeFallbackLocal(bool),
+    /// (source patterns, target patterns), lowercased; empty for `none`.
+    CanonicalizePermittedCnames(Vec<(String, String)>),
 }
 
 #[derive(Debug, Clone)]
@@ -79,6 +89,10 @@ pub(super) struct Directive {
 pub(super) enum Item {
     Host {
         patterns: Vec<HostPattern>,
+        origin: Origin,
+    },
+    Match {
+        conditions: Vec<Condition>,
         origin: Origin,
     },
     Set(Directive),
@@ -101,6 +115,9 @@ pub(super) struct Loaded {
     pub read: Vec<PathBuf>,
     /// Environment variables named by `${VAR}` anywhere in the config.
     pub env_names: BTreeSet<String>,
+    /// Some `Match` line names `final`: OpenSSH then reads the config a second time for every
+    /// host, whatever that line's outcome (readconf.c `match_cfg_line`).
+    pub wants_final: bool,
 }
 
 pub(super) fn load(path: &Path, home: &Path) -> Result<Loaded, Error> {
@@ -113,6 +130,7 @@ pub(super) fn load(path: &Path, home: &Path) -> Result<Loaded, Error> {
         errors: Vec::new(),
         ignore_unknown: Vec::new(),
         env_names: BTreeSet::new(),
+        wants_final: false,
     };
     let root = match kharon_shared::files::read_regular(path) {
         Ok(bytes) => loader.file(path, &bytes),
@@ -124,9 +142,9 @@ pub(super) fn load(path: &Path, home: &Path) -> Result<Loaded, Error> {
         }
         Err(source) => return Err(Error::Read { path: path.to_owned(), source }),
     };
-    let Loader { files, read, mut errors, env_names, .. } = loader;
+    let Loader { files, read, mut errors, env_names, wants_final, .. } = loader;
     match errors.len() {
-        0 => Ok(Loaded { files, root, read, env_names }),
+        0 => Ok(Loaded { files, root, read, env_names, wants_final }),
         1 => Err(errors.remove(0)),
         _ => Err(Error::Many(errors)),
     }
@@ -145,6 +163,7 @@ struct Loader<'a> {
     /// validation is host-independent, so any earlier IgnoreUnknown line counts.
     ignore_unknown: Vec<String>,
     env_names: BTreeSet<String>,
+    wants_final: bool,
 }
 
 impl Loader<'_> {
@@ -199,7 +218,17 @@ impl Loader<'_> {
             Kind::Host => {
                 Ok(Some(Item::Host { patterns: host_patterns(&line.args, origin)?, origin: origin.clone() }))
             }
-            Kind::Match => Err("Match is not supported; move these options into Host blocks".to_owned()),
+            Kind::Match => {
+                let conditions = criteria::parse(&line.args)?;
+                for condition in &conditions {
+                    if let criteria::Criterion::Exec(command) = &condition.criterion {
+                        expand::check(command, expand::EXEC, false)
+                            .map_err(|e| format!("Match exec: {e}"))?;
+                    }
+                }
+                self.wants_final |= criteria::wants_final(&conditions);
+                Ok(Some(Item::Match { conditions, origin: origin.clone() }))
+            }
             Kind::Include => Ok(Some(Item::Include(self.include(&line.args, origin)))),
             Kind::IgnoreUnknown => {
                 self.ignore_unknown.push(one(name, &line)?.to_owned());
@@ -288,6 +317,28 @@ impl Loader<'_> {
                     tracing::debug!(%origin, option = name, ?skipped, "skipping algorithms kharon does not implement");
                 }
                 Setting::Algorithms(category, list)
+            }
+            Key::CanonicalizeHostname => {
+                let value = one(name, line)?;
+                Setting::CanonicalizeHostname(match value.to_ascii_lowercase().as_str() {
+                    "yes" | "true" => canonical::Mode::Yes,
+                    "no" | "false" => canonical::Mode::No,
+                    "always" => canonical::Mode::Always,
+                    _ => return Err(format!("{name}: bad value {value:?} (yes, no or always)")),
+                })
+            }
+            Key::CanonicalDomains => Setting::CanonicalDomains(domains(name, &line.args)?),
+            Key::CanonicalizeMaxDots => {
+                let value = one(name, line)?;
+                Setting::CanonicalizeMaxDots(
+                    value.parse().map_err(|_| format!("{name}: bad number {value:?}"))?,
+                )
+            }
+            Key::CanonicalizeFallbackLocal => {
+                Setting::CanonicalizeFallbackLocal(yes_no(name, one(name, line)?)?)
+            }
+            Key::CanonicalizePermittedCnames => {
+                Setting::CanonicalizePermittedCnames(permitted_cnames(name, &line.args)?)
             }
         })
     }
@@ -412,6 +463,45 @@ fn host_patterns(args: &[String], origin: &Origin) -> Result<Vec<HostPattern>, S
                 tracing::warn!(%origin, pattern, "Host patterns are separated by spaces, not commas; this one never matches");
             }
             Ok(HostPattern { negated, pattern: pattern.to_owned() })
+        })
+        .collect()
+}
+
+/// `CanonicalDomains`: `none` only alone; each entry a valid domain (misc.c `valid_domain`).
+fn domains(name: &str, args: &[String]) -> Result<Vec<String>, String> {
+    if args.len() > 1 && args.iter().any(|a| a.eq_ignore_ascii_case("none")) {
+        return Err(format!("{name}: \"none\" must appear alone"));
+    }
+    args.iter()
+        .map(|arg| {
+            if arg.eq_ignore_ascii_case("none") {
+                Ok("none".to_owned())
+            } else if machine::valid_domain(arg) {
+                Ok(arg.trim_end_matches('.').to_ascii_lowercase())
+            } else {
+                Err(format!("{name}: invalid domain name {arg:?}"))
+            }
+        })
+        .collect()
+}
+
+/// `CanonicalizePermittedCNAMEs`: `none` alone, `*`, or `SOURCES:TARGETS` pattern lists.
+fn permitted_cnames(name: &str, args: &[String]) -> Result<Vec<(String, String)>, String> {
+    if args.len() == 1 && args[0].eq_ignore_ascii_case("none") {
+        return Ok(Vec::new());
+    }
+    args.iter()
+        .map(|arg| {
+            if arg.eq_ignore_ascii_case("none") {
+                return Err(format!("{name}: \"none\" must appear alone"));
+            }
+            if arg == "*" {
+                return Ok(("*".to_owned(), "*".to_owned()));
+            }
+            match arg.to_ascii_lowercase().split_once(':') {
+                Some((source, target)) if !target.is_empty() => Ok((source.to_owned(), target.to_owned())),
+                _ => Err(format!("{name}: invalid rule {arg:?} (expected SOURCES:TARGETS, * or none)")),
+            }
         })
         .collect()
 }

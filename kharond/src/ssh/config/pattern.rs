@@ -34,14 +34,21 @@ pub(super) fn wildcard(text: &str, pattern: &str) -> bool {
 /// OpenSSH `match_pattern_list` with lowercasing (used for `IgnoreUnknown`): a comma-separated
 /// list, `!` negates, a negated hit wins over any positive one.
 pub(super) fn list_matches(text: &str, list: &str) -> bool {
-    let text = text.to_ascii_lowercase();
+    list_match(text, list, true)
+}
+
+/// OpenSSH `match_pattern_list(text, list, lowercase)` (`== 1`): `lowercase` lowers the list's
+/// patterns and, as `match_hostname` does for `Match host`, the text too.
+pub(super) fn list_match(text: &str, list: &str, lowercase: bool) -> bool {
+    let text = if lowercase { text.to_ascii_lowercase() } else { text.to_owned() };
     let mut positive = false;
     for sub in list.split(',') {
         let (negated, sub) = match sub.strip_prefix('!') {
             Some(rest) => (true, rest),
             None => (false, sub),
         };
-        if wildcard(&text, &sub.to_ascii_lowercase()) {
+        let sub = if lowercase { sub.to_ascii_lowercase() } else { sub.to_owned() };
+        if wildcard(&text, &sub) {
             if negated {
                 return false;
             }
@@ -234,6 +241,7 @@ mod tests {
         fn matchers_never_panic(t in "\\PC{0,16}", p in "\\PC{0,16}") {
             let _ = wildcard(&t, &p);
             let _ = list_matches(&t, &p);
+            let _ = list_match(&t, &p, false);
             let _ = component_matches(&t, &p);
         }
     }

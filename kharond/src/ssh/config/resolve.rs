@@ -1,5 +1,5 @@
-//! Answering questions about a loaded config: which values apply to a name (OpenSSH's top-down,
-//! first-obtained-value-wins walk), and which hops reach a jump host.
+//! Answering questions about a loaded config: which hops reach a jump host, each hop built from
+//! the values `lookup` found for it.
 //!
 //! # Jump lists, as ssh(1) runs them
 //! OpenSSH turns `ProxyJump a,b` (for target `t`) into `ssh -J a -W [t]:port b`: `b` is reached
@@ -19,10 +19,9 @@ use std::time::Duration;
 
 use super::expand;
 use super::jump::{JumpSpec, ProxyCommand};
-use super::load::{Agent, Directive, HostPattern, Item, Setting};
-use super::{
-    Algorithms, Chain, Error, Hop, IdentityAgent, Origin, SshConfig, StrictHostKeyChecking, Transport,
-};
+use super::load::{Agent, Item};
+use super::lookup::Options;
+use super::{Chain, Error, Hop, IdentityAgent, Origin, SshConfig, StrictHostKeyChecking, Transport};
 
 /// Sent every 15 s when the config says nothing: OpenSSH's default (0, off) would let a dead
 /// NAT mapping hang the pool's sessions until TCP gives up.
@@ -33,95 +32,6 @@ const DEFAULT_IDENTITY_FILES: [&str; 7] =
     ["id_rsa", "id_ecdsa", "id_ecdsa_sk", "id_ed25519", "id_ed25519_sk", "id_xmss", "id_dsa"];
 const DEFAULT_GLOBAL_KNOWN_HOSTS: [&str; 2] = ["/etc/ssh/ssh_known_hosts", "/etc/ssh/ssh_known_hosts2"];
 
-/// The values that apply to one name, each the first one obtained, with where it was written.
-#[derive(Default)]
-struct Options<'c> {
-    host_name: Option<(&'c str, &'c Origin)>,
-    user: Option<&'c str>,
-    port: Option<u16>,
-    identity_files: Vec<(&'c str, &'c Origin)>,
-    identities_only: Option<bool>,
-    identity_agent: Option<(&'c Agent, &'c Origin)>,
-    certificate_files: Vec<(&'c str, &'c Origin)>,
-    jump: Option<&'c [JumpSpec]>,
-    jump_none: bool,
-    command: Option<(&'c ProxyCommand, &'c Origin)>,
-    server_alive_interval: Option<Duration>,
-    server_alive_count_max: Option<u32>,
-    connect_timeout: Option<Option<Duration>>,
-    strict_host_key_checking: Option<StrictHostKeyChecking>,
-    user_known_hosts_files: Option<(&'c [String], &'c Origin)>,
-    global_known_hosts_files: Option<&'c [String]>,
-    host_key_alias: Option<&'c str>,
-    algorithms: Algorithms,
-    /// Host blocks that matched: where, and whether a pattern other than a bare `*` matched.
-    blocks: Vec<(&'c Origin, bool)>,
-}
-
-fn first<T>(slot: &mut Option<T>, value: T) {
-    if slot.is_none() {
-        *slot = Some(value);
-    }
-}
-
-impl<'c> Options<'c> {
-    fn apply(&mut self, directive: &'c Directive) {
-        let origin = &directive.origin;
-        match &directive.setting {
-            Setting::HostName(v) => first(&mut self.host_name, (v.as_str(), origin)),
-            Setting::User(v) => first(&mut self.user, v.as_str()),
-            Setting::Port(v) => first(&mut self.port, *v),
-            // The two lists accumulate over every matching block (ssh_config(5)).
-            Setting::IdentityFile(v) => self.identity_files.push((v, origin)),
-            Setting::CertificateFile(v) => self.certificate_files.push((v, origin)),
-            Setting::IdentitiesOnly(v) => first(&mut self.identities_only, *v),
-            Setting::IdentityAgent(v) => first(&mut self.identity_agent, (v, origin)),
-            // ProxyJump and ProxyCommand share one "first wins", with the asymmetry measured on
-            // OpenSSH 9.2 (`ssh -G`): an earlier ProxyCommand (even `none`) hides later ProxyJump
-            // lines, an earlier ProxyJump hides later ProxyCommand lines, but `ProxyJump none`
-            // only hides later ProxyJump lines.
-            Setting::ProxyJump(list) => {
-                if self.command.is_none() && self.jump.is_none() && !self.jump_none {
-                    match list {
-                        Some(list) => self.jump = Some(list),
-                        None => self.jump_none = true,
-                    }
-                }
-            }
-            Setting::ProxyCommand(command) => {
-                if self.jump.is_none() {
-                    first(&mut self.command, (command, origin));
-                }
-            }
-            Setting::ServerAliveInterval(v) => first(&mut self.server_alive_interval, *v),
-            Setting::ServerAliveCountMax(v) => first(&mut self.server_alive_count_max, *v),
-            Setting::ConnectTimeout(v) => first(&mut self.connect_timeout, *v),
-            Setting::StrictHostKeyChecking(v) => first(&mut self.strict_host_key_checking, *v),
-            Setting::UserKnownHostsFile(v) => first(&mut self.user_known_hosts_files, (v.as_slice(), origin)),
-            Setting::GlobalKnownHostsFile(v) => first(&mut self.global_known_hosts_files, v.as_slice()),
-            Setting::HostKeyAlias(v) => first(&mut self.host_key_alias, v.as_str()),
-            Setting::Algorithms(category, list) => self.algorithms.keep_first(*category, list),
-        }
-    }
-
-    fn route(&self) -> Route<'c> {
-        if let Some(list) = self.jump {
-            return Route::Jump(list);
-        }
-        match self.command {
-            None | Some((ProxyCommand::None, _)) => Route::Direct,
-            Some((ProxyCommand::SshW { dest, via }, _)) => Route::SshW(dest, via.as_deref()),
-            Some((ProxyCommand::Command(raw), origin)) => Route::Command(raw, origin),
-        }
-    }
-
-    /// Where the hop is described: the first matching block that names it, else any.
-    fn origin(&self) -> Option<Origin> {
-        let specific = self.blocks.iter().find(|(_, specific)| *specific);
-        specific.or(self.blocks.first()).map(|(origin, _)| (*origin).clone())
-    }
-}
-
 /// How a host is reached according to its own config.
 enum Route<'c> {
     Direct,
@@ -130,70 +40,29 @@ enum Route<'c> {
     Command(&'c str, &'c Origin),
 }
 
-/// OpenSSH readconf.c `Host`: the block applies if some pattern matches and no negated one does.
-fn host_matches(patterns: &[HostPattern], host: &str) -> Option<bool> {
-    let mut specific = None;
-    for p in patterns {
-        if super::pattern::wildcard(host, &p.pattern) {
-            if p.negated {
-                return None;
-            }
-            specific = Some(specific.unwrap_or(false) || p.pattern != "*");
-        }
+fn route<'c>(options: &Options<'c>) -> Route<'c> {
+    if let Some(list) = options.jump {
+        return Route::Jump(list);
     }
-    specific
+    match options.command {
+        None | Some((ProxyCommand::None, _)) => Route::Direct,
+        Some((ProxyCommand::SshW { dest, via }, _)) => Route::SshW(dest, via.as_deref()),
+        Some((ProxyCommand::Command(raw), origin)) => Route::Command(raw, origin),
+    }
+}
+
+/// The alias as messages show it: it may come from the inventory or a ProxyJump entry, so it is
+/// quoted (and escaped) unless it is a plain name, and an odd one cannot garble a log line.
+fn shown(alias: &str) -> String {
+    if alias.chars().all(|c| c.is_ascii_alphanumeric() || "-_.:[]@".contains(c)) {
+        alias.to_owned()
+    } else {
+        format!("{alias:?}")
+    }
 }
 
 impl SshConfig {
-    fn lookup(&self, host: &str) -> Options<'_> {
-        let mut options = Options::default();
-        let mut active = true;
-        self.walk(self.loaded.root, host, &mut active, false, &mut options);
-        options
-    }
-
-    /// readconf.c's `activep` walk. `never` is SSHCONF_NEVERMATCH: the file was included from a
-    /// block that did not match, so none of its blocks may match either.
-    fn walk<'c>(
-        &'c self,
-        file: usize,
-        host: &str,
-        active: &mut bool,
-        never: bool,
-        options: &mut Options<'c>,
-    ) {
-        let Some(file) = self.loaded.files.get(file) else { return };
-        for item in &file.items {
-            match item {
-                Item::Host { patterns, origin } => {
-                    let matched = if never { None } else { host_matches(patterns, host) };
-                    *active = matched.is_some();
-                    if let Some(specific) = matched {
-                        options.blocks.push((origin, specific));
-                    }
-                }
-                Item::Set(directive) if *active => options.apply(directive),
-                Item::Set(_) => {}
-                Item::Include(files) => {
-                    // An included file's Host lines must not end the including block.
-                    let outer = *active;
-                    for &included in files {
-                        self.walk(included, host, active, never || !outer, options);
-                        *active = outer;
-                    }
-                }
-            }
-        }
-    }
-
     pub(super) fn resolve_chain(&self, jumphost: &str) -> Result<Chain, Error> {
-        if !self.lookup(jumphost).blocks.iter().any(|(_, specific)| *specific) {
-            return Err(Error::UnknownHost {
-                alias: jumphost.to_owned(),
-                file: self.path.clone(),
-                suggestion: self.suggest(jumphost),
-            });
-        }
         let mut hops = Vec::new();
         self.build(&JumpSpec::alias(jumphost), None, &mut Vec::new(), &mut hops)?;
         Ok(Chain { jumphost: jumphost.to_owned(), hops })
@@ -202,10 +71,10 @@ impl SshConfig {
     /// Appends the hops up to and including `spec`. `given` is a `-J` list that replaces the
     /// host's own ProxyJump/ProxyCommand (see the module doc); `stack` holds the names being
     /// resolved, outermost first, to catch cycles.
-    fn build(
-        &self,
+    fn build<'c>(
+        &'c self,
         spec: &JumpSpec,
-        given: Option<&[JumpSpec]>,
+        given: Option<&'c [JumpSpec]>,
         stack: &mut Vec<String>,
         hops: &mut Vec<Hop>,
     ) -> Result<(), Error> {
@@ -215,19 +84,14 @@ impl SshConfig {
             return Err(Error::Cycle { path });
         }
         stack.push(spec.host.clone());
-        let options = self.lookup(&spec.host);
+        let shown = shown(&spec.host);
+        let options = self.lookup(spec, given, &shown)?;
         let mut command = None;
-        match (given.filter(|list| !list.is_empty()), options.route()) {
-            (Some(list), route) => {
-                if !matches!(route, Route::Direct) {
-                    tracing::debug!(host = %spec.host, "own ProxyJump/ProxyCommand ignored: reached through a ProxyJump list, as ssh does");
-                }
-                self.through(list, stack, hops)?;
-            }
-            (None, Route::Direct) => {}
-            (None, Route::Jump(list)) => self.through(list, stack, hops)?,
-            (None, Route::SshW(dest, via)) => self.build(dest, via, stack, hops)?,
-            (None, Route::Command(raw, origin)) => command = Some((raw, origin)),
+        match route(&options) {
+            Route::Direct => {}
+            Route::Jump(list) => self.through(list, stack, hops)?,
+            Route::SshW(dest, via) => self.build(dest, via, stack, hops)?,
+            Route::Command(raw, origin) => command = Some((raw, origin)),
         }
         if let (Some((_, origin)), false) = (command, hops.is_empty()) {
             return Err(Error::Invalid {
@@ -239,13 +103,18 @@ impl SshConfig {
                 ),
             });
         }
-        hops.push(self.hop(spec, &options, command)?);
+        hops.push(self.hop(spec, &options, command, &shown)?);
         stack.pop();
         Ok(())
     }
 
     /// `a,b,c`: `c` reached through `a,b`, i.e. `ssh -J a,b c`.
-    fn through(&self, list: &[JumpSpec], stack: &mut Vec<String>, hops: &mut Vec<Hop>) -> Result<(), Error> {
+    fn through<'c>(
+        &'c self,
+        list: &'c [JumpSpec],
+        stack: &mut Vec<String>,
+        hops: &mut Vec<Hop>,
+    ) -> Result<(), Error> {
         match list.split_last() {
             Some((last, before)) => self.build(last, Some(before), stack, hops),
             None => Ok(()),
@@ -257,28 +126,18 @@ impl SshConfig {
         spec: &JumpSpec,
         options: &Options<'_>,
         command: Option<(&str, &Origin)>,
+        shown: &str,
     ) -> Result<Hop, Error> {
         let alias = spec.host.clone();
-        // The alias may come from the inventory or a ProxyJump entry: quoted (and escaped) unless
-        // it is a plain name, so an odd one cannot garble the message or the log line.
-        let shown = if alias.chars().all(|c| c.is_ascii_alphanumeric() || "-_.:[]@".contains(c)) {
-            alias.clone()
-        } else {
-            format!("{alias:?}")
-        };
         let invalid = |origin: &Origin, option: &str, message: String| Error::Invalid {
             origin: origin.clone(),
             message: format!("{option} for {shown}: {message}"),
         };
-        // OpenSSH lowercases the final host name (the alias match itself is case-sensitive).
-        let host_name = match options.host_name {
-            Some((value, origin)) => expand::percent(value, expand::HOST_NAME, &|_| alias.clone())
-                .map_err(|e| invalid(origin, "HostName", e))?,
-            None => alias.clone(),
-        }
-        .to_ascii_lowercase();
-        let port = spec.port.or(options.port).unwrap_or(22);
-        let user = spec.user.as_deref().or(options.user).unwrap_or(&self.local_user).to_owned();
+        // Settled by `lookup`: HostName applied, lowercased, canonicalized.
+        let host_name = options.final_host.clone().unwrap_or_else(|| alias.to_ascii_lowercase());
+        // A ProxyJump entry's user@ and :port were set before the walk, like `ssh -l`/`-p`.
+        let port = options.port.unwrap_or(22);
+        let user = options.user.clone().unwrap_or_else(|| self.local_user.clone());
         let host_key_alias = options.host_key_alias.map(str::to_owned);
         let value_of = |token: char| match token {
             'h' => host_name.clone(),
@@ -333,7 +192,8 @@ impl SshConfig {
         };
         let transport = match command {
             Some((raw, origin)) => Transport::Command(
-                expand::command(raw, &value_of).map_err(|e| invalid(origin, "ProxyCommand", e))?,
+                expand::command(raw, expand::COMMAND, &value_of)
+                    .map_err(|e| invalid(origin, "ProxyCommand", e))?,
             ),
             None => Transport::Tcp,
         };
@@ -352,6 +212,7 @@ impl SshConfig {
             host_key_alias,
             algorithms: options.algorithms.clone(),
             origin: options.origin(),
+            suggestion: if options.named() { None } else { self.suggest(&alias) },
             alias,
             host_name,
             port,
@@ -383,7 +244,7 @@ impl SshConfig {
                     }
                 }
                 Item::Include(files) => files.iter().for_each(|&f| self.collect_hosts(f, seen, out)),
-                Item::Set(_) => {}
+                Item::Match { .. } | Item::Set(_) => {}
             }
         }
     }

@@ -27,6 +27,7 @@ pub(crate) fn hop(alias: &str, host: &str, port: u16, known_hosts: &Path) -> Hop
         host_key_alias: None,
         algorithms: Default::default(),
         origin: None,
+        suggestion: None,
     }
 }
 

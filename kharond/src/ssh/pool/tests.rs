@@ -39,3 +39,73 @@ fn target_failures_map_to_socks_meaningful_kinds() {
     let t = Error::Timeout { jumphost: "j".into(), what: "x", after: Duration::from_secs(1) };
     assert_eq!(t.io_kind(), ErrorKind::TimedOut);
 }
+
+/// A pool on a config written into a temporary HOME.
+fn pool_on(config: &str) -> (tempfile::TempDir, Arc<Pool>) {
+    let home = tempfile::tempdir().unwrap();
+    std::fs::create_dir_all(home.path().join(".ssh")).unwrap();
+    std::fs::write(home.path().join(".ssh/config"), config).unwrap();
+    let settings = PoolSettings {
+        ssh_config: home.path().join(".ssh/config"),
+        home: home.path().to_owned(),
+        env: HashMap::from([("USER".to_owned(), "alice".to_owned())]),
+        connect_timeout: Duration::from_secs(5),
+    };
+    (home, Pool::new(settings).unwrap())
+}
+
+#[tokio::test]
+async fn a_refused_jump_host_is_remembered_with_its_line_until_a_reload_and_others_resolve() {
+    let config = "Host good bad\n  HostName 127.0.0.1\nMatch originalhost bad tagged x\n  User y\n";
+    let (home, pool) = pool_on(config);
+    let errors = pool.validate(&["good".to_owned(), "bad".to_owned()]);
+    assert_eq!(errors.len(), 1);
+    assert!(
+        matches!(&errors[0].1, Error::Refused { jumphost, .. } if jumphost == "bad"),
+        "{:?}",
+        errors[0].1
+    );
+    let status = pool.status();
+    let names: Vec<&str> = status.iter().map(|c| c.jumphost.as_str()).collect();
+    assert_eq!(names, ["bad", "good"]);
+    let origin = format!("{}:3", home.path().join(".ssh/config").display());
+    let refused = status[0].refused.as_ref().expect("bad is refused");
+    assert_eq!(refused.origin.as_deref(), Some(origin.as_str()));
+    assert!(refused.reason.starts_with(&format!("{origin}: Match tagged x: ")), "{}", refused.reason);
+    assert_eq!((status[0].state, status[0].hops.len()), (ChainState::Failed, 0));
+    assert_eq!(status[1].refused, None);
+    assert_eq!(status[1].details[0].host_name, "127.0.0.1");
+
+    // A routed connection fails at once, with the reason, and nothing is dialled.
+    let err = pool.connect("bad", "target.example", 443).await.err().expect("refused");
+    assert_eq!(err.io_kind(), ErrorKind::NetworkUnreachable);
+    assert!(
+        err.to_string().starts_with(&format!("jump host bad cannot be used: {origin}: Match tagged x")),
+        "{err}"
+    );
+
+    // Fixed and reloaded: usable; a jump host new with this inventory is resolved too.
+    std::fs::write(home.path().join(".ssh/config"), "Host good bad\n  HostName 127.0.0.1\n").unwrap();
+    pool.reload(&["good".to_owned(), "fresh".to_owned()]).unwrap();
+    let status = pool.status();
+    assert!(status.iter().all(|c| c.refused.is_none()), "{status:?}");
+    let names: Vec<&str> = status.iter().map(|c| c.jumphost.as_str()).collect();
+    assert_eq!(names, ["bad", "fresh", "good"]);
+}
+
+#[tokio::test]
+async fn a_match_exec_runs_once_per_jump_host_and_reload_not_per_connection() {
+    let (home, pool) = pool_on("");
+    let count = home.path().join("count");
+    let config = format!("Match exec \"echo x >> {}\"\n  HostName 127.0.0.1\n  Port 9\n", count.display());
+    std::fs::write(home.path().join(".ssh/config"), config).unwrap();
+    pool.reload(&["j".to_owned()]).unwrap();
+    let runs = || std::fs::read_to_string(&count).unwrap_or_default().lines().count();
+    assert_eq!(runs(), 1);
+    for _ in 0..3 {
+        let _ = pool.connect("j", "target.example", 443).await;
+    }
+    assert_eq!(runs(), 1, "connections reuse the resolved chain");
+    pool.reload(&["j".to_owned()]).unwrap();
+    assert_eq!(runs(), 2);
+}
