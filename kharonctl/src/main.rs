@@ -32,7 +32,7 @@ use crate::context::Context;
 #[derive(Parser, Debug)]
 #[command(
     name = "kharonctl",
-    version,
+    version = kharon_shared::VERSION,
     about = "Control kharond, the SOCKS5 proxy that routes cluster hosts through their SSH jump hosts",
     after_help = "Examples:\n  kharonctl status\n  kharonctl route api.c-example.vshnmanaged.net\n  \
         kharonctl route api.c-example.vshnmanaged.net -o json\n  kharonctl reload\n  \

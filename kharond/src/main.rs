@@ -50,7 +50,7 @@ mod exit {
 #[derive(Parser, Debug)]
 #[command(
     name = "kharond",
-    version,
+    version = kharon_shared::VERSION,
     about = "Local SOCKS5 proxy that routes cluster hosts through their SSH jump hosts",
     long_about = "kharond listens for SOCKS5 clients (curl, kubectl, oc, browsers) and connects each \
         destination either directly or, when its name matches a cluster's domains, through that \
