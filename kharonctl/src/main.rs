@@ -94,6 +94,8 @@ enum Command {
     ServiceUninstall(cmd::service_install::UninstallArgs),
     /// Print the shell completion script (bash, zsh, fish); cluster ids complete from the cache
     Completions(cmd::completions::Args),
+    /// Write the man pages of kharonctl and its subcommands into a directory
+    ManPages(cmd::man_pages::Args),
 }
 
 /// Exit codes; listed in `--help`.
@@ -111,6 +113,10 @@ fn main() -> ExitCode {
         .completer(completion::completer())
         .complete();
     let cli = Cli::parse();
+    // Packaging runs this in build sandboxes without a HOME or config: it needs neither.
+    if let Command::ManPages(args) = &cli.command {
+        return cmd::man_pages::run(args, Cli::command());
+    }
     let overrides = Overrides {
         config: cli.config.clone(),
         control_socket: cli.control_socket.clone(),
@@ -149,6 +155,7 @@ fn main() -> ExitCode {
             Command::ServiceInstall(args) => cmd::service_install::run(args, &ctx).await,
             Command::ServiceUninstall(args) => cmd::service_install::run_uninstall(args, &ctx).await,
             Command::Completions(args) => cmd::completions::run(args, &ctx).await,
+            Command::ManPages(_) => unreachable!("man-pages returns before the context is loaded"),
         }
     });
     match result {

@@ -21,6 +21,7 @@ mod http;
 mod inventory;
 mod listener;
 mod malloc;
+mod man_page;
 mod pac;
 mod relay;
 mod socks;
@@ -83,6 +84,9 @@ struct Cli {
     /// More logging: -v debug for kharond, -vv debug for everything
     #[arg(short, long, action = clap::ArgAction::Count)]
     verbose: u8,
+    /// Write the kharond(1) man page into DIR and exit (kharonctl man-pages writes kharonctl's)
+    #[arg(long, value_name = "DIR")]
+    man_pages: Option<PathBuf>,
 }
 
 struct Failure {
@@ -96,6 +100,9 @@ fn fail(code: u8) -> impl FnOnce(anyhow::Error) -> Failure {
 
 fn main() -> ExitCode {
     let cli = Cli::parse();
+    if let Some(dir) = &cli.man_pages {
+        return man_page::run(<Cli as clap::CommandFactory>::command(), dir);
+    }
     init_logging(cli.verbose);
     malloc::tune();
     let runtime = match tokio::runtime::Builder::new_multi_thread().enable_all().build() {
