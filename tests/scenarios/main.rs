@@ -6,6 +6,7 @@ mod clusters;
 mod control;
 mod direct;
 mod host_keys;
+mod install;
 mod jumphost;
 mod kubeconfig;
 mod login;
