@@ -264,3 +264,64 @@ fn man_pages_need_neither_home_nor_a_valid_config() {
     }
     assert!(out_dir.join("kharonctl.1").is_file() && out_dir.join("kharond.1").is_file());
 }
+
+/// contrib/dist-files.sh, which the .deb and the PKGBUILD run: pages, units for /usr/bin/kharond
+/// without a per-user value left in them, and a bash loader that registers kharonctl's completion.
+#[test]
+fn dist_files_makes_pages_units_without_placeholders_and_a_working_bash_loader() {
+    let env = Env::new();
+    let out = env.path().join("dist");
+    let bin_dir = bin("kharonctl").parent().expect("bin dir").to_owned();
+    let script = workspace().join("contrib/dist-files.sh");
+    let run = Command::new("bash").arg(&script).arg(&bin_dir).arg(&out).arg("/usr").envs(env.vars()).output();
+    let run = run.expect("run dist-files.sh");
+    assert!(run.status.success(), "{}", String::from_utf8_lossy(&run.stderr));
+
+    for page in ["kharond.1", "kharonctl.1", "kharonctl-status.1", "kharonctl-clusters-shell.1"] {
+        assert!(render(&out.join("man/man1").join(page)).contains("NAME"), "{page}");
+    }
+    for unit in ["kharond.service", "kharond.socket", "kharond-control.socket"] {
+        let text = std::fs::read_to_string(out.join("systemd").join(unit)).expect("unit written");
+        assert!(!text.contains('@') && !text.contains("SSH_AUTH_SOCK"), "{unit}:\n{text}");
+        assert!(!text.contains("service-install;"), "{unit} keeps the per-user header:\n{text}");
+    }
+    let service = std::fs::read_to_string(out.join("systemd/kharond.service")).expect("service");
+    assert!(service.lines().any(|l| l == "ExecStart=/usr/bin/kharond"), "{service}");
+    assert!(service.contains("Type=notify") && service.contains("Requires=kharond.socket"), "{service}");
+
+    // What bash-completion does with the installed loader: source it, then look for the function.
+    let loader = out.join("completions/kharonctl.bash");
+    let path = format!("{}:{}", bin_dir.display(), std::env::var("PATH").unwrap_or_default());
+    let bash = Command::new("bash")
+        .arg("-c")
+        .arg(format!("source '{}' && complete -p kharonctl", loader.display()))
+        .env_clear()
+        .envs(env.vars())
+        .env("PATH", path)
+        .output()
+        .expect("run bash");
+    let registered = String::from_utf8_lossy(&bash.stdout);
+    assert!(
+        bash.status.success() && registered.contains("-F"),
+        "{registered}{}",
+        String::from_utf8_lossy(&bash.stderr)
+    );
+    assert!(registered.trim_end().ends_with(" kharonctl"), "{registered}");
+}
+
+#[test]
+fn dist_files_without_built_binaries_says_to_build_first() {
+    let env = Env::new();
+    let empty = env.path().join("no-binaries");
+    std::fs::create_dir(&empty).expect("mkdir");
+    let out = Command::new("bash")
+        .arg(workspace().join("contrib/dist-files.sh"))
+        .arg(&empty)
+        .arg(env.path().join("dist"))
+        .output()
+        .expect("run dist-files.sh");
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(1), "{stderr}");
+    assert!(stderr.contains("kharond is missing: build first"), "{stderr}");
+    assert!(!env.path().join("dist").exists(), "wrote files before failing");
+}
