@@ -37,7 +37,7 @@ use crate::context::Context;
 #[derive(Parser, Debug)]
 #[command(
     name = "kharonctl",
-    version,
+    version = kharon_shared::VERSION,
     about = "Control kharond, the SOCKS5 proxy that routes cluster hosts through their SSH jump hosts",
     after_help = "Examples:\n  kharonctl status\n  kharonctl route api.c-example.vshnmanaged.net\n  \
         kharonctl route api.c-example.vshnmanaged.net -o json\n  kharonctl reload\n  \
@@ -99,6 +99,8 @@ enum Command {
     ServiceUninstall(cmd::service_install::UninstallArgs),
     /// Print the shell completion script (bash, zsh, fish); cluster ids complete from the cache
     Completions(cmd::completions::Args),
+    /// Write the man pages of kharonctl and its subcommands into a directory
+    ManPages(cmd::man_pages::Args),
 }
 
 /// Exit codes; listed in `--help`.
@@ -116,6 +118,10 @@ fn main() -> ExitCode {
         .completer(completion::completer())
         .complete();
     let cli = Cli::parse();
+    // Packaging runs this in build sandboxes without a HOME or config: it needs neither.
+    if let Command::ManPages(args) = &cli.command {
+        return cmd::man_pages::run(args, Cli::command());
+    }
     let overrides = Overrides {
         config: cli.config.clone(),
         control_socket: cli.control_socket.clone(),
@@ -154,6 +160,7 @@ fn main() -> ExitCode {
             Command::ServiceInstall(args) => cmd::service_install::run(args, &ctx).await,
             Command::ServiceUninstall(args) => cmd::service_install::run_uninstall(args, &ctx).await,
             Command::Completions(args) => cmd::completions::run(args, &ctx).await,
+            Command::ManPages(_) => unreachable!("man-pages returns before the context is loaded"),
         }
     });
     match result {

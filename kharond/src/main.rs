@@ -30,6 +30,7 @@ mod listener;
 mod logging;
 mod malloc;
 mod object_fetch;
+mod man_page;
 mod pac;
 mod proxy;
 mod relay;
@@ -60,7 +61,7 @@ mod exit {
 #[derive(Parser, Debug)]
 #[command(
     name = "kharond",
-    version,
+    version = kharon_shared::VERSION,
     about = "Local SOCKS5 proxy that routes cluster hosts through their SSH jump hosts",
     long_about = "kharond listens for SOCKS5 clients (curl, kubectl, oc, browsers) and connects each \
         destination either directly or, when its name matches a cluster's domains, through that \
@@ -94,6 +95,9 @@ struct Cli {
     /// More logging: -v debug for kharond, -vv debug for everything
     #[arg(short, long, action = clap::ArgAction::Count)]
     verbose: u8,
+    /// Write the kharond(1) man page into DIR and exit (kharonctl man-pages writes kharonctl's)
+    #[arg(long, value_name = "DIR")]
+    man_pages: Option<PathBuf>,
 }
 
 struct Failure {
@@ -107,6 +111,9 @@ fn fail(code: u8) -> impl FnOnce(anyhow::Error) -> Failure {
 
 fn main() -> ExitCode {
     let cli = Cli::parse();
+    if let Some(dir) = &cli.man_pages {
+        return man_page::run(<Cli as clap::CommandFactory>::command(), dir);
+    }
     logging::init(cli.verbose);
     malloc::tune();
     let runtime = match tokio::runtime::Builder::new_multi_thread().enable_all().build() {

@@ -17,5 +17,11 @@ pub mod paths;
 pub mod proto;
 pub mod routing;
 
-/// The version both binaries report.
-pub const VERSION: &str = env!("CARGO_PKG_VERSION");
+/// The version both binaries report (`--version`, the Status RPC): the package version and the git
+/// commit of the build, e.g. `0.1.0 (3f2c1a9b7d4e-dirty)`; set by `build.rs`.
+pub const VERSION: &str = env!("KHARON_VERSION");
+
+// The build script's commit lookup, unit-tested here against real repositories.
+#[cfg(test)]
+#[path = "../build/version.rs"]
+mod build_version;

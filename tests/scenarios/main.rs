@@ -12,6 +12,7 @@ mod first_start;
 mod host_keys;
 mod hostile_input;
 mod http_connect;
+mod install;
 mod jumphost;
 mod kubeconfig;
 mod login;

@@ -7,6 +7,7 @@ pub mod config;
 pub mod kubeconfig;
 pub mod login;
 pub mod logout;
+pub mod man_pages;
 pub mod reload;
 pub mod route;
 pub mod service_install;
