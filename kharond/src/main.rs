@@ -5,6 +5,7 @@
 //! # Layout
 //! - [`daemon`]: runs listener, control server and signals; the only file that knows them all.
 //! - [`listener`]: accept loop, connection limit, drain. [`connection`]: the per-client spine.
+//!   [`fd_limit`]: the descriptor limit and how many connections fit in it.
 //! - [`socks`]: SOCKS5 handshake and replies. [`dial`]: direct or via a jump host.
 //!   [`relay`]: moving bytes (splice, large-buffer copy).
 //! - [`state`]: routing table snapshot, SSH pool, counters. [`inventory`]: loading the routing data.
@@ -17,6 +18,7 @@ mod connection;
 mod control;
 mod daemon;
 mod dial;
+mod fd_limit;
 mod http;
 mod inventory;
 mod listener;
@@ -147,7 +149,12 @@ async fn start(cli: Cli) -> Result<(), Failure> {
         ..Overrides::default()
     };
     let config = Config::load(&overrides).map_err(|e| fail(exit::CONFIG)(e.into()))?;
-    raise_fd_limit();
+    // Before anything opens descriptors of its own; every later one counts against this.
+    let wanted = config
+        .max_connections
+        .as_ref()
+        .map_or(listener::MAX_CONNECTIONS, |m| m.value.min(listener::MAX_CONNECTIONS));
+    let max_connections = fd_limit::connection_limit(wanted);
 
     let source = match &config.inventory {
         Some(file) => inventory::Source::File(file.value.clone()),
@@ -253,22 +260,10 @@ async fn start(cli: Cli) -> Result<(), Failure> {
         auth: config.socks_auth.as_ref().map(|s| s.value.clone()),
         handshake_timeout: config.handshake_timeout.value,
         connect_timeout: config.connect_timeout.value,
+        max_connections,
     };
     let state = Arc::new(state::State::new(source, proxy, pool, listen, control_path, table));
     daemon::run(state, socks, control, owns_socket, std::future::pending())
         .await
         .map_err(|e| fail(exit::RUNTIME)(e.into()))
-}
-
-/// Every connection costs two descriptors; the default soft limit (1024) would cap us at ~500
-/// clients while the hard limit is usually far higher.
-fn raise_fd_limit() {
-    let mut limit = libc::rlimit { rlim_cur: 0, rlim_max: 0 };
-    // SAFETY: getrlimit/setrlimit write/read only the struct we pass.
-    unsafe {
-        if libc::getrlimit(libc::RLIMIT_NOFILE, &mut limit) == 0 && limit.rlim_cur < limit.rlim_max {
-            limit.rlim_cur = limit.rlim_max;
-            let _ = libc::setrlimit(libc::RLIMIT_NOFILE, &limit);
-        }
-    }
 }

@@ -10,6 +10,7 @@ mod jumphost;
 mod kubeconfig;
 mod login;
 mod service;
+mod slots;
 mod socks_malformed;
 mod ssh_algorithms;
 mod ssh_faults;
