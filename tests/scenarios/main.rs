@@ -9,6 +9,7 @@ mod host_keys;
 mod jumphost;
 mod kubeconfig;
 mod login;
+mod scale;
 mod service;
 mod slots;
 mod socks_malformed;
