@@ -161,7 +161,9 @@ mod tests {
                 .env("KHAROND_FD_LIMIT_CHILD", "1")
                 .output()
                 .unwrap();
-            assert!(out.status.success(), "child failed:\n{}", String::from_utf8_lossy(&out.stdout));
+            let stdout = String::from_utf8_lossy(&out.stdout);
+            assert!(out.status.success(), "child failed:\n{stdout}");
+            assert!(stdout.contains("1 passed"), "the child did not run the test:\n{stdout}");
             return;
         }
         let start = get().unwrap();
