@@ -12,18 +12,6 @@ pub fn connect(addr: SocketAddr) -> TcpStream {
     s
 }
 
-/// Reads until EOF or the read timeout; returns what arrived.
-pub fn read_all(s: &mut TcpStream) -> Vec<u8> {
-    let mut out = Vec::new();
-    let mut buf = [0u8; 512];
-    loop {
-        match s.read(&mut buf) {
-            Ok(0) | Err(_) => return out,
-            Ok(n) => out.extend_from_slice(&buf[..n]),
-        }
-    }
-}
-
 /// A complete no-auth CONNECT to an IP address; returns the reply code (0 = success) and the stream.
 pub fn connect_by_ip(addr: SocketAddr, target: SocketAddr) -> (u8, TcpStream) {
     let mut s = connect(addr);
@@ -66,6 +54,18 @@ fn read_reply(s: &mut TcpStream) -> u8 {
     head[1]
 }
 
+/// Reads until EOF or the read timeout; returns what arrived.
+pub fn read_all(s: &mut TcpStream) -> Vec<u8> {
+    let mut out = Vec::new();
+    let mut buf = [0u8; 512];
+    loop {
+        match s.read(&mut buf) {
+            Ok(0) | Err(_) => return out,
+            Ok(n) => out.extend_from_slice(&buf[..n]),
+        }
+    }
+}
+
 /// A complete no-auth CONNECT by name; returns the reply code (0 = success) and the stream.
 pub fn connect_by_name(addr: SocketAddr, host: &str, port: u16) -> (u8, TcpStream) {
     let mut s = connect(addr);
@@ -77,5 +77,14 @@ pub fn connect_by_name(addr: SocketAddr, host: &str, port: u16) -> (u8, TcpStrea
     req.extend_from_slice(host.as_bytes());
     req.extend_from_slice(&port.to_be_bytes());
     s.write_all(&req).expect("request");
-    (read_reply(&mut s), s)
+    let mut head = [0u8; 4];
+    s.read_exact(&mut head).expect("reply head");
+    let rest = match head[3] {
+        1 => 4 + 2,
+        4 => 16 + 2,
+        _ => 0,
+    };
+    let mut tail = vec![0u8; rest];
+    s.read_exact(&mut tail).expect("reply address");
+    (head[1], s)
 }
