@@ -23,12 +23,14 @@ use tracing::{debug, info};
 use crate::dial::{self, Upstream};
 use crate::http;
 use crate::proxy::{self, Accepted, Failure, Target};
+use crate::listener;
 use crate::relay;
 use crate::state::State;
 
 /// Serves one accepted client until its connection ends. Errors end here, in the client's own
-/// span; they never reach the accept loop.
-pub async fn serve(state: Arc<State>, stream: TcpStream, peer: SocketAddr) {
+/// span; they never reach the accept loop. Until `handshake` is dropped, the listener may close
+/// this connection to make room for a new client (listener.rs).
+pub async fn serve(state: Arc<State>, stream: TcpStream, peer: SocketAddr, handshake: listener::Handshake) {
     let _ = stream.set_nodelay(true);
     // Taken once, at accept: the whole handshake, whatever its protocol, shares it.
     let timeout = state.proxy.handshake_timeout;
@@ -47,6 +49,7 @@ pub async fn serve(state: Arc<State>, stream: TcpStream, peer: SocketAddr) {
             return;
         }
     };
+    drop(handshake);
     let target = request.target.clone();
 
     // One table snapshot per connection: a reload in the middle changes nothing for it.

@@ -7,8 +7,8 @@
 //! - [`listener`]: accept loop, connection limit, drain. [`connection`]: the per-client spine.
 //! - [`proxy`]: which protocol a client speaks, one handshake deadline, the protocol-independent
 //!   request and its answer. [`socks`]: the SOCKS5 handshake and replies.
-//!   [`dial`]: direct or via a jump host.
-//!   [`relay`]: moving bytes (splice, large-buffer copy).
+//!   [`dial`]: direct or via a jump host. [`relay`]: moving bytes (splice, large-buffer copy).
+//! - [`fd_limit`]: the descriptor limit and how many connections fit in it.
 //! - [`state`]: routing table snapshot, SSH pool, counters. [`inventory`]: loading the routing data.
 //! - [`http`] + [`pac`]: `GET /proxy.pac` on the SOCKS port.
 //! - [`activation`]: listeners passed by systemd. [`malloc`]: allocator settings for the data path.
@@ -24,6 +24,7 @@ mod connection;
 mod control;
 mod daemon;
 mod dial;
+mod fd_limit;
 mod http;
 mod inventory;
 mod listener;
@@ -153,7 +154,12 @@ async fn start(cli: Cli) -> Result<(), Failure> {
     for warning in config.warnings() {
         tracing::warn!("{warning}");
     }
-    raise_fd_limit();
+    // Before anything opens descriptors of its own; every later one counts against this.
+    let wanted = config
+        .max_connections
+        .as_ref()
+        .map_or(listener::MAX_CONNECTIONS, |m| m.value.min(listener::MAX_CONNECTIONS));
+    let max_connections = fd_limit::connection_limit(wanted);
 
     let source = match &config.inventory {
         Some(file) => inventory::Source::File(file.value.clone()),
@@ -282,22 +288,10 @@ async fn start(cli: Cli) -> Result<(), Failure> {
         auth: config.socks_auth.as_ref().map(|s| s.value.clone()),
         handshake_timeout: config.handshake_timeout.value,
         connect_timeout: config.connect_timeout.value,
+        max_connections,
     };
     let state = Arc::new(state::State::new(source, proxy, pool, listen, control_path, table));
     daemon::run(state, socks, control, owns_socket, std::future::pending())
         .await
         .map_err(|e| fail(exit::RUNTIME)(e.into()))
-}
-
-/// Every connection costs two descriptors; the default soft limit (1024) would cap us at ~500
-/// clients while the hard limit is usually far higher.
-fn raise_fd_limit() {
-    let mut limit = libc::rlimit { rlim_cur: 0, rlim_max: 0 };
-    // SAFETY: getrlimit/setrlimit write/read only the struct we pass.
-    unsafe {
-        if libc::getrlimit(libc::RLIMIT_NOFILE, &mut limit) == 0 && limit.rlim_cur < limit.rlim_max {
-            limit.rlim_cur = limit.rlim_max;
-            let _ = libc::setrlimit(libc::RLIMIT_NOFILE, &limit);
-        }
-    }
 }

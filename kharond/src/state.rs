@@ -27,6 +27,8 @@ pub struct ProxySettings {
     pub auth: Option<SocksAuth>,
     pub handshake_timeout: Duration,
     pub connect_timeout: Duration,
+    /// Clients served at once; the listener's bound (listener.rs, fd_limit.rs).
+    pub max_connections: usize,
 }
 
 /// Connection counters. Relaxed ordering: they are statistics, not synchronisation.

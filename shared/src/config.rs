@@ -102,6 +102,8 @@ pub struct Config {
     pub socks_auth: Option<Setting<SocksAuth>>,
     pub handshake_timeout: Setting<Duration>,
     pub connect_timeout: Setting<Duration>,
+    /// Clients kharond serves at once, when lower than what its descriptor limit fits.
+    pub max_connections: Option<Setting<usize>>,
     /// The Lieutenant API base URL (protocols.md §1.1); [`DEFAULT_LIEUTENANT_URL`] unless set.
     pub lieutenant_url: Setting<String>,
     /// OIDC client id; overrides what Lieutenant's discovery (`GET /`) announces.
@@ -163,6 +165,8 @@ pub enum Error {
         TIMEOUT_SECS.end()
     )]
     BadDuration { setting: &'static str, origin: Source, value: u64 },
+    #[error("max_connections (from {origin}) must be at least 1; remove it to serve as many as fit")]
+    NoConnections { origin: Source },
     #[error(
         "listen address {addr} (from {origin}) is not loopback; anyone on that network could use \
          the proxy. Set [socks] username and password in the config file, or {}",
@@ -194,6 +198,7 @@ struct FileConfig {
     cache_dir: Option<PathBuf>,
     handshake_timeout_secs: Option<u64>,
     connect_timeout_secs: Option<u64>,
+    max_connections: Option<usize>,
     socks: Option<FileSocks>,
     lieutenant_url: Option<String>,
     oidc_client: Option<String>,
@@ -357,6 +362,11 @@ impl Config {
             secs("handshake_timeout_secs", file_cfg.handshake_timeout_secs, DEFAULT_HANDSHAKE_TIMEOUT)?;
         let connect_timeout =
             secs("connect_timeout_secs", file_cfg.connect_timeout_secs, DEFAULT_CONNECT_TIMEOUT)?;
+        let max_connections = match file_cfg.max_connections {
+            None => None,
+            Some(0) => return Err(Error::NoConnections { origin: from_file() }),
+            Some(n) => Some(Setting::new(n, from_file())),
+        };
 
         // Lieutenant: flag > LIEUTENANT_URL > COMMODORE_API_URL > file > VSHN's production instance
         // (protocols.md §1.1). The URL is kept as the user wrote it: commodore's token cache is keyed
@@ -414,6 +424,7 @@ impl Config {
             socks_auth,
             handshake_timeout,
             connect_timeout,
+            max_connections,
             lieutenant_url,
             oidc_client,
             oidc_discovery_url,
@@ -804,6 +815,23 @@ mod tests {
         let err = load(&ov, &[], dir.path()).unwrap_err().to_string();
         assert!(err.contains(&fifo.display().to_string()), "{err}");
         assert!(err.contains("not a regular file (it is a FIFO)"), "{err}");
+    }
+
+    #[test]
+    fn max_connections_comes_from_the_file_and_zero_is_refused() {
+        let dir = tempfile::tempdir().unwrap();
+        assert!(load(&Overrides::default(), &[], dir.path()).unwrap().max_connections.is_none());
+
+        let (dir, path) = write_config("max_connections = 32\n");
+        let ov = Overrides { config: Some(path.clone()), ..Default::default() };
+        let cfg = load(&ov, &[], dir.path()).unwrap();
+        assert_eq!(cfg.max_connections, Some(Setting::new(32, Source::File(path))));
+
+        let (dir, path) = write_config("max_connections = 0\n");
+        let ov = Overrides { config: Some(path.clone()), ..Default::default() };
+        let err = load(&ov, &[], dir.path()).unwrap_err().to_string();
+        assert!(err.contains(&format!("max_connections (from {})", path.display())), "{err}");
+        assert!(err.contains("at least 1"), "{err}");
     }
 
     #[test]

@@ -4,16 +4,20 @@
 //! # Layout
 //! - [`Env`]: temp HOME and XDG dirs, passed to child processes (never set in the test process).
 //! - [`kharond`]: starts the built daemon and learns its ports. [`kharonctl`]: runs the CLI.
-//! - [`servers`]: HTTP targets on loopback. [`inventory`]: Lieutenant `/clusters` JSON builders.
+//! - [`servers`]: HTTP targets on loopback. [`echo`]: echo targets, in process or as a child for
+//!   thousands of connections. [`inventory`]: Lieutenant `/clusters` JSON builders.
+//! - [`procfs`]: descriptors, limits and memory of a process, from `/proc`.
 //! - [`chromium`]: a real headless browser, for what only a browser does (PAC, origins).
 //! - [`passbolt`]: a fake Passbolt (GPGAuth, MFA, v5 metadata). [`moto`]: a real S3 (moto) that checks SigV4.
 //! - [`wait_until`]: the only way to wait: a bounded poll of a real condition.
 
 pub mod agent;
 pub mod chromium;
+pub mod echo;
 pub mod inventory;
 pub mod kharonctl;
 pub mod kharond;
+pub mod procfs;
 pub mod servers;
 pub mod socks;
 pub mod sshd;

@@ -68,6 +68,7 @@ pub async fn run(args: Args, ctx: &Context) -> anyhow::Result<ExitCode> {
         derived("token_cache", path(&store::path(cache_dir))),
         row("handshake_timeout", &c.handshake_timeout, |d| format!("{}s", d.as_secs())),
         row("connect_timeout", &c.connect_timeout, |d| format!("{}s", d.as_secs())),
+        opt_row("max_connections", &c.max_connections, ToString::to_string),
     ];
     match args.output {
         Format::Json => output::json(&rows)?,

@@ -62,7 +62,10 @@ fn service(inputs: &Inputs) -> String {
         Agent::Inherit => {}
     }
     unit.push_str(
-        "Restart=on-failure\n\
+        "# two descriptors per client (16,384 at most) plus a reserve; a user manager grants at most\n\
+         # its own hard limit (systemd then sets the closest it may), and kharond logs what fits\n\
+         LimitNOFILE=65536\n\
+         Restart=on-failure\n\
          RestartSec=2s\n\
          # stderr goes to the journal; kharond sees JOURNAL_STREAM and leaves timestamps to it\n\
          SyslogIdentifier=kharond\n\
@@ -151,6 +154,7 @@ mod tests {
             "Type=notify",
             "ExecStart=/opt/kharon/bin/kharond",
             "Environment=SSH_AUTH_SOCK=%t/gcr/ssh",
+            "LimitNOFILE=65536",
             "Restart=on-failure",
             "WantedBy=default.target",
         ] {

@@ -1,0 +1,192 @@
+use super::*;
+use tokio::io::{AsyncReadExt, AsyncWriteExt};
+use tokio::net::TcpListener;
+
+async fn pair() -> (TcpStream, TcpStream) {
+    let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let addr = listener.local_addr().unwrap();
+    let (a, b) = tokio::join!(TcpStream::connect(addr), listener.accept());
+    (a.unwrap(), b.unwrap().0)
+}
+
+#[derive(Clone, Copy)]
+enum Path {
+    Splice,
+    Generic,
+    #[cfg(target_os = "linux")]
+    SpliceWith(&'static pipes::Pipes),
+}
+
+async fn relay(path: Path, client: &mut TcpStream, upstream: &mut TcpStream) -> std::io::Result<Transfer> {
+    match path {
+        Path::Splice => tcp(client, upstream).await,
+        Path::Generic => stream(client, upstream).await,
+        #[cfg(target_os = "linux")]
+        Path::SpliceWith(pool) => {
+            let (up, down) = tokio::try_join!(
+                splice::one_way(client, upstream, pool),
+                splice::one_way(upstream, client, pool)
+            )?;
+            Ok(Transfer { up, down })
+        }
+    }
+}
+
+/// The client half-closes after sending; the target still answers in full.
+async fn half_close_delivers_reply(path: Path) {
+    let (mut client, mut proxy_side) = pair().await;
+    let (mut upstream, mut target) = pair().await;
+    let relay = tokio::spawn(async move { relay(path, &mut proxy_side, &mut upstream).await.unwrap() });
+    let reply: Vec<u8> = (0..(3 << 20)).map(|i| (i % 251) as u8).collect();
+    let expected = reply.clone();
+    let target_task = tokio::spawn(async move {
+        let mut request = Vec::new();
+        target.read_to_end(&mut request).await.unwrap();
+        target.write_all(&reply).await.unwrap();
+        target.shutdown().await.unwrap();
+        request
+    });
+    client.write_all(b"request").await.unwrap();
+    client.shutdown().await.unwrap();
+    let mut got = Vec::new();
+    client.read_to_end(&mut got).await.unwrap();
+    assert_eq!(got, expected);
+    assert_eq!(target_task.await.unwrap(), b"request");
+    let t = relay.await.unwrap();
+    assert_eq!(t, Transfer { up: 7, down: 3 << 20 });
+}
+
+#[tokio::test]
+async fn tcp_relay_delivers_other_direction_after_half_close() {
+    half_close_delivers_reply(Path::Splice).await;
+}
+
+#[tokio::test]
+async fn stream_relay_delivers_other_direction_after_half_close() {
+    half_close_delivers_reply(Path::Generic).await;
+}
+
+#[cfg(target_os = "linux")]
+mod pool {
+    use std::os::fd::AsRawFd;
+
+    use super::*;
+    use crate::relay::pipes::Pipes;
+
+    /// A pool of its own per test: the shared one is used by every test running in parallel.
+    fn pool(max_idle: usize, max_open: usize) -> &'static Pipes {
+        Box::leak(Box::new(Pipes::new(max_idle, max_open)))
+    }
+
+    #[test]
+    fn an_empty_pipe_goes_back_to_the_pool_and_is_leased_again() {
+        let pipes = pool(4, 8);
+        let lease = pipes.lease().unwrap();
+        let fd = lease.pipe().read.as_raw_fd();
+        assert_eq!(pipes.counts(), (0, 1));
+        lease.give_back();
+        assert_eq!(pipes.counts(), (1, 1));
+        let again = pipes.lease().unwrap();
+        assert_eq!(again.pipe().read.as_raw_fd(), fd, "the pooled pipe is reused, not a new one");
+        assert_eq!(pipes.counts(), (0, 1));
+    }
+
+    #[test]
+    fn a_pipe_holding_data_is_closed_not_pooled() {
+        let pipes = pool(4, 8);
+        let lease = pipes.lease().unwrap();
+        let written = unsafe { libc::write(lease.pipe().write.as_raw_fd(), b"x".as_ptr().cast(), 1) };
+        assert_eq!(written, 1);
+        lease.give_back();
+        assert_eq!(pipes.counts(), (0, 0), "a dirty pipe must not be pooled");
+        let fresh = pipes.lease().unwrap();
+        assert_eq!(fresh.pipe().pending(), Some(0));
+    }
+
+    #[test]
+    fn a_lease_dropped_mid_cycle_closes_its_pipe() {
+        let pipes = pool(4, 8);
+        drop(pipes.lease().unwrap());
+        assert_eq!(pipes.counts(), (0, 0));
+    }
+
+    #[test]
+    fn bounds_on_idle_and_open_pipes_hold() {
+        let pipes = pool(2, 3);
+        let leases: Vec<_> = (0..3).map(|_| pipes.lease().unwrap()).collect();
+        assert!(pipes.lease().is_none(), "a fourth pipe exceeds max_open");
+        assert_eq!(pipes.counts(), (0, 3));
+        for lease in leases {
+            lease.give_back();
+        }
+        assert_eq!(pipes.counts(), (2, 2), "only max_idle pipes stay in the pool");
+    }
+
+    /// With no pipe to be had, every cycle copies through user space, half-close included.
+    #[tokio::test]
+    async fn relay_without_pipes_copies_and_keeps_half_close() {
+        let pipes = pool(0, 0);
+        half_close_delivers_reply(Path::SpliceWith(pipes)).await;
+        assert_eq!(pipes.counts(), (0, 0));
+    }
+
+    /// A relay holds pipes only while data moves: once both sides are quiet every pipe is back.
+    #[tokio::test]
+    async fn idle_connection_holds_no_pipe() {
+        let pipes = pool(4, 8);
+        let (mut client, mut proxy_side) = pair().await;
+        let (mut upstream, mut target) = pair().await;
+        let relay =
+            tokio::spawn(async move { relay(Path::SpliceWith(pipes), &mut proxy_side, &mut upstream).await });
+        for round in 0..3u8 {
+            client.write_all(&[round; 1000]).await.unwrap();
+            let mut got = [0u8; 1000];
+            target.read_exact(&mut got).await.unwrap();
+            target.write_all(&got).await.unwrap();
+            client.read_exact(&mut got).await.unwrap();
+            assert_eq!(got, [round; 1000]);
+            // Both directions are now waiting for their source.
+            let (idle, open) = pipes.counts();
+            assert_eq!(idle, open, "no pipe is leased while the connection is idle");
+        }
+        drop(client);
+        drop(target);
+        let _ = relay.await.unwrap();
+        let (idle, open) = pipes.counts();
+        assert_eq!(idle, open);
+    }
+
+    /// The client vanishes with a full pipe of the target's reply still in flight: the relay
+    /// fails, and that pipe is closed, so every pooled pipe is empty.
+    #[tokio::test]
+    async fn pipe_left_with_data_after_an_error_is_not_pooled() {
+        let pipes = pool(4, 8);
+        let (client, mut proxy_side) = pair().await;
+        let (mut upstream, mut target) = pair().await;
+        let relay =
+            tokio::spawn(async move { relay(Path::SpliceWith(pipes), &mut proxy_side, &mut upstream).await });
+        // More than the client's receive buffer and the pipe can take: the drain blocks.
+        let reply = vec![7u8; 16 << 20];
+        let writer = tokio::spawn(async move {
+            let _ = target.write_all(&reply).await;
+            target
+        });
+        // Wait until a pipe is out on loan (the drain waits for the client to read).
+        let deadline = std::time::Instant::now() + std::time::Duration::from_secs(10);
+        while pipes.counts().1 == pipes.counts().0 {
+            assert!(std::time::Instant::now() < deadline, "the relay never leased a pipe");
+            tokio::time::sleep(std::time::Duration::from_millis(10)).await;
+        }
+        // A reset, not a FIN: the relay's next write fails.
+        socket2::SockRef::from(&client).set_linger(Some(std::time::Duration::ZERO)).unwrap();
+        drop(client);
+        assert!(relay.await.unwrap().is_err(), "writing to a reset client fails");
+        drop(writer.await.unwrap());
+        let (idle, open) = pipes.counts();
+        assert_eq!(idle, open, "no pipe stays leased after the relay ends");
+        let pooled: Vec<_> = (0..idle).map(|_| pipes.lease().unwrap()).collect();
+        for lease in &pooled {
+            assert_eq!(lease.pipe().pending(), Some(0), "a pooled pipe must be empty");
+        }
+    }
+}
