@@ -446,4 +446,84 @@ mod tests {
         assert_eq!(time("X", "5x"), Err("X: bad time \"5x\" (e.g. 30, 30s, 5m, 1h30m)".to_owned()));
         assert!(time("X", "s").is_err());
     }
+
+    mod properties {
+        use super::super::super::{Error, SshConfig};
+        use proptest::prelude::*;
+
+        /// One ssh_config line built from the keywords kharon reads, refuses or ignores, with
+        /// every separator form and values that are valid, odd or broken (quotes, tokens, `${}`).
+        fn line() -> impl Strategy<Value = String> {
+            let keyword = prop_oneof![
+                Just("Host"),
+                Just("HostName"),
+                Just("Port"),
+                Just("User"),
+                Just("ProxyJump"),
+                Just("ProxyCommand"),
+                Just("IdentityFile"),
+                Just("IdentityAgent"),
+                Just("Ciphers"),
+                Just("MACs"),
+                Just("KexAlgorithms"),
+                Just("HostKeyAlgorithms"),
+                Just("PubkeyAcceptedAlgorithms"),
+                Just("ServerAliveInterval"),
+                Just("ServerAliveCountMax"),
+                Just("ConnectTimeout"),
+                Just("StrictHostKeyChecking"),
+                Just("UserKnownHostsFile"),
+                Just("IgnoreUnknown"),
+                Just("Match"),
+                Just("BindAddress"),
+                Just("ForwardAgent"),
+                Just("NoSuchOption"),
+                Just("#"),
+                Just(""),
+            ];
+            let separator = prop_oneof![Just(" "), Just("="), Just(" = "), Just("\t"), Just("==")];
+            let value = prop_oneof![
+                "[a-z0-9.*?!,-]{0,16}",
+                "\\PC{0,20}",
+                "\"[^\"\\n]{0,10}\"?",
+                "'[a-z %]{0,10}",
+                "(%[hprnuCdi%]|\\$\\{[A-Z]{0,4}\\}?|~/?){1,3}",
+                "[+^-]?(aes256-gcm@openssh.com|chacha20-poly1305@openssh.com|hmac-sha2-256|x)",
+                "(ssh -W %h:%p [a-z]{1,3}|[a-z]{1,3}(,[a-z]{0,3}){0,3})",
+            ];
+            (" {0,2}", keyword, separator, value)
+                .prop_map(|(indent, k, sep, v)| format!("{indent}{k}{sep}{v}"))
+        }
+
+        proptest! {
+            #![proptest_config(ProptestConfig::with_cases(256))]
+
+            /// Whatever the file holds: loading and resolving never panic, and every error about a
+            /// line names this file and a line that exists.
+            #[test]
+            fn any_file_loads_or_names_its_bad_lines(lines in proptest::collection::vec(line(), 0..12)) {
+                let dir = tempfile::tempdir().unwrap();
+                let path = dir.path().join("config");
+                std::fs::write(&path, lines.join("\n")).unwrap();
+                let getenv = |name: &str| (name == "USER").then(|| "me".to_owned());
+                match SshConfig::load(&path, dir.path(), &getenv) {
+                    Ok(config) => {
+                        for host in config.hosts() {
+                            if let Err(e) = config.chain(&host) {
+                                prop_assert!(!e.to_string().is_empty());
+                            }
+                        }
+                    }
+                    Err(e) => {
+                        for single in e.iter() {
+                            if let Error::Invalid { origin, .. } = single {
+                                prop_assert_eq!(&origin.file, &path);
+                                prop_assert!((1..=lines.len()).contains(&origin.line), "{}", single);
+                            }
+                        }
+                    }
+                }
+            }
+        }
+    }
 }
