@@ -315,7 +315,7 @@ def plot(figures, png):
 set terminal pngcairo size 1300,{height} font "sans,10"
 set output "{png}"
 set logscale x
-set xrange [0.1:20]
+set xrange [0.01:20]
 set yrange [-1:{len(rows)}]
 set grid xtics
 set xlabel "measured / target (1 = target; right of it is better)"
@@ -324,7 +324,7 @@ set arrow from 1, graph 0 to 1, graph 1 nohead lc rgb "#cc0000" lw 2
 set style fill solid 0.7
 set lmargin 62
 set ytics nomirror
-plot "{data}" using 2:1:(0.1):2:($1-0.35):($1+0.35):5:ytic(6) with boxxyerror lc rgb variable, \\
+plot "{data}" using 2:1:(0.01):2:($1-0.35):($1+0.35):5:ytic(6) with boxxyerror lc rgb variable, \\
      "{data}" using 2:1:3:4 with xerrorbars lc rgb "black" pt 7 ps 0.4, \\
      "{data}" using ($4*1.08):1:7 with labels left font "sans,9"
 """
