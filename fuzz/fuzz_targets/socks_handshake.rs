@@ -72,7 +72,12 @@ fn handshake(input: &[u8], one_byte_reads: bool) -> String {
         assert!(range.end <= len, "name range {range:?} past the {len} bytes read");
         let _ = &input[start..][range.clone()];
     }
-    out += &format!("{request:?};{at}");
+    out += &format!("{request:?}");
+    // How far a refused message was read depends on the chunks it came in (the reader judges a
+    // field once it has it); what a complete handshake consumed must not.
+    if request.is_ok() {
+        out += &format!(";{at}");
+    }
     out
 }
 
