@@ -1,7 +1,12 @@
 #!/usr/bin/env bash
 # Direct-path benchmark: kharond vs plain loopback, measured in the same run. Not a test.
 #
-#   bench/direct.sh [BYTES] [RUNS] [CONNS]     (defaults: 1 GiB, 5 runs, 2000 connections)
+#   [PHASES=bulk,conn] [STREAMS=1] [JSON=FILE] [BENCH_ARGS=…] bench/direct.sh [BYTES] [RUNS] [CONNS]
+#
+# Defaults: 1 GiB, 5 runs, 2000 connections, phases bulk and conn, 1 stream. PHASES may also
+# name rate (connections per second), link (through slow-link) and idle (memory per idle
+# connection); BENCH_ARGS passes further kharon-bench options (see bench/client/main.rs), JSON
+# appends each figure as a JSON line for bench/report.py (bench/run.sh runs it all).
 #
 # Builds kharond and the bench client in release, starts kharond on the example inventory on an
 # ephemeral port, and runs kharon-bench against it (see bench/client/main.rs for what is measured).
@@ -12,13 +17,17 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 . bench/lib.sh
 BYTES=${1:-1073741824}; RUNS=${2:-5}; CONNS=${3:-2000}
+PHASES=${PHASES:-bulk,conn}; STREAMS=${STREAMS:-1}
+# Thousands of idle connections need three descriptors each here (client, holder) and more in
+# the proxies; root may raise the hard limit too.
+ulimit -n 262144 2>/dev/null || ulimit -n "$(ulimit -Hn)"
 cargo build --release -q -p kharond -p kharonctl -p kharon-bench
 BIN=$PWD/target/release
 W=$(mktemp -d /tmp/khdirect.XXXXXX)
 mkdir -p "$W/run" && chmod 700 "$W/run"
 export HOME=$W XDG_RUNTIME_DIR=$W/run KHARON_CONTROL_SOCKET=$W/run/kharond.sock
 RUST_LOG=warn "$BIN/kharond" --listen 127.0.0.1:0 --inventory contrib/examples/inventory.json 2>"$W/kharond.log" &
-KPID=$!; PIDS+=("$KPID"); CPU=()
+KPID=$!; PIDS+=("$KPID"); CPU=(--proxy-pid "$KPID")
 BASELINES=()
 # baseline NAME PORT: measure the SOCKS server just started on PORT too, once it listens.
 baseline() { wait_port "$2" "$1" "$W/$1.log"; BASELINES+=(--baseline "$1=127.0.0.1:$2"); }
@@ -26,7 +35,6 @@ if [ "$(uname)" = Linux ]; then
   # The thinnest relay we could write (bench/client/thin_relay.rs): roughly the ceiling here.
   P=$(free_port); "$BIN/thin-relay" "127.0.0.1:$P" 2>"$W/thin-relay.log" & PIDS+=($!)
   baseline thin-relay "$P"
-  CPU=(--proxy-pid "$KPID")
 fi
 MICROSOCKS=$(find_tool microsocks)
 if [ -n "$MICROSOCKS" ]; then
@@ -52,5 +60,12 @@ CFG
 fi
 for _ in $(seq 200); do "$BIN/kharonctl" status >/dev/null 2>&1 && break; sleep 0.05; done
 ADDR=$("$BIN/kharonctl" status -o json | python3 -c 'import json,sys; print(json.load(sys.stdin)["listen_address"])')
+# The idle daemon: example inventory loaded, no connection served yet.
+RSS=$(awk '/^VmRSS:/ {print $2}' "/proc/$KPID/status" 2>/dev/null || echo 0)
+echo "# kharond idle RSS: $RSS KiB"
+[ -z "${JSON:-}" ] || echo "{\"phase\": \"daemon\", \"rss_kib\": $RSS}" >> "$JSON"
 echo "# $(uname -srm); $(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2- | sed 's/^ //'); $(nproc) cores; splice relay on Linux"
-"$BIN/kharon-bench" --socks "$ADDR" "${CPU[@]}" "${BASELINES[@]}" --bytes "$BYTES" --runs "$RUNS" --conns "$CONNS"
+JSON_ARGS=(); [ -z "${JSON:-}" ] || JSON_ARGS=(--json "$JSON")
+# shellcheck disable=SC2086 # BENCH_ARGS is a list of options
+"$BIN/kharon-bench" --socks "$ADDR" "${CPU[@]}" "${BASELINES[@]}" --bytes "$BYTES" --runs "$RUNS" --conns "$CONNS" \
+  --phases "$PHASES" --streams "$STREAMS" "${JSON_ARGS[@]}" ${BENCH_ARGS:-}

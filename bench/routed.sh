@@ -2,10 +2,19 @@
 # Routed throughput and warm connection-setup latency: kharond vs `ssh -D`, through the same local
 # OpenSSH sshd, same cipher, measured in the same run. Not a test.
 #
-#   [HOPS=1|2|3] [CIPHER=…] [RTT_MS=… [MBIT=…]] bench/routed.sh [SIZE_MIB] [CONNECTIONS] [RUNS]
+#   [HOPS=1|2|3] [CIPHER=…|default] [RTT_MS=… [MBIT=…]] [RATE_CONNS=…] [JSON=FILE]
+#     bench/routed.sh [SIZE_MIB] [CONNECTIONS] [RUNS]
 #
 # Defaults: 1024 MiB, 500 connections, 9 runs; HOPS 1; CIPHER aes256-gcm@openssh.com (each sshd
 # offers only that one, so both clients use it); RTT_MS 0 (loopback), MBIT 1000.
+#
+# CIPHER=default configures no cipher anywhere: sshd offers OpenSSH's list, `ssh -D` and kharond
+# each propose their own default order, which is what users get. The first sshd then logs at
+# DEBUG, and the script reports the cipher each client negotiated.
+#
+# RATE_CONNS > 0 (default 0: skipped) also measures connections per second with 64 workers
+# through each proxy (kharon-bench's rate phase). JSON appends every figure as a JSON line for
+# bench/report.py (bench/run.sh runs it all).
 #
 # HOPS > 1 chains that many sshd with ProxyJump, and `ssh -D` takes the same chain (its `ssh -W`
 # children count as its CPU).
@@ -31,6 +40,8 @@ RTT_MS=${RTT_MS:-0}
 MBIT=${MBIT:-1000}
 CIPHER=${CIPHER:-aes256-gcm@openssh.com}
 HOPS=${HOPS:-1}
+RATE_CONNS=${RATE_CONNS:-0}
+JSON=${JSON:-}
 case "$HOPS" in 1|2|3) ;; *) echo "HOPS must be 1, 2 or 3" >&2; exit 2 ;; esac
 cd "$(dirname "$0")/.."
 . bench/lib.sh
@@ -68,8 +79,10 @@ PasswordAuthentication no
 PermitRootLogin prohibit-password
 AllowTcpForwarding yes
 Ciphers $CIPHER
-LogLevel ERROR
+LogLevel $([ "$CIPHER" = default ] && [ "$i" = 1 ] && echo DEBUG || echo ERROR)
 CFG
+  # A named cipher is the only one sshd offers; "default" leaves OpenSSH's list.
+  if [ "$CIPHER" = default ]; then sed -i '/^Ciphers /d' "$W/sshd_config.$i"; fi
   if [ "$i" = "$HOPS" ]; then
     unshare -m sh -c "mount --bind $W/hosts /etc/hosts && exec $SSHD -D -e -f $W/sshd_config.$i" 2>"$W/sshd.$i.log" &
   else
@@ -136,7 +149,8 @@ env -i PATH="$PATH" HOME="$W/home" USER="$USER_NAME" XDG_RUNTIME_DIR="$W" RUST_L
   "$BIN/kharond" --listen 127.0.0.1:"$KH_PORT" --control-socket "$W/k.sock" \
   --inventory "$W/inventory.json" --ssh-config "$W/home/.ssh/config" 2>"$W/kharond.log" &
 KPID=$!; PIDS+=("$KPID")
-HOME="$W/home" ssh -F "$W/home/.ssh/config" -N -o ExitOnForwardFailure=yes -c "$CIPHER" \
+SSH_CIPHER=(-c "$CIPHER"); [ "$CIPHER" != default ] || SSH_CIPHER=()
+HOME="$W/home" ssh -F "$W/home/.ssh/config" -N -o ExitOnForwardFailure=yes "${SSH_CIPHER[@]}" \
   -D 127.0.0.1:"$SSHD_D_PORT" bench 2>"$W/ssh.log" &
 SPID=$!; PIDS+=("$SPID")
 wait_port "$KH_PORT" kharond "$W/kharond.log"; wait_port "$SSHD_D_PORT" "ssh -D" "$W/ssh.log"
@@ -178,11 +192,12 @@ K=(); S=()
 for _ in $(seq "$RUNS"); do
   K+=("$(run "$KH_PORT" "$KPID")"); S+=("$(run "$SSHD_D_PORT" "$SPID")")
 done
-python3 - "$SIZE_MIB" "${K[@]}" "${S[@]}" <<'PY'
-import sys, statistics
+python3 - "$SIZE_MIB" "$HOPS" "$CIPHER" "$RTT_MS" "$JSON" "${K[@]}" "${S[@]}" <<'PY'
+import json, sys, statistics
 from math import comb
 gib = int(sys.argv[1]) / 1024
-runs = [[float(x) for x in r.split()] for r in sys.argv[2:]]
+hops, cipher, rtt_ms, out = int(sys.argv[2]), sys.argv[3], int(sys.argv[4]), sys.argv[5]
+runs = [[float(x) for x in r.split()] for r in sys.argv[6:]]
 k, s = runs[: len(runs) // 2], runs[len(runs) // 2 :]
 def line(name, v):
     mbs = [r[0] / 1e6 for r in v]
@@ -199,14 +214,23 @@ cover = lambda j: sum(comb(n, i) for i in range(j, n - j + 1)) / 2**n
 j = max((j for j in range(1, n // 2 + 1) if cover(j) >= 0.90), default=None)
 ci = f", {cover(j):.0%} interval {pairs[j - 1]:.2f}x to {pairs[n - j]:.2f}x" if j else " (too few runs for an interval)"
 print(f"ratio kharond / ssh -D: {statistics.median(pairs):.2f}x, median of {n} run pairs{ci}")
+if out:
+    # sshd's share of a core while it served each run: near 1, sshd is the ceiling.
+    util = lambda v: [(r[4] - r[2]) / (gib * 1024 * 2**20 / r[0]) for r in v]
+    record = {"phase": "routed", "hops": hops, "cipher": cipher, "rtt_ms": rtt_ms,
+              "kharond_mb_s": [r[0] / 1e6 for r in k], "ssh_mb_s": [r[0] / 1e6 for r in s],
+              "kharond_cpu_s_per_gib": [(r[3] - r[1]) / gib for r in k],
+              "ssh_cpu_s_per_gib": [(r[3] - r[1]) / gib for r in s],
+              "sshd_util_kharond": util(k), "sshd_util_ssh": util(s)}
+    open(out, "a").write(json.dumps(record) + "\n")
 PY
 
-echo "== warm connection setup: $CONNS sequential SOCKS5 CONNECTs by name (ms, until the success reply)"
+echo "== warm connection setup: $CONNS sequential SOCKS5 CONNECTs by name each, blocks of 50 alternating (ms, until the success reply)"
 cat > "$W/latency.py" <<'PY'
-import socket, struct, sys, time, statistics
-proxy, host, port, n = int(sys.argv[1]), sys.argv[2], int(sys.argv[3]), int(sys.argv[4])
-setup, full = [], []
-for _ in range(n):
+import json, socket, struct, sys, time, statistics
+host, port, n, out = sys.argv[1], int(sys.argv[2]), int(sys.argv[3]), sys.argv[4]
+proxies = [(a.split("=")[0], int(a.split("=")[1])) for a in sys.argv[5:]]
+def once(proxy):
     t0 = time.perf_counter()
     s = socket.create_connection(("127.0.0.1", proxy))
     s.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
@@ -219,12 +243,61 @@ for _ in range(n):
     s.sendall(b"GET /hello HTTP/1.0\r\n\r\n")
     while s.recv(4096): pass
     t2 = time.perf_counter(); s.close()
-    setup.append((t1 - t0) * 1e3); full.append((t2 - t0) * 1e3)
-q = lambda v, p: statistics.quantiles(v, n=100)[p - 1]
+    return (t1 - t0) * 1e3, (t2 - t0) * 1e3
+setup = {name: [] for name, _ in proxies}; full = {name: [] for name, _ in proxies}
+# Blocks alternate between the proxies, so drift on the machine hits both alike.
+done = 0
+while done < n:
+    block = min(50, n - done)
+    for name, proxy in proxies:
+        for _ in range(block):
+            a, b = once(proxy); setup[name].append(a); full[name].append(b)
+    done += block
+q = lambda v, p: statistics.quantiles(v, n=100)[p - 1] if len(v) > 1 else v[0]
 # A delayed ACK behind Nagle costs ~40 ms: count those separately, a percentile hides how many.
 slow = lambda v: sum(x > 20 for x in v)
-print(f"p50 {q(setup,50):.2f}  p99 {q(setup,99):.2f}  over 20 ms {slow(setup)}/{n}"
-      f"  (with a tiny request/response: p50 {q(full,50):.2f} p99 {q(full,99):.2f}  over 20 ms {slow(full)}/{n})")
+for name, _ in proxies:
+    s, f = setup[name], full[name]
+    print(f"{name:8}: p50 {q(s,50):.2f}  p99 {q(s,99):.2f}  over 20 ms {slow(s)}/{n}"
+          f"  (with a tiny request/response: p50 {q(f,50):.2f} p99 {q(f,99):.2f}  over 20 ms {slow(f)}/{n})")
+    if out:
+        rec = {"phase": "routed_setup", "path": name, "p50_ms": q(s, 50), "p99_ms": q(s, 99), "slow": slow(s), "n": n,
+               "request_p50_ms": q(f, 50)}
+        open(out, "a").write(json.dumps(rec) + "\n")
 PY
-printf 'kharond : '; python3 "$W/latency.py" "$KH_PORT" "$TARGET" "$TARGET_PORT" "$CONNS"
-printf 'ssh -D  : '; python3 "$W/latency.py" "$SSHD_D_PORT" "$TARGET" "$TARGET_PORT" "$CONNS"
+JSON_TAGGED=""
+[ -z "$JSON" ] || JSON_TAGGED="$W/setup.jsonl"
+python3 "$W/latency.py" "$TARGET" "$TARGET_PORT" "$CONNS" "$JSON_TAGGED" "kharond=$KH_PORT" "ssh -D=$SSHD_D_PORT"
+# Tag each line with the scenario, so bench/report.py can tell runs apart.
+tag() { python3 -c '
+import json, sys
+extra = {"hops": int(sys.argv[1]), "cipher": sys.argv[2], "rtt_ms": int(sys.argv[3])}
+for line in open(sys.argv[4]):
+    print(json.dumps({**json.loads(line), **extra}))' "$HOPS" "$CIPHER" "$RTT_MS" "$1" >> "$JSON"; }
+[ -z "$JSON" ] || tag "$W/setup.jsonl"
+
+if [ "$RATE_CONNS" -gt 0 ]; then
+  echo "== connections per second, 64 workers, by name through each proxy"
+  RATE_JSON=(); [ -z "$JSON" ] || RATE_JSON=(--json "$W/rate.jsonl")
+  "$BIN/kharon-bench" --socks 127.0.0.1:"$KH_PORT" --proxy-pid "$KPID" --baseline "ssh -D=127.0.0.1:$SSHD_D_PORT" \
+    --no-direct --name "$TARGET" --phases rate --rate-workers 64 --rate-conns "$RATE_CONNS" \
+    --runs "$(( RUNS < 5 ? RUNS : 5 ))" "${RATE_JSON[@]}"
+  [ -z "$JSON" ] || tag "$W/rate.jsonl"
+fi
+
+if [ "$CIPHER" = default ]; then
+  # sshd logs each client's version, then the cipher its key exchange settled on.
+  python3 - "$W/sshd.1.log" "$JSON" <<'PY'
+import json, sys
+client, seen = None, []
+for line in open(sys.argv[1], errors="replace"):
+    if "remote software version" in line:
+        client = line.rsplit("remote software version", 1)[1].strip()
+    elif "kex: client->server cipher:" in line and client:
+        seen.append((client, line.split("cipher:", 1)[1].split()[0])); client = None
+for client, cipher in seen:
+    print(f"negotiated: {client} -> {cipher}")
+    if sys.argv[2]:
+        open(sys.argv[2], "a").write(json.dumps({"phase": "cipher", "client": client, "cipher": cipher}) + "\n")
+PY
+fi

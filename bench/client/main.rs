@@ -1,260 +1,476 @@
-//! `kharon-bench`: measures kharond's direct path against plain loopback (and, when given, other
-//! SOCKS5 servers) in the same run.
+//! `kharon-bench`: measures a SOCKS5 proxy (kharond) against plain loopback and, when given,
+//! other SOCKS5 servers, in the same run, runs interleaved (ABAB…, never AAA BBB).
 //!
 //! ```text
-//! kharon-bench --socks 127.0.0.1:12000 [--proxy-pid PID] [--baseline NAME=ADDR]...
-//!              [--bytes 1073741824] [--runs 5] [--conns 2000]
+//! kharon-bench --socks 127.0.0.1:12000 [--proxy-name kharond] [--proxy-pid PID]
+//!              [--baseline NAME=ADDR]... [--phases bulk,conn,rate,link,idle]
+//!              [--bytes 1073741824] [--runs 5] [--conns 2000] [--streams 1,8]
+//!              [--rate-workers 64] [--rate-conns 10000] [--link 20,1000] [--link-bytes N]
+//!              [--idle 1000,10000] [--name localhost] [--no-direct] [--json FILE]
 //! ```
 //!
-//! It starts its own sink (sends N bytes) and echo (1 byte back) servers on loopback, then:
-//! - bulk: one stream of N bytes, direct vs through each proxy (interleaved runs, median/min/max
-//!   MiB/s); with `--proxy-pid`, kharond's own CPU time per GiB moved;
-//! - conn: sequential connect + SOCKS handshake + 1-byte echo + close, direct vs through each
-//!   proxy, by IP literal and by name (`localhost`, resolved by the proxy), p50/p99 in µs and the
-//!   added cost.
+//! It starts its own sink (sends the N bytes asked for), echo (1 byte back) and holder (keeps
+//! connections open) servers on loopback, then, per phase:
+//! - bulk: `--bytes` over 1 stream, or split over N parallel streams, direct vs through each
+//!   proxy; with `--proxy-pid`, the proxy's own CPU time per GiB moved;
+//! - conn: sequential connect + SOCKS handshake + 1-byte echo + close, by IP literal and by name
+//!   (resolved by the proxy), p50/p99 and the cost added to the direct connection;
+//! - rate: connections per second with `--rate-workers` threads doing the same;
+//! - link: one stream through `slow-link` (an emulated RTT and bandwidth, started here), with
+//!   and without the proxy in front of it;
+//! - idle: N connections held open through the proxy, and N held directly; the proxy's VmRSS and
+//!   the kernel's Slab and TCP memory, before, while held and after the close.
+//!
+//! `--no-direct` leaves out the direct path, for a target only the proxies can reach (a name
+//! resolved by a jump host): then only by-name connections are measured. `--json` appends one
+//! JSON object per figure to FILE, for `bench/report.py`.
 //!
 //! Blocking std I/O with 1 MiB buffers: a scripting-language client caps loopback at a fraction of
 //! what the kernel does (targets.md §6), which would hide the proxy's own cost.
 
-use std::io::{Read, Write};
-use std::net::{SocketAddr, TcpListener, TcpStream};
+mod net;
+mod sys;
+
+use std::io::Write as _;
+use std::net::SocketAddr;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::{Duration, Instant};
 
 use anyhow::{Context, bail};
+use serde_json::{Value, json};
 
-const BUF: usize = 1 << 20;
-
-/// One path a stream can take: straight to the sink, or through a SOCKS5 server.
+/// One path a connection can take: straight to the server, or through a SOCKS5 proxy.
 struct Path {
     name: String,
     socks: Option<SocketAddr>,
-    /// The proxy's process, whose CPU time per GiB is reported.
+    /// The proxy's process, whose CPU time and memory are reported.
     pid: Option<u32>,
-    /// Bulk speeds of the runs so far, MiB/s.
-    speeds: Vec<f64>,
-    cpu: Duration,
 }
 
-impl Path {
-    fn new(name: &str, socks: Option<SocketAddr>) -> Self {
-        Path { name: name.to_owned(), socks, pid: None, speeds: Vec::new(), cpu: Duration::ZERO }
+struct Options {
+    paths: Vec<Path>,
+    phases: Vec<String>,
+    bytes: u64,
+    runs: usize,
+    conns: usize,
+    streams: Vec<usize>,
+    rate_workers: usize,
+    rate_conns: usize,
+    link: (u64, f64),
+    link_bytes: u64,
+    idle: Vec<usize>,
+    name: String,
+    direct: bool,
+    json: Option<std::fs::File>,
+}
+
+impl Options {
+    fn parse() -> anyhow::Result<Options> {
+        let mut proxy: Option<SocketAddr> = None;
+        let mut proxy_name = "kharond".to_owned();
+        let mut proxy_pid = None;
+        let mut baselines = Vec::new();
+        let mut o = Options {
+            paths: Vec::new(),
+            phases: vec!["bulk".into(), "conn".into()],
+            bytes: 1 << 30,
+            runs: 5,
+            conns: 2000,
+            streams: vec![1],
+            rate_workers: 64,
+            rate_conns: 10_000,
+            link: (20, 1000.0),
+            link_bytes: 256 << 20,
+            idle: vec![1000],
+            name: "localhost".into(),
+            direct: true,
+            json: None,
+        };
+        let list = |v: String| -> anyhow::Result<Vec<usize>> {
+            v.split(',')
+                .map(|n| n.trim().parse().with_context(|| format!("{v}: not a list of numbers")))
+                .collect()
+        };
+        let mut args = std::env::args().skip(1);
+        while let Some(arg) = args.next() {
+            let mut value = || args.next().with_context(|| format!("{arg}: missing value"));
+            match arg.as_str() {
+                "--socks" => proxy = Some(value()?.parse()?),
+                "--proxy-name" => proxy_name = value()?,
+                "--proxy-pid" => proxy_pid = Some(value()?.parse()?),
+                "--baseline" => {
+                    let v = value()?;
+                    let (name, addr) = v.split_once('=').context("--baseline takes NAME=ADDR")?;
+                    let addr = addr.parse().with_context(|| format!("--baseline {v}: not IP:PORT"))?;
+                    baselines.push(Path { name: name.to_owned(), socks: Some(addr), pid: None });
+                }
+                "--phases" => o.phases = value()?.split(',').map(str::to_owned).collect(),
+                "--bytes" => o.bytes = value()?.parse()?,
+                "--runs" => o.runs = value()?.parse()?,
+                "--conns" => o.conns = value()?.parse()?,
+                "--streams" => o.streams = list(value()?)?,
+                "--rate-workers" => o.rate_workers = value()?.parse()?,
+                "--rate-conns" => o.rate_conns = value()?.parse()?,
+                "--link" => {
+                    let v = value()?;
+                    let (rtt, mbit) = v.split_once(',').context("--link takes RTT_MS,MBIT")?;
+                    o.link = (rtt.parse()?, mbit.parse()?);
+                }
+                "--link-bytes" => o.link_bytes = value()?.parse()?,
+                "--idle" => o.idle = list(value()?)?,
+                "--name" => o.name = value()?,
+                "--no-direct" => o.direct = false,
+                "--json" => {
+                    let path = value()?;
+                    o.json = Some(
+                        std::fs::OpenOptions::new()
+                            .create(true)
+                            .append(true)
+                            .open(&path)
+                            .with_context(|| format!("opening {path}"))?,
+                    );
+                }
+                "-h" | "--help" => {
+                    println!("see the top of bench/client/main.rs");
+                    std::process::exit(0);
+                }
+                other => bail!("unknown argument {other}"),
+            }
+        }
+        let proxy = proxy.context("--socks ADDR is required")?;
+        if o.runs == 0 || o.conns == 0 || o.streams.contains(&0) || o.rate_workers == 0 {
+            bail!("--runs, --conns, --streams and --rate-workers must be at least 1");
+        }
+        if o.direct {
+            o.paths.push(Path { name: "direct loopback".into(), socks: None, pid: None });
+        }
+        o.paths.push(Path { name: proxy_name, socks: Some(proxy), pid: proxy_pid });
+        o.paths.extend(baselines);
+        Ok(o)
+    }
+
+    fn emit(&self, record: Value) -> anyhow::Result<()> {
+        if let Some(mut f) = self.json.as_ref() {
+            writeln!(f, "{record}")?;
+        }
+        Ok(())
+    }
+
+    /// The name to ask the proxy for: the IP literal of the server unless by name.
+    fn host(&self, by_name: bool) -> Option<&str> {
+        (by_name || !self.direct).then_some(self.name.as_str())
     }
 }
 
 fn main() -> anyhow::Result<()> {
-    let mut kharond: Option<SocketAddr> = None;
-    let mut baselines: Vec<Path> = Vec::new();
-    let mut proxy_pid: Option<u32> = None;
-    let (mut bytes, mut runs, mut conns) = (1u64 << 30, 5usize, 2000usize);
-    let mut args = std::env::args().skip(1);
-    while let Some(arg) = args.next() {
-        let mut value = || args.next().context("missing value");
-        match arg.as_str() {
-            "--socks" => kharond = Some(value()?.parse()?),
-            "--baseline" => {
-                let v = value()?;
-                let (name, addr) = v.split_once('=').context("--baseline takes NAME=ADDR")?;
-                let addr = addr.parse().with_context(|| format!("--baseline {v}: not IP:PORT"))?;
-                baselines.push(Path::new(name, Some(addr)));
-            }
-            "--proxy-pid" => proxy_pid = Some(value()?.parse()?),
-            "--bytes" => bytes = value()?.parse()?,
-            "--runs" => runs = value()?.parse()?,
-            "--conns" => conns = value()?.parse()?,
-            "-h" | "--help" => {
-                println!(
-                    "kharon-bench --socks ADDR [--proxy-pid PID] [--baseline NAME=ADDR]... \
-                     [--bytes N] [--runs N] [--conns N]"
-                );
-                return Ok(());
-            }
-            other => bail!("unknown argument {other}"),
-        }
-    }
-    let kharond = kharond.context("--socks ADDR is required")?;
-    if runs == 0 || conns == 0 {
-        bail!("--runs and --conns must be at least 1");
-    }
-    let sink = spawn_server(move |mut s| {
-        let buf = vec![0x5au8; BUF];
-        let mut left = bytes;
-        while left > 0 {
-            let n = left.min(BUF as u64) as usize;
-            if s.write_all(&buf[..n]).is_err() {
-                return;
-            }
-            left -= n as u64;
-        }
-    })?;
-    let echo = spawn_server(|mut s| {
-        let mut b = [0u8; 1];
-        if s.read_exact(&mut b).is_ok() {
-            let _ = s.write_all(&b);
-        }
-    })?;
-
-    let mut paths = vec![Path::new("direct loopback", None), Path::new("kharond", Some(kharond))];
-    paths[1].pid = proxy_pid;
-    paths.extend(baselines);
-    println!("# kharon-bench: {} MiB per stream, {runs} interleaved runs, {conns} connections", bytes >> 20);
-
-    for _ in 0..runs {
-        for path in &mut paths {
-            let before = path.pid.map(cpu_time).transpose()?;
-            let speed =
-                bulk(path.socks, sink, bytes).with_context(|| format!("bulk stream via {}", path.name))?;
-            path.speeds.push(speed);
-            if let (Some(pid), Some(before)) = (path.pid, before) {
-                path.cpu += cpu_time(pid)?.saturating_sub(before);
-            }
-        }
-    }
-    let gib = (bytes * runs as u64) as f64 / (1u64 << 30) as f64;
-    let loopback = median(&mut paths[0].speeds);
-    for path in &mut paths {
-        let m = median(&mut path.speeds);
-        let cpu = match path.pid {
-            Some(_) => format!("  {:.3} s CPU per GiB", path.cpu.as_secs_f64() / gib),
-            None => String::new(),
-        };
-        println!(
-            "bulk {:<18} median {m:8.1} MiB/s  (min {:.1}, max {:.1})  {:5.1} % of loopback{cpu}",
-            path.name,
-            path.speeds[0],
-            path.speeds[runs - 1],
-            100.0 * m / loopback
-        );
-    }
-
-    let base = latencies(conns, || echo_once(None, echo, None)).context("connections direct")?;
-    let (b50, b99) = percentiles(&base);
-    println!("conn {:<29} p50 {b50:7.1} µs  p99 {b99:7.1} µs", "direct loopback");
-    for path in &paths[1..] {
-        for (how, name) in [("IP", None), ("name", Some("localhost"))] {
-            let v = latencies(conns, || echo_once(path.socks, echo, name))
-                .with_context(|| format!("connections via {} by {how}", path.name))?;
-            let (p50, p99) = percentiles(&v);
-            println!(
-                "conn {:<29} p50 {p50:7.1} µs  p99 {p99:7.1} µs  added p50 {:+.1} µs, p99 {:+.1} µs",
-                format!("{} ({how})", path.name),
-                p50 - b50,
-                p99 - b99
-            );
+    let mut o = Options::parse()?;
+    println!(
+        "# kharon-bench: {} MiB per bulk run, {} interleaved runs, {} connections; phases {}",
+        o.bytes >> 20,
+        o.runs,
+        o.conns,
+        o.phases.join(",")
+    );
+    let phases = o.phases.clone();
+    for phase in &phases {
+        match phase.as_str() {
+            "bulk" => bulk(&mut o)?,
+            "conn" => conn(&mut o)?,
+            "rate" => rate(&mut o)?,
+            "link" => link(&mut o)?,
+            "idle" => idle(&mut o)?,
+            other => bail!("unknown phase {other} (bulk, conn, rate, link, idle)"),
         }
     }
     Ok(())
 }
 
-/// User + system CPU time of a process so far (Linux /proc).
-fn cpu_time(pid: u32) -> anyhow::Result<Duration> {
-    let path = format!("/proc/{pid}/stat");
-    let stat =
-        std::fs::read_to_string(&path).with_context(|| format!("reading {path} (has the proxy exited?)"))?;
-    // Fields after the parenthesised command name, which may itself contain spaces.
-    let rest = stat.rsplit_once(')').map(|(_, r)| r).context("malformed /proc stat")?;
-    let fields: Vec<&str> = rest.split_whitespace().collect();
-    let ticks = |i: usize| -> anyhow::Result<u64> { Ok(fields.get(i).context("short /proc stat")?.parse()?) };
-    // utime and stime are fields 14 and 15 of stat(5); `rest` starts at field 3.
-    Ok(Duration::from_secs_f64((ticks(11)? + ticks(12)?) as f64 / clock_ticks_per_second()))
+fn median(v: &[f64]) -> f64 {
+    let mut v = v.to_vec();
+    v.sort_by(f64::total_cmp);
+    let n = v.len();
+    if n.is_multiple_of(2) { (v[n / 2 - 1] + v[n / 2]) / 2.0 } else { v[n / 2] }
 }
 
-#[cfg(target_os = "linux")]
-fn clock_ticks_per_second() -> f64 {
-    // SAFETY: sysconf only reads a system constant.
-    match unsafe { libc::sysconf(libc::_SC_CLK_TCK) } {
-        n if n > 0 => n as f64,
-        _ => 100.0,
-    }
+fn min_max(v: &[f64]) -> (f64, f64) {
+    v.iter().fold((f64::MAX, f64::MIN), |(lo, hi), x| (lo.min(*x), hi.max(*x)))
 }
 
-#[cfg(not(target_os = "linux"))]
-fn clock_ticks_per_second() -> f64 {
-    100.0
+fn mib_per_sec(bytes: u64, elapsed: Duration) -> f64 {
+    bytes as f64 / (1 << 20) as f64 / elapsed.as_secs_f64()
 }
 
-fn spawn_server(handle: impl Fn(TcpStream) + Send + Sync + Copy + 'static) -> anyhow::Result<SocketAddr> {
-    let listener = TcpListener::bind("127.0.0.1:0")?;
-    let addr = listener.local_addr()?;
-    std::thread::spawn(move || {
-        for stream in listener.incoming().flatten() {
-            std::thread::spawn(move || handle(stream));
-        }
-    });
-    Ok(addr)
-}
-
-/// Opens a stream to `target`, through SOCKS5 (no auth, CONNECT) when `socks` is given.
-fn open(socks: Option<SocketAddr>, target: SocketAddr, name: Option<&str>) -> anyhow::Result<TcpStream> {
-    let Some(proxy) = socks else {
-        let s = TcpStream::connect(target)?;
-        s.set_nodelay(true)?;
-        return Ok(s);
-    };
-    let mut s = TcpStream::connect(proxy)?;
-    s.set_nodelay(true)?;
-    s.write_all(&[5, 1, 0])?;
-    let mut m = [0u8; 2];
-    s.read_exact(&mut m)?;
-    let host = name.map(str::to_owned).unwrap_or_else(|| target.ip().to_string());
-    let mut req = vec![5, 1, 0, 3, host.len() as u8];
-    req.extend_from_slice(host.as_bytes());
-    req.extend_from_slice(&target.port().to_be_bytes());
-    s.write_all(&req)?;
-    let mut reply = [0u8; 10];
-    s.read_exact(&mut reply)?;
-    if reply[1] != 0 {
-        bail!("SOCKS reply {}", reply[1]);
-    }
-    Ok(s)
-}
-
-fn bulk(socks: Option<SocketAddr>, sink: SocketAddr, bytes: u64) -> anyhow::Result<f64> {
+/// `bytes` split over `streams` parallel downloads; aggregate MiB/s.
+fn parallel_download(
+    o: &Options,
+    socks: Option<SocketAddr>,
+    sink: SocketAddr,
+    streams: usize,
+) -> anyhow::Result<f64> {
+    let each = o.bytes / streams as u64;
+    let host = o.host(false).map(str::to_owned);
     let started = Instant::now();
-    let mut s = open(socks, sink, None)?;
-    let mut buf = vec![0u8; BUF];
-    let mut got = 0u64;
-    loop {
-        let n = s.read(&mut buf)?;
-        if n == 0 {
-            break;
-        }
-        got += n as u64;
+    let handles: Vec<_> = (0..streams)
+        .map(|_| {
+            let host = host.clone();
+            std::thread::spawn(move || net::download(socks, sink, host.as_deref(), each))
+        })
+        .collect();
+    for h in handles {
+        h.join().map_err(|_| anyhow::anyhow!("download thread panicked"))??;
     }
-    if got != bytes {
-        bail!("received {got} of {bytes} bytes");
-    }
-    Ok(bytes as f64 / (1 << 20) as f64 / started.elapsed().as_secs_f64())
+    Ok(mib_per_sec(each * streams as u64, started.elapsed()))
 }
 
-fn echo_once(socks: Option<SocketAddr>, echo: SocketAddr, name: Option<&str>) -> anyhow::Result<()> {
-    let mut s = open(socks, echo, name)?;
-    s.write_all(b"x")?;
-    let mut b = [0u8; 1];
-    s.read_exact(&mut b)?;
+fn bulk(o: &mut Options) -> anyhow::Result<()> {
+    let sink = net::sink()?;
+    for streams in o.streams.clone() {
+        let mut speeds = vec![Vec::new(); o.paths.len()];
+        let mut cpu = vec![Duration::ZERO; o.paths.len()];
+        for _ in 0..o.runs {
+            for (i, path) in o.paths.iter().enumerate() {
+                let before = path.pid.map(sys::cpu_time).transpose()?;
+                let speed = parallel_download(o, path.socks, sink, streams)
+                    .with_context(|| format!("bulk, {streams} stream(s), via {}", path.name))?;
+                speeds[i].push(speed);
+                if let (Some(pid), Some(before)) = (path.pid, before) {
+                    cpu[i] += sys::cpu_time(pid)?.saturating_sub(before);
+                }
+            }
+        }
+        let gib = (o.bytes * o.runs as u64) as f64 / (1u64 << 30) as f64;
+        let first = median(&speeds[0]);
+        for (i, path) in o.paths.iter().enumerate() {
+            let m = median(&speeds[i]);
+            let (lo, hi) = min_max(&speeds[i]);
+            let cpu_per_gib = path.pid.map(|_| cpu[i].as_secs_f64() / gib);
+            let cpu_text = cpu_per_gib.map(|c| format!("  {c:.3} s CPU per GiB")).unwrap_or_default();
+            println!(
+                "bulk x{streams} {:<18} median {m:8.1} MiB/s  (min {lo:.1}, max {hi:.1})  {:5.1} % of {}{cpu_text}",
+                path.name,
+                100.0 * m / first,
+                o.paths[0].name
+            );
+            let record = json!({"phase": "bulk", "streams": streams, "path": path.name,
+                "mib_s": speeds[i], "cpu_s_per_gib": cpu_per_gib});
+            o.emit(record)?;
+        }
+    }
     Ok(())
 }
 
-fn latencies(n: usize, mut once: impl FnMut() -> anyhow::Result<()>) -> anyhow::Result<Vec<Duration>> {
-    // Warm up caches and the proxy's allocator before measuring.
-    for _ in 0..50 {
-        once()?;
-    }
+/// `n` timed calls of `once`, in µs.
+fn latencies(n: usize, mut once: impl FnMut() -> anyhow::Result<()>) -> anyhow::Result<Vec<f64>> {
     (0..n)
         .map(|_| {
             let t = Instant::now();
-            once().map(|()| t.elapsed())
+            once().map(|()| t.elapsed().as_secs_f64() * 1e6)
         })
         .collect()
 }
 
-fn median(v: &mut [f64]) -> f64 {
-    v.sort_by(f64::total_cmp);
-    v[v.len() / 2]
-}
-
-fn percentiles(v: &[Duration]) -> (f64, f64) {
-    let mut us: Vec<f64> = v.iter().map(|d| d.as_secs_f64() * 1e6).collect();
+fn percentiles(us: &[f64]) -> (f64, f64) {
+    let mut us = us.to_vec();
     us.sort_by(f64::total_cmp);
     let at = |q: f64| us[((us.len() as f64 * q) as usize).min(us.len() - 1)];
     (at(0.50), at(0.99))
+}
+
+fn conn(o: &mut Options) -> anyhow::Result<()> {
+    let echo = net::echo()?;
+    // (path index, by name?) for every series measured.
+    let mut series: Vec<(usize, bool)> = Vec::new();
+    for (i, path) in o.paths.iter().enumerate() {
+        match path.socks {
+            None => series.push((i, false)),
+            Some(_) if o.direct => series.extend([(i, false), (i, true)]),
+            Some(_) => series.push((i, true)),
+        }
+    }
+    for &(i, by_name) in &series {
+        let path = &o.paths[i];
+        for _ in 0..50 {
+            net::echo_once(path.socks, echo, o.host(by_name))
+                .with_context(|| format!("warm-up via {}", path.name))?;
+        }
+    }
+    // Rounds of a block per series, so drift on the machine hits every series alike.
+    let rounds = o.conns.clamp(1, 10);
+    let mut samples = vec![Vec::new(); series.len()];
+    for _ in 0..rounds {
+        for (k, &(i, by_name)) in series.iter().enumerate() {
+            let path = &o.paths[i];
+            let v = latencies(o.conns / rounds, || net::echo_once(path.socks, echo, o.host(by_name)))
+                .with_context(|| format!("connections via {}", path.name))?;
+            samples[k].extend(v);
+        }
+    }
+    let base = o.direct.then(|| percentiles(&samples[0]));
+    for (k, &(i, by_name)) in series.iter().enumerate() {
+        let (p50, p99) = percentiles(&samples[k]);
+        let how = if by_name { "name" } else { "IP" };
+        let label = match o.paths[i].socks {
+            None => o.paths[i].name.clone(),
+            Some(_) => format!("{} ({how})", o.paths[i].name),
+        };
+        let added = base.filter(|_| o.paths[i].socks.is_some()).map(|(b50, b99)| (p50 - b50, p99 - b99));
+        let added_text =
+            added.map(|(a50, a99)| format!("  added p50 {a50:+.1} µs, p99 {a99:+.1} µs")).unwrap_or_default();
+        println!("conn {label:<29} p50 {p50:8.1} µs  p99 {p99:8.1} µs{added_text}");
+        let record = json!({"phase": "conn", "path": o.paths[i].name, "how": how, "p50_us": p50, "p99_us": p99,
+            "added_p50_us": added.map(|a| a.0), "added_p99_us": added.map(|a| a.1), "n": samples[k].len()});
+        o.emit(record)?;
+    }
+    Ok(())
+}
+
+/// Connections per second with `workers` threads until `total` connections are done.
+fn rate_once(o: &Options, socks: Option<SocketAddr>, echo: SocketAddr) -> (f64, usize) {
+    let next = Arc::new(AtomicUsize::new(0));
+    let errors = Arc::new(AtomicUsize::new(0));
+    let total = o.rate_conns;
+    let host = o.host(false).map(str::to_owned);
+    let started = Instant::now();
+    let handles: Vec<_> = (0..o.rate_workers)
+        .map(|_| {
+            let (next, errors, host) = (Arc::clone(&next), Arc::clone(&errors), host.clone());
+            std::thread::spawn(move || {
+                while next.fetch_add(1, Ordering::Relaxed) < total {
+                    if net::echo_once(socks, echo, host.as_deref()).is_err() {
+                        errors.fetch_add(1, Ordering::Relaxed);
+                    }
+                }
+            })
+        })
+        .collect();
+    for h in handles {
+        let _ = h.join();
+    }
+    (total as f64 / started.elapsed().as_secs_f64(), errors.load(Ordering::Relaxed))
+}
+
+fn rate(o: &mut Options) -> anyhow::Result<()> {
+    let echo = net::echo()?;
+    let mut rates = vec![Vec::new(); o.paths.len()];
+    let mut errors = vec![0usize; o.paths.len()];
+    for _ in 0..o.runs {
+        for (i, path) in o.paths.iter().enumerate() {
+            let (r, e) = rate_once(o, path.socks, echo);
+            rates[i].push(r);
+            errors[i] += e;
+        }
+    }
+    for (i, path) in o.paths.iter().enumerate() {
+        let (lo, hi) = min_max(&rates[i]);
+        println!(
+            "rate {:<18} {} workers: median {:8.0} conn/s (min {lo:.0}, max {hi:.0}), {} failed",
+            path.name,
+            o.rate_workers,
+            median(&rates[i]),
+            errors[i]
+        );
+        let record = json!({"phase": "rate", "path": path.name, "workers": o.rate_workers,
+            "conn_s": rates[i], "errors": errors[i]});
+        o.emit(record)?;
+    }
+    Ok(())
+}
+
+fn link(o: &mut Options) -> anyhow::Result<()> {
+    let sink = net::sink()?;
+    let (rtt_ms, mbit) = o.link;
+    let listen = std::net::TcpListener::bind("127.0.0.1:0")?.local_addr()?;
+    let exe = std::env::current_exe()?.with_file_name("slow-link");
+    let mut child = std::process::Command::new(&exe)
+        .args([listen.to_string(), sink.to_string(), rtt_ms.to_string(), mbit.to_string()])
+        .spawn()
+        .with_context(|| format!("starting {}", exe.display()))?;
+    let ready = (0..200).any(|_| {
+        std::thread::sleep(Duration::from_millis(25));
+        std::net::TcpStream::connect(listen).is_ok()
+    });
+    let result = (|| {
+        if !ready {
+            bail!("slow-link did not listen on {listen}");
+        }
+        // The link's own throughput, then the same link behind each proxy.
+        let paths: Vec<&Path> = o.paths.iter().filter(|p| p.socks.is_none() || p.pid.is_some()).collect();
+        let mut speeds = vec![Vec::new(); paths.len()];
+        for _ in 0..o.runs {
+            for (i, path) in paths.iter().enumerate() {
+                let started = Instant::now();
+                net::download(path.socks, listen, None, o.link_bytes)
+                    .with_context(|| format!("over the link via {}", path.name))?;
+                speeds[i].push(mib_per_sec(o.link_bytes, started.elapsed()));
+            }
+        }
+        Ok((paths.iter().map(|p| p.name.clone()).collect::<Vec<_>>(), speeds))
+    })();
+    let _ = child.kill();
+    let _ = child.wait();
+    let (names, speeds) = result?;
+    for (name, v) in names.iter().zip(&speeds) {
+        let (lo, hi) = min_max(v);
+        println!(
+            "link {rtt_ms} ms {mbit} Mbit/s {name:<18} median {:8.1} MiB/s (min {lo:.1}, max {hi:.1})",
+            median(v)
+        );
+        let record = json!({"phase": "link", "path": name, "rtt_ms": rtt_ms, "mbit": mbit, "mib_s": v});
+        o.emit(record)?;
+    }
+    Ok(())
+}
+
+fn idle(o: &mut Options) -> anyhow::Result<()> {
+    let holder = net::Holder::start()?;
+    let measured: Vec<usize> = o
+        .paths
+        .iter()
+        .enumerate()
+        .filter(|(_, p)| p.socks.is_none() || p.pid.is_some())
+        .map(|(i, _)| i)
+        .collect();
+    for n in o.idle.clone() {
+        for &i in &measured {
+            let (socks, pid, name) = (o.paths[i].socks, o.paths[i].pid, o.paths[i].name.clone());
+            let before = sys::Memory::sample(pid)?;
+            let mut open = Vec::with_capacity(n);
+            for k in 0..n {
+                let s = net::open(socks, holder.addr, o.host(false))
+                    .with_context(|| format!("idle connection {k} of {n} via {name}"))?;
+                open.push(s);
+            }
+            let all_held = (0..400).any(|_| {
+                std::thread::sleep(Duration::from_millis(25));
+                holder.held() >= n
+            });
+            if !all_held {
+                bail!("the holder got {} of {n} connections via {name}", holder.held());
+            }
+            // Let the proxy settle (tasks parked, buffers returned) before sampling.
+            std::thread::sleep(Duration::from_secs(1));
+            let held = sys::Memory::sample(pid)?;
+            drop(open);
+            holder.release();
+            std::thread::sleep(Duration::from_secs(2));
+            let after = sys::Memory::sample(pid)?;
+            let per = |a: u64, b: u64| (a as f64 - b as f64) * 1024.0 / n as f64;
+            println!(
+                "idle {n:>6} via {name:<18} user {:8.0} B/conn (RSS {} → {} → {} KiB)  kernel: slab {:8.0} + tcp {:6.0} B/conn",
+                per(held.rss_kib, before.rss_kib),
+                before.rss_kib,
+                held.rss_kib,
+                after.rss_kib,
+                per(held.slab_kib, before.slab_kib),
+                per(held.tcp_mem_kib, before.tcp_mem_kib),
+            );
+            let record = json!({"phase": "idle", "n": n, "path": name,
+                "rss_kib": [before.rss_kib, held.rss_kib, after.rss_kib],
+                "slab_kib": [before.slab_kib, held.slab_kib, after.slab_kib],
+                "tcp_mem_kib": [before.tcp_mem_kib, held.tcp_mem_kib, after.tcp_mem_kib]});
+            o.emit(record)?;
+        }
+    }
+    Ok(())
 }

@@ -748,4 +748,106 @@ mod tests {
             assert!(c.jumphost_fact().is_ok(), "{}: {:?}", c.id, c.jumphost_fact());
         }
     }
+
+    mod properties {
+        use super::*;
+        use crate::routing::RoutingTable;
+        use proptest::prelude::*;
+
+        /// Fact values an operator (or a broken Lieutenant) could write: names, lists with blanks
+        /// and empty entries, URLs, IP literals, odd characters, very long labels.
+        fn fact_value() -> impl Strategy<Value = Value> {
+            prop_oneof![
+                "[a-zA-Z0-9._-]{0,30}".prop_map(Value::from),
+                "[a-z0-9.]{1,12}(, ?[a-z0-9.]{0,12}){0,4},?".prop_map(Value::from),
+                "(https?://)?[a-z0-9.\\[\\]:@-]{0,40}(:[0-9]{1,6})?(/[a-z]{0,5})?".prop_map(Value::from),
+                "\\PC{0,20}".prop_map(Value::from),
+                "[a-z]{60,70}\\.example".prop_map(Value::from),
+                any::<i64>().prop_map(Value::from),
+                Just(Value::Null),
+                Just(json!({"a": ["b"]})),
+            ]
+        }
+
+        fn cluster_json() -> impl Strategy<Value = Value> {
+            (
+                "[a-z0-9-]{1,12}",
+                proptest::collection::btree_map(
+                    prop_oneof![
+                        Just("jumphost"),
+                        Just("jumphostDomains"),
+                        Just("jumphostSkipDomains"),
+                        Just("distribution")
+                    ],
+                    fact_value(),
+                    0..4,
+                ),
+                proptest::collection::btree_map(
+                    prop_oneof![
+                        Just("openshiftBaseDomain"),
+                        Just("openshiftAppsDomain"),
+                        Just("openshiftApiURL"),
+                        Just("openshiftConsoleURL")
+                    ],
+                    fact_value(),
+                    0..4,
+                ),
+            )
+                .prop_map(|(id, facts, dynamic)| json!({"id": id, "facts": facts, "dynamicFacts": dynamic}))
+        }
+
+        fn is_normalised(suffix: &str) -> bool {
+            !suffix.is_empty()
+                && suffix.len() <= MAX_NAME_LEN
+                && !suffix.ends_with('.')
+                && suffix.split('.').all(|l| !l.is_empty() && l.len() <= MAX_LABEL_LEN)
+                && suffix.bytes().all(|b| b.is_ascii_lowercase() || b.is_ascii_digit() || b"-_.".contains(&b))
+        }
+
+        proptest! {
+            #![proptest_config(ProptestConfig::with_cases(256))]
+
+            /// Any bytes, and any cut of a valid inventory: an error or clusters, never a panic.
+            #[test]
+            fn arbitrary_or_truncated_input_never_panics(
+                bytes in proptest::collection::vec(any::<u8>(), 0..400),
+                clusters in proptest::collection::vec(cluster_json(), 0..4),
+                cut in any::<prop::sample::Index>(),
+            ) {
+                let _ = parse_clusters(&bytes);
+                let text = serde_json::to_vec(&clusters).unwrap();
+                prop_assert!(parse_clusters(&text).is_ok());
+                let cut = cut.index(text.len().max(1));
+                if cut < text.len() {
+                    prop_assert!(parse_clusters(&text[..cut]).is_err());
+                }
+            }
+
+            /// Adversarial fact values: every entry becomes a normalised suffix or a reported
+            /// invalid one, and the routing table built from them answers every lookup.
+            #[test]
+            fn adversarial_facts_give_normalised_suffixes_or_named_errors(
+                clusters in proptest::collection::vec(cluster_json(), 1..6),
+            ) {
+                let clusters: Vec<Cluster> =
+                    serde_json::from_value(Value::Array(clusters)).expect("generated clusters parse");
+                for c in &clusters {
+                    let facts = c.routing_facts();
+                    for suffix in facts.include.iter().chain(&facts.exclude) {
+                        prop_assert!(is_normalised(suffix), "{:?} from {:?}", suffix, c);
+                    }
+                    for invalid in &facts.invalid {
+                        prop_assert!(!invalid.to_string().is_empty());
+                    }
+                }
+                let table = RoutingTable::compile(&clusters);
+                for c in &clusters {
+                    for suffix in c.routing_facts().include {
+                        let _ = table.lookup(&suffix);
+                        let _ = table.explain(&format!("x.{suffix}"));
+                    }
+                }
+            }
+        }
+    }
 }

@@ -89,3 +89,57 @@ fn pubkey_accepted_algorithms_decides_which_keys_may_sign_in() {
     // `+ssh-rsa`, the usual line for an old jump host, keeps every other type.
     reload_and_route(&lab, vec!["PubkeyAcceptedAlgorithms +ssh-rsa".to_owned()]);
 }
+
+/// Whether this CPU has the AES and carry-less multiply instructions AES-GCM uses.
+fn aes_gcm_accelerated() -> bool {
+    #[cfg(target_arch = "x86_64")]
+    {
+        std::arch::is_x86_feature_detected!("aes") && std::arch::is_x86_feature_detected!("pclmulqdq")
+    }
+    #[cfg(target_arch = "aarch64")]
+    {
+        std::arch::is_aarch64_feature_detected!("aes") && std::arch::is_aarch64_feature_detected!("pmull")
+    }
+    #[cfg(not(any(target_arch = "x86_64", target_arch = "aarch64")))]
+    {
+        false
+    }
+}
+
+/// The cipher sshd (at LogLevel DEBUG) negotiated with its clients so far, one per connection.
+fn negotiated_ciphers(sshd_log: &str) -> Vec<String> {
+    sshd_log
+        .lines()
+        .filter_map(|l| l.split("kex: client->server cipher: ").nth(1))
+        .filter_map(|rest| rest.split_whitespace().next())
+        .map(str::to_owned)
+        .collect()
+}
+
+/// Routes one request through a jump host whose sshd offers OpenSSH's default ciphers and logs
+/// the negotiation; returns the cipher of kharond's session.
+fn cipher_kharond_negotiates(host_options: Vec<String>) -> String {
+    let mut lab = Lab::new(LabOptions {
+        host_options,
+        sshd_options: vec!["LogLevel DEBUG".into()],
+        ..Default::default()
+    });
+    lab.start_daemon();
+    assert_eq!(lab.hello().unwrap(), "hello from target");
+    let log = lab.hops[0].log();
+    let ciphers = negotiated_ciphers(&log);
+    // The harness's readiness probe never gets as far as a key exchange: one line, ours.
+    assert_eq!(ciphers.len(), 1, "{log}");
+    ciphers[0].clone()
+}
+
+#[test]
+fn without_a_ciphers_line_kharond_negotiates_aes_gcm_where_the_cpu_accelerates_it() {
+    let expected =
+        if aes_gcm_accelerated() { "aes256-gcm@openssh.com" } else { "chacha20-poly1305@openssh.com" };
+    assert_eq!(cipher_kharond_negotiates(Vec::new()), expected);
+    // The user's Ciphers line still wins: the cipher kharon would otherwise put second.
+    let other =
+        if aes_gcm_accelerated() { "chacha20-poly1305@openssh.com" } else { "aes256-gcm@openssh.com" };
+    assert_eq!(cipher_kharond_negotiates(vec![format!("Ciphers {other}")]), other);
+}

@@ -1,0 +1,347 @@
+#!/usr/bin/env python3
+"""bench/report.py RESULTS.jsonl OUT.md OUT.png: the benchmark page from bench/run.sh's results.
+
+Each figure is a ratio of kharond against a baseline measured in the same run (the median of the
+run pairs, with their min and max), put next to its target from issue 17 with a verdict:
+- "met" / "not met";
+- "ceiling-bound" when the target is out of reach of anything on this machine, with the
+  measurement that shows it: the bare splice relay (thin-relay) itself not reaching the ratio
+  asked of kharond against microsocks or dante, or sshd using a whole core while serving kharond.
+
+The plot shows every ratio divided by its target (so 1 is the target and more is better, for
+"at most" targets the inverse), on a log scale, drawn by gnuplot.
+"""
+
+import json
+import os
+import statistics
+import subprocess
+import sys
+from collections import defaultdict
+
+KIB = 1024
+
+
+def load(path):
+    records = defaultdict(list)
+    for line in open(path):
+        line = line.strip()
+        if line:
+            r = json.loads(line)
+            records[r["phase"]].append(r)
+    return records
+
+
+def med(v):
+    return statistics.median(v) if v else float("nan")
+
+
+def pair_ratios(a, b):
+    """Run-by-run ratios of two interleaved series."""
+    return [x / y for x, y in zip(a, b) if y > 0]
+
+
+class Figure:
+    def __init__(self, name, value, unit, target, at_least, verdict, note="", lo=None, hi=None, plot=True):
+        self.name, self.value, self.unit, self.target, self.at_least = name, value, unit, target, at_least
+        self.verdict, self.note, self.lo, self.hi, self.plot = verdict, note, lo, hi, plot
+
+    def score(self, v):
+        if v is None or self.target is None or v != v or v <= 0:
+            return None
+        return v / self.target if self.at_least else self.target / v
+
+
+def fmt(v, unit):
+    if v is None or v != v:
+        return "—"
+    if unit == "x":
+        return f"{v:.2f}×"
+    if unit == "B":
+        return f"{v / KIB:.1f} KiB"
+    if unit == "MiB":
+        return f"{v:.1f} MiB"
+    if unit == "s":
+        return f"{v:.2f} s"
+    if unit == "conn/s":
+        return f"{v:,.0f} conn/s"
+    if unit == "ns":
+        return f"{v:.0f} ns"
+    return f"{v:.3g} {unit}"
+
+
+def verdict(value, target, at_least):
+    if value is None or value != value or target is None:
+        return "reported"
+    ok = value >= target if at_least else value <= target
+    return "met" if ok else "not met"
+
+
+def ratio_figure(name, ratios, target, at_least=True, ceiling=None, note=""):
+    """A ratio figure from run-pair ratios; `ceiling` is (ceiling ratio, why) or None."""
+    value = med(ratios)
+    lo, hi = (min(ratios), max(ratios)) if ratios else (None, None)
+    v = verdict(value, target, at_least)
+    if v == "not met" and ceiling is not None:
+        c, why = ceiling
+        reachable = c >= target if at_least else c <= target
+        if not reachable:
+            v = "ceiling-bound"
+            note = (note + "; " if note else "") + why
+    return Figure(name, value, "x", target, at_least, v, note, lo, hi)
+
+
+def direct_figures(rec, figures):
+    bulk = defaultdict(dict)
+    for r in rec["bulk"]:
+        bulk[r["streams"]][r["path"]] = r
+    for streams in sorted(bulk):
+        paths = bulk[streams]
+        if "kharond" not in paths:
+            continue
+        k = paths["kharond"]["mib_s"]
+        s = f"{streams} stream" + ("s" if streams > 1 else "")
+        thin = paths.get("thin-relay", {}).get("mib_s")
+        loop = paths.get("direct loopback", {}).get("mib_s")
+        cpu = paths["kharond"].get("cpu_s_per_gib")
+        extra = f"kharond {med(k):.0f} MiB/s"
+        if loop:
+            extra += f", {100 * med(k) / med(loop):.0f} % of plain loopback ({med(loop):.0f} MiB/s)"
+        if cpu is not None:
+            extra += f", kharond CPU {cpu:.2f} s/GiB"
+        if thin:
+            figures.append(ratio_figure(f"direct, {s}: kharond / thin-relay", pair_ratios(k, thin), 0.95,
+                                        note=f"{extra}; thin-relay {med(thin):.0f} MiB/s"))
+        for other, target in (("microsocks", 5.0), ("dante", 1.5)):
+            o = paths.get(other, {}).get("mib_s")
+            if not o:
+                figures.append(Figure(f"direct, {s}: kharond / {other}", None, "x", target, True, "not measured",
+                                      f"{other} not installed"))
+                continue
+            ceiling = None
+            if thin:
+                c = med(pair_ratios(thin, o))
+                ceiling = (c, f"thin-relay itself reaches {c:.2f}× {other} ({med(o):.0f} MiB/s)")
+            figures.append(ratio_figure(f"direct, {s}: kharond / {other}", pair_ratios(k, o), target,
+                                        ceiling=ceiling, note=f"{other} {med(o):.0f} MiB/s"))
+
+    conn = {(r["path"], r["how"]): r for r in rec["conn"]}
+    k, m = conn.get(("kharond", "IP")), conn.get(("microsocks", "IP"))
+    if k and m and m["added_p50_us"] and m["added_p50_us"] > 0:
+        kn = conn.get(("kharond", "name"))
+        thin = conn.get(("thin-relay", "IP"))
+        note = f"added p50 kharond {k['added_p50_us']:.0f} µs, microsocks {m['added_p50_us']:.0f} µs (by IP)"
+        if kn:
+            note += f"; kharond by name {kn['added_p50_us']:.0f} µs"
+        ceiling = None
+        if thin:
+            c = thin["added_p50_us"] / m["added_p50_us"]
+            ceiling = (c, f"thin-relay adds {thin['added_p50_us']:.0f} µs, {c:.2f}× microsocks")
+        figures.append(ratio_figure("direct, added setup p50: kharond / microsocks",
+                                    [k["added_p50_us"] / m["added_p50_us"]], 1.2, at_least=False,
+                                    ceiling=ceiling, note=note))
+
+    rates = {r["path"]: r for r in rec["rate"] if "hops" not in r}
+    if "kharond" in rates:
+        k = rates["kharond"]
+        v = med(k["conn_s"])
+        note = f"{k['workers']} workers, {k['errors']} failed"
+        if "direct loopback" in rates:
+            note += f"; plain loopback {med(rates['direct loopback']['conn_s']):,.0f} conn/s"
+        for other in ("thin-relay", "microsocks", "dante"):
+            if other in rates:
+                note += f"; {other} {med(rates[other]['conn_s']):,.0f}"
+        figures.append(Figure("direct, connections per second, 64 workers", v, "conn/s", 5000, True,
+                              verdict(v, 5000, True) if k["errors"] == 0 else "not met", note + " (target: targets.md §6)",
+                              min(k["conn_s"]), max(k["conn_s"]), plot=False))
+
+    link = {r["path"]: r for r in rec["link"]}
+    if "kharond" in link and "direct loopback" in link:
+        k, d = link["kharond"]["mib_s"], link["direct loopback"]["mib_s"]
+        r0 = link["kharond"]
+        figures.append(ratio_figure(f"direct over {r0['mbit']:.0f} Mbit/s, {r0['rtt_ms']} ms: kharond / no proxy",
+                                    pair_ratios(k, d), 0.98,
+                                    note=f"kharond {med(k):.1f} MiB/s, link alone {med(d):.1f} MiB/s (slow-link)"))
+
+
+def memory_figures(rec, figures):
+    idle = defaultdict(dict)
+    for r in rec["idle"]:
+        idle[r["n"]][r["path"]] = r
+    kernel = lambda r: (r["slab_kib"][1] - r["slab_kib"][0]) + (r["tcp_mem_kib"][1] - r["tcp_mem_kib"][0])
+    for n in sorted(idle):
+        k, d = idle[n].get("kharond"), idle[n].get("direct loopback")
+        if not k:
+            continue
+        user = (k["rss_kib"][1] - k["rss_kib"][0]) * KIB / n
+        kern = (kernel(k) - (kernel(d) if d else 0)) * KIB / n
+        total = user + kern
+        figures.append(Figure(f"memory per idle direct connection, {n:,}", total, "B", 16 * KIB, False,
+                              verdict(total, 16 * KIB, False),
+                              f"user (VmRSS) {user / KIB:.1f} KiB + kernel {kern / KIB:.1f} KiB "
+                              f"(Slab + TCP memory, less the same {n:,} connections without a proxy); "
+                              f"RSS {k['rss_kib'][0] / KIB:.1f} → {k['rss_kib'][1] / KIB:.1f} → "
+                              f"{k['rss_kib'][2] / KIB:.1f} MiB after closing"))
+    for r in rec["daemon"][:1]:
+        v = r["rss_kib"] / KIB
+        figures.append(Figure("idle daemon RSS (example inventory)", v, "MiB", 15, False, verdict(v, 15, False),
+                              "right after start, no connection yet"))
+    inv = {r["which"]: r for r in rec["inventory"]}
+    if "large" in inv:
+        runs = inv["large"]["runs"]
+        n = inv["large"]["clusters"]
+        rss = med([r["rss_kib"] for r in runs]) / KIB
+        start = med([r["start_s"] for r in runs])
+        pac = med([r["pac_bytes"] for r in runs])
+        after = med([r["rss_after_pac_kib"] for r in runs]) / KIB
+        small = inv.get("example", {}).get("runs", [])
+        base = f"; example inventory: {med([r['start_s'] for r in small]) * 1000:.0f} ms, " \
+               f"{med([r['rss_kib'] for r in small]) / KIB:.1f} MiB" if small else ""
+        figures.append(Figure(f"{n:,}-cluster inventory: daemon RSS", rss, "MiB", 100, False,
+                              verdict(rss, 100, False), f"{after:.1f} MiB after the first PAC fetch{base}"))
+        figures.append(Figure(f"{n:,}-cluster inventory: start", start, "s", 1.0, False, verdict(start, 1.0, False),
+                              f"exec until the SOCKS port accepts; PAC {pac / 1e6:.1f} MB, "
+                              f"rendered in {med([r['pac_s'] for r in runs]) * 1000:.0f} ms"))
+    lookups = [r for r in rec["routing"] if r["group"] == "lookup"]
+    if lookups:
+        vals = {r["name"]: r["median_ns"] for r in lookups}
+        worst = max(vals.values())
+        figures.append(Figure("route lookup at 10,000 clusters (slowest case)", worst, "ns", None, False, "reported",
+                              ", ".join(f"{k} {v:.0f}" for k, v in sorted(vals.items())) + " ns (criterion medians)",
+                              plot=False))
+
+
+def routed_figures(rec, figures):
+    for r in rec["routed"]:
+        k, s = r["kharond_mb_s"], r["ssh_mb_s"]
+        default = r["cipher"] == "default"
+        where = "50 ms link" if r["rtt_ms"] else ("1 hop" if r["hops"] == 1 else f"{r['hops']} hops")
+        if default:
+            target, name = 1.5, f"routed, default vs default cipher, {where}: kharond / ssh -D"
+        elif r["rtt_ms"]:
+            target, name = 2.5, f"routed, same cipher, {r['rtt_ms']} ms link: kharond / ssh -D"
+        else:
+            target, name = (1.0 if r["hops"] == 1 else 1.25), f"routed, same cipher, {where}: kharond / ssh -D"
+        util = med(r.get("sshd_util_kharond", []))
+        note = f"{med(k):.0f} / {med(s):.0f} MB/s"
+        if not default:
+            note += f", {r['cipher']}"
+        note += f"; client CPU {med(r['kharond_cpu_s_per_gib']):.2f} / {med(r['ssh_cpu_s_per_gib']):.2f} s/GiB"
+        ceiling = None
+        if util == util and util >= 0.9:
+            ceiling = (0, f"sshd used {util:.2f} of a core serving kharond")
+        figures.append(ratio_figure(name, pair_ratios(k, s), target, ceiling=ceiling, note=note))
+    setups = defaultdict(dict)
+    for r in rec["routed_setup"]:
+        setups[(r["hops"], r["cipher"], r["rtt_ms"])][r["path"]] = r
+    for (hops, cipher, rtt), p in sorted(setups.items()):
+        if "kharond" not in p or "ssh -D" not in p or cipher == "default":
+            continue
+        k, s = p["kharond"], p["ssh -D"]
+        where = f"{rtt} ms link" if rtt else (f"{hops} hop" + ("s" if hops > 1 else ""))
+        # Over a long link both pay the round trip: the target is for loopback.
+        target = 0.1 if not rtt else None
+        figures.append(Figure(f"routed, warm setup p50, {where}: kharond / ssh -D", k["p50_ms"] / s["p50_ms"], "x",
+                              target, False, verdict(k["p50_ms"] / s["p50_ms"], target, False),
+                              f"{k['p50_ms']:.2f} / {s['p50_ms']:.2f} ms; p99 {k['p99_ms']:.2f} / {s['p99_ms']:.2f} ms; "
+                              f"over 20 ms {k['slow']} / {s['slow']} of {k['n']}", plot=target is not None))
+    rates = {r["path"]: r for r in rec["rate"] if "hops" in r}
+    if "kharond" in rates and "ssh -D" in rates:
+        k, s = rates["kharond"]["conn_s"], rates["ssh -D"]["conn_s"]
+        figures.append(Figure("routed, connections per second, 64 workers: kharond / ssh -D", med(pair_ratios(k, s)),
+                              "x", None, True, "reported",
+                              f"{med(k):,.0f} / {med(s):,.0f} conn/s, failed {rates['kharond']['errors']} / "
+                              f"{rates['ssh -D']['errors']} (no target in issue 17)", plot=False))
+
+
+def page(rec, figures):
+    m = rec["machine"][0] if rec["machine"] else {}
+    ciphers = rec["cipher"]
+    out = ["# Benchmarks", ""]
+    if m.get("quick"):
+        out += ["**QUICK=1 smoke run: tiny sizes, the figures mean nothing.**", ""]
+    out += [
+        "Written by `bench/run.sh` (one command; `QUICK=1` for a smoke run). Every figure is kharond "
+        "against a baseline measured in the same run, runs interleaved and repeated; a ratio is the "
+        "median of the run pairs, [min–max] beside it. Raw results: `docs/benchmarks.jsonl`.",
+        "",
+        "| | |", "|---|---|",
+        f"| date | {m.get('date', '?')} |",
+        f"| CPU | {m.get('cpu', '?')}, {m.get('cores', '?')} cores, AES-NI+PCLMULQDQ: {'yes' if m.get('aes') else 'no'} |",
+        f"| kernel | Linux {m.get('kernel', '?')}, TCP congestion control {m.get('congestion_control', '?')} |",
+        f"| load average | {m.get('load_before', '?')} before, {m.get('load_after', '?')} after ({m.get('seconds', '?')} s) |",
+        f"| kharond | {m.get('kharond', '?')} |",
+        f"| OpenSSH | {m.get('openssh', '?')} |",
+        f"| microsocks, dante | {m.get('microsocks') or 'not installed'}, {m.get('dante') or 'not installed'} (Debian) |",
+        f"| rustc | {m.get('rustc', '?')} |",
+    ]
+    if ciphers:
+        neg = "; ".join(f"{c['client']}: **{c['cipher']}**" for c in ciphers)
+        out.append(f"| ciphers, default vs default | {neg} (sshd LogLevel DEBUG) |")
+    out.append("| ciphers, same-cipher runs | aes256-gcm@openssh.com, the only one each sshd offers |")
+    out += ["", "![ratios against targets](benchmarks.png)", "",
+            "| figure | measured | [min–max] | target | verdict | how / why |", "|---|---|---|---|---|---|"]
+    for f in figures:
+        rng = f"{fmt(f.lo, f.unit)}–{fmt(f.hi, f.unit)}" if f.lo is not None and f.lo != f.hi else ""
+        tgt = "—" if f.target is None else ("≥ " if f.at_least else "≤ ") + fmt(f.target, f.unit)
+        out.append(f"| {f.name} | {fmt(f.value, f.unit)} | {rng} | {tgt} | {f.verdict} | {f.note} |")
+    out += ["", "Targets are issue 17's. \"ceiling-bound\": not reachable by anything on this machine, with the "
+            "measurement that shows it. Memory is per connection, in KiB (1,024 B): kharond's VmRSS growth, plus "
+            "the kernel's Slab and TCP memory growth less that of the same connections held without a proxy. "
+            "The plot divides each ratio by its target (for an \"at most\" target, the target by the ratio): "
+            "1 is the target, right of it is better.", ""]
+    return "\n".join(out)
+
+
+COLOURS = {"met": 0x44AA66, "not met": 0xCC4444, "ceiling-bound": 0x999999}
+
+
+def plot(figures, png):
+    rows = [f for f in figures if f.plot and f.score(f.value)]
+    if not rows:
+        return
+    data = png + ".dat"
+    with open(data, "w") as d:
+        for i, f in enumerate(rows):
+            v = f.score(f.value)
+            lo, hi = sorted((f.score(f.lo) or v, f.score(f.hi) or v))
+            tgt = ("≥ " if f.at_least else "≤ ") + fmt(f.target, f.unit)
+            label = f"{fmt(f.value, f.unit)} ({tgt}) {f.verdict}"
+            name = f.name.replace('"', "'")
+            # Top to bottom in the table's order.
+            d.write(f'{len(rows) - 1 - i} {v} {lo} {hi} {COLOURS.get(f.verdict, 0x4477AA)} "{name}" "{label}"\n')
+    height = 120 + 28 * len(rows)
+    script = f"""
+set terminal pngcairo size 1300,{height} font "sans,10"
+set output "{png}"
+set logscale x
+set xrange [0.01:20]
+set yrange [-1:{len(rows)}]
+set grid xtics
+set xlabel "measured / target (1 = target; right of it is better)"
+set key off
+set arrow from 1, graph 0 to 1, graph 1 nohead lc rgb "#cc0000" lw 2
+set style fill solid 0.7
+set lmargin 62
+set ytics nomirror
+plot "{data}" using 2:1:(0.01):2:($1-0.35):($1+0.35):5:ytic(6) with boxxyerror lc rgb variable, \\
+     "{data}" using 2:1:3:4 with xerrorbars lc rgb "black" pt 7 ps 0.4, \\
+     "{data}" using ($4*1.08):1:7 with labels left font "sans,9"
+"""
+    subprocess.run(["gnuplot"], input=script, text=True, check=True)
+    os.remove(data)
+
+
+def main():
+    results, md, png = sys.argv[1:4]
+    rec = load(results)
+    figures = []
+    direct_figures(rec, figures)
+    routed_figures(rec, figures)
+    memory_figures(rec, figures)
+    open(md, "w").write(page(rec, figures))
+    plot(figures, png)
+
+
+if __name__ == "__main__":
+    main()

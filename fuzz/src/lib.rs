@@ -1,0 +1,38 @@
+//! kharond's parsers of untrusted input, compiled from kharond's own source files for the fuzz
+//! targets in `fuzz_targets/`.
+//!
+//! kharond is a binary crate, so nothing can depend on it. Instead of giving it a `[lib]` target
+//! (which would have to take every module along: the socks module needs `proxy`, which needs
+//! `state`, the SSH pool and tokio), this crate includes the few files that parse, with
+//! `#[path]`: `socks/wire.rs` (pure functions, no I/O) and the `ssh/config` tree (which only
+//! uses its own submodules, russh's algorithm names and libc). kharond itself is unchanged.
+//! The one thing from outside those files, `crate::proxy::Failure`, is mirrored below: if a
+//! variant is added there, this crate stops compiling and says so.
+//!
+//! The PAC/HTTP request reader (`kharond/src/http.rs`) has no parsing function of its own yet:
+//! it reads and parses inside `serve`, on a `TcpStream`. A target follows once it has one.
+
+#![allow(dead_code, unused_imports, clippy::all)]
+
+/// Mirrors `kharond::proxy::Failure`, the one outside type `socks/wire.rs` names.
+pub mod proxy {
+    #[derive(Debug, Clone, Copy, PartialEq, Eq)]
+    pub enum Failure {
+        General,
+        NotAllowed,
+        NetworkUnreachable,
+        HostUnreachable,
+        ConnectionRefused,
+        TimedOut,
+    }
+}
+
+#[path = "../../kharond/src/socks"]
+pub mod socks {
+    pub mod wire;
+}
+
+#[path = "../../kharond/src/ssh"]
+pub mod ssh {
+    pub mod config;
+}

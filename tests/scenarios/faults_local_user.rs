@@ -1,0 +1,89 @@
+//! Another local user is refused by the control API (targets.md §7 item 18): first by the
+//! private runtime directory, and, if someone loosened the modes, by the peer-credential check
+//! on every request (OpenSSH's agent-getpeereid check does the same).
+//!
+//! Runs kharonctl as `nobody` with `setpriv`, which needs root; the suite runs as root (sshd
+//! scenarios need it too), and the test says so instead of skipping.
+
+use std::os::unix::fs::PermissionsExt;
+use std::path::Path;
+use std::process::{Command, Output};
+
+use kharon_e2e::kharond::Kharond;
+use kharon_e2e::{Env, inventory, kharonctl, set_mode};
+
+/// `kharonctl ARGS` as uid/gid 65534 (nobody), with a HOME it can read and our control socket.
+fn as_nobody(env: &Env, own: &Path, args: &[&str]) -> Output {
+    let p = |s: &str| own.join(s).display().to_string();
+    Command::new("setpriv")
+        .args(["--reuid=65534", "--regid=65534", "--clear-groups", "--"])
+        .arg(kharon_e2e::bin("kharonctl"))
+        .args(args)
+        .env_clear()
+        .env("PATH", std::env::var("PATH").unwrap_or_default())
+        .env("HOME", p("home"))
+        .env("XDG_CONFIG_HOME", p("config"))
+        .env("XDG_CACHE_HOME", p("cache"))
+        .env("XDG_RUNTIME_DIR", p("run"))
+        .env("KHARON_CONTROL_SOCKET", env.control_socket())
+        .output()
+        .expect("run setpriv")
+}
+
+fn text(out: &Output) -> String {
+    format!("{}{}", String::from_utf8_lossy(&out.stdout), String::from_utf8_lossy(&out.stderr))
+}
+
+#[test]
+fn another_local_user_is_refused_by_the_control_api() {
+    // SAFETY: geteuid(2) cannot fail.
+    assert_eq!(unsafe { libc::geteuid() }, 0, "acting as another user (setpriv) needs root");
+    let env = Env::new();
+    let inv =
+        env.write("inventory.json", &inventory::to_json(&[inventory::routed("c-a", "jump-a", "a.example")]));
+    let daemon = Kharond::start(&env, &["--inventory", inv.to_str().unwrap()]);
+    let loaded_at =
+        kharonctl::run(&env, &["status", "-o", "json"]).json()["inventory"]["loaded_at_ms"].clone();
+    assert!(loaded_at.is_i64() || loaded_at.is_u64(), "{loaded_at}");
+    // nobody's own world, readable by it.
+    let own = tempfile::Builder::new().prefix("khnobody").tempdir_in("/tmp").unwrap();
+    for sub in ["home", "config", "cache", "run"] {
+        std::fs::create_dir_all(own.path().join(sub)).unwrap();
+    }
+    for dir in [
+        own.path().to_path_buf(),
+        own.path().join("home"),
+        own.path().join("config"),
+        own.path().join("cache"),
+        own.path().join("run"),
+    ] {
+        std::fs::set_permissions(&dir, std::fs::Permissions::from_mode(0o777)).unwrap();
+    }
+
+    // As deployed: the socket lives in a 0700 directory of ours.
+    let out = as_nobody(&env, own.path(), &["status"]);
+    assert!(!out.status.success(), "nobody got a status:\n{}", text(&out));
+    // It cannot even see the socket (kharonctl then says the daemon is not running).
+    assert!(out.stdout.is_empty(), "{}", text(&out));
+
+    // Someone loosened every mode on the way: the daemon itself still refuses, on each request.
+    for dir in [env.path().to_path_buf(), env.path().join("run"), env.path().join("run/kharon")] {
+        set_mode(&dir, 0o755);
+    }
+    set_mode(&env.control_socket(), 0o666);
+    for args in [&["status"][..], &["route", "api.a.example"], &["reload"]] {
+        let out = as_nobody(&env, own.path(), args);
+        assert!(!out.status.success(), "nobody ran kharonctl {args:?}:\n{}", text(&out));
+        assert!(
+            text(&out).contains("uid 65534 may not control this kharond (uid 0)"),
+            "{args:?}: {}",
+            text(&out)
+        );
+    }
+    // Nothing was reloaded on nobody's behalf, and the owner is still served.
+    let status = kharonctl::run(&env, &["status", "-o", "json"]);
+    assert!(status.success(), "{}", status.stderr);
+    let status = status.json();
+    assert_eq!(status["pid"], daemon.pid());
+    assert_eq!(status["inventory"]["loaded_at_ms"], loaded_at, "{status}");
+}
