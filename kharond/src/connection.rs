@@ -22,8 +22,8 @@ use tracing::{debug, info};
 
 use crate::dial::{self, Upstream};
 use crate::http;
-use crate::proxy::{self, Accepted, Failure, Target};
 use crate::listener;
+use crate::proxy::{self, Accepted, Failure, Target};
 use crate::relay;
 use crate::state::State;
 
