@@ -13,6 +13,7 @@ pub mod cache;
 pub mod config;
 pub mod files;
 pub mod inventory;
+pub mod man_pages;
 pub mod paths;
 pub mod proto;
 pub mod routing;
