@@ -66,10 +66,7 @@ pub async fn serve(state: Arc<State>, stream: TcpStream, peer: SocketAddr, hands
 
     let started = Instant::now();
     let timeout = state.proxy.connect_timeout;
-    let upstream = match &jumphost {
-        None => dial::direct(&target, timeout).await,
-        Some(jumphost) => dial::via_jumphost(&state.pool, jumphost, &target, timeout).await,
-    };
+    let upstream = dial::routed(&state.pool, jumphost.as_deref(), &target, timeout).await;
     let upstream = match upstream {
         Ok(upstream) => upstream,
         Err(e) => {

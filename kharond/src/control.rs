@@ -149,16 +149,18 @@ async fn check(state: &State, endpoint: &crate::inventory::Endpoint, route: Opti
             return event;
         }
     };
-    let target = match host.parse::<std::net::IpAddr>() {
-        Ok(ip) => crate::proxy::Target::Ip(std::net::SocketAddr::new(ip, port)),
-        Err(_) => crate::proxy::Target::Name(host.to_ascii_lowercase(), port),
+    // Inventory data: checked as strictly as a SOCKS client's target.
+    let target = match crate::proxy::Target::from_host(host.as_bytes(), port) {
+        Ok(target) => target,
+        Err(why) => {
+            event.step = "url".to_owned();
+            event.error = format!("{}: {why}", endpoint.fact);
+            return event;
+        }
     };
     let timeout = state.proxy.connect_timeout;
     let started = std::time::Instant::now();
-    let result = match &route {
-        None => crate::dial::direct(&target, timeout).await,
-        Some(jumphost) => crate::dial::via_jumphost(&state.pool, jumphost, &target, timeout).await,
-    };
+    let result = crate::dial::routed(&state.pool, route.as_deref(), &target, timeout).await;
     event.latency_us = u64::try_from(started.elapsed().as_micros()).unwrap_or(u64::MAX);
     event.hops = route
         .as_ref()

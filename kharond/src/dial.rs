@@ -78,6 +78,19 @@ pub async fn direct(target: &Target, timeout: Duration) -> Result<Upstream, Erro
     Err(last.unwrap_or(Error::NoAddress { host: target.host() }))
 }
 
+/// Dials `target` the way its route says: through `jumphost`'s chain, or directly without one.
+pub async fn routed(
+    pool: &ssh::Pool,
+    jumphost: Option<&str>,
+    target: &Target,
+    timeout: Duration,
+) -> Result<Upstream, Error> {
+    match jumphost {
+        None => direct(target, timeout).await,
+        Some(jumphost) => via_jumphost(pool, jumphost, target, timeout).await,
+    }
+}
+
 /// Opens a channel through `jumphost`'s chain; the last hop resolves the name.
 pub async fn via_jumphost(
     pool: &ssh::Pool,

@@ -14,7 +14,6 @@
 //! (nor anything of the server's error body except its S3 error code).
 
 use std::fmt;
-use std::net::IpAddr;
 use std::sync::{Arc, OnceLock};
 use std::time::{Duration, SystemTime};
 
@@ -191,20 +190,16 @@ fn object_path(bucket: &str, key: &str) -> String {
 pub async fn fetch(state: &State, req: &Request) -> Result<Fetched, Error> {
     let endpoint = parse_endpoint(&req.endpoint, req.insecure)?;
     check_names(req)?;
-    let target = match endpoint.host.parse::<IpAddr>() {
-        Ok(ip) => Target::Ip(std::net::SocketAddr::new(ip, endpoint.port)),
-        Err(_) => Target::Name(endpoint.host.clone(), endpoint.port),
-    };
+    let target = Target::from_host(endpoint.host.as_bytes(), endpoint.port)
+        .map_err(|_| Error::BadEndpoint { endpoint: req.endpoint.clone() })?;
     let jumphost = match &target {
         Target::Ip(_) => None,
         Target::Name(name, _) => state.table().table.lookup(name).jumphost().map(str::to_owned),
     };
     let timeout = state.proxy.connect_timeout;
-    let upstream = match &jumphost {
-        None => dial::direct(&target, timeout).await,
-        Some(jh) => dial::via_jumphost(&state.pool, jh, &target, timeout).await,
-    }
-    .map_err(|source| Error::Connect { via: jumphost.clone(), source: Box::new(source) })?;
+    let upstream = dial::routed(&state.pool, jumphost.as_deref(), &target, timeout)
+        .await
+        .map_err(|source| Error::Connect { via: jumphost.clone(), source: Box::new(source) })?;
     let path = jumphost.clone().unwrap_or_else(|| "direct".to_owned());
     let result = match upstream {
         Upstream::Tcp(tcp) => exchange(tcp, &endpoint, req, SystemTime::now()).await,
