@@ -112,14 +112,12 @@ impl Kharond {
 
     /// Resident memory (`VmRSS`), in KiB.
     pub fn rss_kib(&self) -> u64 {
-        let status = std::fs::read_to_string(format!("/proc/{}/status", self.pid())).expect("/proc status");
-        let line = status.lines().find(|l| l.starts_with("VmRSS:")).expect("VmRSS line");
-        line.split_whitespace().nth(1).and_then(|n| n.parse().ok()).expect("VmRSS value")
+        crate::procfs::rss_kib(self.pid())
     }
 
     /// How many file descriptors the daemon holds.
     pub fn open_fds(&self) -> usize {
-        std::fs::read_dir(format!("/proc/{}/fd", self.pid())).expect("/proc fd").count()
+        crate::procfs::open_fds(self.pid())
     }
 
     /// Everything the daemon logged so far.
