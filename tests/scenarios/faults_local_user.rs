@@ -1,9 +1,11 @@
 //! Another local user is refused by the control API (targets.md §7 item 18): first by the
-//! private runtime directory, and, if someone loosened the modes, by the peer-credential check
-//! on every request (OpenSSH's agent-getpeereid check does the same).
+//! private runtime directory; if someone loosened the modes, kharonctl itself refuses a socket
+//! that is not its user's, and a client that ignores that (raw gRPC over HTTP/2, here real `curl`)
+//! is refused by the daemon's peer-credential check on every request (OpenSSH's agent-getpeereid
+//! check does the same).
 //!
-//! Runs kharonctl as `nobody` with `setpriv`, which needs root; the suite runs as root (sshd
-//! scenarios need it too), and the test says so instead of skipping.
+//! Runs kharonctl and curl as `nobody` with `setpriv`, which needs root; the suite runs as root
+//! (sshd scenarios need it too), and the test says so instead of skipping.
 
 use std::os::unix::fs::PermissionsExt;
 use std::path::Path;
@@ -28,6 +30,25 @@ fn as_nobody(env: &Env, own: &Path, args: &[&str]) -> Output {
         .env("KHARON_CONTROL_SOCKET", env.control_socket())
         .output()
         .expect("run setpriv")
+}
+
+/// One unary gRPC call with an empty request message, as uid 65534, by real `curl` over HTTP/2:
+/// a client that does not check who owns the socket. Returns the response head.
+fn grpc_as_nobody(env: &Env, own: &Path, method: &str) -> String {
+    // The gRPC frame of an empty message: not compressed, length 0.
+    let empty = own.join("empty-frame");
+    std::fs::write(&empty, [0u8; 5]).unwrap();
+    std::fs::set_permissions(&empty, std::fs::Permissions::from_mode(0o644)).unwrap();
+    let out = Command::new("setpriv")
+        .args(["--reuid=65534", "--regid=65534", "--clear-groups", "--", "curl", "-s", "-i"])
+        .args(["--http2-prior-knowledge", "--max-time", "10", "--unix-socket"])
+        .arg(env.control_socket())
+        .args(["-H", "content-type: application/grpc", "-H", "te: trailers", "--data-binary"])
+        .arg(format!("@{}", empty.display()))
+        .arg(format!("http://localhost/kharon.v1.Control/{method}"))
+        .output()
+        .expect("run setpriv curl");
+    text(&out)
 }
 
 fn text(out: &Output) -> String {
@@ -71,13 +92,19 @@ fn another_local_user_is_refused_by_the_control_api() {
         set_mode(&dir, 0o755);
     }
     set_mode(&env.control_socket(), 0o666);
+    // kharonctl will not talk to a daemon that is not its user's.
     for args in [&["status"][..], &["route", "api.a.example"], &["reload"]] {
         let out = as_nobody(&env, own.path(), args);
         assert!(!out.status.success(), "nobody ran kharonctl {args:?}:\n{}", text(&out));
+        assert!(text(&out).contains("belongs to uid 0, not to us (uid 65534)"), "{args:?}: {}", text(&out));
+    }
+    // A client that does not ask is refused by the daemon, request by request: PERMISSION_DENIED.
+    for method in ["Status", "Route", "Reload"] {
+        let head = grpc_as_nobody(&env, own.path(), method);
+        assert!(head.contains("grpc-status: 7"), "{method}: {head}");
         assert!(
-            text(&out).contains("uid 65534 may not control this kharond (uid 0)"),
-            "{args:?}: {}",
-            text(&out)
+            head.contains("uid%2065534%20may%20not%20control%20this%20kharond%20(uid%200)"),
+            "{method}: {head}"
         );
     }
     // Nothing was reloaded on nobody's behalf, and the owner is still served.
