@@ -12,7 +12,7 @@
 //! as `ssh` does for every connection and kharon does once per chain and reload.
 //!
 //! # Why not ssh2-config (crates.md §3)
-//! The crate is a dependency, but it is not used here, on purpose. §3 already planned a
+//! The crate was one of the chosen dependencies; we dropped it on purpose. §3 already planned a
 //! pre-scanner of our own for file:line and for `Match`, leaving ssh2-config only Host
 //! matching. Once that scanner exists, ssh2-config would add a second parse of the same files
 //! that can disagree with the first, and it cannot do the part that is left:
@@ -30,8 +30,7 @@
 //! - it expands no `%` tokens and no `${VAR}`, so that code would be ours anyway.
 //!
 //! What is left (Host patterns, first-wins, Include and its globs) is small: the walk in
-//! `resolve` and the matchers in `pattern`. The lead can drop `ssh2-config` from kharond's
-//! Cargo.toml.
+//! `resolve` and the matchers in `pattern`.
 //!
 //! # Matching, measured on OpenSSH 9.2 (`ssh -G -F file NAME`)
 //! Host patterns are matched **case-sensitively** against the name as given (`FOO` does not

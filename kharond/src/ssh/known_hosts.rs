@@ -266,7 +266,11 @@ fn glob(pattern: &[u8], text: &[u8]) -> bool {
 /// Every usable line of one file. A missing file is empty; a line we cannot parse is skipped
 /// with a debug log, as OpenSSH does.
 fn read_entries(path: &Path) -> Vec<Entry> {
-    let text = match std::fs::read_to_string(path) {
+    // read_regular: a FIFO planted at the path must not hang the chain's dial.
+    let read = kharon_shared::files::read_regular(path).and_then(|b| {
+        String::from_utf8(b).map_err(|e| std::io::Error::new(std::io::ErrorKind::InvalidData, e))
+    });
+    let text = match read {
         Ok(t) => t,
         Err(e) => {
             if e.kind() != std::io::ErrorKind::NotFound {
