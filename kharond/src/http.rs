@@ -136,7 +136,12 @@ pub async fn serve(state: &State, request: Request) -> io::Result<()> {
 
 /// The table's PAC, rendered on first use; every caller gets the same buffer.
 fn shared_pac(cell: &OnceLock<Bytes>, table: &RoutingTable, listen: SocketAddr) -> Bytes {
-    cell.get_or_init(|| Bytes::from(pac::render(table, listen))).clone()
+    cell.get_or_init(|| {
+        let pac = Bytes::from(pac::render(table, listen));
+        crate::malloc::release_free();
+        pac
+    })
+    .clone()
 }
 
 /// Writes the answer to `head` (within `write_deadline`, else an error of kind `TimedOut`). `pac`

@@ -159,14 +159,17 @@ pub fn load(source: &Source) -> Result<LoadedTable, Error> {
             (envelope.clusters, Some(envelope.fetched_at))
         }
     };
-    Ok(LoadedTable {
+    let loaded = LoadedTable {
         table: RoutingTable::compile(&clusters),
         loaded_at: SystemTime::now(),
         modified_at,
         endpoints: endpoints(&clusters),
         pac: std::sync::OnceLock::new(),
         missing: false,
-    })
+    };
+    drop(clusters);
+    crate::malloc::release_free();
+    Ok(loaded)
 }
 
 #[cfg(test)]

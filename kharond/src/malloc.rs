@@ -25,6 +25,18 @@ const TRIM_THRESHOLD: libc::c_int = 4 * 1024 * 1024;
 #[cfg(all(target_os = "linux", target_env = "gnu"))]
 const MMAP_THRESHOLD: libc::c_int = 1024 * 1024;
 
+/// Returns the free memory inside the heaps to the kernel. For after a large, short-lived peak:
+/// loading a 50,000-cluster inventory parses ~200 MB of JSON values to keep ~80 MB of table, and
+/// without this the process keeps the difference (measured 222 MB RSS at start, 92 MB after a
+/// trim). Costs a few milliseconds, so it runs after a load or a PAC render, never per connection.
+pub fn release_free() {
+    #[cfg(all(target_os = "linux", target_env = "gnu"))]
+    // SAFETY: malloc_trim only walks the allocator's own free lists; any thread may call it.
+    unsafe {
+        libc::malloc_trim(0);
+    }
+}
+
 /// Applies the settings above; a no-op where the C library is not glibc (musl, macOS).
 pub fn tune() {
     #[cfg(all(target_os = "linux", target_env = "gnu"))]

@@ -17,7 +17,6 @@
 //!
 //! This module is pure: serving it (and re-rendering after a reload) is the listener's business.
 
-use std::collections::BTreeMap;
 use std::fmt::Write as _;
 use std::net::SocketAddr;
 
@@ -75,30 +74,31 @@ function FindProxyForURL(url, host) {
 /// Chrome speaks SOCKS version 5 only for `SOCKS5` (its `SOCKS` means version 4), while Firefox reads
 /// plain `SOCKS` as version 5 too. An engine that skips the first entry thus still finds kharond.
 pub fn render(table: &RoutingTable, socks: SocketAddr) -> String {
-    let mut keys: BTreeMap<String, bool> = BTreeMap::new();
-    for (suffix, _jumphost, _cluster) in table.routes() {
-        keys.insert(suffix, false);
-    }
-    for (suffix, _cluster) in table.excludes() {
-        keys.insert(suffix, false);
-    }
-    for (suffix, routed) in keys.iter_mut() {
-        *routed = matches!(table.lookup(suffix), Route::Jumphost(_));
-    }
+    // Borrowed and written straight into the answer: for a 50,000-cluster inventory (~230,000
+    // suffixes) owned copies and a second pass of `replace` cost more memory than the table.
+    let mut suffixes: Vec<&str> = table.suffixes().collect();
+    suffixes.sort_unstable();
 
+    let proxy = format!("SOCKS5 {socks}; SOCKS {socks}");
+    let (head, tail) = SCRIPT.split_once("@RULES@").unwrap_or((SCRIPT, ""));
+    let (head, tail) = (head.replace("@PROXY@", &proxy), tail.replace("@PROXY@", &proxy));
+    let longest = suffixes.iter().map(|s| s.len()).max().unwrap_or(0);
+    let mut out = String::with_capacity(head.len() + tail.len() + suffixes.len() * (longest / 2 + 16));
+    out.push_str(&head);
     // One key per line keeps a large inventory's PAC diffable and readable.
-    let mut rules = String::from("{");
-    for (i, (suffix, routed)) in keys.iter().enumerate() {
+    out.push('{');
+    for (i, suffix) in suffixes.iter().enumerate() {
         let sep = if i == 0 { "" } else { "," };
+        let routed = matches!(table.lookup(suffix), Route::Jumphost(_));
         // Suffixes only hold [a-z0-9_.-], but serde_json quoting keeps that an invariant of this
         // function rather than of the inventory code.
         let key = serde_json::Value::String(format!("={suffix}"));
-        let _ = write!(rules, "{sep}\n  {key}: {routed}");
+        let _ = write!(out, "{sep}\n  {key}: {routed}");
     }
-    rules.push_str(if keys.is_empty() { "}" } else { "\n}" });
-
-    let proxy = format!("SOCKS5 {socks}; SOCKS {socks}");
-    SCRIPT.replace("@RULES@", &rules).replace("@PROXY@", &proxy)
+    out.push_str(if suffixes.is_empty() { "}" } else { "\n}" });
+    out.push_str(&tail);
+    out.shrink_to_fit();
+    out
 }
 
 #[cfg(test)]
