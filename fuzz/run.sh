@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # Runs every fuzz target for SECONDS each (default 60): kharond's SOCKS handshake parser, its
-# ssh_config lexer/loader/resolver and the inventory parser with the routing table built from it.
+# ssh_config lexer/loader/resolver, the inventory parser with the routing table built from it, and
+# the PAC port's HTTP request judge.
 # Not part of the test suite.
 #
 #   fuzz/run.sh [SECONDS]

@@ -9,8 +9,8 @@
 //! The one thing from outside those files, `crate::proxy::Failure`, is mirrored below: if a
 //! variant is added there, this crate stops compiling and says so.
 //!
-//! The PAC/HTTP request reader (`kharond/src/http.rs`) has no parsing function of its own yet:
-//! it reads and parses inside `serve`, on a `TcpStream`. A target follows once it has one.
+//! The PAC port's request judge (`http/request.rs`, from a head's bytes to the answer) needs only
+//! httparse.
 
 #![allow(dead_code, unused_imports, clippy::all)]
 
@@ -35,4 +35,9 @@ pub mod socks {
 #[path = "../../kharond/src/ssh"]
 pub mod ssh {
     pub mod config;
+}
+
+#[path = "../../kharond/src/http"]
+pub mod http {
+    pub mod request;
 }

@@ -47,15 +47,14 @@ use crate::pac;
 use crate::state::State;
 
 pub mod connect;
+pub mod request;
 
-/// Request heads larger than this are refused; browsers and proxy clients send well under 2 KiB.
-const MAX_REQUEST: usize = 16 * 1024;
+use request::{Body, MAX_REQUEST, Parsed, Reply, judge, parse};
+#[cfg(test)]
+use request::{MAX_HEADERS, is_local_host};
 
 /// Most bytes looked at per peek while reading a head.
 const PEEK: usize = 4096;
-
-/// Header lines parsed at most; a browser sends about 15.
-const MAX_HEADERS: usize = 64;
 
 /// Time a client gets to take the whole answer. A browser reads even a 12 MB PAC over loopback in
 /// well under a second on a busy machine; 10 s leaves room for one that is still starting up, and
@@ -161,7 +160,7 @@ async fn answer<S: AsyncRead + AsyncWrite + Unpin>(
         Body::Pac => pac(),
         Body::Text(text) => Bytes::from_static(text.as_bytes()),
     };
-    let head = reply.head(body.len());
+    let head = reply_head(&reply, body.len());
     let write = tokio::time::timeout(write_deadline, async {
         stream.write_all(head.as_bytes()).await?;
         if !reply.head_only {
@@ -197,41 +196,14 @@ async fn answer<S: AsyncRead + AsyncWrite + Unpin>(
     Ok(())
 }
 
-/// What an answer carries.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-enum Body {
-    Pac,
-    Text(&'static str),
-}
-
-/// The answer to a request, decided before anything is written.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-struct Reply {
-    status: &'static str,
-    body: Body,
-    /// HEAD: the head says how long the body would be, and no body follows.
-    head_only: bool,
-    /// False when we stopped reading before the request ended (too long, malformed).
-    whole_request_read: bool,
-}
-
-impl Reply {
-    fn text(status: &'static str, text: &'static str) -> Self {
-        Reply { status, body: Body::Text(text), head_only: false, whole_request_read: true }
-    }
-
-    fn bad_request() -> Self {
-        Reply { whole_request_read: false, ..Reply::text("400 Bad Request", "malformed HTTP request\n") }
-    }
-
-    fn head(&self, len: usize) -> String {
-        let content_type = match self.body {
-            Body::Pac => pac::CONTENT_TYPE,
-            Body::Text(_) => TEXT,
-        };
-        let allow = if self.status.starts_with("405") { "Allow: GET, HEAD, CONNECT\r\n" } else { "" };
-        response_head(self.status, content_type, len, allow)
-    }
+/// The head of `reply`, whose body is `len` bytes.
+fn reply_head(reply: &Reply, len: usize) -> String {
+    let content_type = match reply.body {
+        Body::Pac => pac::CONTENT_TYPE,
+        Body::Text(_) => TEXT,
+    };
+    let allow = if reply.status.starts_with("405") { "Allow: GET, HEAD, CONNECT\r\n" } else { "" };
+    response_head(reply.status, content_type, len, allow)
 }
 
 /// The content type of every answer but the PAC.
@@ -244,105 +216,6 @@ fn response_head(status: &str, content_type: &str, len: usize, extra: &str) -> S
          X-Content-Type-Options: nosniff\r\nCross-Origin-Resource-Policy: same-origin\r\n\
          Cache-Control: no-cache\r\n{extra}Connection: close\r\n\r\n"
     )
-}
-
-/// How the bytes received so far stand as a request head.
-#[derive(Debug, PartialEq, Eq)]
-enum Parsed<T> {
-    Partial,
-    /// The head is complete; what the caller made of it.
-    Complete(T),
-    /// Over [`MAX_REQUEST`] without an end, or over [`MAX_HEADERS`] header lines.
-    TooLarge,
-    Malformed,
-}
-
-/// The one HTTP parser of the port: once the head is complete, `f` gets it and its length.
-fn parse<T>(bytes: &[u8], f: impl FnOnce(&httparse::Request<'_, '_>, usize) -> T) -> Parsed<T> {
-    let mut headers = [httparse::EMPTY_HEADER; MAX_HEADERS];
-    let mut request = httparse::Request::new(&mut headers);
-    match request.parse(bytes) {
-        Ok(httparse::Status::Complete(len)) => Parsed::Complete(f(&request, len)),
-        Ok(httparse::Status::Partial) if bytes.len() < MAX_REQUEST => Parsed::Partial,
-        Ok(httparse::Status::Partial) | Err(httparse::Error::TooManyHeaders) => Parsed::TooLarge,
-        Err(_) => Parsed::Malformed,
-    }
-}
-
-/// The answer to the request bytes received so far, or `None` while the request is incomplete.
-fn judge(request: &[u8]) -> Option<Reply> {
-    match parse(request, |parsed, _| decide(parsed)) {
-        Parsed::Complete(reply) => Some(reply),
-        Parsed::Partial => None,
-        Parsed::TooLarge => Some(Reply {
-            whole_request_read: false,
-            ..Reply::text("431 Request Header Fields Too Large", "request head too large\n")
-        }),
-        Parsed::Malformed => Some(Reply::bad_request()),
-    }
-}
-
-/// The answer to a complete request.
-fn decide(request: &httparse::Request<'_, '_>) -> Reply {
-    // Absolute form: a client that took us for a plain-HTTP proxy. Told before the Host check,
-    // which its Host (the target's) would fail with a misleading answer.
-    if request.path.is_some_and(|path| !path.starts_with('/') && path.contains("://")) {
-        return Reply::text(
-            "501 Not Implemented",
-            "kharond does not proxy plain HTTP requests: use HTTPS_PROXY=http://HOST:PORT (CONNECT) \
-             or socks5h://HOST:PORT\n",
-        );
-    }
-    let values = |name: &'static str| header_values(request.headers, name);
-    let hosts: Vec<&str> = values("host").collect();
-    let [host] = hosts[..] else {
-        return Reply::text("400 Bad Request", "exactly one Host header is required\n");
-    };
-    if !is_local_host(host) {
-        return Reply::text("403 Forbidden", "use http://localhost:PORT/proxy.pac\n");
-    }
-    let from_page = values("sec-fetch-site").any(|v| !v.eq_ignore_ascii_case("none"))
-        || values("sec-fetch-dest")
-            .any(|v| !v.eq_ignore_ascii_case("empty") && !v.eq_ignore_ascii_case("document"));
-    if from_page {
-        return Reply::text(
-            "403 Forbidden",
-            "the PAC is for the browser's proxy settings, not for web pages\n",
-        );
-    }
-    let method = request.method.unwrap_or("");
-    let path = request.path.unwrap_or("").split('?').next().unwrap_or("");
-    match (method, path) {
-        ("GET" | "HEAD", "/proxy.pac") => {
-            Reply { status: "200 OK", body: Body::Pac, head_only: method == "HEAD", whole_request_read: true }
-        }
-        ("GET" | "HEAD", _) => Reply {
-            head_only: method == "HEAD",
-            ..Reply::text("404 Not Found", "only /proxy.pac is served here\n")
-        },
-        _ => Reply::text(
-            "405 Method Not Allowed",
-            "only GET /proxy.pac and CONNECT host:port are served here\n",
-        ),
-    }
-}
-
-/// The values of every header called `name`, trimmed; a value that is not UTF-8 reads as U+FFFD.
-fn header_values<'a>(headers: &'a [httparse::Header<'_>], name: &'a str) -> impl Iterator<Item = &'a str> {
-    headers
-        .iter()
-        .filter(move |h| h.name.eq_ignore_ascii_case(name))
-        .map(|h| std::str::from_utf8(h.value).unwrap_or("\u{fffd}").trim())
-}
-
-/// Whether a Host header names this machine (`localhost`, a loopback IP), with or without port.
-fn is_local_host(host: &str) -> bool {
-    let name = match host.strip_prefix('[') {
-        Some(rest) => rest.split(']').next().unwrap_or(""),
-        None => host.rsplit_once(':').map_or(host, |(name, _)| name),
-    };
-    name.eq_ignore_ascii_case("localhost")
-        || name.parse::<std::net::IpAddr>().is_ok_and(|ip| ip.is_loopback())
 }
 
 #[cfg(test)]
