@@ -29,12 +29,13 @@ export HOME=$W XDG_RUNTIME_DIR=$W/run KHARON_CONTROL_SOCKET=$W/run/kharond.sock
 RUST_LOG=warn "$BIN/kharond" --listen 127.0.0.1:0 --inventory contrib/examples/inventory.json 2>"$W/kharond.log" &
 KPID=$!; PIDS+=("$KPID"); CPU=(--proxy-pid "$KPID")
 BASELINES=()
-# baseline NAME PORT: measure the SOCKS server just started on PORT too, once it listens.
-baseline() { wait_port "$2" "$1" "$W/$1.log"; BASELINES+=(--baseline "$1=127.0.0.1:$2"); }
+# baseline NAME PORT [PID]: measure the SOCKS server just started on PORT too, once it listens
+# (with PID, its CPU per GiB as well).
+baseline() { wait_port "$2" "$1" "$W/$1.log"; BASELINES+=(--baseline "$1=127.0.0.1:$2${3:+/$3}"); }
 if [ "$(uname)" = Linux ]; then
   # The thinnest relay we could write (bench/client/thin_relay.rs): roughly the ceiling here.
   P=$(free_port); "$BIN/thin-relay" "127.0.0.1:$P" 2>"$W/thin-relay.log" & PIDS+=($!)
-  baseline thin-relay "$P"
+  baseline thin-relay "$P" "$!"
 fi
 MICROSOCKS=$(find_tool microsocks)
 if [ -n "$MICROSOCKS" ]; then

@@ -110,8 +110,14 @@ def direct_figures(rec, figures):
         if cpu is not None:
             extra += f", kharond CPU {cpu:.2f} s/GiB"
         if thin:
+            thin_cpu = paths["thin-relay"].get("cpu_s_per_gib")
+            thin_note = f"; thin-relay {med(thin):.0f} MiB/s"
+            if thin_cpu is not None:
+                # Client, relay and sink share 2 cores: a relay's throughput here is also its share
+                # of them, so the CPU each spends per GiB is the fairer comparison of the two.
+                thin_note += f", CPU {thin_cpu:.2f} s/GiB"
             figures.append(ratio_figure(f"direct, {s}: kharond / thin-relay", pair_ratios(k, thin), 0.95,
-                                        note=f"{extra}; thin-relay {med(thin):.0f} MiB/s"))
+                                        note=extra + thin_note))
         for other, target in (("microsocks", 5.0), ("dante", 1.5)):
             o = paths.get(other, {}).get("mib_s")
             if not o:

@@ -3,7 +3,7 @@
 //!
 //! ```text
 //! kharon-bench --socks 127.0.0.1:12000 [--proxy-name kharond] [--proxy-pid PID]
-//!              [--baseline NAME=ADDR]... [--phases bulk,conn,rate,link,idle]
+//!              [--baseline NAME=ADDR[/PID]]... [--phases bulk,conn,rate,link,idle]
 //!              [--bytes 1073741824] [--runs 5] [--conns 2000] [--streams 1,8]
 //!              [--rate-workers 64] [--rate-conns 10000] [--link 20,1000] [--link-bytes N]
 //!              [--idle 1000,10000] [--name localhost] [--no-direct] [--json FILE]
@@ -101,9 +101,17 @@ impl Options {
                 "--proxy-pid" => proxy_pid = Some(value()?.parse()?),
                 "--baseline" => {
                     let v = value()?;
-                    let (name, addr) = v.split_once('=').context("--baseline takes NAME=ADDR")?;
+                    let (name, rest) = v.split_once('=').context("--baseline takes NAME=ADDR[/PID]")?;
+                    // With /PID, its CPU per GiB is measured as kharond's is.
+                    let (addr, pid) = match rest.split_once('/') {
+                        Some((addr, pid)) => (
+                            addr,
+                            Some(pid.parse().with_context(|| format!("--baseline {v}: PID not a number"))?),
+                        ),
+                        None => (rest, None),
+                    };
                     let addr = addr.parse().with_context(|| format!("--baseline {v}: not IP:PORT"))?;
-                    baselines.push(Path { name: name.to_owned(), socks: Some(addr), pid: None });
+                    baselines.push(Path { name: name.to_owned(), socks: Some(addr), pid });
                 }
                 "--phases" => o.phases = value()?.split(',').map(str::to_owned).collect(),
                 "--bytes" => o.bytes = value()?.parse()?,
