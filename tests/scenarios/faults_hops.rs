@@ -23,20 +23,6 @@ fn three_hops() -> Lab {
     lab
 }
 
-fn now_ms() -> u64 {
-    std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).unwrap().as_millis() as u64
-}
-
-/// Waits (bounded) until the chain is out of its backoff window, so the next request dials.
-fn wait_backoff_over(lab: &Lab) {
-    assert!(
-        wait_until(Duration::from_secs(35), || lab.chain_status()["next_retry_ms"].as_u64().unwrap_or(0)
-            <= now_ms()),
-        "{}",
-        lab.chain_status()
-    );
-}
-
 /// A request while hop `n` is down: an error reply within `limit`, never a hang.
 fn refused_within(lab: &Lab, limit: Duration, what: &str) {
     let (code, elapsed, _) = lab.socks_connect(lab.target.port());
@@ -51,7 +37,7 @@ fn error_names_hop(lab: &Lab, n: usize, what: &str) {
         "{what}: the session was not dropped: {}",
         lab.chain_status()
     );
-    wait_backoff_over(lab);
+    lab.wait_backoff_over();
     refused_within(lab, Duration::from_secs(11), what);
     let status = lab.chain_status();
     let error = status["last_error"].as_str().unwrap_or_default();
@@ -93,7 +79,7 @@ fn a_killed_first_or_last_hop_of_three_is_named_and_the_chain_recovers() {
         lab.hops[n - 1].kill();
         error_names_hop(&lab, n, &what);
         lab.hops[n - 1].restart();
-        wait_backoff_over(&lab);
+        lab.wait_backoff_over();
         recovers(&lab, &what);
     }
 }

@@ -189,6 +189,20 @@ impl Lab {
             .unwrap_or(serde_json::Value::Null)
     }
 
+    /// Waits (bounded) until the chain is out of its backoff window, so the next request dials.
+    pub fn wait_backoff_over(&self) {
+        let now_ms =
+            || std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).unwrap().as_millis() as u64;
+        assert!(
+            wait_until(Duration::from_secs(35), || self.chain_status()["next_retry_ms"]
+                .as_u64()
+                .unwrap_or(0)
+                <= now_ms()),
+            "{}",
+            self.chain_status()
+        );
+    }
+
     /// A raw SOCKS CONNECT by name to the target; the reply code and how long it took.
     pub fn socks_connect(&self, port: u16) -> (u8, Duration, std::net::TcpStream) {
         let start = Instant::now();

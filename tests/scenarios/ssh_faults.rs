@@ -14,20 +14,6 @@ fn fast_keepalive() -> Vec<String> {
     vec!["ServerAliveInterval 1".into(), "ServerAliveCountMax 3".into(), "ConnectTimeout 3".into()]
 }
 
-fn now_ms() -> u64 {
-    std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).unwrap().as_millis() as u64
-}
-
-/// Waits (bounded) until the chain is out of its backoff window, so the next request dials.
-fn wait_backoff_over(lab: &Lab) {
-    assert!(
-        wait_until(Duration::from_secs(35), || lab.chain_status()["next_retry_ms"].as_u64().unwrap_or(0)
-            <= now_ms()),
-        "{}",
-        lab.chain_status()
-    );
-}
-
 #[test]
 fn killed_jump_host_is_redialled_after_restart() {
     let mut lab = Lab::new(LabOptions { host_options: fast_keepalive(), ..Default::default() });
@@ -50,7 +36,7 @@ fn killed_jump_host_is_redialled_after_restart() {
     assert!(status["last_error"].as_str().unwrap_or("").contains("hop 1/1 hop1"), "{status}");
 
     lab.hops[0].restart();
-    wait_backoff_over(&lab);
+    lab.wait_backoff_over();
     // The next request succeeds, same daemon.
     assert_eq!(lab.hello().unwrap(), "hello from target");
     assert_eq!(lab.chain_status()["state"], "connected");
@@ -82,7 +68,7 @@ fn frozen_jump_host_is_detected_by_keepalive_and_clients_never_hang() {
     );
     eprintln!("frozen session dropped after {:?}", frozen.elapsed());
     // New dials hit a frozen listener: bounded by ConnectTimeout 3, an error reply, no hang.
-    wait_backoff_over(&lab);
+    lab.wait_backoff_over();
     let (code, elapsed, _) = lab.socks_connect(lab.target.port());
     assert_ne!(code, 0);
     assert!(elapsed <= Duration::from_secs(11), "reply took {elapsed:?}");
@@ -104,7 +90,7 @@ fn middle_hop_dying_is_reported_with_its_name() {
         "{}",
         lab.chain_status()
     );
-    wait_backoff_over(&lab);
+    lab.wait_backoff_over();
     let (code, elapsed, _) = lab.socks_connect(lab.target.port());
     assert_ne!(code, 0);
     assert!(elapsed < Duration::from_secs(5), "{elapsed:?}");
@@ -114,7 +100,7 @@ fn middle_hop_dying_is_reported_with_its_name() {
     assert!(error.contains("hop 2/3 hop2") && error.contains(&format!("{config}:")), "{error}");
 
     lab.hops[1].restart();
-    wait_backoff_over(&lab);
+    lab.wait_backoff_over();
     assert_eq!(lab.hello().unwrap(), "hello from target");
 }
 

@@ -18,15 +18,22 @@ pub struct Args {
     /// Only clusters of this tenant
     #[arg(long, value_name = "TENANT")]
     pub tenant: Option<String>,
+    #[command(flatten)]
+    pub destination: Destination,
+    /// Read clusters from this Lieutenant /clusters JSON instead of the inventory cache
+    #[arg(long, value_name = "FILE")]
+    pub inventory: Option<PathBuf>,
+}
+
+/// Where a kubeconfig goes: the options every command that writes one shares.
+#[derive(clap::Args, Debug)]
+pub struct Destination {
     /// Write to FILE (atomically, mode 0600) instead of stdout
     #[arg(short, long, value_name = "FILE")]
     pub output: Option<PathBuf>,
     /// Merge into FILE (default: the first KUBECONFIG entry, else ~/.kube/config), keeping its other entries
     #[arg(long)]
     pub merge: bool,
-    /// Read clusters from this Lieutenant /clusters JSON instead of the inventory cache
-    #[arg(long, value_name = "FILE")]
-    pub inventory: Option<PathBuf>,
 }
 
 pub async fn run(args: Args, ctx: &Context) -> anyhow::Result<ExitCode> {
@@ -50,14 +57,15 @@ pub async fn run(args: Args, ctx: &Context) -> anyhow::Result<ExitCode> {
     if entries.is_empty() {
         anyhow::bail!("no cluster with an API URL matches");
     }
-    emit(&entries, args.output, args.merge)?;
+    emit(&entries, args.destination)?;
     Ok(ExitCode::SUCCESS)
 }
 
 /// Prints `entries` as a new kubeconfig, writes one to `output`, or merges them into `output` (or
 /// the default kubeconfig). A new kubeconfig's current context is the first entry; a merge keeps
 /// the file's current context unless it has none.
-pub fn emit(entries: &[Entry], output: Option<PathBuf>, merge: bool) -> anyhow::Result<()> {
+pub fn emit(entries: &[Entry], destination: Destination) -> anyhow::Result<()> {
+    let Destination { output, merge } = destination;
     let first = entries.first().map(|e| e.name.as_str());
     if !merge {
         let k = Kubeconfig::from_entries(entries, first);

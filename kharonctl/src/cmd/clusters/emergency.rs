@@ -15,7 +15,6 @@
 
 use std::io::{IsTerminal as _, Read as _};
 use std::net::SocketAddr;
-use std::path::PathBuf;
 use std::process::ExitCode;
 use std::time::{SystemTime, UNIX_EPOCH};
 
@@ -60,12 +59,8 @@ pub const EXAMPLES: &str = "Examples:\n  kharonctl clusters c-example-1 emergenc
 
 #[derive(clap::Args, Debug)]
 pub struct Args {
-    /// Write to FILE (atomically, mode 0600) instead of stdout
-    #[arg(short, long, value_name = "FILE")]
-    pub output: Option<PathBuf>,
-    /// Merge into FILE (default: the first KUBECONFIG entry, else ~/.kube/config), keeping its other entries
-    #[arg(long)]
-    pub merge: bool,
+    #[command(flatten)]
+    pub destination: crate::cmd::kubeconfig::Destination,
     /// Passbolt base URL [env: KHARON_PASSBOLT_URL] [config: passbolt_url] [default: https://cloud.passbolt.com/vshn]
     #[arg(long, value_name = "URL")]
     pub passbolt_url: Option<String>,
@@ -159,15 +154,16 @@ pub async fn run(args: Args, run: &Run<'_>) -> anyhow::Result<ExitCode> {
             warnings: Vec::new(),
         })
         .collect();
-    let written_to = args.output.clone();
-    crate::cmd::kubeconfig::emit(&entries, args.output, args.merge)?;
+    let written_to = args.destination.output.clone();
+    let merged = args.destination.merge;
+    crate::cmd::kubeconfig::emit(&entries, args.destination)?;
 
     let now = SystemTime::now();
     for (entry, token) in entries.iter().zip(&outcome.tokens) {
         eprintln!("{}: token from bucket {}, {}", entry.name, token.bucket, expiry_text(&token.token, now));
     }
     if let Some(first) = entries.first() {
-        match (&written_to, args.merge) {
+        match (&written_to, merged) {
             (_, true) => eprintln!("Use it: kubectl --context '{}' get nodes", first.name),
             (Some(path), false) => eprintln!("Use it: KUBECONFIG={} kubectl get nodes", path.display()),
             (None, false) => {}
