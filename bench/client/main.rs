@@ -44,8 +44,11 @@ use serde_json::{Value, json};
 struct Path {
     name: String,
     socks: Option<SocketAddr>,
-    /// The proxy's process, whose CPU time and memory are reported.
+    /// The proxy's process, whose CPU time (and, for kharond, memory) is reported.
     pid: Option<u32>,
+    /// Plain loopback or kharond: the link and idle phases measure only these (a baseline such
+    /// as thin-relay holds a thread and a pipe per connection and cannot hold 9,000 here).
+    measured: bool,
 }
 
 struct Options {
@@ -111,7 +114,7 @@ impl Options {
                         None => (rest, None),
                     };
                     let addr = addr.parse().with_context(|| format!("--baseline {v}: not IP:PORT"))?;
-                    baselines.push(Path { name: name.to_owned(), socks: Some(addr), pid });
+                    baselines.push(Path { name: name.to_owned(), socks: Some(addr), pid, measured: false });
                 }
                 "--phases" => o.phases = value()?.split(',').map(str::to_owned).collect(),
                 "--bytes" => o.bytes = value()?.parse()?,
@@ -151,9 +154,9 @@ impl Options {
             bail!("--runs, --conns, --streams and --rate-workers must be at least 1");
         }
         if o.direct {
-            o.paths.push(Path { name: "direct loopback".into(), socks: None, pid: None });
+            o.paths.push(Path { name: "direct loopback".into(), socks: None, pid: None, measured: true });
         }
-        o.paths.push(Path { name: proxy_name, socks: Some(proxy), pid: proxy_pid });
+        o.paths.push(Path { name: proxy_name, socks: Some(proxy), pid: proxy_pid, measured: true });
         o.paths.extend(baselines);
         Ok(o)
     }
@@ -403,7 +406,7 @@ fn link(o: &mut Options) -> anyhow::Result<()> {
             bail!("slow-link did not listen on {listen}");
         }
         // The link's own throughput, then the same link behind each proxy.
-        let paths: Vec<&Path> = o.paths.iter().filter(|p| p.socks.is_none() || p.pid.is_some()).collect();
+        let paths: Vec<&Path> = o.paths.iter().filter(|p| p.measured).collect();
         let mut speeds = vec![Vec::new(); paths.len()];
         for _ in 0..o.runs {
             for (i, path) in paths.iter().enumerate() {
@@ -436,7 +439,7 @@ fn idle(o: &mut Options) -> anyhow::Result<()> {
         .paths
         .iter()
         .enumerate()
-        .filter(|(_, p)| p.socks.is_none() || p.pid.is_some())
+        .filter(|(_, p)| p.measured)
         .map(|(i, _)| i)
         .collect();
     for n in o.idle.clone() {
