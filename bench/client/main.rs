@@ -435,13 +435,8 @@ fn link(o: &mut Options) -> anyhow::Result<()> {
 
 fn idle(o: &mut Options) -> anyhow::Result<()> {
     let holder = net::Holder::start()?;
-    let measured: Vec<usize> = o
-        .paths
-        .iter()
-        .enumerate()
-        .filter(|(_, p)| p.measured)
-        .map(|(i, _)| i)
-        .collect();
+    let measured: Vec<usize> =
+        o.paths.iter().enumerate().filter(|(_, p)| p.measured).map(|(i, _)| i).collect();
     for n in o.idle.clone() {
         for &i in &measured {
             let (socks, pid, name) = (o.paths[i].socks, o.paths[i].pid, o.paths[i].name.clone());
