@@ -77,7 +77,7 @@ pub async fn serve(state: Arc<State>, stream: TcpStream, peer: SocketAddr, hands
             match path {
                 // A routed failure is something the user can act on (dead jump host, ssh config).
                 Via::Jumphost => {
-                    info!(client.addr = %peer, %target, via = path.as_str(), "cannot connect: {e}")
+                    info!(client.addr = %peer, %target, jumphost = jumphost.as_deref(), "cannot connect: {e}")
                 }
                 Via::Direct => {
                     debug!(client.addr = %peer, %target, via = path.as_str(), "cannot connect: {e}")

@@ -76,14 +76,13 @@ pub fn connection_limit(wanted: usize) -> usize {
     }
     if fit < wanted {
         let refused = match &raised.hard_refused {
-            Some(e) => format!(" (raising the hard limit to {needed} failed: {e})"),
+            Some(e) => format!(" (kharond may not raise its hard limit itself: {e})"),
             None => String::new(),
         };
         tracing::warn!(
-            "the descriptor limit of {} fits only {limit} of {wanted} connections{refused}; \
-             raise it to {needed}: LimitNOFILE={needed} in the service unit, or `ulimit -n {needed}` \
-             in the shell that starts kharond (above the hard limit this needs CAP_SYS_RESOURCE, \
-             e.g. root); until then clients beyond {limit} wait",
+            "the descriptor limit of {} fits only {limit} of {wanted} connections; more clients wait \
+             for a free one. To serve all, set LimitNOFILE={needed} in the service unit or run \
+             `ulimit -n {needed}` where kharond starts{refused}",
             raised.now.soft
         );
     } else if limit < crate::listener::MAX_CONNECTIONS {

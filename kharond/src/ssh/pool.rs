@@ -76,7 +76,8 @@ pub enum Error {
     Refused { jumphost: String, reason: String },
     #[error("cannot reach jump host {jumphost}: {source}")]
     Dial { jumphost: String, source: Box<chain::Error> },
-    #[error("jump host {jumphost} is failing ({last_error}); next attempt in {retry_in:.1?}")]
+    /// `last_error` names the jump host already (every dial error does).
+    #[error("{last_error} (failed recently; next attempt in {retry_in:.1?})")]
     Backoff { jumphost: String, last_error: String, kind: ErrorKind, retry_in: Duration },
     #[error("{jumphost} cannot open {host}:{port}: {reason:?}{}", text(description))]
     Target {
