@@ -46,7 +46,7 @@ impl Context {
 }
 
 /// A listener on all addresses (possible with SOCKS auth) is reached on loopback.
-fn connectable(addr: SocketAddr) -> SocketAddr {
+pub fn connectable(addr: SocketAddr) -> SocketAddr {
     match addr.ip() {
         IpAddr::V4(ip) if ip.is_unspecified() => SocketAddr::new(Ipv4Addr::LOCALHOST.into(), addr.port()),
         IpAddr::V6(ip) if ip.is_unspecified() => SocketAddr::new(Ipv6Addr::LOCALHOST.into(), addr.port()),

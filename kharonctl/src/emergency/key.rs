@@ -96,7 +96,11 @@ pub fn find(
 }
 
 fn read_if_exists(path: &Path) -> Result<Option<String>, Error> {
-    match std::fs::read_to_string(path) {
+    // read_regular: the legacy path comes from the environment, and a FIFO there must not hang us.
+    let read = kharon_shared::files::read_regular(path).and_then(|bytes| {
+        String::from_utf8(bytes).map_err(|e| std::io::Error::new(std::io::ErrorKind::InvalidData, e))
+    });
+    match read {
         Ok(text) => Ok(Some(text)),
         Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(None),
         Err(cause) => Err(Error::Read { path: path.to_owned(), cause }),

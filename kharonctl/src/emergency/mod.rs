@@ -108,7 +108,7 @@ pub enum ObjectError {
     Empty,
     #[error("none of its {0} entries is encrypted to your key (ask a colleague whose key is in the list)")]
     NoneForUs(usize),
-    #[error("the entry encrypted to your key cannot be read: {0}")]
+    #[error("an entry that may be encrypted to your key cannot be read: {0}")]
     Bad(openpgp::Error),
     #[error("the decrypted token is empty or not text")]
     NotAToken,

@@ -82,9 +82,11 @@ pub async fn run(args: Args, run: &Run<'_>) -> anyhow::Result<ExitCode> {
     // asking for secrets would be wasted.
     let mut daemon = run.ctx.daemon().await?;
     let status = daemon.status().await?;
-    let listen: SocketAddr = status.listen_address.parse().with_context(|| {
-        format!("kharond reports a listen address {:?} that is not IP:PORT", status.listen_address)
-    })?;
+    // Reached as `kharonctl clusters NAME kubeconfig` reaches it: a listener on all addresses via loopback.
+    let listen: SocketAddr =
+        crate::context::connectable(status.listen_address.parse().with_context(|| {
+            format!("kharond reports a listen address {:?} that is not IP:PORT", status.listen_address)
+        })?);
 
     let getenv = |name: &str| std::env::var(name).ok().filter(|v| !v.is_empty());
     let config_dir = kharon_shared::paths::config_file()?
@@ -114,7 +116,7 @@ pub async fn run(args: Args, run: &Run<'_>) -> anyhow::Result<ExitCode> {
             .map_err(|e| e.to_string())
     });
     let mut session = passbolt::Session::new(&passbolt_url, private, totp)?;
-    session.login().await.with_context(|| format!("Passbolt login at {passbolt_url} failed"))?;
+    session.login().await.context("Passbolt login failed")?;
     if origin == key::Origin::Pasted {
         key::store(&places.own, &armored)?;
         eprintln!("Stored your Passbolt key in {} (mode 0600) for next time.", places.own.display());
