@@ -127,8 +127,7 @@ impl Pipes {
         self.inner.lock().unwrap_or_else(|poisoned| poisoned.into_inner())
     }
 
-    fn give_back(&self, pipe: Pipe) {
-        let clean = pipe.pending() == Some(0);
+    fn give_back(&self, pipe: Pipe, clean: bool) {
         let mut inner = self.lock();
         if clean && inner.idle.len() < self.max_idle {
             inner.idle.push(pipe);
@@ -157,7 +156,17 @@ impl Lease<'_> {
     /// Returns the pipe to the pool; one that still holds bytes is closed instead.
     pub fn give_back(mut self) {
         if let Some(pipe) = self.pipe.take() {
-            self.pool.give_back(pipe);
+            let clean = pipe.pending() == Some(0);
+            self.pool.give_back(pipe, clean);
+        }
+    }
+
+    /// [`Lease::give_back`] for a caller whose byte count says the pipe is empty (everything
+    /// spliced in was spliced out): the relay's every cycle, which then needs no FIONREAD.
+    pub fn give_back_empty(mut self) {
+        if let Some(pipe) = self.pipe.take() {
+            debug_assert_eq!(pipe.pending(), Some(0), "a pipe given back as empty holds bytes");
+            self.pool.give_back(pipe, true);
         }
     }
 }

@@ -36,6 +36,8 @@ fn splice(from: RawFd, to: RawFd, len: usize) -> Result<usize> {
 /// Moves `src` → `dst` until `src` ends, then shuts down `dst`'s write side (half-close).
 pub async fn one_way(src: &TcpStream, dst: &TcpStream, pipes: &Pipes) -> Result<u64> {
     let mut total = 0u64;
+    // Only when the pool is out of pipes; made once, on first need, for this direction.
+    let mut fallback: Vec<u8> = Vec::new();
     loop {
         src.readable().await?;
         let moved = match pipes.lease() {
@@ -47,6 +49,7 @@ pub async fn one_way(src: &TcpStream, dst: &TcpStream, pipes: &Pipes) -> Result<
                 }) {
                     Ok(n) => n,
                     Err(e) if e.kind() == ErrorKind::WouldBlock => {
+                        // A spurious wake-up, rare: the checked give-back costs nothing here.
                         lease.give_back();
                         continue;
                     }
@@ -66,10 +69,10 @@ pub async fn one_way(src: &TcpStream, dst: &TcpStream, pipes: &Pipes) -> Result<
                         Err(e) => return Err(e),
                     }
                 }
-                lease.give_back();
+                lease.give_back_empty();
                 filled
             }
-            None => match copy_once(src, dst).await? {
+            None => match copy_once(src, dst, &mut fallback).await? {
                 Some(n) => n,
                 None => continue,
             },
@@ -87,9 +90,11 @@ pub async fn one_way(src: &TcpStream, dst: &TcpStream, pipes: &Pipes) -> Result<
 
 /// One cycle through user space: what `src` has now (up to [`COPY_CHUNK`]), written in full to
 /// `dst`. `None` when `src` turned out to have nothing; `Some(0)` at its end.
-async fn copy_once(src: &TcpStream, dst: &TcpStream) -> Result<Option<usize>> {
-    let mut buf = vec![0u8; COPY_CHUNK];
-    let read = match src.try_read(&mut buf) {
+async fn copy_once(src: &TcpStream, dst: &TcpStream, buf: &mut Vec<u8>) -> Result<Option<usize>> {
+    if buf.is_empty() {
+        buf.resize(COPY_CHUNK, 0);
+    }
+    let read = match src.try_read(buf.as_mut_slice()) {
         Ok(n) => n,
         Err(e) if e.kind() == ErrorKind::WouldBlock => return Ok(None),
         Err(e) => return Err(e),
