@@ -162,11 +162,8 @@ async fn check(state: &State, endpoint: &crate::inventory::Endpoint, route: Opti
     let started = std::time::Instant::now();
     let result = crate::dial::routed(&state.pool, route.as_deref(), &target, timeout).await;
     event.latency_us = u64::try_from(started.elapsed().as_micros()).unwrap_or(u64::MAX);
-    event.hops = route
-        .as_ref()
-        .and_then(|jh| state.pool.status().into_iter().find(|c| &c.jumphost == jh))
-        .map(|c| c.hops)
-        .unwrap_or_default();
+    // One chain's hops, not the whole pool's status (which locks and copies every slot).
+    event.hops = route.as_deref().map(|jh| state.pool.hops(jh)).unwrap_or_default();
     event.step = "connect".to_owned();
     event.endpoint = match target {
         crate::proxy::Target::Ip(addr) => addr.to_string(),

@@ -57,6 +57,20 @@ pub struct LoadedTable {
     pub missing: bool,
 }
 
+impl LoadedTable {
+    /// The table, `Test`'s endpoints and an unrendered PAC for `clusters`, loaded now.
+    fn compile(clusters: &[inventory::Cluster], modified_at: Option<SystemTime>, missing: bool) -> Self {
+        LoadedTable {
+            table: RoutingTable::compile(clusters),
+            loaded_at: SystemTime::now(),
+            modified_at,
+            endpoints: endpoints(clusters),
+            pac: std::sync::OnceLock::new(),
+            missing,
+        }
+    }
+}
+
 /// One URL of a cluster that `Test` checks, from one fact.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Endpoint {
@@ -133,14 +147,7 @@ pub enum Error {
 /// that exists but cannot be read or parsed, are errors as always.
 pub fn load_at_start(source: &Source) -> Result<LoadedTable, Error> {
     match load(source) {
-        Err(Error::Cache(cache::Error::Missing { .. })) => Ok(LoadedTable {
-            table: RoutingTable::compile(&[]),
-            loaded_at: SystemTime::now(),
-            modified_at: None,
-            endpoints: Vec::new(),
-            pac: std::sync::OnceLock::new(),
-            missing: true,
-        }),
+        Err(Error::Cache(cache::Error::Missing { .. })) => Ok(LoadedTable::compile(&[], None, true)),
         other => other,
     }
 }
@@ -159,14 +166,7 @@ pub fn load(source: &Source) -> Result<LoadedTable, Error> {
             (envelope.clusters, Some(envelope.fetched_at))
         }
     };
-    let loaded = LoadedTable {
-        table: RoutingTable::compile(&clusters),
-        loaded_at: SystemTime::now(),
-        modified_at,
-        endpoints: endpoints(&clusters),
-        pac: std::sync::OnceLock::new(),
-        missing: false,
-    };
+    let loaded = LoadedTable::compile(&clusters, modified_at, false);
     drop(clusters);
     crate::malloc::release_free();
     Ok(loaded)

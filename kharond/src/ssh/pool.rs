@@ -564,6 +564,14 @@ impl Pool {
         futures::future::join_all(probes).await.into_iter().collect()
     }
 
+    /// The hops of `jumphost`'s chain as `status` shows them; empty for a refused or unknown one.
+    pub fn hops(&self, jumphost: &str) -> Vec<String> {
+        self.chains()
+            .get(jumphost)
+            .map(|slot| slot.chain.hops.iter().map(|h| h.display()).collect())
+            .unwrap_or_default()
+    }
+
     pub fn status(&self) -> Vec<ChainHealth> {
         let slots = self.slots();
         let mut out: Vec<ChainHealth> = slots
