@@ -6,7 +6,7 @@
 //!   payload never enters user space (targets.md §0: 1.7–3× a userspace copy); elsewhere a copy
 //!   with large buffers. The pipes are shared and bounded (`pipes.rs`): a connection holds one
 //!   only while data moves, so an idle connection costs its two sockets and nothing more.
-//! - [`stream`]: TCP ↔ any stream (an SSH channel), a copy with large buffers. The channel side
+//! - [`stream`]: TCP ↔ any stream (an SSH channel), a user-space copy (`copy.rs`). The channel side
 //!   protects its shared session from slow readers itself (ssh/tunnel.rs, crates.md §1.8); an
 //!   extra buffering task here measured 0.67× `ssh -D` throughput against 0.96× without it.
 //!
@@ -15,7 +15,9 @@
 //! # Layout
 //! - `splice.rs`: one direction of the direct path, one pipe lease per fill/drain cycle.
 //! - `pipes.rs`: the shared pipe pool and its bounds ([`PIPE_DESCRIPTORS`]).
+//! - `copy.rs`: both directions of a user-space copy, with buffers allocated only while data moves.
 
+mod copy;
 #[cfg(target_os = "linux")]
 mod pipes;
 #[cfg(target_os = "linux")]
@@ -38,9 +40,6 @@ pub struct Transfer {
     pub down: u64,
 }
 
-/// Buffer size of the portable copy path; large enough that syscalls are not the bottleneck.
-const COPY_BUFFER: usize = 256 * 1024;
-
 /// Relays between two TCP streams until both directions finish.
 pub async fn tcp(client: &mut TcpStream, upstream: &mut TcpStream) -> std::io::Result<Transfer> {
     #[cfg(target_os = "linux")]
@@ -54,8 +53,7 @@ pub async fn tcp(client: &mut TcpStream, upstream: &mut TcpStream) -> std::io::R
     }
     #[cfg(not(target_os = "linux"))]
     {
-        let (up, down) =
-            tokio::io::copy_bidirectional_with_sizes(client, upstream, COPY_BUFFER, COPY_BUFFER).await?;
+        let (up, down) = copy::bidirectional(client, upstream).await?;
         Ok(Transfer { up, down })
     }
 }
@@ -65,8 +63,7 @@ pub async fn stream<U>(client: &mut TcpStream, upstream: &mut U) -> std::io::Res
 where
     U: AsyncRead + AsyncWrite + Unpin,
 {
-    let (up, down) =
-        tokio::io::copy_bidirectional_with_sizes(client, upstream, COPY_BUFFER, COPY_BUFFER).await?;
+    let (up, down) = copy::bidirectional(client, upstream).await?;
     Ok(Transfer { up, down })
 }
 
