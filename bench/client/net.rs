@@ -39,14 +39,29 @@ pub fn sink() -> anyhow::Result<SocketAddr> {
     })
 }
 
-/// Sends one byte back.
+/// Threads of the echo server, each accepting and serving one connection at a time: more than
+/// the rate phase's workers, so none waits for a free one.
+const ECHO_THREADS: usize = 128;
+
+/// Sends one byte back. Served by a fixed set of threads rather than a thread per connection:
+/// spawning one per connection cost the machine more CPU per connection than kharond itself in
+/// the rate phase (2 cores shared by client, server, proxy and sshd), which diluted the ratio
+/// between the proxies it is meant to show.
 pub fn echo() -> anyhow::Result<SocketAddr> {
-    spawn_server(|mut s| {
-        let mut b = [0u8; 1];
-        if s.read_exact(&mut b).is_ok() {
-            let _ = s.write_all(&b);
-        }
-    })
+    let listener = Arc::new(TcpListener::bind("127.0.0.1:0")?);
+    let addr = listener.local_addr()?;
+    for _ in 0..ECHO_THREADS {
+        let listener = Arc::clone(&listener);
+        std::thread::spawn(move || {
+            while let Ok((mut s, _)) = listener.accept() {
+                let mut b = [0u8; 1];
+                if s.read_exact(&mut b).is_ok() {
+                    let _ = s.write_all(&b);
+                }
+            }
+        });
+    }
+    Ok(addr)
 }
 
 /// Accepts connections and keeps them open, without a thread each, until [`Holder::release`].
