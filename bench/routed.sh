@@ -2,7 +2,7 @@
 # Routed throughput and warm connection-setup latency: kharond vs `ssh -D`, through the same local
 # OpenSSH sshd, same cipher, measured in the same run. Not a test.
 #
-#   [HOPS=1|2|3] [CIPHER=…|default] [RTT_MS=… [MBIT=…]] [RATE_CONNS=…] [JSON=FILE]
+#   [HOPS=1|2|3] [CIPHER=…|default] [RTT_MS=… [MBIT=…]] [RATE_CONNS=…] [PAGES=…] [JSON=FILE]
 #     bench/routed.sh [SIZE_MIB] [CONNECTIONS] [RUNS]
 #
 # Defaults: 1024 MiB, 500 connections, 9 runs; HOPS 1; CIPHER aes256-gcm@openssh.com (each sshd
@@ -13,8 +13,10 @@
 # DEBUG, and the script reports the cipher each client negotiated.
 #
 # RATE_CONNS > 0 (default 0: skipped) also measures connections per second with 64 workers
-# through each proxy (kharon-bench's rate phase). JSON appends every figure as a JSON line for
-# bench/report.py (bench/run.sh runs it all).
+# through each proxy (kharon-bench's rate phase). PAGES > 0 (default 0) also times that many
+# browser-like page loads through each (6 new keep-alive connections fetching 100 objects of
+# 1-32 KiB, like an OpenShift console; kharon-bench's page phase). JSON appends every figure as a
+# JSON line for bench/report.py (bench/run.sh runs it all).
 #
 # HOPS > 1 chains that many sshd with ProxyJump, and `ssh -D` takes the same chain (its `ssh -W`
 # children count as its CPU).
@@ -41,6 +43,7 @@ MBIT=${MBIT:-1000}
 CIPHER=${CIPHER:-aes256-gcm@openssh.com}
 HOPS=${HOPS:-1}
 RATE_CONNS=${RATE_CONNS:-0}
+PAGES=${PAGES:-0}
 JSON=${JSON:-}
 case "$HOPS" in 1|2|3) ;; *) echo "HOPS must be 1, 2 or 3" >&2; exit 2 ;; esac
 cd "$(dirname "$0")/.."
@@ -283,6 +286,14 @@ if [ "$RATE_CONNS" -gt 0 ]; then
     --no-direct --name "$TARGET" --phases rate --rate-workers 64 --rate-conns "$RATE_CONNS" \
     --runs "$(( RUNS < 5 ? RUNS : 5 ))" "${RATE_JSON[@]}"
   [ -z "$JSON" ] || tag "$W/rate.jsonl"
+fi
+
+if [ "$PAGES" -gt 0 ]; then
+  echo "== page loads: 6 connections, 100 objects of 1-32 KiB, by name through each proxy"
+  PAGE_JSON=(); [ -z "$JSON" ] || PAGE_JSON=(--json "$W/page.jsonl")
+  "$BIN/kharon-bench" --socks 127.0.0.1:"$KH_PORT" --baseline "ssh -D=127.0.0.1:$SSHD_D_PORT" \
+    --no-direct --name "$TARGET" --phases page --pages "$PAGES" "${PAGE_JSON[@]}"
+  [ -z "$JSON" ] || tag "$W/page.jsonl"
 fi
 
 if [ "$CIPHER" = default ]; then

@@ -41,11 +41,11 @@ fi
 # (not raisable without CAP_SYS_RESOURCE) 10,000 fit in neither.
 if [ "$QUICK" = 1 ]; then
   BYTES=$((16 << 20)); RUNS=2; CONNS=100; RATE_CONNS=500; IDLE=200,1000; LINK_BYTES=$((8 << 20))
-  R_MIB=16; R_CONNS=50; R_RUNS=2; R_HOPS_RUNS=2; SLOW_MIB=8; SLOW_CONNS=10; SLOW_RUNS=2; R_RATE=300
+  R_MIB=16; R_CONNS=50; R_RUNS=2; R_HOPS_RUNS=2; SLOW_MIB=8; SLOW_CONNS=10; SLOW_RUNS=2; R_RATE=300; R_PAGES=5
   INV_RUNS=1; CRITERION=(--warm-up-time 0.2 --measurement-time 0.5)
 else
   BYTES=$((1 << 30)); RUNS=9; CONNS=2000; RATE_CONNS=10000; IDLE=1000,9000; LINK_BYTES=$((256 << 20))
-  R_MIB=1024; R_CONNS=500; R_RUNS=15; R_HOPS_RUNS=9; SLOW_MIB=256; SLOW_CONNS=100; SLOW_RUNS=5; R_RATE=5000
+  R_MIB=1024; R_CONNS=500; R_RUNS=15; R_HOPS_RUNS=9; SLOW_MIB=256; SLOW_CONNS=100; SLOW_RUNS=5; R_RATE=5000; R_PAGES=100
   INV_RUNS=3; CRITERION=(--warm-up-time 1 --measurement-time 3)
 fi
 
@@ -63,7 +63,7 @@ PHASES=bulk,conn,rate,link,idle STREAMS=1,8 \
   bench/direct.sh "$BYTES" "$RUNS" "$CONNS"
 
 echo "== routed, same cipher, 1 hop (and connections per second)"
-RATE_CONNS=$R_RATE bench/routed.sh "$R_MIB" "$R_CONNS" "$R_RUNS"
+RATE_CONNS=$R_RATE PAGES=$R_PAGES bench/routed.sh "$R_MIB" "$R_CONNS" "$R_RUNS"
 for hops in 2 3; do
   echo "== routed, same cipher, $hops hops"
   HOPS=$hops bench/routed.sh "$R_MIB" "$R_CONNS" "$R_HOPS_RUNS"

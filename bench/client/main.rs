@@ -6,7 +6,7 @@
 //!              [--baseline NAME=ADDR[/PID]]... [--phases bulk,conn,rate,link,idle]
 //!              [--bytes 1073741824] [--runs 5] [--conns 2000] [--streams 1,8]
 //!              [--rate-workers 64] [--rate-conns 10000] [--link 20,1000] [--link-bytes N]
-//!              [--idle 1000,10000] [--name localhost] [--no-direct] [--json FILE]
+//!              [--idle 1000,10000] [--pages 60] [--name localhost] [--no-direct] [--json FILE]
 //! ```
 //!
 //! It starts its own sink (sends the N bytes asked for), echo (1 byte back) and holder (keeps
@@ -19,7 +19,10 @@
 //! - link: one stream through `slow-link` (an emulated RTT and bandwidth, started here), with
 //!   and without the proxy in front of it;
 //! - idle: N connections held open through the proxy, and N held directly; the proxy's VmRSS and
-//!   the kernel's Slab and TCP memory, before, while held and after the close.
+//!   the kernel's Slab and TCP memory, before, while held and after the close;
+//! - page: a browser loading a page such as an OpenShift console: [`PAGE_CONNECTIONS`] new
+//!   keep-alive connections fetch [`PAGE_OBJECTS`] small objects between them; `--pages` page
+//!   loads per path, interleaved, p50/p95 of the whole page's time.
 //!
 //! `--no-direct` leaves out the direct path, for a target only the proxies can reach (a name
 //! resolved by a jump host): then only by-name connections are measured. `--json` appends one
@@ -63,6 +66,7 @@ struct Options {
     link: (u64, f64),
     link_bytes: u64,
     idle: Vec<usize>,
+    pages: usize,
     name: String,
     direct: bool,
     json: Option<std::fs::File>,
@@ -86,6 +90,7 @@ impl Options {
             link: (20, 1000.0),
             link_bytes: 256 << 20,
             idle: vec![1000],
+            pages: 60,
             name: "localhost".into(),
             direct: true,
             json: None,
@@ -130,6 +135,7 @@ impl Options {
                 }
                 "--link-bytes" => o.link_bytes = value()?.parse()?,
                 "--idle" => o.idle = list(value()?)?,
+                "--pages" => o.pages = value()?.parse()?,
                 "--name" => o.name = value()?,
                 "--no-direct" => o.direct = false,
                 "--json" => {
@@ -150,8 +156,8 @@ impl Options {
             }
         }
         let proxy = proxy.context("--socks ADDR is required")?;
-        if o.runs == 0 || o.conns == 0 || o.streams.contains(&0) || o.rate_workers == 0 {
-            bail!("--runs, --conns, --streams and --rate-workers must be at least 1");
+        if o.runs == 0 || o.conns == 0 || o.streams.contains(&0) || o.rate_workers == 0 || o.pages == 0 {
+            bail!("--runs, --conns, --streams, --rate-workers and --pages must be at least 1");
         }
         if o.direct {
             o.paths.push(Path { name: "direct loopback".into(), socks: None, pid: None, measured: true });
@@ -191,7 +197,8 @@ fn main() -> anyhow::Result<()> {
             "rate" => rate(&mut o)?,
             "link" => link(&mut o)?,
             "idle" => idle(&mut o)?,
-            other => bail!("unknown phase {other} (bulk, conn, rate, link, idle)"),
+            "page" => page(&mut o)?,
+            other => bail!("unknown phase {other} (bulk, conn, rate, link, idle, page)"),
         }
     }
     Ok(())
@@ -477,6 +484,70 @@ fn idle(o: &mut Options) -> anyhow::Result<()> {
                 "tcp_mem_kib": [before.tcp_mem_kib, held.tcp_mem_kib, after.tcp_mem_kib]});
             o.emit(record)?;
         }
+    }
+    Ok(())
+}
+
+/// Connections a browser opens to one host (HTTP/1.1), and the objects a console page loads.
+const PAGE_CONNECTIONS: usize = 6;
+const PAGE_OBJECTS: usize = 100;
+
+/// The size of a page's object `k`: 1 to 32 KiB, scripts, styles and API answers alike.
+fn object_size(k: usize) -> u32 {
+    1024 * (1 + (k * 7) % 32) as u32
+}
+
+/// One page load: [`PAGE_CONNECTIONS`] new connections share [`PAGE_OBJECTS`] requests, each
+/// connection asking for the next object as soon as it has the previous one.
+fn page_once(socks: Option<SocketAddr>, server: SocketAddr, name: Option<&str>) -> anyhow::Result<Duration> {
+    let next = Arc::new(AtomicUsize::new(0));
+    let started = Instant::now();
+    let handles: Vec<_> = (0..PAGE_CONNECTIONS)
+        .map(|_| {
+            let (next, name) = (Arc::clone(&next), name.map(str::to_owned));
+            std::thread::spawn(move || -> anyhow::Result<()> {
+                let mut s = net::open(socks, server, name.as_deref())?;
+                loop {
+                    let k = next.fetch_add(1, Ordering::Relaxed);
+                    if k >= PAGE_OBJECTS {
+                        return Ok(());
+                    }
+                    net::fetch_object(&mut s, object_size(k))?;
+                }
+            })
+        })
+        .collect();
+    for h in handles {
+        h.join().map_err(|_| anyhow::anyhow!("page thread panicked"))??;
+    }
+    Ok(started.elapsed())
+}
+
+fn page(o: &mut Options) -> anyhow::Result<()> {
+    let server = net::objects()?;
+    let mut times = vec![Vec::new(); o.paths.len()];
+    // Interleaved page by page, so drift on the machine hits every path alike.
+    for _ in 0..o.pages {
+        for (i, path) in o.paths.iter().enumerate() {
+            let t = page_once(path.socks, server, o.host(false))
+                .with_context(|| format!("page load via {}", path.name))?;
+            times[i].push(t.as_secs_f64() * 1e3);
+        }
+    }
+    let p = |v: &[f64], q: f64| {
+        let mut v = v.to_vec();
+        v.sort_by(f64::total_cmp);
+        v[((v.len() as f64 * q) as usize).min(v.len() - 1)]
+    };
+    for (i, path) in o.paths.iter().enumerate() {
+        let (p50, p95) = (p(&times[i], 0.50), p(&times[i], 0.95));
+        println!(
+            "page {PAGE_CONNECTIONS} conns, {PAGE_OBJECTS} objects via {:<18} p50 {p50:7.2} ms  p95 {p95:7.2} ms",
+            path.name
+        );
+        let record = json!({"phase": "page", "path": path.name, "connections": PAGE_CONNECTIONS,
+            "objects": PAGE_OBJECTS, "p50_ms": p50, "p95_ms": p95, "n": times[i].len()});
+        o.emit(record)?;
     }
     Ok(())
 }

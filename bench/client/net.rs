@@ -64,6 +64,37 @@ pub fn echo() -> anyhow::Result<SocketAddr> {
     Ok(addr)
 }
 
+/// Answers requests on a kept-alive connection: each a 4-byte big-endian size, answered with that
+/// many bytes (the page phase's web server).
+pub fn objects() -> anyhow::Result<SocketAddr> {
+    spawn_server(|mut s| {
+        let body = vec![0x42u8; 64 * 1024];
+        let mut size = [0u8; 4];
+        while s.read_exact(&mut size).is_ok() {
+            let n = (u32::from_be_bytes(size) as usize).min(body.len());
+            if s.write_all(&body[..n]).is_err() {
+                return;
+            }
+        }
+    })
+}
+
+/// Asks for one object of `size` bytes on `s` and reads it whole.
+pub fn fetch_object(s: &mut TcpStream, size: u32) -> anyhow::Result<()> {
+    s.write_all(&size.to_be_bytes())?;
+    let mut left = size as usize;
+    let mut buf = [0u8; 16 * 1024];
+    while left > 0 {
+        let want = left.min(buf.len());
+        let n = s.read(&mut buf[..want])?;
+        if n == 0 {
+            bail!("the server closed after {} of {size} bytes", size as usize - left);
+        }
+        left -= n;
+    }
+    Ok(())
+}
+
 /// Accepts connections and keeps them open, without a thread each, until [`Holder::release`].
 pub struct Holder {
     pub addr: SocketAddr,
