@@ -96,9 +96,12 @@ pub const PREFIX: &str = "/vshn";
 /// The bucket list's resource name, typo included.
 pub const BUCKETS_RESOURCE: &str = "emergency-cedentials-buckets";
 
-const BUCKETS_ID: &str = "8e3874ae-4b40-590b-968a-418f704b9d9a";
+/// The bucket list's resource id.
+pub const BUCKETS_ID: &str = "8e3874ae-4b40-590b-968a-418f704b9d9a";
 const PLAIN_ID: &str = "1b4a2f9e-0c3d-4e5f-8a7b-6c5d4e3f2a1b";
 const PERSONAL_V5_ID: &str = "2c5b3a0f-1d4e-4f60-9b8c-7d6e5f4a3b2c";
+/// Entities carry `created` and `modified` (`src/Model/Entity/Secret.php`), CakePHP's JSON dates.
+const CREATED: &str = "2026-01-05T09:30:00+00:00";
 const USER_ID: &str = "d1e2f3a4-b5c6-4d7e-8f90-a1b2c3d4e5f6";
 
 /// A passphrase-protected Curve25519 key (EdDSA primary, ECDH subkey), as OpenPGP.js and the
@@ -600,7 +603,8 @@ fn controller(s: &mut State, req: &Request, path: &str, logged_in: bool, full_ba
             Response::ok(
                 "The operation was successful.",
                 json!({"id": uuid(), "resource_id": BUCKETS_ID, "user_id": USER_ID,
-                                "data": encrypt(&[user], secret.to_string().as_bytes())}),
+                       "data": encrypt(&[user], secret.to_string().as_bytes()),
+                       "created": CREATED, "modified": CREATED}),
             )
         }
         _ => Response::thrown(404, "The requested address was not found on this server."),
