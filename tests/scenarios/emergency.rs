@@ -113,6 +113,11 @@ struct World {
 
 impl World {
     fn start() -> World {
+        Self::start_with(&[])
+    }
+
+    /// The same world with `extra` arguments for kharond.
+    fn start_with(extra: &[&str]) -> World {
         let lab = Lab::new(LabOptions {
             last_hop_hosts: vec![(S3_HOST.to_owned(), "127.0.0.1".to_owned())],
             ..Default::default()
@@ -165,9 +170,16 @@ impl World {
         );
         let agent = lab.agent.socket().display().to_string();
         let ca = lab.env.path().join("ca.crt").display().to_string();
+        let mut args = vec![
+            "--inventory",
+            inventory.to_str().unwrap(),
+            "--ssh-config",
+            lab.ssh_config.to_str().unwrap(),
+        ];
+        args.extend_from_slice(extra);
         let daemon = Kharond::start_with(
             &lab.env,
-            &["--inventory", inventory.to_str().unwrap(), "--ssh-config", lab.ssh_config.to_str().unwrap()],
+            &args,
             &[("SSH_AUTH_SOCK", agent.as_str()), ("SSL_CERT_FILE", ca.as_str())],
         );
         World { lab, api, moto, keys, passbolt, daemon, inventory, user, colleague, token }
@@ -626,4 +638,37 @@ fn emergency_credential_failures_are_clear_and_write_nothing() {
     assert!(!w.daemon.log().contains(&w.keys.secret_access_key));
     let status = kharon_e2e::kharonctl::run(w.env(), &["status", "-o", "json"]);
     assert!(status.success(), "{}", status.stderr);
+}
+
+/// kharond on all addresses (allowed with a SOCKS password): the proxy-url of the emergency
+/// kubeconfig and of `kharonctl kubeconfig` is loopback, where a client on this machine reaches
+/// it, never 0.0.0.0.
+#[test]
+fn a_listener_on_all_addresses_is_reached_on_loopback() {
+    let port = kharon_e2e::free_port();
+    let env = Env::new();
+    let config = env.write("socks.toml", "[socks]\nusername = \"kh\"\npassword = \"s3cret-Pw.1929\"\n");
+    kharon_e2e::set_mode(&config, 0o600);
+    let listen = format!("0.0.0.0:{port}");
+    let w = World::start_with(&["--listen", &listen, "--config", config.to_str().unwrap()]);
+    let status = kharon_e2e::kharonctl::run(w.env(), &["status", "-o", "json"]);
+    assert_eq!(status.json()["listen_address"], listen.as_str(), "{}", status.stderr);
+    let loopback = format!("socks5://127.0.0.1:{port}");
+
+    let file = w.env().path().join("em.kubeconfig");
+    let mut extra = w.secrets();
+    extra.push(w.key_env(&w.user));
+    let out = w.run("c1", &["-o", file.to_str().unwrap()], &extra, "");
+    assert!(out.success(), "{}\n{}", out.stderr, w.daemon.log());
+    let doc = yaml(&file);
+    assert_eq!(
+        item(&doc, "clusters", "emergency-credentials/0/c1")["cluster"]["proxy-url"],
+        loopback.as_str()
+    );
+
+    let inventory = w.inventory.to_str().unwrap();
+    let out = kharon_e2e::kharonctl::run(w.env(), &["kubeconfig", "--inventory", inventory, "c1"]);
+    assert!(out.success(), "{}", out.stderr);
+    let doc: serde_norway::Value = serde_norway::from_str(&out.stdout).unwrap();
+    assert_eq!(item(&doc, "clusters", "c1")["cluster"]["proxy-url"], loopback.as_str());
 }
