@@ -21,6 +21,7 @@ mod jumphost;
 mod kubeconfig;
 mod login;
 mod pac;
+mod packaging;
 mod passbolt_clients;
 mod reload;
 mod scale;
