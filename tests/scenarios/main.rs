@@ -19,6 +19,7 @@ mod http_connect;
 mod install;
 mod jumphost;
 mod kubeconfig;
+mod lieutenant_spec;
 mod login;
 mod pac;
 mod packaging;
