@@ -704,4 +704,79 @@ mod tests {
     fn quotemeta_urlencode_is_what_php_does() {
         assert_eq!(php_quotemeta_urlencode("a b+c.d\n"), "a\\+b%2Bc\\.d%0A");
     }
+
+    /// One raw HTTP/1.1 exchange with the fake: status line, headers (lower-case names), body.
+    fn exchange(fake: &FakePassbolt, request: &str) -> (u16, Vec<(String, String)>, String) {
+        let mut stream = TcpStream::connect(fake.addr).expect("connect");
+        stream.write_all(request.as_bytes()).expect("send");
+        let mut reply = String::new();
+        stream.read_to_string(&mut reply).expect("read");
+        let (head, body) = reply.split_once("\r\n\r\n").expect("a head");
+        let mut lines = head.lines();
+        let status = lines.next().and_then(|l| l.split_whitespace().nth(1)).and_then(|s| s.parse().ok());
+        let headers = lines
+            .filter_map(|l| l.split_once(':'))
+            .map(|(k, v)| (k.trim().to_ascii_lowercase(), v.trim().to_owned()))
+            .collect();
+        (status.expect("a status"), headers, body.to_owned())
+    }
+
+    fn set_cookies(headers: &[(String, String)]) -> Vec<&str> {
+        headers.iter().filter(|(k, _)| k == "set-cookie").map(|(_, v)| v.as_str()).collect()
+    }
+
+    /// What a client sees before it is logged in, as passbolt_api answers it: the login POST is
+    /// exempt from CSRF and gets no token cookie, stage 1 is HTTP 200 with status "error", a call
+    /// without a session is a thrown 403 (no cookie either), a POST without the CSRF cookie is
+    /// refused, and a path outside the base is the web server's, not Passbolt's.
+    #[test]
+    fn before_login_the_fake_answers_as_passbolt_api() {
+        let user = public_of(&new_key(""));
+        let fake = FakePassbolt::start(Options::new(user.clone()));
+        let body = json!({"gpg_auth": {"keyid": fingerprint(&user)}}).to_string();
+        let (status, headers, text) = exchange(
+            &fake,
+            &format!(
+                "POST {PREFIX}/auth/login.json?api-version=v2 HTTP/1.1\r\nHost: x\r\nContent-Type: \
+                 application/json\r\nContent-Length: {}\r\n\r\n{body}",
+                body.len()
+            ),
+        );
+        let envelope: Value = serde_json::from_str(&text).expect("JSON");
+        assert_eq!((status, envelope["header"]["status"].as_str()), (200, Some("error")), "{text}");
+        assert_eq!(envelope["header"]["message"], "The authentication failed.");
+        assert_eq!(envelope["header"]["url"], format!("{PREFIX}/auth/login.json?api-version=v2"));
+        assert!(headers.iter().any(|(k, _)| k == "x-gpgauth-user-auth-token"), "{headers:?}");
+        assert_eq!(set_cookies(&headers), Vec::<&str>::new(), "the exempt login POST got a cookie");
+
+        let (status, headers, text) =
+            exchange(&fake, &format!("GET {PREFIX}/users/me.json HTTP/1.1\r\nHost: x\r\n\r\n"));
+        assert_eq!(status, 403, "{text}");
+        assert!(text.contains("You need to login to access this location."), "{text}");
+        assert_eq!(set_cookies(&headers), Vec::<&str>::new(), "a thrown error got the CSRF cookie");
+
+        let (status, _, text) = exchange(
+            &fake,
+            &format!(
+                "POST {PREFIX}/mfa/verify/totp.json HTTP/1.1\r\nHost: x\r\nContent-Length: 2\r\n\r\n{{}}"
+            ),
+        );
+        assert_eq!(status, 403, "{text}");
+        assert!(text.contains("Missing or incorrect CSRF cookie type."), "{text}");
+        let (status, _, text) = exchange(
+            &fake,
+            &format!(
+                "POST {PREFIX}/mfa/verify/totp.json HTTP/1.1\r\nHost: x\r\nCookie: csrfToken=a\r\n\
+                 X-CSRF-Token: b\r\nContent-Length: 2\r\n\r\n{{}}"
+            ),
+        );
+        assert_eq!(status, 403, "{text}");
+        assert!(text.contains("did not match or is missing"), "{text}");
+
+        let (status, headers, text) =
+            exchange(&fake, "GET /elsewhere/users/me.json HTTP/1.1\r\nHost: x\r\n\r\n");
+        assert_eq!(status, 404);
+        assert!(headers.iter().any(|(k, v)| k == "content-type" && v == "text/html"), "{headers:?}");
+        assert!(!text.contains("header"), "{text}");
+    }
 }
