@@ -5,8 +5,8 @@
 #   OUT_DIR/systemd/*          contrib/systemd's user units with @KHAROND@ set to PREFIX/bin/kharond
 #                              and no SSH_AUTH_SOCK line: a package cannot know the user's agent
 #                              (contrib/README.md says how users add it)
-#   OUT_DIR/completions/*      contrib/completions' bash and fish loaders (they ask the installed
-#                              kharonctl for its script at shell start-up)
+#   OUT_DIR/completions/*      contrib/completions' bash, zsh (_kharonctl) and fish loaders (they
+#                              ask the installed kharonctl for its script when first used)
 # Used by the .deb (kharond/Cargo.toml) and the Arch PKGBUILD.
 #
 # Usage: contrib/dist-files.sh BIN_DIR OUT_DIR [PREFIX]     PREFIX defaults to /usr
@@ -48,4 +48,5 @@ for unit in kharond.service kharond.socket kharond-control.socket; do
   fi
 done
 
-cp "$contrib/completions/kharonctl.bash" "$contrib/completions/kharonctl.fish" "$out_dir/completions/"
+cp "$contrib/completions/kharonctl.bash" "$contrib/completions/_kharonctl" \
+   "$contrib/completions/kharonctl.fish" "$out_dir/completions/"

@@ -1,4 +1,5 @@
 # Homebrew formula: builds kharon from the repository's release tag (contrib/README.md, "Homebrew").
+# The tag below is the one contrib/release.sh creates and writes here: v + the workspace version.
 class Kharon < Formula
   desc "Local SOCKS5 proxy that routes cluster hosts through their SSH jump hosts"
   homepage "https://github.com/vshn/kharon-rs"
@@ -17,6 +18,7 @@ class Kharon < Formula
     # Loaders, not generated scripts: a generated one would name this Cellar path (see
     # contrib/completions/README.md).
     bash_completion.install "contrib/completions/kharonctl.bash" => "kharonctl"
+    zsh_completion.install "contrib/completions/_kharonctl"
     fish_completion.install "contrib/completions/kharonctl.fish"
   end
 
@@ -26,7 +28,6 @@ class Kharon < Formula
         kharonctl service-install --kharond #{opt_bin}/kharond
       Then fetch the cluster inventory:
         kharonctl login && kharonctl update
-      zsh completion: add `source <(kharonctl completions zsh)` to ~/.zshrc after compinit.
     EOS
   end
 

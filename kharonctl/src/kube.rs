@@ -70,12 +70,15 @@ pub struct Settings {
     pub inventory: Option<PathBuf>,
 }
 
-/// One cluster's kubeconfig entry: `cluster`, `context` and `user` are all named `name`.
+/// One cluster's kubeconfig entry: `cluster` and `context` are named `name`, and so is `user`
+/// unless `user_name` says otherwise.
 #[derive(Debug, Clone, PartialEq)]
 pub struct Entry {
     pub name: String,
     pub cluster: Value,
     pub user: Value,
+    /// The user's name when it is not `name` (emergency credentials: Go kharon's `…/kharon-login`).
+    pub user_name: Option<String>,
     /// Non-fatal problems (a malformed CA), for the caller to print.
     pub warnings: Vec<String>,
 }
@@ -105,7 +108,7 @@ fn fact_text<'a>(cluster: &'a Cluster, key: &str) -> Option<&'a str> {
 pub fn entry(cluster: &Cluster, settings: &Settings) -> Result<Entry, EntryError> {
     let (c, warnings) = cluster_part(cluster, settings)?;
     let user = user(cluster, settings)?;
-    Ok(Entry { name: cluster.id.clone(), cluster: c, user, warnings })
+    Ok(Entry { name: cluster.id.clone(), cluster: c, user, user_name: None, warnings })
 }
 
 /// The `cluster` part of a cluster's entry (server, CA, proxy-url) and non-fatal problems; other
@@ -301,9 +304,10 @@ impl Kubeconfig {
     /// Adds or replaces one cluster's cluster, context and user.
     pub fn upsert(&mut self, entry: &Entry) {
         let name = entry.name.as_str();
+        let user = entry.user_name.as_deref().unwrap_or(name);
         self.put("clusters", name, "cluster", entry.cluster.clone());
-        self.put("contexts", name, "context", map([("cluster", s(name)), ("user", s(name))]));
-        self.put("users", name, "user", entry.user.clone());
+        self.put("contexts", name, "context", map([("cluster", s(name)), ("user", s(user))]));
+        self.put("users", user, "user", entry.user.clone());
     }
 
     /// The named entry of a list (`clusters`, `contexts` or `users`), whole.

@@ -1,6 +1,8 @@
-//! A fake Lieutenant API (`tests/oidc/lieutenant.mjs`) that follows the published spec for the
-//! endpoints kharon reads: `GET /` announces the test [`Provider`], `GET /clusters` needs a Bearer
-//! id_token the provider signed for our client id, errors are `{"reason": …}`.
+//! A fake Lieutenant API (`tests/oidc/lieutenant.mjs`) for the endpoints kharon reads, written
+//! from projectsyn/lieutenant-api's code (the script names the upstream file of each behaviour)
+//! and checked against upstream's OpenAPI spec by openapi-core (`scenarios/lieutenant_spec.rs`):
+//! `GET /` announces the test [`Provider`], `GET /clusters` needs a Bearer id_token the provider
+//! signed for our client id, errors are `{"reason": …}`.
 //!
 //! Test controls: [`Lieutenant::set_clusters`] swaps the inventory, [`Lieutenant::reject_next`]
 //! makes the next requests fail with 401 (a token revoked on the server side), and

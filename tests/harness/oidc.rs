@@ -2,6 +2,11 @@
 //! on an ephemeral loopback port (PKCE enforced, refresh tokens, device flow), plus the "browser"
 //! (`tests/oidc/browser.mjs`) that kharonctl starts through `KHARON_BROWSER`.
 //!
+//! Not a fake: panva's `oidc-provider` is an OpenID-certified server, so no upstream notes are
+//! kept here. Its one configured difference from a default install is Keycloak's habit of issuing
+//! a refresh token with every code (`issueRefreshToken` in `provider.mjs`), which is what VSHN's
+//! IdP does.
+//!
 //! The npm packages are installed once per checkout (`npm ci` from the committed lock file) when
 //! `tests/oidc/node_modules` is missing; `.ci/run` does the same up front.
 //!

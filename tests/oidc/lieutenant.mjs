@@ -1,14 +1,29 @@
-// Test-only fake of the Project Syn Lieutenant API, following shared/fixtures/lieutenant-openapi.yaml
-// (protocols.md §1, §6.2) for the read endpoints kharon uses.
+// Test-only fake of the Project Syn Lieutenant API for the read endpoints kharon uses, written
+// from the upstream server's code (projectsyn/lieutenant-api at b6f813a6, 2026-04-28) and its spec
+// (openapi.yaml there, byte for byte shared/fixtures/lieutenant-openapi.yaml):
 //
-//   GET /                 discovery (no auth): apiVersion + oidc {clientId, discoveryUrl}
-//   GET /healthz          "ok"
-//   GET /clusters         ?tenant=t-… filters, ?sort_by=id|tenant|displayName (default id)
-//   GET /clusters/{id}    one cluster, 404 if unknown
-// Every other path needs "Authorization: Bearer <id_token>": missing or not "Bearer " → 400
-// {"reason":"missing or malformed jwt"}; a token whose signature (the IdP's JWKS), audience (the
-// client id), issuer or expiry does not verify → 401 {"reason":"Unauthorized"}. The server strips a
-// trailing slash from every path, as the real one does.
+//   GET /                 discovery, no auth: {apiVersion, oidc: {clientId, discoveryUrl}}
+//                         (pkg/service/api_service.go NewAPIServer/Discovery; noAuth in
+//                         pkg/service/kubernetes_auth.go)
+//   GET /healthz          text "ok", no auth (Healthz)
+//   GET /clusters         ?tenant= filters (ListClusters: label selector, empty = all);
+//                         ?sort_by=id|tenant|displayName, default id, compared as Go compares
+//                         strings (sortClustersBy: byte order, not the locale's); another value is
+//                         refused with 400 by the spec's request validator (oapi-codegen's echo
+//                         middleware keeps the first line of kin-openapi's RequestError, worded in
+//                         getkin/kin-openapi openapi3filter/errors.go and openapi3/schema.go)
+//   GET /clusters/{id}    one cluster; unknown: 404 with Kubernetes' NotFound message, its double
+//                         quotes turned into single ones (customHTTPErrorHandler)
+// Errors are {"reason": …} (customHTTPErrorHandler, the spec's Reason). Every other path needs
+// "Authorization: Bearer <token>": without it 400 "missing or malformed jwt" (ErrJWTMissing,
+// extractToken). Upstream hands the token to Kubernetes, which answers 401 "Unauthorized" when it
+// does not accept it; this fake stands in for Kubernetes by verifying the token as the cluster's
+// OIDC authenticator would: signature (the IdP's JWKS), audience (the client id), issuer, expiry.
+// A path with a trailing slash is served as without (echo's RemoveTrailingSlash). A method the
+// path does not have: 405 "Method Not Allowed"; an unknown path: 404 "Not Found" (echo's errors).
+//
+// Cross-checked by a client we did not write: tests/scenarios/lieutenant_spec.rs validates every
+// answer of this fake against the spec with PyPI's openapi-core.
 //
 // Test controls (no auth, not part of the API): PUT /_admin/clusters replaces the inventory,
 // POST /_admin/reject?count=N answers the next N authenticated requests with 401 as if Kubernetes
@@ -77,6 +92,11 @@ function sortKey(c, by) {
   return c.id;
 }
 
+// Go's string comparison: UTF-8 byte order (for the ASCII ids here, code unit order).
+function goLess(a, b) {
+  return Buffer.compare(Buffer.from(a, 'utf8'), Buffer.from(b, 'utf8'));
+}
+
 async function handle(req, res) {
   const url = new URL(req.url, 'http://lieutenant');
   const path = url.pathname.length > 1 ? url.pathname.replace(/\/+$/, '') : url.pathname;
@@ -93,7 +113,7 @@ async function handle(req, res) {
     if (path === '/_admin/stats') return send(res, 200, { requests: seen });
     return send(res, 404, { reason: 'no such admin call' });
   }
-  if (req.method !== 'GET') return send(res, 405, { reason: 'method not allowed' });
+  if (req.method !== 'GET') return send(res, 405, { reason: 'Method Not Allowed' });
   if (path === '/') {
     return send(res, 200, { apiVersion: 'v0.13.0-fake', oidc: { clientId, discoveryUrl } });
   }
@@ -114,11 +134,13 @@ async function handle(req, res) {
     const by = url.searchParams.get('sort_by') || 'id';
     if (!['id', 'tenant', 'displayName'].includes(by)) {
       record(400);
-      return send(res, 400, { reason: `invalid sort_by ${by}` });
+      return send(res, 400, {
+        reason: `parameter "sort_by" in query has an error: value is not one of the allowed values ["id","tenant","displayName"]`,
+      });
     }
     const list = clusters
       .filter((c) => !tenant || c.tenant === tenant)
-      .sort((a, b) => sortKey(a, by).localeCompare(sortKey(b, by)));
+      .sort((a, b) => goLess(sortKey(a, by), sortKey(b, by)));
     record(200);
     return send(res, 200, list);
   }
@@ -126,7 +148,7 @@ async function handle(req, res) {
   if (one) {
     const c = clusters.find((x) => x.id === decodeURIComponent(one[1]));
     record(c ? 200 : 404);
-    return c ? send(res, 200, c) : send(res, 404, { reason: `clusters.syn.tools "${one[1]}" not found` });
+    return c ? send(res, 200, c) : send(res, 404, { reason: `clusters.syn.tools '${one[1]}' not found` });
   }
   record(404);
   return send(res, 404, { reason: 'Not Found' });

@@ -113,6 +113,11 @@ struct World {
 
 impl World {
     fn start() -> World {
+        Self::start_with(&[])
+    }
+
+    /// The same world with `extra` arguments for kharond.
+    fn start_with(extra: &[&str]) -> World {
         let lab = Lab::new(LabOptions {
             last_hop_hosts: vec![(S3_HOST.to_owned(), "127.0.0.1".to_owned())],
             ..Default::default()
@@ -136,10 +141,8 @@ impl World {
             "emergency": {object_key("c1"): c1.to_string(), object_key("c2"): c2.to_string()},
         }));
         let passbolt = FakePassbolt::start(Options {
-            user: user_pub,
             totp_secret: Some(TOTP_SECRET.to_vec()),
-            buckets_yaml: String::new(),
-            me_key: None,
+            ..Options::new(user_pub)
         });
         passbolt.set_buckets(&format!(
             "buckets:\n{}",
@@ -167,9 +170,16 @@ impl World {
         );
         let agent = lab.agent.socket().display().to_string();
         let ca = lab.env.path().join("ca.crt").display().to_string();
+        let mut args = vec![
+            "--inventory",
+            inventory.to_str().unwrap(),
+            "--ssh-config",
+            lab.ssh_config.to_str().unwrap(),
+        ];
+        args.extend_from_slice(extra);
         let daemon = Kharond::start_with(
             &lab.env,
-            &["--inventory", inventory.to_str().unwrap(), "--ssh-config", lab.ssh_config.to_str().unwrap()],
+            &args,
             &[("SSH_AUTH_SOCK", agent.as_str()), ("SSL_CERT_FILE", ca.as_str())],
         );
         World { lab, api, moto, keys, passbolt, daemon, inventory, user, colleague, token }
@@ -401,13 +411,15 @@ fn emergency_credentials_through_a_jump_host_reach_the_api_with_kubectl() {
     let log = w.daemon.log();
     assert!(log.lines().any(|l| l.contains("fetched object") && l.contains("hop1")), "{log}");
 
-    // The protocol as go-passbolt drives it: two GPGAuth stages, the MFA challenge on me.json, the
-    // TOTP, me.json again, the list, the shared metadata keys (v5), the secret.
+    // The protocol as passbolt_api answers it and go-passbolt drives it: two GPGAuth stages,
+    // me.json redirected (302) to the MFA challenge, the TOTP, me.json again, the list, the shared
+    // metadata keys (v5), the secret. The challenge cleared passbolt_mfa; it was not sent back.
     let log = w.passbolt.log();
     let expected = [
         "POST /auth/login.json",
         "POST /auth/login.json",
         "GET /users/me.json",
+        "GET /mfa/verify/error.json",
         "POST /mfa/verify/totp.json",
         "GET /users/me.json",
         "GET /resources.json",
@@ -415,6 +427,7 @@ fn emergency_credentials_through_a_jump_host_reach_the_api_with_kubectl() {
         "GET /secrets/resource/8e3874ae-4b40-590b-968a-418f704b9d9a.json",
     ];
     assert_eq!(log, expected);
+    assert_eq!(w.passbolt.stale(), Vec::<String>::new(), "a cleared passbolt_mfa went back to Passbolt");
 
     // The kubeconfig: 0600, our context, the cached inventory's API URL and CA, kharond's listener.
     assert_eq!(std::fs::metadata(&file).unwrap().permissions().mode() & 0o777, 0o600);
@@ -425,7 +438,10 @@ fn emergency_credentials_through_a_jump_host_reach_the_api_with_kubectl() {
     assert_eq!(cluster["server"], format!("https://{TARGET}:{}", w.api.port).as_str());
     assert_eq!(cluster["proxy-url"], format!("socks5://{}", w.daemon.socks_addr()).as_str());
     assert_eq!(cluster["certificate-authority-data"], w.api.ca_base64.as_str());
-    assert_eq!(item(&doc, "users", name)["user"]["token"], w.token.as_str());
+    // Go kharon's user name, so a merge replaces what Go kharon wrote.
+    let user = "emergency-credentials/0/c1/kharon-login";
+    assert_eq!(item(&doc, "contexts", name)["context"]["user"], user);
+    assert_eq!(item(&doc, "users", user)["user"]["token"], w.token.as_str());
 
     let got = kubectl(&w, &file, &[]);
     assert!(got.status.success(), "{}\n{}", String::from_utf8_lossy(&got.stderr), w.daemon.log());
@@ -453,7 +469,7 @@ fn emergency_credentials_through_a_jump_host_reach_the_api_with_kubectl() {
     let merged = yaml(&mine);
     assert_eq!(merged["current-context"], "mine");
     assert_eq!(item(&merged, "users", "me")["user"]["token"], "t");
-    assert_eq!(item(&merged, "users", name)["user"]["token"], w.token.as_str());
+    assert_eq!(item(&merged, "users", user)["user"]["token"], w.token.as_str());
     let got = kubectl(&w, &mine, &["--context", name]);
     assert!(got.status.success(), "{}", String::from_utf8_lossy(&got.stderr));
 }
@@ -501,7 +517,15 @@ fn emergency_credential_failures_are_clear_and_write_nothing() {
     extra.push(("KHARON_PASSBOLT_TOTP", wrong));
     let out = w.run("c1", &["--merge"], &extra, "");
     assert_eq!(out.code, Some(1), "{}", out.stderr);
-    assert!(out.stderr.contains("Passbolt refused the TOTP code (The OTP is not valid.)"), "{}", out.stderr);
+    // passbolt_api's words (MfaForm::execute, TotpVerifyForm's isValidOtp rule).
+    assert!(
+        out.stderr.contains(
+            "Passbolt refused the TOTP code: Something went wrong when validating the one-time password. \
+             This OTP is not valid. Give the current code"
+        ),
+        "{}",
+        out.stderr
+    );
     untouched("wrong TOTP");
 
     let mut extra = vec![w.key_env(&w.colleague), ("KUBECONFIG", mine.display().to_string())];
@@ -516,10 +540,8 @@ fn emergency_credential_failures_are_clear_and_write_nothing() {
     untouched("unknown key");
 
     let mitm = FakePassbolt::start(Options {
-        user: passbolt::public_of(&w.user),
-        totp_secret: None,
-        buckets_yaml: String::new(),
         me_key: Some(passbolt::public_of(&w.colleague)),
+        ..Options::new(passbolt::public_of(&w.user))
     });
     let mut extra = w.secrets();
     extra.extend(base(&w));
@@ -529,6 +551,47 @@ fn emergency_credential_failures_are_clear_and_write_nothing() {
     assert!(out.stderr.contains("answered /users/me.json with a different key"), "{}", out.stderr);
     assert!(!mitm.log().contains(&"GET /resources.json".to_owned()), "{:?}", mitm.log());
     untouched("key mismatch");
+
+    // A Passbolt whose App.fullBaseUrl names another host: its MFA redirect is not followed (the
+    // session cookie would go along), as go-passbolt's CheckRedirect refuses it.
+    let misconfigured = FakePassbolt::start(Options {
+        totp_secret: Some(TOTP_SECRET.to_vec()),
+        full_base_url: Some(format!("http://localhost:{}{}", kharon_e2e::free_port(), passbolt::PREFIX)),
+        ..Options::new(passbolt::public_of(&w.user))
+    });
+    let mut extra = w.secrets();
+    extra.extend(base(&w));
+    extra.push(("KHARON_PASSBOLT_URL", misconfigured.url()));
+    let out = w.run("c1", &["--merge"], &extra, "");
+    assert_eq!(out.code, Some(1), "{}", out.stderr);
+    assert!(
+        out.stderr
+            .contains(&format!("{}/users/me.json redirected to http://localhost:", misconfigured.url()))
+            && out
+                .stderr
+                .contains(&format!("which is not the Passbolt server you gave ({})", misconfigured.url())),
+        "{}",
+        out.stderr
+    );
+    assert_eq!(misconfigured.log().last().map(String::as_str), Some("GET /users/me.json"));
+    untouched("off-site redirect");
+
+    // A URL that is not Passbolt's (the web server's HTML 404): the message names the URL asked,
+    // with one slash between base and path even when the base ends with one.
+    let mut extra = w.secrets();
+    extra.extend(base(&w));
+    let wrong = format!("{}/", w.passbolt.url().replace(passbolt::PREFIX, "/wrong"));
+    extra.push(("KHARON_PASSBOLT_URL", wrong.clone()));
+    let out = w.run("c1", &["--merge"], &extra, "");
+    assert_eq!(out.code, Some(1), "{}", out.stderr);
+    assert!(
+        out.stderr.contains(&format!(
+            "{wrong}auth/login.json answered HTTP 404 with something that is not a Passbolt API reply"
+        )),
+        "{}",
+        out.stderr
+    );
+    untouched("not Passbolt");
 
     let mut extra = w.secrets();
     extra.extend(base(&w));
@@ -575,4 +638,37 @@ fn emergency_credential_failures_are_clear_and_write_nothing() {
     assert!(!w.daemon.log().contains(&w.keys.secret_access_key));
     let status = kharon_e2e::kharonctl::run(w.env(), &["status", "-o", "json"]);
     assert!(status.success(), "{}", status.stderr);
+}
+
+/// kharond on all addresses (allowed with a SOCKS password): the proxy-url of the emergency
+/// kubeconfig and of `kharonctl kubeconfig` is loopback, where a client on this machine reaches
+/// it, never 0.0.0.0.
+#[test]
+fn a_listener_on_all_addresses_is_reached_on_loopback() {
+    let port = kharon_e2e::free_port();
+    let env = Env::new();
+    let config = env.write("socks.toml", "[socks]\nusername = \"kh\"\npassword = \"s3cret-Pw.1929\"\n");
+    kharon_e2e::set_mode(&config, 0o600);
+    let listen = format!("0.0.0.0:{port}");
+    let w = World::start_with(&["--listen", &listen, "--config", config.to_str().unwrap()]);
+    let status = kharon_e2e::kharonctl::run(w.env(), &["status", "-o", "json"]);
+    assert_eq!(status.json()["listen_address"], listen.as_str(), "{}", status.stderr);
+    let loopback = format!("socks5://127.0.0.1:{port}");
+
+    let file = w.env().path().join("em.kubeconfig");
+    let mut extra = w.secrets();
+    extra.push(w.key_env(&w.user));
+    let out = w.run("c1", &["-o", file.to_str().unwrap()], &extra, "");
+    assert!(out.success(), "{}\n{}", out.stderr, w.daemon.log());
+    let doc = yaml(&file);
+    assert_eq!(
+        item(&doc, "clusters", "emergency-credentials/0/c1")["cluster"]["proxy-url"],
+        loopback.as_str()
+    );
+
+    let inventory = w.inventory.to_str().unwrap();
+    let out = kharon_e2e::kharonctl::run(w.env(), &["kubeconfig", "--inventory", inventory, "c1"]);
+    assert!(out.success(), "{}", out.stderr);
+    let doc: serde_norway::Value = serde_norway::from_str(&out.stdout).unwrap();
+    assert_eq!(item(&doc, "clusters", "c1")["cluster"]["proxy-url"], loopback.as_str());
 }

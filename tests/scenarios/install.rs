@@ -289,6 +289,11 @@ fn dist_files_makes_pages_units_without_placeholders_and_a_working_bash_loader()
     assert!(service.lines().any(|l| l == "ExecStart=/usr/bin/kharond"), "{service}");
     assert!(service.contains("Type=notify") && service.contains("Requires=kharond.socket"), "{service}");
 
+    // The zsh loader is copied as it is (packaging.rs types TABs into it).
+    assert_eq!(
+        std::fs::read(out.join("completions/_kharonctl")).expect("zsh loader"),
+        std::fs::read(workspace().join("contrib/completions/_kharonctl")).expect("contrib loader")
+    );
     // What bash-completion does with the installed loader: source it, then look for the function.
     let loader = out.join("completions/kharonctl.bash");
     let path = format!("{}:{}", bin_dir.display(), std::env::var("PATH").unwrap_or_default());

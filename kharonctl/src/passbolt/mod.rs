@@ -8,19 +8,25 @@
 //!
 //! Conventions of every call: the base URL may carry a path (`https://cloud.passbolt.com/vshn`),
 //! each request gets `?api-version=v2`, JSON in and out, an `{"header": …, "body": …}` envelope
-//! back. Cookies (session, `csrfToken`, `passbolt_mfa`) are kept here for the one server this
-//! session talks to, and `csrfToken`'s value goes back as `X-CSRF-Token`. Any call may be answered
-//! with an MFA challenge: then the TOTP code is verified and the call repeated, once.
+//! back. Cookies (session, `csrfToken`, `passbolt_mfa`) are kept in a [`cookies::Jar`] for the one
+//! server this session talks to, and `csrfToken`'s value goes back as `X-CSRF-Token`.
 //!
-//! The HTTP client ignores `HTTP(S)_PROXY` (as the Lieutenant client does) and follows no
-//! redirects. Nothing secret (key, passphrase, code, cookies, decrypted data) is ever logged or
-//! put into an error.
+//! MFA, as passbolt_api does it: while the session still needs its second factor, any JSON call
+//! is answered `302 Location: …/mfa/verify/error.json` (`MfaRequiredCheckMiddleware`), and only
+//! that URL answers the 403 listing the providers (`MfaVerifyAjaxErrorController`), clearing
+//! `passbolt_mfa` as it does. The redirect is followed the way go-passbolt's HTTP client follows
+//! it: same scheme, host and port only (go-passbolt's `CheckRedirect`), cookies set on every hop
+//! kept. Then the TOTP code is verified and the call repeated, once.
+//!
+//! The HTTP client ignores `HTTP(S)_PROXY` (as the Lieutenant client does); redirects are
+//! followed here, not by reqwest, so that each hop's cookies are seen. Nothing secret (key,
+//! passphrase, code, cookies, decrypted data) is ever logged or put into an error.
 
+pub mod cookies;
 pub mod gpgauth;
 pub mod resources;
 
-use std::collections::BTreeMap;
-use std::time::Duration;
+use std::time::{Duration, SystemTime};
 
 use serde::Deserialize;
 use serde_json::Value;
@@ -29,14 +35,27 @@ use crate::openpgp::PrivateKey;
 
 const CONNECT_TIMEOUT: Duration = Duration::from_secs(10);
 const REQUEST_TIMEOUT: Duration = Duration::from_secs(30);
+/// Redirects followed for one call, as many as Go's HTTP client follows (upstream sends one).
+const MAX_REDIRECTS: usize = 10;
 
 /// Messages carry their causes themselves (no `#[source]`): `kharonctl`'s `{:#}` would repeat them.
 #[derive(Debug, thiserror::Error)]
 pub enum Error {
     #[error("cannot build the HTTP client: {0}")]
     Client(reqwest::Error),
+    #[error("--passbolt-url {0:?} is not an http(s) URL")]
+    BaseUrl(String),
     #[error("cannot reach Passbolt at {url}: {}", crate::lieutenant::chain(cause))]
     Connect { url: String, cause: reqwest::Error },
+    #[error(
+        "{url} redirected to {to}, which is not the Passbolt server you gave ({base}); not following it \
+         (your cookies would go along). Is Passbolt's App.fullBaseUrl right, or the Passbolt URL?"
+    )]
+    OffSite { url: String, to: String, base: String },
+    #[error("{url} answered HTTP {status} without a usable Location to redirect to")]
+    BadRedirect { url: String, status: u16 },
+    #[error("{url} redirected more than {MAX_REDIRECTS} times")]
+    RedirectLoop { url: String },
     #[error(
         "{url} answered HTTP {status} with something that is not a Passbolt API reply; is the Passbolt \
          URL right (setting passbolt_url, env KHARON_PASSBOLT_URL, flag --passbolt-url)?"
@@ -59,7 +78,7 @@ pub enum Error {
     )]
     KeyMismatch { url: String, ours: String, theirs: String },
     #[error(
-        "Passbolt refused the TOTP code ({message}); give the current code from your authenticator \
+        "Passbolt refused the TOTP code: {message} Give the current code from your authenticator \
          app (KHARON_PASSBOLT_TOTP or EMR_TOTP_TOKEN must hold a fresh one)"
     )]
     TotpRejected { message: String },
@@ -117,7 +136,8 @@ impl Reply {
         self.header.status == "success" && (200..300).contains(&self.status)
     }
 
-    /// Passbolt's MFA challenge: a 403 whose envelope points at `/mfa/verify/error.json`.
+    /// Passbolt's MFA challenge: the 403 of `/mfa/verify/error.json` (reached through the
+    /// redirect), recognised by the URL its envelope names, as go-passbolt recognises it.
     fn is_mfa_challenge(&self) -> bool {
         let code = self.header.code.as_ref().and_then(|c| c.as_u64().or_else(|| c.as_str()?.parse().ok()));
         (self.status == 403 || code == Some(403)) && self.header.url.contains("/mfa/verify/error.json")
@@ -127,8 +147,11 @@ impl Reply {
 /// A logged-in (or logging-in) session with one Passbolt server.
 pub struct Session {
     http: reqwest::Client,
+    /// The base URL without a trailing slash, path included (`https://cloud.passbolt.com/vshn`).
     base: String,
-    cookies: BTreeMap<String, String>,
+    /// Where redirects may lead: the base URL's scheme, host and port.
+    origin: url::Origin,
+    cookies: cookies::Jar,
     totp: TotpSource,
     key: PrivateKey,
 }
@@ -136,6 +159,10 @@ pub struct Session {
 impl Session {
     /// A session for `base_url` that will log in with `key` (already unlocked).
     pub fn new(base_url: &str, key: PrivateKey, totp: TotpSource) -> Result<Self, Error> {
+        let parsed = url::Url::parse(base_url)
+            .ok()
+            .filter(|u| matches!(u.scheme(), "http" | "https") && u.has_host())
+            .ok_or_else(|| Error::BaseUrl(base_url.to_owned()))?;
         let http = reqwest::Client::builder()
             .no_proxy()
             .redirect(reqwest::redirect::Policy::none())
@@ -147,7 +174,8 @@ impl Session {
         Ok(Self {
             http,
             base: base_url.trim_end_matches('/').to_owned(),
-            cookies: BTreeMap::new(),
+            origin: parsed.origin(),
+            cookies: cookies::Jar::default(),
             totp,
             key,
         })
@@ -157,65 +185,87 @@ impl Session {
         &self.key
     }
 
-    fn url(&self, path: &str) -> String {
-        let sep = if path.contains('?') { '&' } else { '?' };
-        format!("{}/{}{sep}api-version=v2", self.base, path.trim_start_matches('/'))
+    /// `path` under the base URL, one slash between them, without the query (for messages).
+    fn endpoint(&self, path: &str) -> String {
+        format!("{}/{}", self.base, path.trim_start_matches('/'))
     }
 
-    /// Keeps every cookie the server sets (name=value only: one server, and it is always it).
-    fn keep_cookies(&mut self, headers: &reqwest::header::HeaderMap) {
-        for value in headers.get_all(reqwest::header::SET_COOKIE) {
-            let Ok(text) = value.to_str() else { continue };
-            let pair = text.split(';').next().unwrap_or_default();
-            if let Some((name, value)) = pair.split_once('=') {
-                let (name, value) = (name.trim(), value.trim());
-                if name.is_empty() {
-                    continue;
-                }
-                // An expired or emptied cookie is a deletion.
-                if value.is_empty() || text.to_ascii_lowercase().contains("max-age=0") {
-                    self.cookies.remove(name);
-                } else {
-                    self.cookies.insert(name.to_owned(), value.to_owned());
-                }
-            }
-        }
+    fn url(&self, path: &str) -> String {
+        let endpoint = self.endpoint(path);
+        let sep = if endpoint.contains('?') { '&' } else { '?' };
+        format!("{endpoint}{sep}api-version=v2")
     }
 
     /// Whether the server has set a cookie with one of `names`.
     fn has_cookie(&self, names: &[&str]) -> bool {
-        names.iter().any(|n| self.cookies.contains_key(*n))
+        self.cookies.contains_any(names)
     }
 
-    /// One request, no MFA handling; any envelope comes back, successful or not.
+    /// One request, redirects followed (same origin only), no MFA handling; any envelope comes
+    /// back, successful or not.
     async fn send(
         &mut self,
         method: reqwest::Method,
         path: &str,
         body: Option<&Value>,
     ) -> Result<Reply, Error> {
-        let url = self.url(path);
-        let mut request = self.http.request(method, &url).header(reqwest::header::ACCEPT, "application/json");
-        if !self.cookies.is_empty() {
-            let jar: Vec<String> = self.cookies.iter().map(|(k, v)| format!("{k}={v}")).collect();
-            request = request.header(reqwest::header::COOKIE, jar.join("; "));
+        let (mut method, mut body) = (method, body);
+        let mut url = url::Url::parse(&self.url(path)).map_err(|_| Error::BaseUrl(self.base.clone()))?;
+        let mut shown = self.endpoint(path);
+        for _ in 0..=MAX_REDIRECTS {
+            let mut request = self
+                .http
+                .request(method.clone(), url.clone())
+                .header(reqwest::header::ACCEPT, "application/json");
+            if let Some(jar) = self.cookies.header() {
+                request = request.header(reqwest::header::COOKIE, jar);
+            }
+            if let Some(csrf) = self.cookies.get("csrfToken") {
+                request = request.header("X-CSRF-Token", csrf);
+            }
+            if let Some(body) = body {
+                request = request.json(body);
+            }
+            let response =
+                request.send().await.map_err(|cause| Error::Connect { url: self.base.clone(), cause })?;
+            let status = response.status();
+            let headers = response.headers().clone();
+            self.cookies.keep(&headers, SystemTime::now());
+            if status.is_redirection() && status != reqwest::StatusCode::NOT_MODIFIED {
+                let next = headers
+                    .get(reqwest::header::LOCATION)
+                    .and_then(|l| l.to_str().ok())
+                    .and_then(|l| url.join(l).ok())
+                    .ok_or_else(|| Error::BadRedirect { url: shown.clone(), status: status.as_u16() })?;
+                if next.origin() != self.origin {
+                    return Err(Error::OffSite {
+                        url: shown,
+                        to: without_query(&next),
+                        base: self.base.clone(),
+                    });
+                }
+                // What browsers and Go do: 301/302/303 turn a POST into a GET without body;
+                // 307/308 repeat the request as it was.
+                if matches!(status.as_u16(), 301..=303) && method != reqwest::Method::HEAD {
+                    method = reqwest::Method::GET;
+                    body = None;
+                }
+                shown = without_query(&next);
+                url = next;
+                continue;
+            }
+            let bytes =
+                response.bytes().await.map_err(|cause| Error::Connect { url: self.base.clone(), cause })?;
+            let envelope: Envelope = serde_json::from_slice(&bytes)
+                .map_err(|_| Error::NotPassbolt { url: shown.clone(), status: status.as_u16() })?;
+            return Ok(Reply {
+                status: status.as_u16(),
+                headers,
+                header: envelope.header,
+                body: envelope.body,
+            });
         }
-        if let Some(csrf) = self.cookies.get("csrfToken") {
-            request = request.header("X-CSRF-Token", csrf);
-        }
-        if let Some(body) = body {
-            request = request.json(body);
-        }
-        let response =
-            request.send().await.map_err(|cause| Error::Connect { url: self.base.clone(), cause })?;
-        let status = response.status().as_u16();
-        let headers = response.headers().clone();
-        self.keep_cookies(&headers);
-        let bytes =
-            response.bytes().await.map_err(|cause| Error::Connect { url: self.base.clone(), cause })?;
-        let envelope: Envelope = serde_json::from_slice(&bytes)
-            .map_err(|_| Error::NotPassbolt { url: format!("{}/{}", self.base, path), status })?;
-        Ok(Reply { status, headers, header: envelope.header, body: envelope.body })
+        Err(Error::RedirectLoop { url: self.endpoint(path) })
     }
 
     /// One API call whose success body is returned; an MFA challenge is answered once, then the
@@ -257,10 +307,39 @@ impl Session {
             .send(reqwest::Method::POST, "/mfa/verify/totp.json", Some(&serde_json::json!({"totp": code})))
             .await?;
         if !reply.ok() {
-            return Err(Error::TotpRejected { message: message(&reply) });
+            return Err(Error::TotpRejected { message: with_details(&reply) });
         }
         Ok(())
     }
+}
+
+/// A URL for messages: no query (`api-version`), no fragment.
+fn without_query(url: &url::Url) -> String {
+    let mut shown = url.clone();
+    shown.set_query(None);
+    shown.set_fragment(None);
+    shown.to_string()
+}
+
+/// The server's message and, after it, the validation messages of its body (passbolt_api's
+/// `CustomValidationException`: `{"totp": {"isValidOtp": "This OTP is not valid."}}`).
+fn with_details(reply: &Reply) -> String {
+    fn leaves(v: &Value, out: &mut Vec<String>) {
+        match v {
+            Value::String(s) if !s.trim().is_empty() => out.push(s.trim().to_owned()),
+            Value::Object(map) => map.values().for_each(|v| leaves(v, out)),
+            Value::Array(list) => list.iter().for_each(|v| leaves(v, out)),
+            _ => {}
+        }
+    }
+    let mut parts = vec![message(reply)];
+    leaves(&reply.body, &mut parts);
+    parts.dedup();
+    let mut text = parts.join(" ");
+    if !text.ends_with('.') {
+        text.push('.');
+    }
+    text
 }
 
 /// The server's message, or the HTTP status when it sent none.
@@ -303,21 +382,41 @@ mod tests {
     }
 
     #[test]
-    fn cookies_are_kept_replaced_and_deleted() {
-        let key =
-            PrivateKey::parse(&crate::openpgp::tests::armored_secret(&crate::openpgp::tests::new_key("p")))
-                .unwrap();
-        let mut s = Session::new("https://p.example/vshn/", key, Box::new(|| Ok(String::new()))).unwrap();
+    fn urls_have_one_slash_between_base_and_path() {
+        let armored = crate::openpgp::tests::armored_secret(&crate::openpgp::tests::new_key("p"));
+        let session = |url: &str| {
+            let key = PrivateKey::parse(&armored).unwrap();
+            Session::new(url, key, Box::new(|| Ok(String::new())))
+        };
+        let s = session("https://p.example/vshn/").unwrap();
         assert_eq!(s.url("/auth/login.json"), "https://p.example/vshn/auth/login.json?api-version=v2");
-        let mut h = reqwest::header::HeaderMap::new();
-        h.append(reqwest::header::SET_COOKIE, "csrfToken=abc; Path=/; Secure".parse().unwrap());
-        h.append(reqwest::header::SET_COOKIE, "passbolt_session=s1; HttpOnly".parse().unwrap());
-        s.keep_cookies(&h);
-        assert_eq!(s.cookies.get("csrfToken").map(String::as_str), Some("abc"));
-        assert!(s.has_cookie(&["PHPSESSID", "passbolt_session"]));
-        let mut h = reqwest::header::HeaderMap::new();
-        h.append(reqwest::header::SET_COOKIE, "passbolt_session=; Max-Age=0".parse().unwrap());
-        s.keep_cookies(&h);
-        assert!(!s.has_cookie(&["passbolt_session"]));
+        assert_eq!(s.endpoint("/users/me.json"), "https://p.example/vshn/users/me.json");
+        assert_eq!(s.url("resources.json?x=1"), "https://p.example/vshn/resources.json?x=1&api-version=v2");
+        let root = session("http://127.0.0.1:8080").unwrap();
+        assert_eq!(root.endpoint("/users/me.json"), "http://127.0.0.1:8080/users/me.json");
+        for bad in ["p.example/vshn", "ftp://p.example", "https://"] {
+            let err = session(bad).err().map(|e| e.to_string()).unwrap_or_default();
+            assert!(err.contains("is not an http(s) URL"), "{bad}: {err}");
+        }
+    }
+
+    #[test]
+    fn a_refused_totp_names_upstreams_validation_message() {
+        let reply = Reply {
+            status: 400,
+            headers: Default::default(),
+            header: Header {
+                status: "error".into(),
+                message: "Something went wrong when validating the one-time password.".into(),
+                ..Default::default()
+            },
+            body: serde_json::json!({"totp": {"isValidOtp": "This OTP is not valid."}}),
+        };
+        assert_eq!(
+            with_details(&reply),
+            "Something went wrong when validating the one-time password. This OTP is not valid."
+        );
+        let bare = Reply { body: Value::Null, header: Header::default(), ..reply };
+        assert_eq!(with_details(&bare), "HTTP 400.");
     }
 }

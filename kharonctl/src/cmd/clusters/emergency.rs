@@ -9,9 +9,9 @@
 //! 0600, with the same rules as `kharonctl kubeconfig` (stdout, `-o FILE`, `--merge`); nothing is
 //! written unless at least one token decrypted.
 //!
-//! Names: cluster, context and user are all `emergency-credentials/<i>/<cluster-id>`, one `i` per
-//! distinct token (Go kharon's names, except that its user carries a `/kharon-login` suffix: our
-//! kubeconfig entries name all three alike).
+//! Names: cluster and context `emergency-credentials/<i>/<cluster-id>`, one `i` per distinct
+//! token, user `emergency-credentials/<i>/<cluster-id>/kharon-login`: Go kharon's names, so that a
+//! merge replaces the token Go kharon wrote instead of leaving it beside ours.
 
 use std::io::{IsTerminal as _, Read as _};
 use std::net::SocketAddr;
@@ -153,6 +153,7 @@ pub async fn run(args: Args, run: &Run<'_>) -> anyhow::Result<ExitCode> {
             name: format!("emergency-credentials/{i}/{id}"),
             cluster: cluster_part.clone(),
             user: token_user(&t.token),
+            user_name: Some(format!("emergency-credentials/{i}/{id}/kharon-login")),
             warnings: Vec::new(),
         })
         .collect();
