@@ -1,6 +1,6 @@
 // Test-only fake of the Project Syn Lieutenant API for the read endpoints kharon uses, written
 // from the upstream server's code (projectsyn/lieutenant-api at b6f813a6, 2026-04-28) and its spec
-// (openapi.yaml there, byte for byte shared/fixtures/lieutenant-openapi.yaml):
+// (openapi.yaml there, byte for byte tests/fixtures/lieutenant/openapi.yaml):
 //
 //   GET /                 discovery, no auth: {apiVersion, oidc: {clientId, discoveryUrl}}
 //                         (pkg/service/api_service.go NewAPIServer/Discovery; noAuth in

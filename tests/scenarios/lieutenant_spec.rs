@@ -1,6 +1,6 @@
 //! The fake Lieutenant (`tests/oidc/lieutenant.mjs`) checked by a client we did not write: PyPI's
 //! `openapi-core` (pinned in `.ci/run`) validates every request and answer against Lieutenant's
-//! own OpenAPI spec (`shared/fixtures/lieutenant-openapi.yaml`, upstream's `openapi.yaml`), with a
+//! own OpenAPI spec (`tests/fixtures/lieutenant/openapi.yaml`, upstream's `openapi.yaml`), with a
 //! real id_token from `kharonctl login` against the npm oidc-provider. There is no Lieutenant
 //! client to borrow (commodore only lists through kapitan's inventory); a validator built from the
 //! spec is the independent judge of the answers' shape and status codes.
@@ -13,15 +13,11 @@ use serde_json::Value;
 
 use crate::login::World;
 
-/// `shared/fixtures/lieutenant-openapi.yaml` from the `shared/` folder beside the checkout (CI
-/// clones the repository with it beside; a worktree may sit a level deeper).
+/// Lieutenant's OpenAPI spec, kept in the repository (`tests/fixtures/lieutenant/openapi.yaml`,
+/// byte for byte upstream's `openapi.yaml` as published with the reference material), so a clean
+/// clone in CI has it without anything beside the checkout.
 fn spec() -> PathBuf {
-    let root = Path::new(env!("CARGO_MANIFEST_DIR")).parent().expect("workspace").to_owned();
-    root.ancestors()
-        .skip(1)
-        .map(|dir| dir.join("shared/fixtures/lieutenant-openapi.yaml"))
-        .find(|p| p.is_file())
-        .unwrap_or_else(|| panic!("no shared/fixtures/lieutenant-openapi.yaml beside {}", root.display()))
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("fixtures/lieutenant/openapi.yaml")
 }
 
 #[test]
