@@ -14,7 +14,7 @@ use std::time::Duration;
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::{TcpListener, TcpStream};
 
-use super::Error;
+use super::error::Error;
 
 /// The redirect URI registered at the IdP, byte for byte.
 pub const REDIRECT_URI: &str = "http://localhost:18000";
