@@ -11,6 +11,7 @@
 //! - [`emergency`]: emergency credentials (bucket list, objects, tokens, where the key lives);
 //!   [`passbolt`]: the Passbolt client (GPGAuth, MFA, resources); [`openpgp`]: decrypting with the key.
 
+mod browser;
 mod clusters;
 mod cmd;
 mod completion;

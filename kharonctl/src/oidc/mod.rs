@@ -8,7 +8,8 @@
 //! - [`token`]: what we keep of a token response, and when an id_token is stale.
 //! - [`store`]: our 0600 token cache, and lookups in commodore's.
 //! - [`provider`]: the IdP through `openidconnect`: discovery, code exchange, device grant, refresh.
-//! - [`callback`]: the browser opener and the one-shot `http://localhost:18000` redirect server.
+//! - [`callback`]: the one-shot `http://localhost:18000` redirect server (the browser itself:
+//!   [`crate::browser`]).
 //! - `error`: what can go wrong, one type for the whole login (its own file so that the parts above
 //!   share it without depending on this facade).
 //!
@@ -242,7 +243,7 @@ impl<'a> Auth<'a> {
             "log in to {api_url} in your browser; if it does not open, visit this URL:\n\n    {}\n",
             auth.url
         );
-        if let Err(e) = callback::open_browser(auth.url.as_str(), kharon_browser, browser) {
+        if let Err(e) = crate::browser::open(auth.url.as_str(), kharon_browser.or(browser).as_deref()) {
             eprintln!("(cannot start a browser: {e}; open the URL above yourself)");
         }
         let code = callback.wait_for_code(auth.state.secret(), timeout).await?;
