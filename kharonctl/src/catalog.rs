@@ -1,12 +1,13 @@
-//! Which clusters a command works on: loading them (from `--inventory FILE`, a Lieutenant `/clusters`
-//! JSON, or else the inventory cache `kharonctl update` writes), dropping `kharonIgnore`d ones,
-//! filtering by id glob and tenant, and finding one cluster by name with closest-id suggestions
-//! when the name is unknown.
+//! The clusters kharonctl knows ([`Catalog`]): loaded from a Lieutenant `/clusters` JSON
+//! (`--inventory FILE`, or the configured `inventory`) or else from the inventory cache `kharonctl
+//! update` writes, `kharonIgnore`d ones dropped; filtered by id glob and tenant; and one cluster
+//! found by name, with closest-id suggestions when the name is unknown.
 //!
-//! It knows nothing of kubeconfigs (`kube.rs`) or of how clusters are printed (`cmd/clusters.rs`).
+//! It knows nothing of kubeconfigs (`kube.rs`) or of how clusters are printed (`cmd/clusters/list.rs`).
 
 use std::path::{Path, PathBuf};
 
+use kharon_shared::config::Config;
 use kharon_shared::inventory::Cluster;
 
 /// How many ids an "unknown cluster" error suggests at most.
@@ -43,42 +44,44 @@ fn tenant_note(tenant: Option<&str>) -> String {
     tenant.map(|t| format!(" in tenant {t:?}")).unwrap_or_default()
 }
 
-/// Where the clusters come from.
+/// The clusters of one inventory, sorted by id, and the file they came from.
 #[derive(Debug, Clone)]
-pub enum Source {
-    /// A Lieutenant `/clusters` JSON the user named.
-    File(PathBuf),
-    /// The inventory cache in this cache directory.
-    Cache(PathBuf),
+pub struct Catalog {
+    clusters: Vec<Cluster>,
+    /// `None`: the inventory cache.
+    file: Option<PathBuf>,
 }
 
-impl Source {
-    pub fn new(inventory: Option<&Path>, cache_dir: &Path) -> Self {
-        match inventory {
-            Some(file) => Source::File(file.to_owned()),
-            None => Source::Cache(cache_dir.to_owned()),
-        }
-    }
-
-    /// Every cluster that is not `kharonIgnore`d, sorted by id.
-    pub fn load(&self) -> Result<Vec<Cluster>, Error> {
-        let mut clusters = match self {
-            Source::File(path) => kharon_shared::inventory::load_file(path)?,
-            Source::Cache(dir) => kharon_shared::cache::load(&kharon_shared::cache::path(dir))?.clusters,
+impl Catalog {
+    /// Every cluster that is not `kharonIgnore`d, from `flag` (`--inventory`), else the configured
+    /// inventory (`KHARON_INVENTORY`, config file), else the cache in the configured cache dir.
+    pub fn load(flag: Option<&Path>, config: &Config) -> Result<Self, Error> {
+        let configured = config.inventory.as_ref().map(|s| s.value.as_path());
+        let file = flag.or(configured).map(absolute);
+        let mut clusters = match &file {
+            Some(path) => kharon_shared::inventory::load_file(path)?,
+            None => {
+                kharon_shared::cache::load(&kharon_shared::cache::path(&config.cache_dir.value))?.clusters
+            }
         };
         clusters.retain(|c| !c.is_ignored());
         clusters.sort_by(|a, b| a.id.cmp(&b.id));
-        Ok(clusters)
+        Ok(Self { clusters, file })
     }
 
-    /// The `--inventory` file, if that is where the clusters come from (an exec credential entry
-    /// must read the same inventory when kubectl runs it later).
-    pub fn file(&self) -> Option<&Path> {
-        match self {
-            Source::File(path) => Some(path),
-            Source::Cache(_) => None,
-        }
+    pub fn clusters(&self) -> &[Cluster] {
+        &self.clusters
     }
+
+    /// The inventory file, if that is where the clusters come from (an exec credential entry must
+    /// read the same inventory when kubectl runs it later).
+    pub fn inventory_file(&self) -> Option<&Path> {
+        self.file.as_deref()
+    }
+}
+
+fn absolute(path: &Path) -> PathBuf {
+    std::path::absolute(path).unwrap_or_else(|_| path.to_owned())
 }
 
 /// Whether `pattern` contains glob characters.

@@ -1,18 +1,27 @@
-//! kharonctl: the command-line client of kharond (and, later, of Lieutenant and the clusters).
+//! kharonctl: the command-line client of kharond, of Lieutenant (login, the inventory) and of the
+//! clusters themselves (kubeconfigs, shells, OpenShift logins, emergency credentials).
 //!
 //! # Layout
-//! - [`cmd`]: one file per subcommand. [`daemon`]: the control-socket client (only user of tonic).
-//! - [`context`]: merged settings handed to every subcommand. [`output`]: tables and JSON.
+//! - [`cmd`]: one file per command (`cmd/clusters/`: one per action of `clusters NAME`); commands
+//!   import nothing from each other, what several share lives in the modules below.
+//! - [`context`]: merged settings handed to every command. [`daemon`]: the control-socket client
+//!   (only user of tonic). [`output`]: tables and JSON.
 //! - [`lieutenant`]: the Lieutenant HTTP client. [`oidc`]: login flows and the 0600 token cache.
+//!   [`browser`]: opening the browser and answering the login redirect it brings back.
 //! - [`completion`]: dynamic shell completion (cluster ids from the cache). [`service`]: systemd and
 //!   launchd files for `service-install`.
-//! - [`clusters`]: loading, filtering and finding clusters. [`kube`]: building and merging kubeconfigs.
+//! - [`catalog`]: the clusters of the inventory: loading, filtering, finding one by id.
+//!   [`cluster_action`]: what an action of `clusters NAME` works with. [`child`]: the programs run
+//!   for a cluster (environment, exit codes).
+//! - [`kube`]: building and merging kubeconfigs; [`kube::destination`]: where they are written.
 //!   [`openshift_login`]: OpenShift tokens, the exec credential and the web login.
 //! - [`emergency`]: emergency credentials (bucket list, objects, tokens, where the key lives);
 //!   [`passbolt`]: the Passbolt client (GPGAuth, MFA, resources); [`openpgp`]: decrypting with the key.
 
 mod browser;
-mod clusters;
+mod catalog;
+mod child;
+mod cluster_action;
 mod cmd;
 mod completion;
 mod context;

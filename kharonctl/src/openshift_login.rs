@@ -19,11 +19,13 @@ use std::path::{Path, PathBuf};
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 use base64::Engine as _;
+use kharon_shared::inventory::{Cluster, fact};
 use serde::{Deserialize, Serialize};
 use sha2::Digest as _;
 use tokio::net::{TcpListener, TcpStream};
 
 use crate::browser;
+use crate::context::Context;
 
 /// The public OAuth client every OpenShift cluster has for `oc login --web`; it accepts any
 /// loopback redirect port.
@@ -60,6 +62,8 @@ pub enum Error {
     Denied { error: String, description: Option<String> },
     #[error("no login within {secs} s; open the URL printed above, or run the command again")]
     Timeout { secs: u64 },
+    #[error("{id} has no API URL fact, so there is nothing to log in to")]
+    NoApiUrl { id: String },
 }
 
 fn in_parens(text: Option<&str>) -> String {
@@ -142,6 +146,32 @@ pub struct WebLogin {
     /// `KHARON_BROWSER`, then `BROWSER`: a command run through `sh` with the URL as `$1`.
     pub browser: Option<String>,
     pub timeout: Duration,
+}
+
+impl WebLogin {
+    /// How to log in to `cluster`: through kharond when it is routed, trusting the CA fact when
+    /// there is one, with the user's browser command.
+    pub async fn for_cluster(ctx: &Context, cluster: &Cluster, idp: Option<String>) -> Result<Self, Error> {
+        let Some(api_url) = cluster.api_url() else {
+            return Err(Error::NoApiUrl { id: cluster.id.clone() });
+        };
+        let ca_pem = cluster.dynamic_fact_str(fact::TALOS_CA_DATA).and_then(|ca| {
+            base64::engine::general_purpose::STANDARD.decode(ca.split_whitespace().collect::<String>()).ok()
+        });
+        let places = ctx.oidc_places();
+        Ok(Self {
+            api_url: api_url.to_owned(),
+            // socks5h here (reqwest resolves nothing itself then); kubeconfigs need socks5 instead.
+            proxy: match cluster.jumphost() {
+                Some(_) => Some(format!("socks5h://{}", ctx.proxy_address().await)),
+                None => None,
+            },
+            ca_pem,
+            idp,
+            browser: places.kharon_browser.or(places.browser),
+            timeout: Duration::from_secs(180),
+        })
+    }
 }
 
 /// What `/.well-known/oauth-authorization-server` says (RFC 8414; only what we use).

@@ -5,6 +5,7 @@
 use std::path::PathBuf;
 use std::process::ExitCode;
 
+use crate::catalog::{self, Catalog};
 use crate::context::Context;
 use crate::kube::{self, Kubeconfig};
 
@@ -25,7 +26,7 @@ pub struct Args {
 pub async fn run(args: Args, ctx: &Context) -> anyhow::Result<ExitCode> {
     let path = match args.kubeconfig {
         Some(p) => p,
-        None => crate::cmd::kubeconfig::default_path()?,
+        None => kube::destination::default_path()?,
     };
     let mut k = Kubeconfig::load(&path)?;
     match args.name.as_deref() {
@@ -38,24 +39,20 @@ pub async fn run(args: Args, ctx: &Context) -> anyhow::Result<ExitCode> {
             println!("Switched to context {last}");
         }
         Some(name) => {
-            let source = crate::cmd::clusters::source(args.inventory.as_deref(), ctx);
-            let all = source.load()?;
-            let cluster = crate::clusters::find(&all, name)?;
-            let entry =
-                kube::entry(cluster, &crate::cmd::clusters::settings(&source, ctx.proxy_address().await)?)?;
-            for w in &entry.warnings {
-                eprintln!("kharonctl: warning: {w}");
-            }
+            let catalog = Catalog::load(args.inventory.as_deref(), &ctx.config)?;
+            let cluster = catalog::find(catalog.clusters(), name)?;
+            let settings = kube::Settings::new(ctx.proxy_address().await, catalog.inventory_file())?;
+            let entry = kube::entry(cluster, &settings)?;
+            entry.print_warnings();
             k.upsert(&entry);
             k.switch_to(&entry.name);
             k.write(&path)?;
             println!("Switched to context {}", entry.name);
         }
         None => {
-            let source = crate::cmd::clusters::source(args.inventory.as_deref(), ctx);
-            let all = source.load()?;
+            let catalog = Catalog::load(args.inventory.as_deref(), &ctx.config)?;
             let current = k.current_context();
-            for c in all.iter().filter(|c| c.api_url().is_some()) {
+            for c in catalog.clusters().iter().filter(|c| c.api_url().is_some()) {
                 let mark = if current == Some(c.id.as_str()) { "*" } else { " " };
                 let name = c.display_name.as_deref().map(|d| format!("  ({d})")).unwrap_or_default();
                 println!("{mark} {}{name}", c.id);

@@ -3,7 +3,7 @@
 
 use std::process::ExitCode;
 
-use super::Run;
+use crate::cluster_action::Run;
 
 pub async fn run(run: &Run<'_>) -> anyhow::Result<ExitCode> {
     let cluster = run.one()?;
