@@ -30,6 +30,14 @@ pub enum Error {
     Unknown { name: String, suggestions: Vec<String> },
     #[error("no cluster matches {filter:?}{}", tenant_note(tenant.as_deref()))]
     NoMatch { filter: String, tenant: Option<String> },
+    /// A partial id or glob that several clusters match, where one is wanted and nobody is at a
+    /// terminal to pick: exit code 2 (`main`), the matches listed one a line.
+    #[error(
+        "{name:?} matches {} clusters; name one (or run this on a terminal to pick):\n  {}",
+        lines.len(),
+        lines.join("\n  ")
+    )]
+    Ambiguous { name: String, lines: Vec<String> },
 }
 
 fn did_you_mean(suggestions: &[String]) -> String {
@@ -132,20 +140,64 @@ pub fn filter<'a>(clusters: &'a [Cluster], filter: Option<&str>, tenant: Option<
         .collect()
 }
 
-/// The clusters one name selects: a glob selects every match, a plain name exactly one cluster.
-pub fn select<'a>(
+/// The clusters a name given for one cluster may mean, among those `eligible` (an exact id is taken
+/// whatever `eligible` says, so that its own error can explain why it does not fit): an exact id
+/// (any case) is that cluster alone; a glob, every id it matches; anything else is a partial id, and
+/// means every id containing it (any case). The caller picks among several or says they are too
+/// many. Nothing: [`Error::Unknown`] with the closest ids, or for a glob [`Error::NoMatch`].
+pub fn candidates<'a>(
     clusters: &'a [Cluster],
     name: &str,
     tenant: Option<&str>,
+    eligible: impl Fn(&Cluster) -> bool,
 ) -> Result<Vec<&'a Cluster>, Error> {
     if is_glob(name) {
-        let found = filter(clusters, Some(name), tenant);
+        let found: Vec<_> =
+            filter(clusters, Some(name), tenant).into_iter().filter(|c| eligible(c)).collect();
         if found.is_empty() {
             return Err(Error::NoMatch { filter: name.to_owned(), tenant: tenant.map(str::to_owned) });
         }
         return Ok(found);
     }
-    find(clusters, name).map(|c| vec![c])
+    let unknown = match find(clusters, name) {
+        Ok(exact) => return Ok(vec![exact]),
+        Err(e) => e,
+    };
+    let lower = name.to_ascii_lowercase();
+    let found: Vec<_> = clusters
+        .iter()
+        .filter(|c| tenant.is_none_or(|t| c.tenant == t))
+        .filter(|c| !lower.is_empty() && c.id.to_ascii_lowercase().contains(&lower) && eligible(c))
+        .collect();
+    if found.is_empty() {
+        return Err(unknown);
+    }
+    Ok(found)
+}
+
+/// One line per cluster, in columns: id, display name, tenant, and how it is reached (`direct`, or
+/// `via` its jump host). What a person sees of a cluster when asked to choose one.
+pub fn lines(clusters: &[&Cluster]) -> Vec<String> {
+    let cells: Vec<[String; 4]> = clusters
+        .iter()
+        .map(|c| {
+            [
+                c.id.clone(),
+                c.display_name.clone().filter(|d| !d.is_empty()).unwrap_or_else(|| "-".to_owned()),
+                c.tenant.clone(),
+                match c.jumphost() {
+                    Some(jumphost) => format!("via {jumphost}"),
+                    None => "direct".to_owned(),
+                },
+            ]
+        })
+        .collect();
+    let width = |i: usize| cells.iter().map(|row| row[i].chars().count()).max().unwrap_or(0);
+    let (w0, w1, w2) = (width(0), width(1), width(2));
+    cells
+        .iter()
+        .map(|[id, name, tenant, route]| format!("{id:w0$}  {name:w1$}  {tenant:w2$}  {route}"))
+        .collect()
 }
 
 /// The cluster with id `name` (case-insensitively, as ids are DNS labels).
@@ -207,7 +259,7 @@ mod tests {
         assert_eq!(ids(filter(&all, Some("c-a*"), None)), ["c-a-1", "c-ab-3"]);
         assert_eq!(ids(filter(&all, Some("b"), None)), ["c-b-2", "c-ab-3"]);
         assert_eq!(ids(filter(&all, None, Some("t-x"))), ["c-a-1", "c-ab-3"]);
-        assert!(matches!(select(&all, "z*", None), Err(Error::NoMatch { .. })));
+        assert!(matches!(candidates(&all, "z*", None, |_| true), Err(Error::NoMatch { .. })));
     }
 
     #[test]

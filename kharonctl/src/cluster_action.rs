@@ -10,6 +10,7 @@ use kharon_shared::inventory::Cluster;
 use crate::catalog::{self, Catalog};
 use crate::context::Context;
 use crate::kube;
+use crate::picker;
 
 pub struct Run<'a> {
     pub ctx: &'a Context,
@@ -22,18 +23,16 @@ pub struct Run<'a> {
 }
 
 impl Run<'_> {
-    /// The one cluster `name` names (a glob must match exactly one).
+    /// The one cluster `name` names: its id, or a part of one or a glob that only it matches, or
+    /// the one picked on the terminal among several ([`picker::one`]).
     pub fn one(&self) -> anyhow::Result<&Cluster> {
-        let found = catalog::select(self.catalog.clusters(), self.name, self.tenant)?;
-        match found.as_slice() {
-            [one] => Ok(one),
-            many => anyhow::bail!(
-                "{:?} matches {} clusters ({}); name one",
-                self.name,
-                many.len(),
-                many.iter().map(|c| c.id.as_str()).collect::<Vec<_>>().join(", ")
-            ),
-        }
+        let marks = picker::Marks::of_default_kubeconfig();
+        picker::one(self.catalog.clusters(), self.name, self.tenant, |_| true, &marks, "Which cluster?")
+    }
+
+    /// Every cluster `name` names (`shell --each`): an id, or every id a glob or a partial id matches.
+    pub fn all(&self) -> Result<Vec<&Cluster>, catalog::Error> {
+        catalog::candidates(self.catalog.clusters(), self.name, self.tenant, |_| true)
     }
 
     /// The kubeconfig settings for this action's entries.

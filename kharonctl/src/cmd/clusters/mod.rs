@@ -25,21 +25,26 @@ pub mod tool;
 use std::path::PathBuf;
 use std::process::ExitCode;
 
-use crate::catalog::Catalog;
+use crate::catalog::{self, Catalog};
 use crate::cluster_action::Run;
 use crate::context::Context;
 use crate::kube;
+use crate::picker;
 use list::ListFormat;
 
 #[derive(clap::Args, Debug)]
 #[command(
     after_help = "Examples:\n  kharonctl clusters\n  kharonctl clusters 'c-*' --tenant t-example -o wide\n  \
     kharonctl clusters c-example-1 shell\n  kharonctl clusters c-example-1 kubectl get nodes\n  \
-    kharonctl clusters 'c-*' shell --each --command 'kubectl get --raw /version'"
+    kharonctl clusters 'c-*' shell --each --command 'kubectl get --raw /version'\n  \
+    kharonctl clusters example kubectl get nodes     # a part of an id\n\n\
+    Exit codes: an action's own (shell, kubectl, oc pass theirs through); 1 failed; 2 the part of an id \
+    matches several clusters and output is not a terminal (they are listed)."
 )]
 pub struct Args {
-    /// A cluster id (default for actions: the current kube context); for the listing (and
-    /// `shell --each`) a filter: glob (`c-*`) or substring
+    /// A cluster id or any part of one that only one cluster has (several: pick on the terminal);
+    /// default for actions: the current kube context. For the listing (and `shell --each`) a
+    /// filter: glob (`c-*`) or substring
     #[arg(add = clap_complete::engine::ArgValueCandidates::new(crate::completion::cluster_candidates))]
     pub name: Option<String>,
     /// Only clusters of this tenant
@@ -96,6 +101,24 @@ pub async fn run(args: Args, ctx: &Context) -> anyhow::Result<ExitCode> {
                     path.display()
                 )
             })?
+        }
+    };
+    // Which cluster, before anything else is said on the terminal (the picker may need it); the
+    // actions then find it by its whole id. `shell --each` takes every match instead.
+    let picked;
+    let name = match &action {
+        Action::Shell(shell) if shell.each => name,
+        // The current context is a whole id or no cluster at all, never a part of one.
+        _ if args.name.is_none() => {
+            picked = catalog::find(catalog.clusters(), name)?.id.clone();
+            picked.as_str()
+        }
+        _ => {
+            let marks = picker::Marks::of_default_kubeconfig();
+            let tenant = args.tenant.as_deref();
+            picked =
+                picker::one(catalog.clusters(), name, tenant, |_| true, &marks, "Which cluster?")?.id.clone();
+            picked.as_str()
         }
     };
     // Only the actions that write a kubeconfig ask kharond where it listens; `token` is the exec

@@ -13,7 +13,6 @@ use std::process::{Command, ExitCode, Stdio};
 use anyhow::Context as _;
 use kharon_shared::inventory::Cluster;
 
-use crate::catalog;
 use crate::child;
 use crate::cluster_action::Run;
 
@@ -58,7 +57,7 @@ fn command(args: &Args) -> anyhow::Result<Command> {
 
 pub fn run(args: Args, run: &Run<'_>) -> anyhow::Result<ExitCode> {
     if args.each {
-        let clusters = catalog::select(run.catalog.clusters(), run.name, run.tenant)?;
+        let clusters = run.all()?;
         return each(&args, run, &clusters);
     }
     let cluster = run.one()?;
