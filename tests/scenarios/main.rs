@@ -21,6 +21,7 @@ mod jumphost;
 mod kubeconfig;
 mod login;
 mod pac;
+mod picker;
 mod reload;
 mod scale;
 mod service;
