@@ -273,4 +273,26 @@ mod tests {
         assert!(suggest("zzzzzzzzzzzz", all.iter().map(|c| c.id.as_str())).is_empty());
         assert_eq!(find(&all, "C-RED-3").unwrap().id, "c-red-3");
     }
+
+    #[test]
+    fn a_partial_id_means_every_id_containing_it_and_an_exact_id_only_itself() {
+        let all = vec![cluster("c-green-1", "t-a"), cluster("c-green-10", "t-b"), cluster("c-red-3", "t-a")];
+        let ids = |found: Result<Vec<&Cluster>, Error>| {
+            found.unwrap().iter().map(|c| c.id.clone()).collect::<Vec<_>>()
+        };
+        assert_eq!(ids(candidates(&all, "RED", None, |_| true)), ["c-red-3"]);
+        assert_eq!(ids(candidates(&all, "green", None, |_| true)), ["c-green-1", "c-green-10"]);
+        // An exact id is itself even when it is part of another one.
+        assert_eq!(ids(candidates(&all, "c-green-1", None, |_| true)), ["c-green-1"]);
+        assert_eq!(ids(candidates(&all, "green", Some("t-b"), |_| true)), ["c-green-10"]);
+        assert_eq!(ids(candidates(&all, "green", None, |c| c.tenant == "t-a")), ["c-green-1"]);
+        assert!(matches!(candidates(&all, "blue", None, |_| true), Err(Error::Unknown { .. })));
+        assert!(matches!(candidates(&all, "", None, |_| true), Err(Error::Unknown { .. })));
+        let err = Error::Ambiguous { name: "green".into(), lines: lines(&[&all[0], &all[1]]) };
+        assert_eq!(
+            err.to_string(),
+            "\"green\" matches 2 clusters; name one (or run this on a terminal to pick):\n  \
+             c-green-1   -  t-a  direct\n  c-green-10  -  t-b  direct"
+        );
+    }
 }
