@@ -74,6 +74,19 @@ fn exit_code(session: &mut PtySession) -> i32 {
     }
 }
 
+/// Sends `keys` as typed.
+fn press(session: &mut PtySession, keys: &str) {
+    session.send(keys).expect("type on the pseudo-terminal");
+    session.flush().expect("type on the pseudo-terminal");
+}
+
+/// Types `text` into the picker's filter, waits for it to show, and presses Enter.
+fn type_then_enter(session: &mut PtySession, text: &str) {
+    press(session, text);
+    session.exp_string(text).expect("the typed filter is shown");
+    press(session, "\r");
+}
+
 /// Where each of `ids` first appears on `screen` (panics if one does not).
 fn positions(screen: &str, ids: &[&str]) -> Vec<usize> {
     ids.iter().map(|id| screen.find(id).unwrap_or_else(|| panic!("{id} not shown:\n{screen}"))).collect()
@@ -101,11 +114,7 @@ fn the_picker_switches_to_the_cluster_whose_name_was_typed_in_part() {
     assert!(screen.contains("Green Tree") && screen.contains("via jump-a"), "{screen}");
     assert!(screen.contains("t-lake") && screen.contains("direct"), "{screen}");
 
-    picker.send("tree").unwrap();
-    picker.flush().unwrap();
-    picker.exp_string("tree").unwrap();
-    picker.send("\r").unwrap();
-    picker.flush().unwrap();
+    type_then_enter(&mut picker, "tree");
     picker.exp_string("Switched to context c-green-tree-1").expect("the pick is switched to");
     assert_eq!(exit_code(&mut picker), 0);
     assert_eq!(current_context(&kubeconfig), "c-green-tree-1");
@@ -125,11 +134,7 @@ fn a_partial_id_that_several_clusters_match_opens_the_picker_with_it_typed_in() 
     let screen = picker.exp_string("type to filter").expect("the picker opens");
     positions(&screen, &["c-green-tree-1", "c-green-lake-5"]);
     assert!(!screen.contains("c-red-rock-3") && !screen.contains("c-blue-sky-2"), "not filtered:\n{screen}");
-    picker.send("lake").unwrap();
-    picker.flush().unwrap();
-    picker.exp_string("lake").unwrap();
-    picker.send("\r").unwrap();
-    picker.flush().unwrap();
+    type_then_enter(&mut picker, "lake");
     picker.exp_string("Switched to context c-green-lake-5").expect("the pick is switched to");
     assert_eq!(exit_code(&mut picker), 0);
     assert_eq!(current_context(&kubeconfig), "c-green-lake-5");
@@ -138,8 +143,7 @@ fn a_partial_id_that_several_clusters_match_opens_the_picker_with_it_typed_in() 
     let before = std::fs::read_to_string(&kubeconfig).unwrap();
     let mut picker = on_terminal(&env, &["clusters", "--inventory", i, "green", "kubeconfig"], &kubeconfig);
     picker.exp_string("type to filter").expect("the picker opens for an action too");
-    picker.send("\x1b").unwrap();
-    picker.flush().unwrap();
+    press(&mut picker, "\x1b");
     picker.exp_string("no cluster picked").expect("says nothing was picked");
     assert_eq!(exit_code(&mut picker), 1);
     assert_eq!(std::fs::read_to_string(&kubeconfig).unwrap(), before);
