@@ -51,6 +51,8 @@ def strip(text):
 
 def expand_use(tree):
     """`a::{b, c::{self, D}}` -> [[a, b], [a, c], [a, c, D]]."""
+    # `as NAME` first: with the white space gone, `x as y` would read as one segment `xasy`.
+    tree = re.sub(r"\s+as\s+" + IDENT, "", tree)
     tree = re.sub(r"\s+", "", tree)
     results = []
 
@@ -74,7 +76,7 @@ def expand_use(tree):
                 head = [p for p in m.group(1).split("::") if p]
                 walk(prefix + head, m.group(2))
             else:
-                segs = [p for p in re.sub(r"\bas\b.*$", "", part).split("::") if p]
+                segs = [p for p in part.split("::") if p]
                 segs = [p for p in segs if p != "*"]
                 if segs == ["self"]:
                     segs = []

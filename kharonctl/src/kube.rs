@@ -12,7 +12,11 @@
 //! 3. OpenShift: an exec entry running this very `kharonctl` (`clusters ID token --exec-credential`);
 //! 4. otherwise an empty user: the user brings their own credentials.
 //!
-//! It knows nothing of where clusters come from (`clusters.rs`) or of running kubectl (`cmd/`).
+//! Where a kubeconfig goes (stdout, `-o FILE`, `--merge`, each cluster's own file) is
+//! [`destination`]. It knows nothing of where clusters come from (`catalog.rs`) or of running
+//! kubectl (`cmd/`).
+
+pub mod destination;
 
 use std::net::SocketAddr;
 use std::path::{Path, PathBuf};
@@ -48,6 +52,8 @@ pub enum Error {
     Encode(#[from] serde_norway::Error),
     #[error("no kubeconfig location: set KUBECONFIG or HOME")]
     NoDefaultPath,
+    #[error("cannot find the path of kharonctl itself (for the exec entries): {0}")]
+    NoExe(std::io::Error),
 }
 
 /// Why a cluster got no entry.
@@ -70,6 +76,15 @@ pub struct Settings {
     pub inventory: Option<PathBuf>,
 }
 
+impl Settings {
+    /// Entries pointing at kharond's SOCKS address `proxy` ([`crate::context::Context::proxy_address`])
+    /// and at this very kharonctl, reading `inventory` (the catalog's file) when they run it.
+    pub fn new(proxy: SocketAddr, inventory: Option<&Path>) -> Result<Self, Error> {
+        let exe = std::env::current_exe().map_err(Error::NoExe)?;
+        Ok(Self { proxy, exe, inventory: inventory.map(Path::to_owned) })
+    }
+}
+
 /// One cluster's kubeconfig entry: `cluster` and `context` are named `name`, and so is `user`
 /// unless `user_name` says otherwise.
 #[derive(Debug, Clone, PartialEq)]
@@ -81,6 +96,15 @@ pub struct Entry {
     pub user_name: Option<String>,
     /// Non-fatal problems (a malformed CA), for the caller to print.
     pub warnings: Vec<String>,
+}
+
+impl Entry {
+    /// Prints the warnings on stderr, one line each.
+    pub fn print_warnings(&self) {
+        for w in &self.warnings {
+            eprintln!("kharonctl: warning: {w}");
+        }
+    }
 }
 
 /// Builds a mapping keeping the given key order (kubectl's own order reads best).

@@ -1,17 +1,27 @@
-//! kharonctl: the command-line client of kharond (and, later, of Lieutenant and the clusters).
+//! kharonctl: the command-line client of kharond, of Lieutenant (login, the inventory) and of the
+//! clusters themselves (kubeconfigs, shells, OpenShift logins, emergency credentials).
 //!
 //! # Layout
-//! - [`cmd`]: one file per subcommand. [`daemon`]: the control-socket client (only user of tonic).
-//! - [`context`]: merged settings handed to every subcommand. [`output`]: tables and JSON.
+//! - [`cmd`]: one file per command (`cmd/clusters/`: one per action of `clusters NAME`); commands
+//!   import nothing from each other, what several share lives in the modules below.
+//! - [`context`]: merged settings handed to every command. [`daemon`]: the control-socket client
+//!   (only user of tonic). [`output`]: tables and JSON.
 //! - [`lieutenant`]: the Lieutenant HTTP client. [`oidc`]: login flows and the 0600 token cache.
+//!   [`browser`]: opening the browser and answering the login redirect it brings back.
 //! - [`completion`]: dynamic shell completion (cluster ids from the cache). [`service`]: systemd and
 //!   launchd files for `service-install`.
-//! - [`clusters`]: loading, filtering and finding clusters. [`kube`]: building and merging kubeconfigs.
+//! - [`catalog`]: the clusters of the inventory: loading, filtering, finding one by id.
+//!   [`cluster_action`]: what an action of `clusters NAME` works with. [`child`]: the programs run
+//!   for a cluster (environment, exit codes).
+//! - [`kube`]: building and merging kubeconfigs; [`kube::destination`]: where they are written.
 //!   [`openshift_login`]: OpenShift tokens, the exec credential and the web login.
 //! - [`emergency`]: emergency credentials (bucket list, objects, tokens, where the key lives);
 //!   [`passbolt`]: the Passbolt client (GPGAuth, MFA, resources); [`openpgp`]: decrypting with the key.
 
-mod clusters;
+mod browser;
+mod catalog;
+mod child;
+mod cluster_action;
 mod cmd;
 mod completion;
 mod context;
@@ -24,6 +34,7 @@ mod openpgp;
 mod openshift_login;
 mod output;
 mod passbolt;
+mod picker;
 mod service;
 
 use std::path::PathBuf;
@@ -41,8 +52,12 @@ use crate::context::Context;
     about = "Control kharond, the SOCKS5 proxy that routes cluster hosts through their SSH jump hosts",
     after_help = "Examples:\n  kharonctl status\n  kharonctl route api.c-example.vshnmanaged.net\n  \
         kharonctl route api.c-example.vshnmanaged.net -o json\n  kharonctl reload\n  \
-        kharonctl login\n  kharonctl update\n  kharonctl config\n\n\
-        Exit codes: 0 success; 1 the command failed; 2 bad usage or settings; 3 kharond is not running."
+        kharonctl login\n  kharonctl update\n  kharonctl config\n  kharonctl switch\n\n\
+        A cluster id may be given as any part of it that only one cluster has; when several have it, \
+        a picker opens on a terminal.\n\n\
+        Exit codes: 0 success; 1 the command failed; 2 bad usage or settings, or a part of a cluster id \
+        that several clusters match while output is not a terminal (they are listed); 3 kharond is not \
+        running."
 )]
 struct Cli {
     /// kharond's control socket [env: KHARON_CONTROL_SOCKET] [default: $XDG_RUNTIME_DIR/kharon/kharond.sock]
@@ -91,7 +106,7 @@ enum Command {
     Clusters(cmd::clusters::Args),
     /// Print or write a kubeconfig with one context per cluster, or merge it into yours
     Kubeconfig(cmd::kubeconfig::Args),
-    /// Make a cluster the current kube context (`-`: the previous one)
+    /// Make a cluster the current kube context (`-`: the previous one; no id: pick on the terminal)
     Switch(cmd::switch::Args),
     /// Run kharond under the user's service manager (systemd user unit or launchd agent)
     ServiceInstall(cmd::service_install::Args),
@@ -169,6 +184,9 @@ fn main() -> ExitCode {
             eprintln!("kharonctl: {e:#}");
             if matches!(e.downcast_ref::<daemon::Error>(), Some(daemon::Error::NotRunning { .. })) {
                 ExitCode::from(exit::NOT_RUNNING)
+            } else if matches!(e.downcast_ref::<catalog::Error>(), Some(catalog::Error::Ambiguous { .. })) {
+                // Like a usage error: the command line did not say which cluster.
+                ExitCode::from(exit::USAGE)
             } else {
                 ExitCode::from(exit::FAILED)
             }

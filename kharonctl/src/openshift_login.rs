@@ -16,14 +16,16 @@
 //! messages go to stderr, and so does the browser command's stdout.
 
 use std::path::{Path, PathBuf};
-use std::process::Stdio;
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 use base64::Engine as _;
+use kharon_shared::inventory::{Cluster, fact};
 use serde::{Deserialize, Serialize};
 use sha2::Digest as _;
-use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::{TcpListener, TcpStream};
+
+use crate::browser;
+use crate::context::Context;
 
 /// The public OAuth client every OpenShift cluster has for `oc login --web`; it accepts any
 /// loopback redirect port.
@@ -60,6 +62,8 @@ pub enum Error {
     Denied { error: String, description: Option<String> },
     #[error("no login within {secs} s; open the URL printed above, or run the command again")]
     Timeout { secs: u64 },
+    #[error("{id} has no API URL fact, so there is nothing to log in to")]
+    NoApiUrl { id: String },
 }
 
 fn in_parens(text: Option<&str>) -> String {
@@ -144,6 +148,32 @@ pub struct WebLogin {
     pub timeout: Duration,
 }
 
+impl WebLogin {
+    /// How to log in to `cluster`: through kharond when it is routed, trusting the CA fact when
+    /// there is one, with the user's browser command.
+    pub async fn for_cluster(ctx: &Context, cluster: &Cluster, idp: Option<String>) -> Result<Self, Error> {
+        let Some(api_url) = cluster.api_url() else {
+            return Err(Error::NoApiUrl { id: cluster.id.clone() });
+        };
+        let ca_pem = cluster.dynamic_fact_str(fact::TALOS_CA_DATA).and_then(|ca| {
+            base64::engine::general_purpose::STANDARD.decode(ca.split_whitespace().collect::<String>()).ok()
+        });
+        let places = ctx.oidc_places();
+        Ok(Self {
+            api_url: api_url.to_owned(),
+            // socks5h here (reqwest resolves nothing itself then); kubeconfigs need socks5 instead.
+            proxy: match cluster.jumphost() {
+                Some(_) => Some(format!("socks5h://{}", ctx.proxy_address().await)),
+                None => None,
+            },
+            ca_pem,
+            idp,
+            browser: places.kharon_browser.or(places.browser),
+            timeout: Duration::from_secs(180),
+        })
+    }
+}
+
 /// What `/.well-known/oauth-authorization-server` says (RFC 8414; only what we use).
 #[derive(Debug, Deserialize)]
 struct Metadata {
@@ -190,7 +220,7 @@ pub async fn web_login(opts: &WebLogin) -> Result<StoredToken, Error> {
         }
     }
     eprintln!("Log in to {} in your browser:\n  {authorize}", opts.api_url);
-    if let Err(e) = open_browser(authorize.as_str(), opts.browser.as_deref()) {
+    if let Err(e) = browser::open(authorize.as_str(), opts.browser.as_deref()) {
         eprintln!("kharonctl: cannot open a browser ({e}); open the URL above yourself");
     }
     let code = tokio::time::timeout(opts.timeout, wait_for_code(&listener, &state))
@@ -258,29 +288,6 @@ fn random_token(bytes: usize) -> String {
     base64::engine::general_purpose::URL_SAFE_NO_PAD.encode(buf)
 }
 
-/// Runs the browser command (or the platform opener) with its stdout sent to our stderr.
-fn open_browser(url: &str, browser: Option<&str>) -> std::io::Result<()> {
-    let mut cmd = match browser {
-        Some(command) => {
-            let mut cmd = tokio::process::Command::new("sh");
-            // "$1" keeps the URL one argument whatever it contains.
-            cmd.arg("-c").arg(format!("{command} \"$1\"")).arg("kharon-browser").arg(url);
-            cmd
-        }
-        None => {
-            let mut cmd =
-                tokio::process::Command::new(if cfg!(target_os = "macos") { "open" } else { "xdg-open" });
-            cmd.arg(url);
-            cmd
-        }
-    };
-    let mut child = cmd.stdin(Stdio::null()).stdout(std::io::stderr()).spawn()?;
-    tokio::spawn(async move {
-        let _ = child.wait().await;
-    });
-    Ok(())
-}
-
 /// Serves the loopback port until the redirect with our `state` arrives.
 async fn wait_for_code(listener: &TcpListener, state: &str) -> Result<String, Error> {
     loop {
@@ -296,60 +303,33 @@ async fn wait_for_code(listener: &TcpListener, state: &str) -> Result<String, Er
 
 /// One browser request; `Some` when it ended the flow.
 async fn callback(mut stream: TcpStream, state: &str) -> Option<Result<String, Error>> {
-    let target = tokio::time::timeout(REQUEST_TIMEOUT, request_target(&mut stream)).await.ok().flatten();
+    let target =
+        tokio::time::timeout(REQUEST_TIMEOUT, browser::read_get_target(&mut stream)).await.ok().flatten();
     let url = target.and_then(|t| url::Url::parse(&format!("http://127.0.0.1{t}")).ok());
     let Some(url) = url.filter(|u| u.path() == CALLBACK_PATH) else {
-        reply(&mut stream, 404, "Nothing here.").await;
+        browser::respond(&mut stream, 404, "Not found", "Nothing here.").await;
         return None;
     };
     let param = |name: &str| url.query_pairs().find(|(k, _)| k == name).map(|(_, v)| v.into_owned());
     if param("state").as_deref() != Some(state) {
         // Not our flow (a stale tab, or someone else's request): ignore it, keep waiting.
-        reply(&mut stream, 400, "This login link is stale; start again from kharonctl.").await;
+        browser::respond(
+            &mut stream,
+            400,
+            "Login failed",
+            "This login link is stale; start again from kharonctl.",
+        )
+        .await;
         return None;
     }
     if let Some(error) = param("error") {
-        reply(&mut stream, 200, "Login refused. You can close this tab.").await;
+        browser::respond(&mut stream, 200, "Login refused", "You can close this tab.").await;
         return Some(Err(Error::Denied { error, description: param("error_description") }));
     }
     let code = param("code")?;
-    reply(&mut stream, 200, "Logged in. You can close this tab and return to the terminal.").await;
+    browser::respond(&mut stream, 200, "Logged in", "You can close this tab and return to the terminal.")
+        .await;
     Some(Ok(code))
-}
-
-/// The request target of `GET TARGET HTTP/1.1`, reading at most 16 KiB of head.
-async fn request_target(stream: &mut TcpStream) -> Option<String> {
-    let mut buf = Vec::with_capacity(1024);
-    let mut chunk = [0u8; 1024];
-    while !buf.windows(4).any(|w| w == b"\r\n\r\n") && buf.len() < 16 * 1024 {
-        let n = stream.read(&mut chunk).await.ok()?;
-        if n == 0 {
-            break;
-        }
-        buf.extend_from_slice(&chunk[..n]);
-    }
-    let line = buf.split(|&b| b == b'\n').next()?;
-    let line = std::str::from_utf8(line).ok()?;
-    let mut parts = line.split_whitespace();
-    (parts.next()? == "GET").then_some(())?;
-    parts.next().map(str::to_owned)
-}
-
-async fn reply(stream: &mut TcpStream, status: u16, text: &str) {
-    let reason = match status {
-        200 => "OK",
-        400 => "Bad Request",
-        _ => "Not Found",
-    };
-    let body = format!("<!doctype html><title>kharon</title><p>{text}</p>\n");
-    let head = format!(
-        "HTTP/1.1 {status} {reason}\r\nContent-Type: text/html; charset=utf-8\r\nContent-Length: {}\r\n\
-         Connection: close\r\n\r\n",
-        body.len()
-    );
-    let _ = stream.write_all(head.as_bytes()).await;
-    let _ = stream.write_all(body.as_bytes()).await;
-    let _ = stream.shutdown().await;
 }
 
 /// Unix seconds as `YYYY-MM-DDTHH:MM:SSZ` (civil-from-days, Howard Hinnant's algorithm).

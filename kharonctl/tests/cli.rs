@@ -45,3 +45,17 @@ fn emergency_credentials_help_teaches_keys_variables_and_examples() {
         assert!(help.contains(needle), "--help lacks {needle:?}:\n{help}");
     }
 }
+
+/// A part of a cluster id, the picker and the exit code of an ambiguous one are in `--help`
+/// (and so in the man pages, which are generated from it).
+#[test]
+fn help_says_what_a_part_of_an_id_does_and_its_exit_code() {
+    for args in [&["--help"][..], &["switch", "--help"], &["clusters", "--help"]] {
+        let out = Command::new(env!("CARGO_BIN_EXE_kharonctl")).args(args).output().unwrap();
+        assert!(out.status.success(), "{args:?}: {}", String::from_utf8_lossy(&out.stderr));
+        let help = String::from_utf8_lossy(&out.stdout);
+        for needle in ["part of", "terminal", "2 "] {
+            assert!(help.contains(needle), "{args:?} --help lacks {needle:?}:\n{help}");
+        }
+    }
+}

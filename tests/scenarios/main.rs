@@ -24,6 +24,7 @@ mod login;
 mod pac;
 mod packaging;
 mod passbolt_clients;
+mod picker;
 mod reload;
 mod scale;
 mod service;

@@ -60,6 +60,16 @@ fn test_checks_each_cluster_through_its_tunnel_and_names_the_broken_hop() {
     let unknown = kharonctl::run_with(&lab.env, &["test", "c-nope"], &agent_env);
     assert_eq!(unknown.code, Some(1));
     assert!(unknown.stderr.contains("c-nope"), "{}", unknown.stderr);
+
+    // With kharonctl reading the same inventory, a part of an id names a cluster: "c-o" only c-ok,
+    // while "ok" is in c-ok and c-br(ok)en, which without a terminal is exit 2 listing both.
+    let same = [("SSH_AUTH_SOCK", agent.as_str()), ("KHARON_INVENTORY", inv.to_str().unwrap())];
+    let part = kharonctl::run_with(&lab.env, &["test", "c-o"], &same);
+    assert_eq!(part.code, Some(0), "{}\n{}", part.stdout, part.stderr);
+    assert!(part.stdout.contains("c-ok") && !part.stdout.contains("c-broken"), "{}", part.stdout);
+    let two = kharonctl::run_with(&lab.env, &["test", "ok"], &same);
+    assert_eq!(two.code, Some(2), "{}\n{}", two.stdout, two.stderr);
+    assert!(two.stderr.contains("c-ok") && two.stderr.contains("c-broken"), "{}", two.stderr);
 }
 
 /// API, console and OAuth route of one cluster, each connected through the jump host and fetched

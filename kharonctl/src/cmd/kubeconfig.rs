@@ -1,12 +1,14 @@
 //! `kharonctl kubeconfig [FILTER] [-o FILE] [--merge]`: one context per cluster (named by cluster id),
-//! printed on stdout, written to a file, or merged into a kubeconfig keeping every other entry.
-//! Also [`emit`], which `clusters NAME kubeconfig` uses for its single entry.
+//! printed on stdout, written to a file, or merged into a kubeconfig keeping every other entry
+//! ([`crate::kube::destination`]).
 
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 use std::process::ExitCode;
 
+use crate::catalog::{self, Catalog};
 use crate::context::Context;
-use crate::kube::{self, Entry, EntryError, Kubeconfig};
+use crate::kube::destination::{self, Destination};
+use crate::kube::{self, EntryError};
 
 #[derive(clap::Args, Debug)]
 #[command(after_help = "Examples:\n  kharonctl kubeconfig > clusters.yaml\n  \
@@ -25,28 +27,14 @@ pub struct Args {
     pub inventory: Option<PathBuf>,
 }
 
-/// Where a kubeconfig goes: the options every command that writes one shares.
-#[derive(clap::Args, Debug)]
-pub struct Destination {
-    /// Write to FILE (atomically, mode 0600) instead of stdout
-    #[arg(short, long, value_name = "FILE")]
-    pub output: Option<PathBuf>,
-    /// Merge into FILE (default: the first KUBECONFIG entry, else ~/.kube/config), keeping its other entries
-    #[arg(long)]
-    pub merge: bool,
-}
-
 pub async fn run(args: Args, ctx: &Context) -> anyhow::Result<ExitCode> {
-    let source = crate::cmd::clusters::source(args.inventory.as_deref(), ctx);
-    let all = source.load()?;
-    let settings = crate::cmd::clusters::settings(&source, ctx.proxy_address().await)?;
+    let catalog = Catalog::load(args.inventory.as_deref(), &ctx.config)?;
+    let settings = kube::Settings::new(ctx.proxy_address().await, catalog.inventory_file())?;
     let mut entries = Vec::new();
-    for cluster in crate::clusters::filter(&all, args.filter.as_deref(), args.tenant.as_deref()) {
+    for cluster in catalog::filter(catalog.clusters(), args.filter.as_deref(), args.tenant.as_deref()) {
         match kube::entry(cluster, &settings) {
             Ok(entry) => {
-                for w in &entry.warnings {
-                    eprintln!("kharonctl: warning: {w}");
-                }
+                entry.print_warnings();
                 entries.push(entry);
             }
             // Clusters without an API URL have nothing to connect to; not worth a line each.
@@ -57,48 +45,6 @@ pub async fn run(args: Args, ctx: &Context) -> anyhow::Result<ExitCode> {
     if entries.is_empty() {
         anyhow::bail!("no cluster with an API URL matches");
     }
-    emit(&entries, args.destination)?;
+    destination::emit(&entries, args.destination)?;
     Ok(ExitCode::SUCCESS)
-}
-
-/// Prints `entries` as a new kubeconfig, writes one to `output`, or merges them into `output` (or
-/// the default kubeconfig). A new kubeconfig's current context is the first entry; a merge keeps
-/// the file's current context unless it has none.
-pub fn emit(entries: &[Entry], destination: Destination) -> anyhow::Result<()> {
-    let Destination { output, merge } = destination;
-    let first = entries.first().map(|e| e.name.as_str());
-    if !merge {
-        let k = Kubeconfig::from_entries(entries, first);
-        match output {
-            None => print!("{}", k.to_yaml()?),
-            Some(path) => {
-                k.write(&path)?;
-                eprintln!("Wrote {} context(s) to {}", entries.len(), path.display());
-            }
-        }
-        return Ok(());
-    }
-    let path = match output {
-        Some(p) => p,
-        None => default_path()?,
-    };
-    let mut k = Kubeconfig::load(&path)?;
-    for e in entries {
-        k.upsert(e);
-    }
-    if k.current_context().is_none()
-        && let Some(first) = first
-    {
-        k.switch_to(first);
-    }
-    k.write(&path)?;
-    eprintln!("Merged {} context(s) into {}", entries.len(), path.display());
-    Ok(())
-}
-
-/// kubectl's default kubeconfig in this environment.
-pub fn default_path() -> Result<PathBuf, kube::Error> {
-    let var = std::env::var("KUBECONFIG").ok();
-    let home = std::env::var_os("HOME").map(PathBuf::from);
-    kube::default_path(var.as_deref(), home.as_deref().map(Path::new))
 }

@@ -1,5 +1,6 @@
 //! One file per subcommand. Each exposes `Args` and `run(args, &Context) -> anyhow::Result<ExitCode>`;
-//! a subcommand never calls another one's `run`.
+//! a subcommand never imports another one: what several share lives outside `cmd/`. `clusters` is a
+//! directory: its `mod.rs` parses `clusters [NAME] [ACTION]` and dispatches to one file per action.
 
 pub mod clusters;
 pub mod completions;

@@ -1,17 +1,27 @@
-//! `kharonctl switch [NAME | -]`: makes a cluster the current context of the user's kubeconfig
-//! (writing its entry first), lists the choices without a name, and goes back to the previous
-//! context with `-` (remembered in a preferences extension, as Go kharon does).
+//! `kharonctl switch [ID | -]`: makes a cluster the current context of the user's kubeconfig
+//! (writing its entry first), and goes back to the previous context with `-` (remembered in a
+//! preferences extension, as Go kharon does). An id may be a part of one, as long as only one
+//! cluster matches it; several open the picker on a terminal. Without an id: the picker on a
+//! terminal, else the list of choices (kubectx's convention), the current one marked `*`.
 
 use std::path::PathBuf;
 use std::process::ExitCode;
 
+use kharon_shared::inventory::Cluster;
+
+use crate::catalog::Catalog;
 use crate::context::Context;
 use crate::kube::{self, Kubeconfig};
+use crate::picker::{self, Marks};
 
 #[derive(clap::Args, Debug)]
-#[command(after_help = "Examples:\n  kharonctl switch\n  kharonctl switch c-example-1\n  kharonctl switch -")]
+#[command(after_help = "Examples:\n  kharonctl switch              # pick on the terminal\n  \
+    kharonctl switch c-example-1\n  kharonctl switch example      # a part of an id\n  kharonctl switch -\n\n\
+    Exit codes: 0 switched (or listed); 1 failed; 2 the part of an id matches several clusters and \
+    output is not a terminal (they are listed).")]
 pub struct Args {
-    /// Cluster id, or `-` for the previous context
+    /// Cluster id, a part of one, or `-` for the previous context; none: pick on the terminal (or,
+    /// when output is not a terminal, list the choices)
     #[arg(add = clap_complete::engine::ArgValueCandidates::new(crate::completion::cluster_candidates))]
     pub name: Option<String>,
     /// Read clusters from this Lieutenant /clusters JSON instead of the inventory cache
@@ -25,7 +35,7 @@ pub struct Args {
 pub async fn run(args: Args, ctx: &Context) -> anyhow::Result<ExitCode> {
     let path = match args.kubeconfig {
         Some(p) => p,
-        None => crate::cmd::kubeconfig::default_path()?,
+        None => kube::destination::default_path()?,
     };
     let mut k = Kubeconfig::load(&path)?;
     match args.name.as_deref() {
@@ -38,24 +48,21 @@ pub async fn run(args: Args, ctx: &Context) -> anyhow::Result<ExitCode> {
             println!("Switched to context {last}");
         }
         Some(name) => {
-            let source = crate::cmd::clusters::source(args.inventory.as_deref(), ctx);
-            let all = source.load()?;
-            let cluster = crate::clusters::find(&all, name)?;
-            let entry =
-                kube::entry(cluster, &crate::cmd::clusters::settings(&source, ctx.proxy_address().await)?)?;
-            for w in &entry.warnings {
-                eprintln!("kharonctl: warning: {w}");
-            }
-            k.upsert(&entry);
-            k.switch_to(&entry.name);
-            k.write(&path)?;
-            println!("Switched to context {}", entry.name);
+            let catalog = Catalog::load(args.inventory.as_deref(), &ctx.config)?;
+            let cluster =
+                picker::one(catalog.clusters(), name, None, switchable, &Marks::of(&k), "Switch to cluster")?;
+            switch_to(&mut k, &path, cluster, &catalog, ctx).await?;
+        }
+        None if picker::interactive() => {
+            let catalog = Catalog::load(args.inventory.as_deref(), &ctx.config)?;
+            let choices = catalog.clusters().iter().filter(|c| switchable(c)).collect();
+            let cluster = picker::pick(choices, "", &Marks::of(&k), "Switch to cluster")?;
+            switch_to(&mut k, &path, cluster, &catalog, ctx).await?;
         }
         None => {
-            let source = crate::cmd::clusters::source(args.inventory.as_deref(), ctx);
-            let all = source.load()?;
+            let catalog = Catalog::load(args.inventory.as_deref(), &ctx.config)?;
             let current = k.current_context();
-            for c in all.iter().filter(|c| c.api_url().is_some()) {
+            for c in catalog.clusters().iter().filter(|c| switchable(c)) {
                 let mark = if current == Some(c.id.as_str()) { "*" } else { " " };
                 let name = c.display_name.as_deref().map(|d| format!("  ({d})")).unwrap_or_default();
                 println!("{mark} {}{name}", c.id);
@@ -63,4 +70,27 @@ pub async fn run(args: Args, ctx: &Context) -> anyhow::Result<ExitCode> {
         }
     }
     Ok(ExitCode::SUCCESS)
+}
+
+/// A cluster without an API URL has no kubeconfig entry to switch to.
+fn switchable(cluster: &Cluster) -> bool {
+    cluster.api_url().is_some()
+}
+
+/// Writes `cluster`'s entry into the kubeconfig at `path` and makes it current.
+async fn switch_to(
+    k: &mut Kubeconfig,
+    path: &std::path::Path,
+    cluster: &Cluster,
+    catalog: &Catalog,
+    ctx: &Context,
+) -> anyhow::Result<()> {
+    let settings = kube::Settings::new(ctx.proxy_address().await, catalog.inventory_file())?;
+    let entry = kube::entry(cluster, &settings)?;
+    entry.print_warnings();
+    k.upsert(&entry);
+    k.switch_to(&entry.name);
+    k.write(path)?;
+    println!("Switched to context {}", entry.name);
+    Ok(())
 }

@@ -17,13 +17,15 @@ use indicatif::{ProgressBar, ProgressStyle};
 use kharon_shared::proto::v1 as pb;
 use serde::Serialize;
 
+use crate::catalog::{self, Catalog};
 use crate::context::Context;
 use crate::daemon::Daemon;
 use crate::output::{self, Format};
+use crate::picker::{self, Marks};
 
 #[derive(Debug, clap::Args)]
 pub struct Args {
-    /// Cluster ids to check (default: every cluster with an API, console or OAuth URL)
+    /// Cluster ids to check, or parts of ids (default: every cluster with an API, console or OAuth URL)
     #[arg(add = clap_complete::engine::ArgValueCandidates::new(crate::completion::cluster_candidates))]
     pub clusters: Vec<String>,
     /// Output format
@@ -138,7 +140,35 @@ fn endpoint_row(event: &pb::TestEvent, check: &str) -> Row {
     }
 }
 
+/// The ids kharond is asked about: each part of an id that names one cluster of the catalog becomes
+/// its id (several: the picker, or exit code 2). A name the catalog does not know, or no catalog at
+/// all, goes as given: kharond may route by another inventory, and names what it does not know.
+fn full_ids(names: Vec<String>, ctx: &Context) -> anyhow::Result<Vec<String>> {
+    let Some(catalog) = (!names.is_empty()).then(|| Catalog::load(None, &ctx.config).ok()).flatten() else {
+        return Ok(names);
+    };
+    let marks = Marks::default();
+    let mut ids = Vec::with_capacity(names.len());
+    for name in names {
+        match picker::one(catalog.clusters(), &name, None, |_| true, &marks, "Which cluster to test?") {
+            Ok(cluster) => ids.push(cluster.id.clone()),
+            Err(e)
+                if matches!(
+                    e.downcast_ref(),
+                    Some(catalog::Error::Unknown { .. } | catalog::Error::NoMatch { .. })
+                ) =>
+            {
+                ids.push(name)
+            }
+            Err(e) => return Err(e),
+        }
+    }
+    Ok(ids)
+}
+
 pub async fn run(args: Args, ctx: &Context) -> anyhow::Result<ExitCode> {
+    // Before the progress spinner: the picker may need the terminal.
+    let clusters = full_ids(args.clusters, ctx)?;
     let mut daemon = ctx.daemon().await?;
     let status = daemon.status().await?;
     let mut rows = vec![inventory_row(&status)];
@@ -154,7 +184,7 @@ pub async fn run(args: Args, ctx: &Context) -> anyhow::Result<ExitCode> {
         None
     };
     let client = https_client(ctx, &status.listen_address)?;
-    let mut stream = daemon.test(args.clusters).await?;
+    let mut stream = daemon.test(clusters).await?;
     while let Some(event) = Daemon::next_event(&mut stream).await? {
         if event.step == "agent" {
             rows.push(agent_row(&event));

@@ -8,66 +8,30 @@
 //! - [`token`]: what we keep of a token response, and when an id_token is stale.
 //! - [`store`]: our 0600 token cache, and lookups in commodore's.
 //! - [`provider`]: the IdP through `openidconnect`: discovery, code exchange, device grant, refresh.
-//! - [`callback`]: the browser opener and the one-shot `http://localhost:18000` redirect server.
+//! - [`callback`]: the one-shot `http://localhost:18000` redirect server (the browser itself:
+//!   [`crate::browser`]).
+//! - `error`: what can go wrong, one type for the whole login (its own file so that the parts above
+//!   share it without depending on this facade).
 //!
 //! Progress goes to stderr; tokens never do.
 
 pub mod callback;
+mod error;
 pub mod provider;
 pub mod store;
 pub mod token;
 
-use std::net::SocketAddr;
 use std::path::PathBuf;
 use std::time::{Duration, SystemTime};
 
-use crate::lieutenant::{self, Lieutenant, chain};
+use crate::lieutenant::Lieutenant;
+pub use error::Error;
 use provider::Provider;
 use store::TokenFile;
 use token::Tokens;
 
 /// Default time a user has to finish logging in (kubelogin's default).
 pub const DEFAULT_LOGIN_TIMEOUT: Duration = Duration::from_secs(180);
-
-type BoxError = Box<dyn std::error::Error + Send + Sync>;
-
-#[derive(Debug, thiserror::Error)]
-pub enum Error {
-    #[error(transparent)]
-    Lieutenant(#[from] lieutenant::Error),
-    #[error(
-        "Lieutenant at {api_url} announces no OIDC settings; set COMMODORE_OIDC_CLIENT and \
-         COMMODORE_OIDC_DISCOVERY_URL (or oidc_client and oidc_discovery_url in the config file)"
-    )]
-    NoOidc { api_url: String },
-    #[error("cannot read the identity provider's discovery document {url}: {}", chain(source.as_ref()))]
-    Discovery { url: String, source: BoxError },
-    #[error(
-        "the identity provider {issuer} offers no device login (no device_authorization_endpoint); \
-         log in with the browser instead: `kharonctl login`"
-    )]
-    NoDeviceFlow { issuer: String },
-    #[error(
-        "port {port} is in use by another program (a running `commodore login`, kubelogin or another \
-         `kharonctl login`?); the identity provider only accepts http://localhost:{port} as the login \
-         redirect, so stop that program and retry, or log in with `kharonctl login --device`"
-    )]
-    PortBusy { port: u16 },
-    #[error("cannot listen on {addr} for the login callback: {source}")]
-    Bind { addr: SocketAddr, source: std::io::Error },
-    #[error("no login completed within {secs}s; run the command again (or give more time with --timeout)")]
-    Timeout { secs: u64 },
-    #[error("the identity provider refused the login: {error}{}", description.as_ref().map(|d| format!(": {d}")).unwrap_or_default())]
-    Denied { error: String, description: Option<String> },
-    #[error("{what} at the identity provider failed: {}", chain(source.as_ref()))]
-    Token { what: &'static str, source: BoxError },
-    #[error("the identity provider sent no id_token; Lieutenant needs one as its bearer token")]
-    NoIdToken,
-    #[error("the id_token from the identity provider does not verify: {}", chain(source.as_ref()))]
-    IdToken { source: BoxError },
-    #[error(transparent)]
-    Store(#[from] store::Error),
-}
 
 /// How an interactive login happens.
 #[derive(Debug, Clone)]
@@ -279,7 +243,7 @@ impl<'a> Auth<'a> {
             "log in to {api_url} in your browser; if it does not open, visit this URL:\n\n    {}\n",
             auth.url
         );
-        if let Err(e) = callback::open_browser(auth.url.as_str(), kharon_browser, browser) {
+        if let Err(e) = crate::browser::open(auth.url.as_str(), kharon_browser.or(browser).as_deref()) {
             eprintln!("(cannot start a browser: {e}; open the URL above yourself)");
         }
         let code = callback.wait_for_code(auth.state.secret(), timeout).await?;

@@ -19,8 +19,8 @@ use openidconnect::{
 };
 use serde::{Deserialize, Serialize};
 
-use super::Error;
 use super::callback::REDIRECT_URI;
+use super::error::Error;
 use super::token::Tokens;
 
 /// The discovery document path, appended when a discovery URL lacks it (protocols.md §1.2).

@@ -4,12 +4,12 @@
 //! launchd expands neither `~` nor variables, so the binary and the log file are absolute paths.
 //! `SSH_AUTH_SOCK` is normally *not* set: launchd gives every agent in the session the system
 //! ssh-agent's socket. Only a different agent (1Password, Secretive, …) is written in
-//! ([`super::Agent::for_launchd`]). There is no socket activation here; kharond binds its own
+//! ([`super::inputs::Agent::for_launchd`]). There is no socket activation here; kharond binds its own
 //! sockets, and `KeepAlive` restarts it when it exits.
 
 use plist::{Dictionary, Value};
 
-use super::{Agent, Inputs};
+use super::inputs::{Agent, Inputs};
 
 pub const LABEL: &str = "ch.vshn.kharond";
 pub const FILE_NAME: &str = "ch.vshn.kharond.plist";

@@ -10,7 +10,7 @@
 //! Values are escaped for unit files: `%` starts a specifier and is doubled, and a path with
 //! spaces or quotes is quoted (systemd.service(5), "Command lines").
 
-use super::{Agent, Inputs};
+use super::inputs::{Agent, Inputs};
 
 pub const SERVICE: &str = "kharond.service";
 pub const SOCKS_SOCKET: &str = "kharond.socket";

@@ -3,7 +3,7 @@
 
 use std::process::ExitCode;
 
-use super::Run;
+use crate::cluster_action::Run;
 
 pub async fn run(run: &Run<'_>) -> anyhow::Result<ExitCode> {
     let cluster = run.one()?;
@@ -12,7 +12,7 @@ pub async fn run(run: &Run<'_>) -> anyhow::Result<ExitCode> {
     };
     let places = run.ctx.oidc_places();
     eprintln!("Opening {url}");
-    crate::oidc::callback::open_browser(url, places.kharon_browser, places.browser)
+    crate::browser::open(url, places.kharon_browser.or(places.browser).as_deref())
         .map_err(|e| anyhow::anyhow!("cannot open a browser ({e}); open {url} yourself"))?;
     Ok(ExitCode::SUCCESS)
 }

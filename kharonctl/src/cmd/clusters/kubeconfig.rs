@@ -3,9 +3,9 @@
 
 use std::process::ExitCode;
 
-use super::Run;
-use crate::cmd::kubeconfig::Destination;
+use crate::cluster_action::Run;
 use crate::kube;
+use crate::kube::destination::{self, Destination};
 
 #[derive(clap::Args, Debug)]
 pub struct Args {
@@ -15,10 +15,8 @@ pub struct Args {
 
 pub fn run(args: Args, run: &Run<'_>) -> anyhow::Result<ExitCode> {
     let cluster = run.one()?;
-    let entry = kube::entry(cluster, &super::settings(run.source, run.proxy)?)?;
-    for w in &entry.warnings {
-        eprintln!("kharonctl: warning: {w}");
-    }
-    crate::cmd::kubeconfig::emit(&[entry], args.destination)?;
+    let entry = kube::entry(cluster, &run.settings()?)?;
+    entry.print_warnings();
+    destination::emit(&[entry], args.destination)?;
     Ok(ExitCode::SUCCESS)
 }

@@ -9,7 +9,7 @@ use std::process::ExitCode;
 
 use anyhow::Context as _;
 
-use super::Run;
+use crate::cluster_action::Run;
 use crate::openshift_login as ocp;
 
 #[derive(clap::Args, Debug)]
@@ -40,7 +40,7 @@ pub async fn run(args: Args, run: &Run<'_>) -> anyhow::Result<ExitCode> {
             .unwrap_or(0);
         ocp::StoredToken { token, expires_at: args.expires_in.map(|s| now.saturating_add(s)) }
     } else {
-        ocp::web_login(&super::web_login(run.ctx, cluster, args.idp).await?).await?
+        ocp::web_login(&ocp::WebLogin::for_cluster(run.ctx, cluster, args.idp).await?).await?
     };
     let path = ocp::path(&run.ctx.config.cache_dir.value, &cluster.id);
     ocp::save(&path, &stored)?;

@@ -13,7 +13,8 @@ use std::process::{Command, ExitCode, Stdio};
 use anyhow::Context as _;
 use kharon_shared::inventory::Cluster;
 
-use super::Run;
+use crate::child;
+use crate::cluster_action::Run;
 
 #[derive(clap::Args, Debug)]
 pub struct Args {
@@ -56,19 +57,17 @@ fn command(args: &Args) -> anyhow::Result<Command> {
 
 pub fn run(args: Args, run: &Run<'_>) -> anyhow::Result<ExitCode> {
     if args.each {
-        let clusters = crate::clusters::select(run.all, run.name, run.tenant)?;
+        let clusters = run.all()?;
         return each(&args, run, &clusters);
     }
     let cluster = run.one()?;
     let kubeconfig = run.cluster_kubeconfig(cluster)?;
     let mut cmd = command(&args)?;
     let program = cmd.get_program().to_string_lossy().into_owned();
-    let status = cmd
-        .env("KUBECONFIG", &kubeconfig)
-        .env("KHARON_CLUSTER", &cluster.id)
+    let status = child::for_cluster(&mut cmd, &kubeconfig, cluster)
         .status()
         .with_context(|| format!("cannot run {program}"))?;
-    Ok(super::exit_code(status))
+    Ok(child::exit_code(status))
 }
 
 fn each(args: &Args, run: &Run<'_>, clusters: &[&Cluster]) -> anyhow::Result<ExitCode> {
@@ -95,30 +94,28 @@ fn each(args: &Args, run: &Run<'_>, clusters: &[&Cluster]) -> anyhow::Result<Exi
 
 /// Runs the command for one cluster, copying its stdout and stderr line by line with the prefix.
 fn one_prefixed(args: &Args, run: &Run<'_>, cluster: &Cluster) -> anyhow::Result<i32> {
-    use std::os::unix::process::ExitStatusExt;
     let kubeconfig = run.cluster_kubeconfig(cluster)?;
-    let mut child = command(args)?
-        .env("KUBECONFIG", &kubeconfig)
-        .env("KHARON_CLUSTER", &cluster.id)
+    let mut cmd = command(args)?;
+    let mut running = child::for_cluster(&mut cmd, &kubeconfig, cluster)
         .stdin(Stdio::null())
         .stdout(Stdio::piped())
         .stderr(Stdio::piped())
         .spawn()
         .context("cannot start the command")?;
     let prefix = format!("[{}] ", cluster.id);
-    let stderr = child.stderr.take();
+    let stderr = running.stderr.take();
     let err_prefix = prefix.clone();
     let err_thread = std::thread::spawn(move || {
         if let Some(stderr) = stderr {
             copy_prefixed(stderr, &err_prefix, &mut std::io::stderr());
         }
     });
-    if let Some(stdout) = child.stdout.take() {
+    if let Some(stdout) = running.stdout.take() {
         copy_prefixed(stdout, &prefix, &mut std::io::stdout());
     }
     let _ = err_thread.join();
-    let status = child.wait().context("waiting for the command")?;
-    Ok(status.code().or_else(|| status.signal().map(|s| 128 + s)).unwrap_or(1))
+    let status = running.wait().context("waiting for the command")?;
+    Ok(child::shell_code(status))
 }
 
 fn copy_prefixed(from: impl std::io::Read, prefix: &str, to: &mut dyn Write) {

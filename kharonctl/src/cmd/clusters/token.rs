@@ -8,7 +8,7 @@ use std::time::SystemTime;
 
 use kharon_shared::inventory::Distribution;
 
-use super::Run;
+use crate::cluster_action::Run;
 use crate::openshift_login as ocp;
 
 #[derive(clap::Args, Debug)]
@@ -37,7 +37,7 @@ pub async fn run(args: Args, run: &Run<'_>) -> anyhow::Result<ExitCode> {
             if stale.is_some() {
                 eprintln!("The token of {} has expired; logging in again.", cluster.id);
             }
-            let token = ocp::web_login(&super::web_login(run.ctx, cluster, None).await?).await?;
+            let token = ocp::web_login(&ocp::WebLogin::for_cluster(run.ctx, cluster, None).await?).await?;
             ocp::save(&path, &token)?;
             token
         }

@@ -5,7 +5,8 @@ use std::process::ExitCode;
 
 use anyhow::Context as _;
 
-use super::Run;
+use crate::child;
+use crate::cluster_action::Run;
 
 #[derive(clap::Args, Debug)]
 pub struct Args {
@@ -42,13 +43,10 @@ impl Tool {
 pub fn run(tool: Tool, args: Args, run: &Run<'_>) -> anyhow::Result<ExitCode> {
     let cluster = run.one()?;
     let kubeconfig = run.cluster_kubeconfig(cluster)?;
-    let status = std::process::Command::new(tool.binary())
-        .args(&args.args)
-        .env("KUBECONFIG", &kubeconfig)
-        .env("KHARON_CLUSTER", &cluster.id)
-        .status();
+    let mut cmd = std::process::Command::new(tool.binary());
+    let status = child::for_cluster(&mut cmd, &kubeconfig, cluster).args(&args.args).status();
     match status {
-        Ok(status) => Ok(super::exit_code(status)),
+        Ok(status) => Ok(child::exit_code(status)),
         Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
             anyhow::bail!("`{}` is not in PATH; {}", tool.binary(), tool.install_hint())
         }

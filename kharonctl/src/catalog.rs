@@ -1,12 +1,13 @@
-//! Which clusters a command works on: loading them (from `--inventory FILE`, a Lieutenant `/clusters`
-//! JSON, or else the inventory cache `kharonctl update` writes), dropping `kharonIgnore`d ones,
-//! filtering by id glob and tenant, and finding one cluster by name with closest-id suggestions
-//! when the name is unknown.
+//! The clusters kharonctl knows ([`Catalog`]): loaded from a Lieutenant `/clusters` JSON
+//! (`--inventory FILE`, or the configured `inventory`) or else from the inventory cache `kharonctl
+//! update` writes, `kharonIgnore`d ones dropped; filtered by id glob and tenant; and one cluster
+//! found by name, with closest-id suggestions when the name is unknown.
 //!
-//! It knows nothing of kubeconfigs (`kube.rs`) or of how clusters are printed (`cmd/clusters.rs`).
+//! It knows nothing of kubeconfigs (`kube.rs`) or of how clusters are printed (`cmd/clusters/list.rs`).
 
 use std::path::{Path, PathBuf};
 
+use kharon_shared::config::Config;
 use kharon_shared::inventory::Cluster;
 
 /// How many ids an "unknown cluster" error suggests at most.
@@ -29,6 +30,14 @@ pub enum Error {
     Unknown { name: String, suggestions: Vec<String> },
     #[error("no cluster matches {filter:?}{}", tenant_note(tenant.as_deref()))]
     NoMatch { filter: String, tenant: Option<String> },
+    /// A partial id or glob that several clusters match, where one is wanted and nobody is at a
+    /// terminal to pick: exit code 2 (`main`), the matches listed one a line.
+    #[error(
+        "{name:?} matches {} clusters; name one (or run this on a terminal to pick):\n  {}",
+        lines.len(),
+        lines.join("\n  ")
+    )]
+    Ambiguous { name: String, lines: Vec<String> },
 }
 
 fn did_you_mean(suggestions: &[String]) -> String {
@@ -43,42 +52,44 @@ fn tenant_note(tenant: Option<&str>) -> String {
     tenant.map(|t| format!(" in tenant {t:?}")).unwrap_or_default()
 }
 
-/// Where the clusters come from.
+/// The clusters of one inventory, sorted by id, and the file they came from.
 #[derive(Debug, Clone)]
-pub enum Source {
-    /// A Lieutenant `/clusters` JSON the user named.
-    File(PathBuf),
-    /// The inventory cache in this cache directory.
-    Cache(PathBuf),
+pub struct Catalog {
+    clusters: Vec<Cluster>,
+    /// `None`: the inventory cache.
+    file: Option<PathBuf>,
 }
 
-impl Source {
-    pub fn new(inventory: Option<&Path>, cache_dir: &Path) -> Self {
-        match inventory {
-            Some(file) => Source::File(file.to_owned()),
-            None => Source::Cache(cache_dir.to_owned()),
-        }
-    }
-
-    /// Every cluster that is not `kharonIgnore`d, sorted by id.
-    pub fn load(&self) -> Result<Vec<Cluster>, Error> {
-        let mut clusters = match self {
-            Source::File(path) => kharon_shared::inventory::load_file(path)?,
-            Source::Cache(dir) => kharon_shared::cache::load(&kharon_shared::cache::path(dir))?.clusters,
+impl Catalog {
+    /// Every cluster that is not `kharonIgnore`d, from `flag` (`--inventory`), else the configured
+    /// inventory (`KHARON_INVENTORY`, config file), else the cache in the configured cache dir.
+    pub fn load(flag: Option<&Path>, config: &Config) -> Result<Self, Error> {
+        let configured = config.inventory.as_ref().map(|s| s.value.as_path());
+        let file = flag.or(configured).map(absolute);
+        let mut clusters = match &file {
+            Some(path) => kharon_shared::inventory::load_file(path)?,
+            None => {
+                kharon_shared::cache::load(&kharon_shared::cache::path(&config.cache_dir.value))?.clusters
+            }
         };
         clusters.retain(|c| !c.is_ignored());
         clusters.sort_by(|a, b| a.id.cmp(&b.id));
-        Ok(clusters)
+        Ok(Self { clusters, file })
     }
 
-    /// The `--inventory` file, if that is where the clusters come from (an exec credential entry
-    /// must read the same inventory when kubectl runs it later).
-    pub fn file(&self) -> Option<&Path> {
-        match self {
-            Source::File(path) => Some(path),
-            Source::Cache(_) => None,
-        }
+    pub fn clusters(&self) -> &[Cluster] {
+        &self.clusters
     }
+
+    /// The inventory file, if that is where the clusters come from (an exec credential entry must
+    /// read the same inventory when kubectl runs it later).
+    pub fn inventory_file(&self) -> Option<&Path> {
+        self.file.as_deref()
+    }
+}
+
+fn absolute(path: &Path) -> PathBuf {
+    std::path::absolute(path).unwrap_or_else(|_| path.to_owned())
 }
 
 /// Whether `pattern` contains glob characters.
@@ -129,20 +140,64 @@ pub fn filter<'a>(clusters: &'a [Cluster], filter: Option<&str>, tenant: Option<
         .collect()
 }
 
-/// The clusters one name selects: a glob selects every match, a plain name exactly one cluster.
-pub fn select<'a>(
+/// The clusters a name given for one cluster may mean, among those `eligible` (an exact id is taken
+/// whatever `eligible` says, so that its own error can explain why it does not fit): an exact id
+/// (any case) is that cluster alone; a glob, every id it matches; anything else is a partial id, and
+/// means every id containing it (any case). The caller picks among several or says they are too
+/// many. Nothing: [`Error::Unknown`] with the closest ids, or for a glob [`Error::NoMatch`].
+pub fn candidates<'a>(
     clusters: &'a [Cluster],
     name: &str,
     tenant: Option<&str>,
+    eligible: impl Fn(&Cluster) -> bool,
 ) -> Result<Vec<&'a Cluster>, Error> {
     if is_glob(name) {
-        let found = filter(clusters, Some(name), tenant);
+        let found: Vec<_> =
+            filter(clusters, Some(name), tenant).into_iter().filter(|c| eligible(c)).collect();
         if found.is_empty() {
             return Err(Error::NoMatch { filter: name.to_owned(), tenant: tenant.map(str::to_owned) });
         }
         return Ok(found);
     }
-    find(clusters, name).map(|c| vec![c])
+    let unknown = match find(clusters, name) {
+        Ok(exact) => return Ok(vec![exact]),
+        Err(e) => e,
+    };
+    let lower = name.to_ascii_lowercase();
+    let found: Vec<_> = clusters
+        .iter()
+        .filter(|c| tenant.is_none_or(|t| c.tenant == t))
+        .filter(|c| !lower.is_empty() && c.id.to_ascii_lowercase().contains(&lower) && eligible(c))
+        .collect();
+    if found.is_empty() {
+        return Err(unknown);
+    }
+    Ok(found)
+}
+
+/// One line per cluster, in columns: id, display name, tenant, and how it is reached (`direct`, or
+/// `via` its jump host). What a person sees of a cluster when asked to choose one.
+pub fn lines(clusters: &[&Cluster]) -> Vec<String> {
+    let cells: Vec<[String; 4]> = clusters
+        .iter()
+        .map(|c| {
+            [
+                c.id.clone(),
+                c.display_name.clone().filter(|d| !d.is_empty()).unwrap_or_else(|| "-".to_owned()),
+                c.tenant.clone(),
+                match c.jumphost() {
+                    Some(jumphost) => format!("via {jumphost}"),
+                    None => "direct".to_owned(),
+                },
+            ]
+        })
+        .collect();
+    let width = |i: usize| cells.iter().map(|row| row[i].chars().count()).max().unwrap_or(0);
+    let (w0, w1, w2) = (width(0), width(1), width(2));
+    cells
+        .iter()
+        .map(|[id, name, tenant, route]| format!("{id:w0$}  {name:w1$}  {tenant:w2$}  {route}"))
+        .collect()
 }
 
 /// The cluster with id `name` (case-insensitively, as ids are DNS labels).
@@ -204,7 +259,7 @@ mod tests {
         assert_eq!(ids(filter(&all, Some("c-a*"), None)), ["c-a-1", "c-ab-3"]);
         assert_eq!(ids(filter(&all, Some("b"), None)), ["c-b-2", "c-ab-3"]);
         assert_eq!(ids(filter(&all, None, Some("t-x"))), ["c-a-1", "c-ab-3"]);
-        assert!(matches!(select(&all, "z*", None), Err(Error::NoMatch { .. })));
+        assert!(matches!(candidates(&all, "z*", None, |_| true), Err(Error::NoMatch { .. })));
     }
 
     #[test]
@@ -217,5 +272,27 @@ mod tests {
         assert_eq!(suggest("blue", all.iter().map(|c| c.id.as_str())), ["c-blue-sky-2"]);
         assert!(suggest("zzzzzzzzzzzz", all.iter().map(|c| c.id.as_str())).is_empty());
         assert_eq!(find(&all, "C-RED-3").unwrap().id, "c-red-3");
+    }
+
+    #[test]
+    fn a_partial_id_means_every_id_containing_it_and_an_exact_id_only_itself() {
+        let all = vec![cluster("c-green-1", "t-a"), cluster("c-green-10", "t-b"), cluster("c-red-3", "t-a")];
+        let ids = |found: Result<Vec<&Cluster>, Error>| {
+            found.unwrap().iter().map(|c| c.id.clone()).collect::<Vec<_>>()
+        };
+        assert_eq!(ids(candidates(&all, "RED", None, |_| true)), ["c-red-3"]);
+        assert_eq!(ids(candidates(&all, "green", None, |_| true)), ["c-green-1", "c-green-10"]);
+        // An exact id is itself even when it is part of another one.
+        assert_eq!(ids(candidates(&all, "c-green-1", None, |_| true)), ["c-green-1"]);
+        assert_eq!(ids(candidates(&all, "green", Some("t-b"), |_| true)), ["c-green-10"]);
+        assert_eq!(ids(candidates(&all, "green", None, |c| c.tenant == "t-a")), ["c-green-1"]);
+        assert!(matches!(candidates(&all, "blue", None, |_| true), Err(Error::Unknown { .. })));
+        assert!(matches!(candidates(&all, "", None, |_| true), Err(Error::Unknown { .. })));
+        let err = Error::Ambiguous { name: "green".into(), lines: lines(&[&all[0], &all[1]]) };
+        assert_eq!(
+            err.to_string(),
+            "\"green\" matches 2 clusters; name one (or run this on a terminal to pick):\n  \
+             c-green-1   -  t-a  direct\n  c-green-10  -  t-b  direct"
+        );
     }
 }

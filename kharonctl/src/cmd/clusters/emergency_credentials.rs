@@ -21,7 +21,7 @@ use std::time::{SystemTime, UNIX_EPOCH};
 use anyhow::Context as _;
 use serde_norway::{Mapping, Value};
 
-use super::Run;
+use crate::cluster_action::Run;
 use crate::emergency::{self, key};
 use crate::kube;
 use crate::openpgp::{Passphrase, PrivateKey};
@@ -60,7 +60,7 @@ pub const EXAMPLES: &str = "Examples:\n  kharonctl clusters c-example-1 emergenc
 #[derive(clap::Args, Debug)]
 pub struct Args {
     #[command(flatten)]
-    pub destination: crate::cmd::kubeconfig::Destination,
+    pub destination: crate::kube::destination::Destination,
     /// Passbolt base URL [env: KHARON_PASSBOLT_URL] [config: passbolt_url] [default: https://cloud.passbolt.com/vshn]
     #[arg(long, value_name = "URL")]
     pub passbolt_url: Option<String>,
@@ -140,7 +140,7 @@ pub async fn run(args: Args, run: &Run<'_>) -> anyhow::Result<ExitCode> {
         );
     }
 
-    let settings = super::settings(run.source, listen)?;
+    let settings = kube::Settings::new(listen, run.catalog.inventory_file())?;
     let (cluster_part, warnings) = kube::cluster_part(cluster, &settings)?;
     for w in &warnings {
         eprintln!("kharonctl: warning: {w}");
@@ -159,7 +159,7 @@ pub async fn run(args: Args, run: &Run<'_>) -> anyhow::Result<ExitCode> {
         .collect();
     let written_to = args.destination.output.clone();
     let merged = args.destination.merge;
-    crate::cmd::kubeconfig::emit(&entries, args.destination)?;
+    crate::kube::destination::emit(&entries, args.destination)?;
 
     let now = SystemTime::now();
     for (entry, token) in entries.iter().zip(&outcome.tokens) {

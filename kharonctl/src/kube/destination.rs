@@ -1,0 +1,80 @@
+//! Where a kubeconfig goes. Every command that produces one (`kubeconfig`, `clusters NAME
+//! kubeconfig`, `clusters NAME emergency-credentials`) takes the same [`Destination`] options and
+//! hands its entries to [`emit`]: printed on stdout, written to `-o FILE`, or merged into a file
+//! (by default the one kubectl edits, [`default_path`]) keeping its other entries. `shell`,
+//! `kubectl` and `oc` get each cluster's own file in the cache dir instead ([`write_cluster_file`]).
+//!
+//! Every file is written atomically with mode 0600 ([`super::Kubeconfig::write`]).
+
+use std::path::{Path, PathBuf};
+
+use kharon_shared::inventory::Cluster;
+
+use super::{Entry, Error, Kubeconfig, Settings};
+
+/// Where a kubeconfig goes: the options every command that writes one shares.
+#[derive(clap::Args, Debug)]
+pub struct Destination {
+    /// Write to FILE (atomically, mode 0600) instead of stdout
+    #[arg(short, long, value_name = "FILE")]
+    pub output: Option<PathBuf>,
+    /// Merge into FILE (default: the first KUBECONFIG entry, else ~/.kube/config), keeping its other entries
+    #[arg(long)]
+    pub merge: bool,
+}
+
+/// Prints `entries` as a new kubeconfig, writes one to `output`, or merges them into `output` (or
+/// the default kubeconfig). A new kubeconfig's current context is the first entry; a merge keeps
+/// the file's current context unless it has none.
+pub fn emit(entries: &[Entry], destination: Destination) -> Result<(), Error> {
+    let Destination { output, merge } = destination;
+    let first = entries.first().map(|e| e.name.as_str());
+    if !merge {
+        let k = Kubeconfig::from_entries(entries, first);
+        match output {
+            None => print!("{}", k.to_yaml()?),
+            Some(path) => {
+                k.write(&path)?;
+                eprintln!("Wrote {} context(s) to {}", entries.len(), path.display());
+            }
+        }
+        return Ok(());
+    }
+    let path = match output {
+        Some(p) => p,
+        None => default_path()?,
+    };
+    let mut k = Kubeconfig::load(&path)?;
+    for e in entries {
+        k.upsert(e);
+    }
+    if k.current_context().is_none()
+        && let Some(first) = first
+    {
+        k.switch_to(first);
+    }
+    k.write(&path)?;
+    eprintln!("Merged {} context(s) into {}", entries.len(), path.display());
+    Ok(())
+}
+
+/// kubectl's default kubeconfig in this environment ([`super::default_path`] of `KUBECONFIG` and `HOME`).
+pub fn default_path() -> Result<PathBuf, Error> {
+    let var = std::env::var("KUBECONFIG").ok();
+    let home = std::env::var_os("HOME").map(PathBuf::from);
+    super::default_path(var.as_deref(), home.as_deref().map(Path::new))
+}
+
+/// Writes (replaces) `cluster`'s own kubeconfig in `cache_dir` ([`super::cluster_file`]), its
+/// warnings on stderr, and returns its path.
+pub fn write_cluster_file(
+    cache_dir: &Path,
+    cluster: &Cluster,
+    settings: &Settings,
+) -> anyhow::Result<PathBuf> {
+    let entry = super::entry(cluster, settings)?;
+    entry.print_warnings();
+    let path = super::cluster_file(cache_dir, &cluster.id);
+    Kubeconfig::from_entries([&entry], Some(&cluster.id)).write(&path)?;
+    Ok(path)
+}
