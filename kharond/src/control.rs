@@ -333,7 +333,7 @@ impl pb::control_server::Control for Control {
             bucket: r.bucket,
             key: r.key,
             access_key_id: r.access_key_id,
-            secret_access_key: r.secret_access_key,
+            secret_access_key: r.secret_access_key.into(),
             region: r.region,
             insecure: r.insecure,
         };

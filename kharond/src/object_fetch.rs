@@ -20,6 +20,7 @@ use std::time::{Duration, SystemTime};
 use http_body_util::{BodyExt as _, Empty, Limited};
 use hyper::body::Bytes;
 use hyper_util::rt::TokioIo;
+use kharon_shared::Secret;
 use tokio::io::{AsyncRead, AsyncWrite};
 use tokio_rustls::rustls;
 
@@ -38,29 +39,15 @@ const EXCHANGE_TIMEOUT: Duration = Duration::from_secs(30);
 pub const DEFAULT_REGION: &str = "us-east-1";
 
 /// What to fetch and with which keys. `Debug` never shows the secret key.
-#[derive(Clone, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Request {
     pub endpoint: String,
     pub bucket: String,
     pub key: String,
     pub access_key_id: String,
-    pub secret_access_key: String,
+    pub secret_access_key: Secret,
     pub region: String,
     pub insecure: bool,
-}
-
-impl fmt::Debug for Request {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.debug_struct("Request")
-            .field("endpoint", &self.endpoint)
-            .field("bucket", &self.bucket)
-            .field("key", &self.key)
-            .field("access_key_id", &self.access_key_id)
-            .field("secret_access_key", &"<redacted>")
-            .field("region", &self.region)
-            .field("insecure", &self.insecure)
-            .finish()
-    }
 }
 
 /// The object and the way it came.
@@ -318,7 +305,7 @@ fn signed_request(
     settings.uri_path_normalization_mode = UriPathNormalizationMode::Disabled;
     let identity = aws_credential_types::Credentials::new(
         req.access_key_id.clone(),
-        req.secret_access_key.clone(),
+        req.secret_access_key.as_str().to_owned(),
         None,
         None,
         "kharonctl",
