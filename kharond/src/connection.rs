@@ -23,9 +23,10 @@ use tracing::{debug, info};
 use crate::dial::{self, Upstream};
 use crate::http;
 use crate::listener;
-use crate::proxy::{self, Accepted, Failure, Target};
+use crate::proxy::{self, Accepted};
 use crate::relay;
 use crate::state::State;
+use crate::target::{Target, Unreachable};
 
 /// Serves one accepted client until its connection ends. Errors end here, in the client's own
 /// span; they never reach the accept loop. Until `handshake` is dropped, the listener may close
@@ -87,7 +88,7 @@ pub async fn serve(state: Arc<State>, stream: TcpStream, peer: SocketAddr, hands
                 Some(jumphost) => format!("via jump host {jumphost}: {e}"),
                 None => format!("directly: {e}"),
             };
-            Box::pin(request.fail(Failure::from(e.kind()), &why)).await;
+            Box::pin(request.fail(Unreachable::from(e.kind()), &why)).await;
             return;
         }
     };

@@ -150,7 +150,7 @@ async fn check(state: &State, endpoint: &crate::inventory::Endpoint, route: Opti
         }
     };
     // Inventory data: checked as strictly as a SOCKS client's target.
-    let target = match crate::proxy::Target::from_host(host.as_bytes(), port) {
+    let target = match crate::target::Target::from_host(host.as_bytes(), port) {
         Ok(target) => target,
         Err(why) => {
             event.step = "url".to_owned();
@@ -166,8 +166,8 @@ async fn check(state: &State, endpoint: &crate::inventory::Endpoint, route: Opti
     event.hops = route.as_deref().map(|jh| state.pool.hops(jh)).unwrap_or_default();
     event.step = "connect".to_owned();
     event.endpoint = match target {
-        crate::proxy::Target::Ip(addr) => addr.to_string(),
-        crate::proxy::Target::Name(..) => format!("{host}:{port}"),
+        crate::target::Target::Ip(addr) => addr.to_string(),
+        crate::target::Target::Name(..) => format!("{host}:{port}"),
     };
     event.ok = result.is_ok();
     event.error = result.err().map(|e| e.to_string()).unwrap_or_default();

@@ -9,8 +9,8 @@ use std::time::Duration;
 
 use tokio::net::TcpStream;
 
-use crate::proxy::Target;
 use crate::ssh;
+use crate::target::Target;
 
 /// A deadline that never comes in practice, for a timeout too large to add to `now`.
 const FAR_FUTURE: Duration = Duration::from_secs(86_400 * 365);

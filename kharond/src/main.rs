@@ -39,6 +39,7 @@ mod reload;
 mod socks;
 mod ssh;
 mod state;
+mod target;
 
 use std::collections::HashMap;
 use std::path::PathBuf;

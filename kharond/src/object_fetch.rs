@@ -25,8 +25,8 @@ use tokio::io::{AsyncRead, AsyncWrite};
 use tokio_rustls::rustls;
 
 use crate::dial::{self, Upstream};
-use crate::proxy::Target;
 use crate::state::State;
+use crate::target::Target;
 
 /// The largest object we return. Emergency credential objects hold a few armored messages (a few
 /// KiB each); a larger answer is not one of them, and the whole body travels in one gRPC message.

@@ -1,6 +1,6 @@
 //! The proxy-protocol side of a client connection, independent of which protocol it speaks:
 //! tell the protocol from the first byte, run its handshake, and hand back a [`Request`] (the
-//! [`Target`] plus a way to answer "success" or a [`Failure`]).
+//! [`Target`] plus a way to answer "success" or why it is [`Unreachable`]).
 //!
 //! Two protocols share the port: SOCKS5 ([`socks`](crate::socks), first byte 0x05) and HTTP
 //! (first byte a letter), where the request line tells `CONNECT host:port`
@@ -12,9 +12,7 @@
 //! silent or trickling client is dropped after `handshake_timeout_secs`, never later.
 
 pub mod auth;
-pub mod target;
 
-use std::io::ErrorKind;
 use std::net::SocketAddr;
 use std::time::Duration;
 
@@ -26,7 +24,7 @@ use zeroize::Zeroize;
 
 use crate::http;
 use crate::socks;
-pub use target::Target;
+use crate::target::{Target, Unreachable};
 
 /// After a refusal, how long the client gets to read it and close before we do. Closing with
 /// unread input (a pipelined request or payload) sends a reset, and many TCP stacks drop
@@ -41,33 +39,6 @@ pub enum Accepted {
     Proxy(Request),
     /// An HTTP request that is not a proxy request (the PAC file), its head read.
     Http(http::Request),
-}
-
-/// Why a target could not be reached, in words every proxy protocol can answer with.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Failure {
-    General,
-    NotAllowed,
-    NetworkUnreachable,
-    HostUnreachable,
-    ConnectionRefused,
-    TimedOut,
-}
-
-impl From<ErrorKind> for Failure {
-    /// The one mapping from "how the dial failed" to what the client is told, for both paths.
-    fn from(kind: ErrorKind) -> Self {
-        match kind {
-            ErrorKind::ConnectionRefused => Failure::ConnectionRefused,
-            ErrorKind::NetworkUnreachable => Failure::NetworkUnreachable,
-            ErrorKind::HostUnreachable | ErrorKind::NotFound | ErrorKind::AddrNotAvailable => {
-                Failure::HostUnreachable
-            }
-            ErrorKind::TimedOut => Failure::TimedOut,
-            ErrorKind::PermissionDenied => Failure::NotAllowed,
-            _ => Failure::General,
-        }
-    }
 }
 
 #[derive(Debug, thiserror::Error)]
@@ -174,7 +145,7 @@ impl Request {
 
     /// Tells the client why its connection failed, then closes it. `why` names the route and
     /// what failed on it, for protocols that can say more than a code (HTTP).
-    pub async fn fail(mut self, failure: Failure, why: &str) {
+    pub async fn fail(mut self, failure: Unreachable, why: &str) {
         let answered = match self.protocol {
             Protocol::Socks5 => socks::reply_failure(&mut self.client, failure).await,
             Protocol::HttpConnect => {
@@ -241,16 +212,5 @@ mod tests {
         let mut answer = [0u8; 39];
         client.read_exact(&mut answer).await.unwrap();
         assert_eq!(&answer, b"HTTP/1.1 200 Connection established\r\n\r\n");
-    }
-
-    #[test]
-    fn dial_failures_map_to_what_the_client_is_told() {
-        assert_eq!(Failure::from(ErrorKind::ConnectionRefused), Failure::ConnectionRefused);
-        assert_eq!(Failure::from(ErrorKind::TimedOut), Failure::TimedOut);
-        assert_eq!(Failure::from(ErrorKind::NetworkUnreachable), Failure::NetworkUnreachable);
-        assert_eq!(Failure::from(ErrorKind::NotFound), Failure::HostUnreachable);
-        assert_eq!(Failure::from(ErrorKind::HostUnreachable), Failure::HostUnreachable);
-        assert_eq!(Failure::from(ErrorKind::PermissionDenied), Failure::NotAllowed);
-        assert_eq!(Failure::from(ErrorKind::Other), Failure::General);
     }
 }

@@ -17,9 +17,8 @@ use std::net::SocketAddr;
 use kharon_shared::config::SocksAuth;
 use tokio::io::{AsyncRead, AsyncReadExt, AsyncWrite, AsyncWriteExt};
 
-use crate::proxy::Failure;
 use crate::proxy::auth::matches;
-use crate::proxy::target::{self, Target};
+use crate::target::{self, Target, Unreachable};
 use wire::{Address, Parse, Violation};
 
 #[derive(Debug, thiserror::Error)]
@@ -100,7 +99,7 @@ where
     match target {
         Ok(target) => Ok(target),
         Err(e) => {
-            client.write_all(&wire::failure_reply(wire::failure_code(Failure::HostUnreachable))).await?;
+            client.write_all(&wire::failure_reply(wire::failure_code(Unreachable::Host))).await?;
             Err(e.into())
         }
     }
@@ -145,6 +144,9 @@ pub async fn reply_success<S: AsyncWrite + Unpin>(client: &mut S, bound: SocketA
 }
 
 /// Tells the client why its connection failed.
-pub async fn reply_failure<S: AsyncWrite + Unpin>(client: &mut S, failure: Failure) -> std::io::Result<()> {
+pub async fn reply_failure<S: AsyncWrite + Unpin>(
+    client: &mut S,
+    failure: Unreachable,
+) -> std::io::Result<()> {
     client.write_all(&wire::failure_reply(wire::failure_code(failure))).await
 }

@@ -5,7 +5,7 @@
 //! checks as a SOCKS name ([`Target::from_host`]: normalised, IP literals recognised, anything
 //! that is not a DNS name refused), and the request then takes the same path as a SOCKS one
 //! ([`proxy::Request`](crate::proxy::Request)): routing, dial, deadlines, relay, counters, logs.
-//! A failure to reach the target is answered with the status for its [`Failure`] and one line
+//! A failure to reach the target is answered with the status for its [`Unreachable`] and one line
 //! naming the route; a refusal before that (bad target, credentials) with 400 or 407.
 //!
 //! # Credentials
@@ -35,9 +35,8 @@ use tokio::io::{AsyncWrite, AsyncWriteExt};
 use zeroize::Zeroizing;
 
 use super::{Parsed, TEXT, parse, response_head};
-use crate::proxy::Failure;
 use crate::proxy::auth;
-use crate::proxy::target::{self, Shown, Target};
+use crate::target::{self, Shown, Target, Unreachable};
 
 /// The answer that opens the tunnel. RFC 9110 §9.3.6: no Content-Length, no body.
 const ESTABLISHED: &[u8] = b"HTTP/1.1 200 Connection established\r\n\r\n";
@@ -149,7 +148,7 @@ pub async fn reply_success<S: AsyncWrite + Unpin>(client: &mut S) -> std::io::Re
 pub async fn reply_failure<S: AsyncWrite + Unpin>(
     client: &mut S,
     target: &Target,
-    failure: Failure,
+    failure: Unreachable,
     why: &str,
 ) -> std::io::Result<()> {
     client.write_all(failure_answer(target, failure, why).as_bytes()).await
@@ -157,18 +156,17 @@ pub async fn reply_failure<S: AsyncWrite + Unpin>(
 
 /// The status for a failure to reach the target: 504 for a timeout, 403 for a refusal by policy,
 /// 502 for every other way the next hop failed us.
-fn failure_status(failure: Failure) -> &'static str {
+fn failure_status(failure: Unreachable) -> &'static str {
     match failure {
-        Failure::TimedOut => "504 Gateway Timeout",
-        Failure::NotAllowed => "403 Forbidden",
-        Failure::General
-        | Failure::NetworkUnreachable
-        | Failure::HostUnreachable
-        | Failure::ConnectionRefused => "502 Bad Gateway",
+        Unreachable::TimedOut => "504 Gateway Timeout",
+        Unreachable::NotAllowed => "403 Forbidden",
+        Unreachable::General | Unreachable::Network | Unreachable::Host | Unreachable::Refused => {
+            "502 Bad Gateway"
+        }
     }
 }
 
-fn failure_answer(target: &Target, failure: Failure, why: &str) -> String {
+fn failure_answer(target: &Target, failure: Unreachable, why: &str) -> String {
     // One line: an SSH or OS error text could carry line breaks or escapes.
     let why: String = why.chars().map(|c| if c.is_control() { ' ' } else { c }).collect();
     let body = format!("kharond cannot reach {target} {why}\n");

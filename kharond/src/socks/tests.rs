@@ -326,12 +326,12 @@ fn replies_carry_the_bound_address_and_the_failure_code() {
     assert_eq!(&client.written[..4], [5, 0, 0, 4]);
     assert_eq!(&client.written[19..], [1, 0, 80]);
     for (failure, code) in [
-        (Failure::General, 1),
-        (Failure::NotAllowed, 2),
-        (Failure::NetworkUnreachable, 3),
-        (Failure::HostUnreachable, 4),
-        (Failure::ConnectionRefused, 5),
-        (Failure::TimedOut, 6),
+        (Unreachable::General, 1),
+        (Unreachable::NotAllowed, 2),
+        (Unreachable::Network, 3),
+        (Unreachable::Host, 4),
+        (Unreachable::Refused, 5),
+        (Unreachable::TimedOut, 6),
     ] {
         let mut client = Client::new(&[], &[1]);
         block_on(reply_failure(&mut client, failure)).unwrap();

@@ -113,12 +113,12 @@ fn each_failure_maps_to_its_status_with_one_line_naming_the_route() {
     let target = Target::Name("api.c1.example".into(), 6443);
     let why = "via jump host hop1: channel open failed:\nconnect refused\x1b[31m";
     for (failure, status) in [
-        (Failure::ConnectionRefused, "HTTP/1.1 502 Bad Gateway"),
-        (Failure::HostUnreachable, "HTTP/1.1 502 Bad Gateway"),
-        (Failure::NetworkUnreachable, "HTTP/1.1 502 Bad Gateway"),
-        (Failure::General, "HTTP/1.1 502 Bad Gateway"),
-        (Failure::TimedOut, "HTTP/1.1 504 Gateway Timeout"),
-        (Failure::NotAllowed, "HTTP/1.1 403 Forbidden"),
+        (Unreachable::Refused, "HTTP/1.1 502 Bad Gateway"),
+        (Unreachable::Host, "HTTP/1.1 502 Bad Gateway"),
+        (Unreachable::Network, "HTTP/1.1 502 Bad Gateway"),
+        (Unreachable::General, "HTTP/1.1 502 Bad Gateway"),
+        (Unreachable::TimedOut, "HTTP/1.1 504 Gateway Timeout"),
+        (Unreachable::NotAllowed, "HTTP/1.1 403 Forbidden"),
     ] {
         let answer = failure_answer(&target, failure, why);
         assert_eq!(status_line(&answer), status, "{failure:?}");
