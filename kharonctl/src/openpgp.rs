@@ -32,7 +32,7 @@ pub struct Passphrase(Secret);
 
 impl Passphrase {
     pub fn new(text: impl Into<String>) -> Self {
-        Self(Secret::new(text))
+        Self(Secret::new(text.into()))
     }
 
     /// The text itself, for the one place that must send it on (a TOTP code to Passbolt).

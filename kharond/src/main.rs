@@ -22,6 +22,7 @@ mod activation;
 mod backoff;
 mod connection;
 mod control;
+mod credentials;
 mod daemon;
 mod dial;
 mod fd_limit;
@@ -286,7 +287,7 @@ async fn start(cli: Cli) -> Result<(), Failure> {
     };
 
     let proxy = state::ProxySettings {
-        auth: config.socks_auth.as_ref().map(|s| s.value.clone()),
+        auth: config.socks_auth.as_ref().map(|s| credentials::Credentials::new(&s.value)),
         handshake_timeout: config.handshake_timeout.value,
         connect_timeout: config.connect_timeout.value,
         max_connections,

@@ -11,17 +11,15 @@
 //! authentication and request, or the HTTP request head (CONNECT or PAC), all share it, so a
 //! silent or trickling client is dropped after `handshake_timeout_secs`, never later.
 
-pub mod auth;
-
 use std::net::SocketAddr;
 use std::time::Duration;
 
-use kharon_shared::config::SocksAuth;
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::TcpStream;
 use tokio::time::Instant;
 use zeroize::Zeroize;
 
+use crate::credentials::Credentials;
 use crate::http;
 use crate::socks;
 use crate::target::{Target, Unreachable};
@@ -78,7 +76,7 @@ pub struct Request {
 /// input, wrong password) has been answered and the connection closed when this returns it.
 pub async fn accept(
     mut client: TcpStream,
-    auth: Option<&SocksAuth>,
+    auth: Option<&Credentials>,
     deadline: Instant,
     timeout: Duration,
 ) -> Result<Accepted, Error> {

@@ -14,10 +14,9 @@ mod tests;
 
 use std::net::SocketAddr;
 
-use kharon_shared::config::SocksAuth;
 use tokio::io::{AsyncRead, AsyncReadExt, AsyncWrite, AsyncWriteExt};
 
-use crate::proxy::auth::matches;
+use crate::credentials::{Credentials, matches};
 use crate::target::{self, Target, Unreachable};
 use wire::{Address, Parse, Violation};
 
@@ -59,7 +58,7 @@ impl From<std::io::Error> for Error {
 
 /// Runs greeting, authentication and request; on success the client waits for our reply.
 /// A refusal is written before the error is returned.
-pub async fn negotiate<S>(client: &mut S, auth: Option<&SocksAuth>) -> Result<Target, Error>
+pub async fn negotiate<S>(client: &mut S, auth: Option<&Credentials>) -> Result<Target, Error>
 where
     S: AsyncRead + AsyncWrite + Unpin,
 {

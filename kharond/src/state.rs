@@ -14,17 +14,18 @@ use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::time::{Duration, SystemTime};
 
 use arc_swap::ArcSwap;
-use kharon_shared::config::SocksAuth;
 
 use kharon_shared::routing::Via;
 
+use crate::credentials::Credentials;
 use crate::inventory::{LoadedTable, Source};
 use crate::ssh;
 
 /// Settings of the SOCKS side, fixed at start.
 #[derive(Debug, Clone)]
 pub struct ProxySettings {
-    pub auth: Option<SocksAuth>,
+    /// `[socks]` username and password, hashed at start.
+    pub auth: Option<Credentials>,
     pub handshake_timeout: Duration,
     pub connect_timeout: Duration,
     /// Clients served at once; the listener's bound (listener.rs, fd_limit.rs).

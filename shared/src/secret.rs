@@ -1,6 +1,7 @@
-//! [`Secret`]: a string that is never shown. Every credential the binaries hold in memory (the
-//! SOCKS password, bucket keys, OIDC tokens, a Passbolt passphrase or password) is one, so that no
-//! `{:?}` of a struct holding it, in a log line, a panic or a test failure, prints it.
+//! [`Secret`]: a value that is never shown. Every credential the binaries hold in memory (the
+//! SOCKS password and its digest, bucket keys, OIDC tokens, a Passbolt passphrase or password) is
+//! one, so that no `{:?}` of a struct holding it, in a log line, a panic or a test failure, prints
+//! it.
 //!
 //! Why not the `secrecy` crate: its `SecretString` cannot be serialized (its `SerializableSecret`
 //! marker cannot be implemented for `String` outside that crate), and kharonctl writes its OIDC
@@ -13,31 +14,44 @@ use std::ops::Deref;
 use serde::{Deserialize, Serialize};
 use zeroize::Zeroize;
 
-/// A string that `Debug` shows as `<redacted>` and that has no `Display`, so it cannot end up in
-/// a message by accident; [`Secret::as_str`] (or a `&str` coercion) hands it to the one place that
-/// must use it. Its memory is zeroed when it is dropped. (De)serializes as the plain string.
+/// A value that `Debug` shows as `<redacted>` and that has no `Display`, so it cannot end up in
+/// a message by accident; [`Secret::expose`] (for a string also [`Secret::as_str`] or a `&str`
+/// coercion) hands it to the one place that must use it. Its memory is zeroed when it is dropped.
+/// (De)serializes as the plain value. Most secrets are strings, hence the default.
 #[derive(Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(transparent)]
-pub struct Secret(String);
+pub struct Secret<T: Zeroize = String>(T);
 
-impl Secret {
-    pub fn new(value: impl Into<String>) -> Self {
-        Secret(value.into())
+impl<T: Zeroize> Secret<T> {
+    pub fn new(value: T) -> Self {
+        Secret(value)
     }
 
     /// The value itself, for the one place that must send or check it.
+    pub fn expose(&self) -> &T {
+        &self.0
+    }
+}
+
+impl Secret<String> {
     pub fn as_str(&self) -> &str {
         &self.0
     }
 }
 
-impl fmt::Debug for Secret {
+impl<T: Zeroize> fmt::Debug for Secret<T> {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.write_str("<redacted>")
     }
 }
 
-impl Deref for Secret {
+impl<T: Zeroize> Drop for Secret<T> {
+    fn drop(&mut self) {
+        self.0.zeroize();
+    }
+}
+
+impl Deref for Secret<String> {
     type Target = str;
 
     fn deref(&self) -> &str {
@@ -45,39 +59,33 @@ impl Deref for Secret {
     }
 }
 
-impl From<String> for Secret {
+impl From<String> for Secret<String> {
     fn from(value: String) -> Self {
         Secret(value)
     }
 }
 
-impl From<&str> for Secret {
+impl From<&str> for Secret<String> {
     fn from(value: &str) -> Self {
         Secret(value.to_owned())
     }
 }
 
-impl PartialEq<str> for Secret {
+impl PartialEq<str> for Secret<String> {
     fn eq(&self, other: &str) -> bool {
         self.0 == other
     }
 }
 
-impl PartialEq<&str> for Secret {
+impl PartialEq<&str> for Secret<String> {
     fn eq(&self, other: &&str) -> bool {
         self.0 == *other
     }
 }
 
-impl PartialEq<String> for Secret {
+impl PartialEq<String> for Secret<String> {
     fn eq(&self, other: &String) -> bool {
         self.0 == *other
-    }
-}
-
-impl Drop for Secret {
-    fn drop(&mut self) {
-        self.0.zeroize();
     }
 }
 
@@ -91,17 +99,24 @@ mod tests {
         user: String,
         password: Secret,
         token: Option<Secret>,
+        digest: Secret<[u8; 4]>,
     }
 
     #[test]
     fn debug_never_shows_the_value_and_the_value_stays_usable() {
-        let holder = Holder { user: "kh".into(), password: "hunter2".into(), token: Some("eyJ.x".into()) };
+        let holder = Holder {
+            user: "kh".into(),
+            password: "hunter2".into(),
+            token: Some("eyJ.x".into()),
+            digest: Secret::new([0xc0, 0xff, 0xee, 0x42]),
+        };
         let shown = format!("{holder:?} {holder:#?}");
-        assert!(!shown.contains("hunter2") && !shown.contains("eyJ"), "{shown}");
+        assert!(!shown.contains("hunter2") && !shown.contains("eyJ") && !shown.contains("192"), "{shown}");
         assert!(shown.contains("password: <redacted>") && shown.contains("\"kh\""), "{shown}");
         assert_eq!(holder.password.as_str(), "hunter2");
         assert_eq!(holder.token.as_deref(), Some("eyJ.x"));
         assert!(holder.password == "hunter2");
+        assert_eq!(holder.digest.expose(), &[0xc0, 0xff, 0xee, 0x42]);
     }
 
     #[test]

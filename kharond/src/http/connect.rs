@@ -11,7 +11,7 @@
 //! # Credentials
 //! With `[socks] username` and `password` set, a CONNECT needs exactly one
 //! `Proxy-Authorization: Basic base64(username:password)`, compared in constant time by the same
-//! check as SOCKS5's ([`auth::matches`]); else 407 with `Proxy-Authenticate: Basic
+//! check as SOCKS5's ([`credentials::matches`]); else 407 with `Proxy-Authenticate: Basic
 //! realm="kharon"`. The header is never logged, and the decoded credentials and the request head
 //! holding them are wiped once judged. Without a password, none is asked for, as with SOCKS.
 //!
@@ -30,12 +30,11 @@
 //!   same port: the listener is loopback-only unless a password is set, and then CONNECT needs it.
 
 use base64::Engine;
-use kharon_shared::config::SocksAuth;
 use tokio::io::{AsyncWrite, AsyncWriteExt};
 use zeroize::Zeroizing;
 
 use super::{Parsed, TEXT, parse, response_head};
-use crate::proxy::auth;
+use crate::credentials::{self, Credentials};
 use crate::target::{self, Shown, Target, Unreachable};
 
 /// The answer that opens the tunnel. RFC 9110 §9.3.6: no Content-Length, no body.
@@ -64,7 +63,7 @@ pub enum Error {
 
 /// What a request head is to this module: `None` when it is not a complete CONNECT request
 /// (the PAC path answers it), else its target or why it is refused.
-pub fn judge(head: &[u8], auth: Option<&SocksAuth>) -> Option<Result<Target, Error>> {
+pub fn judge(head: &[u8], auth: Option<&Credentials>) -> Option<Result<Target, Error>> {
     let verdict =
         parse(head, |request, _| (request.method == Some("CONNECT")).then(|| decide(request, auth)));
     match verdict {
@@ -74,14 +73,14 @@ pub fn judge(head: &[u8], auth: Option<&SocksAuth>) -> Option<Result<Target, Err
 }
 
 /// Credentials first: without them, a client learns nothing about targets.
-fn decide(request: &httparse::Request<'_, '_>, auth: Option<&SocksAuth>) -> Result<Target, Error> {
+fn decide(request: &httparse::Request<'_, '_>, auth: Option<&Credentials>) -> Result<Target, Error> {
     if let Some(expected) = auth {
         authorize(request.headers, expected)?;
     }
     authority(request.path.unwrap_or("").as_bytes())
 }
 
-fn authorize(headers: &[httparse::Header<'_>], expected: &SocksAuth) -> Result<(), Error> {
+fn authorize(headers: &[httparse::Header<'_>], expected: &Credentials) -> Result<(), Error> {
     let mut given = headers.iter().filter(|h| h.name.eq_ignore_ascii_case("proxy-authorization"));
     let header = match (given.next(), given.next()) {
         (None, _) => return Err(Error::NoCredentials),
@@ -101,7 +100,7 @@ fn authorize(headers: &[httparse::Header<'_>], expected: &SocksAuth) -> Result<(
     );
     // RFC 7617: the user-id ends at the first colon; the password may hold more.
     let colon = decoded.iter().position(|b| *b == b':').ok_or(Error::MalformedCredentials)?;
-    if auth::matches(expected, &decoded[..colon], &decoded[colon + 1..]) {
+    if credentials::matches(expected, &decoded[..colon], &decoded[colon + 1..]) {
         Ok(())
     } else {
         Err(Error::AuthRejected)

@@ -1,16 +1,18 @@
 use std::net::SocketAddr;
 
+use kharon_shared::config::SocksAuth;
+
 use super::*;
 
-fn creds() -> SocksAuth {
-    SocksAuth { username: "kh".into(), password: "s3:cret".into() }
+fn creds() -> Credentials {
+    Credentials::new(&SocksAuth { username: "kh".into(), password: "s3:cret".into() })
 }
 
 fn connect(target: &str, headers: &str) -> String {
     format!("CONNECT {target} HTTP/1.1\r\nHost: {target}\r\n{headers}\r\n")
 }
 
-fn verdict(target: &str, headers: &str, auth: Option<&SocksAuth>) -> Result<Target, Error> {
+fn verdict(target: &str, headers: &str, auth: Option<&Credentials>) -> Result<Target, Error> {
     judge(connect(target, headers).as_bytes(), auth).expect("a complete CONNECT")
 }
 
