@@ -21,8 +21,8 @@ use tokio::time::Instant as Deadline;
 use tracing::{debug, info};
 
 use crate::dial::{self, Upstream};
+use crate::eviction::Handshake;
 use crate::http;
-use crate::listener;
 use crate::proxy::{self, Accepted};
 use crate::relay;
 use crate::state::State;
@@ -30,8 +30,8 @@ use crate::target::{Target, Unreachable};
 
 /// Serves one accepted client until its connection ends. Errors end here, in the client's own
 /// span; they never reach the accept loop. Until `handshake` is dropped, the listener may close
-/// this connection to make room for a new client (listener.rs).
-pub async fn serve(state: Arc<State>, stream: TcpStream, peer: SocketAddr, handshake: listener::Handshake) {
+/// this connection to make room for a new client (eviction.rs).
+pub async fn serve(state: Arc<State>, stream: TcpStream, peer: SocketAddr, handshake: Handshake) {
     let _ = stream.set_nodelay(true);
     // Taken once, at accept: the whole handshake, whatever its protocol, shares it.
     let timeout = state.proxy.handshake_timeout;

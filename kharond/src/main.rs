@@ -25,6 +25,7 @@ mod control;
 mod credentials;
 mod daemon;
 mod dial;
+mod eviction;
 mod fd_limit;
 mod http;
 mod inventory;
