@@ -23,21 +23,21 @@
 //! - ProxyCommand, IdentityAgent, StrictHostKeyChecking, UserKnownHostsFile, ... are raw
 //!   `unsupported_fields` in a HashMap: a repeated option inside one block keeps the *last*
 //!   value (OpenSSH: the first), and ProxyJump and ProxyCommand are two independent values,
-//!   while OpenSSH applies one "first wins" across both (see `resolve`);
+//!   while OpenSSH applies one "first wins" across both (see `chain`);
 //! - it does not know `Match`: without ALLOW_UNKNOWN_FIELDS it stops at the first one with no
 //!   line number; with it, it attaches the Match block's options to the previous Host (§3
 //!   "Match leak");
 //! - it expands no `%` tokens and no `${VAR}`, so that code would be ours anyway.
 //!
 //! What is left (Host patterns, first-wins, Include and its globs) is small: the walk in
-//! `resolve` and the matchers in `pattern`.
+//! `chain` and the matchers in `pattern`.
 //!
 //! # Matching, measured on OpenSSH 9.2 (`ssh -G -F file NAME`)
 //! Host patterns are matched **case-sensitively** against the name as given (`FOO` does not
 //! match `Host foo`; crates.md §3 assumed lowercasing first, `ssh -G` disagrees, and kharon-go
 //! inherited ssh's behaviour by running `ssh -G`), and the final host name is lowercased. A comma in a Host pattern is literal (`Host a,b` matches
 //! neither `a` nor `b`); we do the same and warn. How `ProxyJump a,b` is resolved is described
-//! in `resolve`.
+//! in `chain`.
 //!
 //! # What is refused, ignored or applied
 //! `keyword` has the full table. In short: options that would change how kharon connects or
@@ -51,7 +51,7 @@
 //! `Ciphers`, `MACs`, `KexAlgorithms`, `HostKeyAlgorithms` and `PubkeyAcceptedAlgorithms` are
 //! applied as far as russh implements them (`algorithms`).
 //!
-//! `Match` is evaluated as OpenSSH 9.2 does (`criteria`, `lookup`). A criterion kharon cannot
+//! `Match` is evaluated as OpenSSH 9.2 does (`criteria`, `options`). A criterion kharon cannot
 //! evaluate without guessing (`tagged`, `localnetwork`, `version`, `sessiontype`, `command`,
 //! unknown ones) is not an error of the file: [`SshConfig::chain`] refuses exactly the jump
 //! hosts whose lookup reaches that line undecided, naming file:line and the criterion, and every
@@ -59,6 +59,7 @@
 
 mod algorithms;
 mod canonical;
+mod chain;
 mod criteria;
 mod error;
 mod expand;
@@ -67,10 +68,9 @@ mod jump;
 mod keyword;
 mod lexer;
 mod load;
-mod lookup;
 mod machine;
+mod options;
 mod pattern;
-mod resolve;
 #[cfg(test)]
 mod tests;
 

@@ -58,7 +58,7 @@ pub struct Hop {
     pub certificate_files: Vec<PathBuf>,
     /// Only meaningful on the first hop; later hops always ride a direct-tcpip channel.
     pub transport: Transport,
-    /// 15 s when unset (not OpenSSH's "off": see `resolve`); zero means `ServerAliveInterval 0`,
+    /// 15 s when unset (not OpenSSH's "off": see `chain`); zero means `ServerAliveInterval 0`,
     /// i.e. no probes.
     pub server_alive_interval: Duration,
     pub server_alive_count_max: u32,

@@ -176,7 +176,7 @@ impl SshConfig {
     /// `given` when that is a non-empty `-J` list (which then replaces the host's own
     /// ProxyJump/ProxyCommand, as on ssh's command line). Runs `Match exec` commands and, for
     /// CanonicalizeHostname, name lookups.
-    pub(super) fn lookup<'c>(
+    pub(super) fn options<'c>(
         &'c self,
         spec: &JumpSpec,
         given: Option<&'c [JumpSpec]>,
