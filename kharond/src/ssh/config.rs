@@ -70,7 +70,7 @@ mod lexer;
 mod load;
 mod machine;
 mod options;
-mod pattern;
+pub(in crate::ssh) mod pattern;
 #[cfg(test)]
 mod tests;
 
