@@ -42,7 +42,9 @@ use bytes::Bytes;
 use kharon_shared::routing::RoutingTable;
 use tokio::io::{AsyncRead, AsyncReadExt, AsyncWrite, AsyncWriteExt};
 use tokio::net::TcpStream;
+use tokio::time::Instant;
 
+use crate::linger::{LINGER, linger};
 use crate::pac;
 use crate::state::State;
 
@@ -61,14 +63,6 @@ const PEEK: usize = 4096;
 /// bounds how long a client that never reads holds a task, a descriptor and (after a reload) the
 /// superseded PAC buffer.
 const WRITE_DEADLINE: Duration = Duration::from_secs(10);
-
-/// After refusing a request we stopped reading (too long, malformed), how long its remaining bytes
-/// are read away before closing: closing with unread input makes the kernel send a reset, which
-/// can destroy the answer before the client has read it.
-const DRAIN_DEADLINE: Duration = Duration::from_secs(1);
-
-/// Most bytes read away in [`DRAIN_DEADLINE`].
-const DRAIN_LIMIT: usize = 64 * 1024;
 
 /// Whether the first byte starts an HTTP request rather than a SOCKS5 greeting.
 pub fn looks_like_http(first: u8) -> bool {
@@ -166,7 +160,7 @@ async fn answer<S: AsyncRead + AsyncWrite + Unpin>(
         if !reply.head_only {
             stream.write_all(&body).await?;
         }
-        stream.shutdown().await
+        Ok::<_, io::Error>(())
     })
     .await;
     match write {
@@ -178,22 +172,14 @@ async fn answer<S: AsyncRead + AsyncWrite + Unpin>(
             ));
         }
     }
-    if !reply.whole_request_read {
-        let _ = tokio::time::timeout(DRAIN_DEADLINE, async {
-            let mut sink = [0u8; 4096];
-            let mut left = DRAIN_LIMIT;
-            while left > 0 {
-                let n = stream.read(&mut sink).await?;
-                if n == 0 {
-                    break;
-                }
-                left = left.saturating_sub(n);
-            }
-            Ok::<_, io::Error>(())
-        })
-        .await;
+    if reply.whole_request_read {
+        stream.shutdown().await
+    } else {
+        // We stopped reading before the request ended (too long, malformed): its rest is still
+        // coming.
+        linger(stream, Instant::now() + LINGER).await;
+        Ok(())
     }
-    Ok(())
 }
 
 /// The head of `reply`, whose body is `len` bytes.

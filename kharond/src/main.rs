@@ -29,6 +29,7 @@ mod eviction;
 mod fd_limit;
 mod http;
 mod inventory;
+mod linger;
 mod listener;
 mod logging;
 mod malloc;

@@ -14,22 +14,15 @@
 use std::net::SocketAddr;
 use std::time::Duration;
 
-use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::TcpStream;
 use tokio::time::Instant;
 use zeroize::Zeroize;
 
 use crate::credentials::Credentials;
 use crate::http;
+use crate::linger::{LINGER, linger};
 use crate::socks;
 use crate::target::{Target, Unreachable};
-
-/// After a refusal, how long the client gets to read it and close before we do. Closing with
-/// unread input (a pipelined request or payload) sends a reset, and many TCP stacks drop
-/// received-but-unread data on a reset, so the client might never see why it was refused.
-const LINGER: Duration = Duration::from_secs(1);
-/// The most input discarded while lingering: a client that keeps sending is not waited for.
-const LINGER_BYTES: usize = 64 * 1024;
 
 /// What the first bytes of a connection turned out to be.
 pub enum Accepted {
@@ -157,27 +150,10 @@ impl Request {
     }
 }
 
-/// Closes our side after a refusal was written, then discards what the client still sends
-/// until it closes too, `until` passes or [`LINGER_BYTES`] were discarded: see [`LINGER`].
-async fn linger(client: &mut TcpStream, until: Instant) {
-    if client.shutdown().await.is_err() {
-        return;
-    }
-    let discard = async {
-        let mut buf = [0u8; 4096];
-        let mut discarded = 0;
-        while discarded < LINGER_BYTES {
-            match client.read(&mut buf).await {
-                Ok(0) | Err(_) => return,
-                Ok(n) => discarded += n,
-            }
-        }
-    };
-    let _ = tokio::time::timeout_at(until, discard).await;
-}
-
 #[cfg(test)]
 mod tests {
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+
     use super::*;
 
     async fn tcp_pair() -> (TcpStream, TcpStream) {
