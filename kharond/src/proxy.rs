@@ -16,7 +16,7 @@ use std::time::Duration;
 
 use tokio::net::TcpStream;
 use tokio::time::Instant;
-use zeroize::Zeroize;
+use zeroize::Zeroizing;
 
 use crate::credentials::Credentials;
 use crate::http;
@@ -29,7 +29,7 @@ pub enum Accepted {
     /// A proxy request, handshake done, waiting for its answer.
     Proxy(Request),
     /// An HTTP request that is not a proxy request (the PAC file), its head read.
-    Http(http::Request),
+    Http(http::PacRequest),
 }
 
 #[derive(Debug, thiserror::Error)]
@@ -55,7 +55,7 @@ enum Protocol {
 /// What the handshake found.
 enum Handshake {
     Proxy(Target, Protocol),
-    Http(Vec<u8>),
+    Http(http::request::Reply),
 }
 
 /// A client whose request was read and which now waits for our answer.
@@ -81,16 +81,12 @@ pub async fn accept(
         if !http::looks_like_http(first[0]) {
             return Ok(Handshake::Proxy(socks::negotiate(&mut client, auth).await?, Protocol::Socks5));
         }
-        let mut head = http::read_head(&mut client).await?;
-        let verdict = http::connect::judge(&head, auth);
-        if verdict.is_some() {
-            // It may hold a Proxy-Authorization.
-            head.zeroize();
-        }
-        match verdict {
-            None => Ok(Handshake::Http(head)),
-            Some(Ok(target)) => Ok(Handshake::Proxy(target, Protocol::HttpConnect)),
-            Some(Err(e)) => {
+        // It may hold a Proxy-Authorization: wiped when dropped.
+        let mut head = Zeroizing::new(Vec::with_capacity(1024));
+        match http::read_head(&mut client, &mut head, auth).await? {
+            http::Head::Answer(reply) => Ok(Handshake::Http(reply)),
+            http::Head::Connect(Ok(target)) => Ok(Handshake::Proxy(target, Protocol::HttpConnect)),
+            http::Head::Connect(Err(e)) => {
                 http::connect::refuse(&mut client, &e).await?;
                 Err(e.into())
             }
@@ -99,7 +95,7 @@ pub async fn accept(
     let outcome = tokio::time::timeout_at(deadline, handshake).await;
     match outcome {
         Err(_) => Err(Error::Deadline(timeout)),
-        Ok(Ok(Handshake::Http(head))) => Ok(Accepted::Http(http::Request::new(client, head))),
+        Ok(Ok(Handshake::Http(reply))) => Ok(Accepted::Http(http::PacRequest::new(client, reply))),
         Ok(Ok(Handshake::Proxy(target, protocol))) => {
             Ok(Accepted::Proxy(Request { target, client, protocol }))
         }

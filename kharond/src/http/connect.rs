@@ -33,7 +33,7 @@ use base64::Engine;
 use tokio::io::{AsyncWrite, AsyncWriteExt};
 use zeroize::Zeroizing;
 
-use super::{Parsed, TEXT, parse, response_head};
+use super::{TEXT, response_head};
 use crate::credentials::{self, Credentials};
 use crate::target::{self, Shown, Target, Unreachable};
 
@@ -61,19 +61,10 @@ pub enum Error {
     Target(#[from] target::Error),
 }
 
-/// What a request head is to this module: `None` when it is not a complete CONNECT request
-/// (the PAC path answers it), else its target or why it is refused.
-pub fn judge(head: &[u8], auth: Option<&Credentials>) -> Option<Result<Target, Error>> {
-    let verdict =
-        parse(head, |request, _| (request.method == Some("CONNECT")).then(|| decide(request, auth)));
-    match verdict {
-        Parsed::Complete(verdict) => verdict,
-        Parsed::Partial | Parsed::TooLarge | Parsed::Malformed => None,
-    }
-}
-
-/// Credentials first: without them, a client learns nothing about targets.
-fn decide(request: &httparse::Request<'_, '_>, auth: Option<&Credentials>) -> Result<Target, Error> {
+/// A complete CONNECT request's target, or why it is refused ([`read_head`](super::read_head)
+/// calls this from the parse that found the head's end). Credentials first: without them, a client
+/// learns nothing about targets.
+pub fn decide(request: &httparse::Request<'_, '_>, auth: Option<&Credentials>) -> Result<Target, Error> {
     if let Some(expected) = auth {
         authorize(request.headers, expected)?;
     }

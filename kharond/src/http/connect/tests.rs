@@ -2,6 +2,8 @@ use std::net::SocketAddr;
 
 use kharon_shared::config::SocksAuth;
 
+use super::super::request::Judged;
+
 use super::*;
 
 fn creds() -> Credentials {
@@ -10,6 +12,15 @@ fn creds() -> Credentials {
 
 fn connect(target: &str, headers: &str) -> String {
     format!("CONNECT {target} HTTP/1.1\r\nHost: {target}\r\n{headers}\r\n")
+}
+
+/// What a request head is to this module, as `read_head` judges it: `None` when it is not a
+/// complete CONNECT request (the PAC path answers it), else its target or why it is refused.
+fn judge(head: &[u8], auth: Option<&Credentials>) -> Option<Result<Target, Error>> {
+    match super::super::request::judge(head, |request| decide(request, auth)) {
+        Judged::Connect { verdict, .. } => Some(verdict),
+        Judged::Partial | Judged::Answer { .. } => None,
+    }
 }
 
 fn verdict(target: &str, headers: &str, auth: Option<&Credentials>) -> Result<Target, Error> {
