@@ -11,6 +11,7 @@ use kharon_shared::routing::{self, Via};
 use tonic::{Request, Response, Status};
 
 use crate::inventory::LoadedTable;
+use crate::route;
 use crate::ssh;
 use crate::state::{ReloadError, State};
 
@@ -132,25 +133,16 @@ fn hop_detail(hop: &ssh::config::Hop) -> pb::HopDetail {
 
 /// Runs one endpoint check through the path a client would take; a malformed URL is reported
 /// without dialling anything.
-async fn check(state: &State, endpoint: &crate::inventory::Endpoint, route: Option<String>) -> pb::TestEvent {
+async fn check(state: &State, endpoint: &crate::inventory::Endpoint) -> pb::TestEvent {
     let mut event = pb::TestEvent {
         cluster: endpoint.cluster.clone(),
-        path: route.clone().unwrap_or_else(|| "direct".to_owned()),
+        path: "direct".to_owned(),
         kind: endpoint.kind.to_owned(),
         fact: endpoint.fact.to_owned(),
         url: endpoint.url.clone(),
         ..Default::default()
     };
-    let (host, port) = match &endpoint.target {
-        Ok(target) => target.clone(),
-        Err(why) => {
-            event.step = "url".to_owned();
-            event.error = format!("{}: {why}", endpoint.fact);
-            return event;
-        }
-    };
-    // Inventory data: checked as strictly as a SOCKS client's target.
-    let target = match crate::target::Target::from_host(host.as_bytes(), port) {
+    let target = match &endpoint.target {
         Ok(target) => target,
         Err(why) => {
             event.step = "url".to_owned();
@@ -158,19 +150,21 @@ async fn check(state: &State, endpoint: &crate::inventory::Endpoint, route: Opti
             return event;
         }
     };
-    let timeout = state.proxy.connect_timeout;
     let started = std::time::Instant::now();
-    let result = crate::dial::routed(&state.pool, route.as_deref(), &target, timeout).await;
-    event.latency_us = u64::try_from(started.elapsed().as_micros()).unwrap_or(u64::MAX);
-    // One chain's hops, not the whole pool's status (which locks and copies every slot).
-    event.hops = route.as_deref().map(|jh| state.pool.hops(jh)).unwrap_or_default();
-    event.step = "connect".to_owned();
-    event.endpoint = match target {
-        crate::target::Target::Ip(addr) => addr.to_string(),
-        crate::target::Target::Name(..) => format!("{host}:{port}"),
+    let (route, error) = match route::dial(state, target).await {
+        Ok((route, _upstream)) => (route, None),
+        Err(failed) => (failed.route, Some(failed.error)),
     };
-    event.ok = result.is_ok();
-    event.error = result.err().map(|e| e.to_string()).unwrap_or_default();
+    event.latency_us = u64::try_from(started.elapsed().as_micros()).unwrap_or(u64::MAX);
+    if let Some(jumphost) = route.jumphost() {
+        event.path = jumphost.to_owned();
+        // One chain's hops, not the whole pool's status (which locks and copies every slot).
+        event.hops = state.pool.hops(jumphost);
+    }
+    event.step = "connect".to_owned();
+    event.endpoint = target.to_string();
+    event.ok = error.is_none();
+    event.error = error.map(|e| e.to_string()).unwrap_or_default();
     event
 }
 
@@ -223,15 +217,11 @@ impl pb::control_server::Control for Control {
                 names.join(", ")
             )));
         }
-        let route = |e: &crate::inventory::Endpoint| {
-            let (host, _) = e.target.as_ref().ok()?;
-            loaded.table.lookup(host).jumphost().map(str::to_owned)
-        };
-        let checks: Vec<(crate::inventory::Endpoint, Option<String>)> = loaded
+        let checks: Vec<crate::inventory::Endpoint> = loaded
             .endpoints
             .iter()
             .filter(|e| wanted.is_empty() || wanted.contains(&e.cluster))
-            .map(|e| (e.clone(), route(e)))
+            .cloned()
             .collect();
         drop(loaded);
         let state = Arc::clone(&self.state);
@@ -241,9 +231,9 @@ impl pb::control_server::Control for Control {
         };
         // A few checks at once: a dead jump host costs a connect timeout, not N of them in a row.
         let events = futures::stream::iter(checks)
-            .map(move |(endpoint, route)| {
+            .map(move |endpoint| {
                 let state = Arc::clone(&state);
-                async move { Ok(check(&state, &endpoint, route).await) }
+                async move { Ok(check(&state, &endpoint).await) }
             })
             .buffer_unordered(8);
         Ok(Response::new(Box::pin(agent.chain(events))))

@@ -14,6 +14,8 @@ use kharon_shared::inventory::fact;
 use kharon_shared::routing::RoutingTable;
 use kharon_shared::{cache, inventory};
 
+use crate::target::Target;
+
 /// Where the routing information is read from.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Source {
@@ -82,8 +84,9 @@ pub struct Endpoint {
     /// The URL as checked (for the OAuth route: `https://` and the fact's host name, as Go kharon
     /// checks it, kharon-go.md §8).
     pub url: String,
-    /// Host and port to connect to, or why the URL is unusable.
-    pub target: Result<(String, u16), String>,
+    /// What to connect to, checked as strictly as a SOCKS client's target (it is inventory data),
+    /// or why the URL is unusable.
+    pub target: Result<Target, String>,
 }
 
 /// Each cluster's API and console URL (the distribution's own fact first, as `Cluster::api_url`
@@ -118,8 +121,8 @@ fn endpoints(clusters: &[inventory::Cluster]) -> Vec<Endpoint> {
     out
 }
 
-/// Host and port of an http(s) URL, or what is wrong with it.
-fn target(url: &str) -> Result<(String, u16), String> {
+/// What an http(s) URL points at, or what is wrong with it.
+fn target(url: &str) -> Result<Target, String> {
     let parsed = url::Url::parse(url).map_err(|e| format!("{url:?} is not a URL ({e})"))?;
     if !matches!(parsed.scheme(), "http" | "https") {
         return Err(format!("{url:?} is not an http(s) URL"));
@@ -131,7 +134,7 @@ fn target(url: &str) -> Result<(String, u16), String> {
         None => return Err(format!("{url:?} has no host")),
     };
     let port = parsed.port_or_known_default().unwrap_or(443);
-    Ok((host, port))
+    Target::from_host(host.as_bytes(), port).map_err(|e| e.to_string())
 }
 
 #[derive(Debug, thiserror::Error)]
@@ -233,7 +236,7 @@ mod tests {
         let got = endpoints(&clusters);
         let row = |i: usize| (got[i].cluster.as_str(), got[i].kind, got[i].fact, got[i].url.as_str());
         let target = |i: usize| got[i].target.clone();
-        let ok = |h: &str, p: u16| Ok((h.to_owned(), p));
+        let ok = |h: &str, p: u16| Target::from_host(h.as_bytes(), p).map_err(|e| e.to_string());
         assert_eq!(got.len(), 6, "{got:?}");
         assert_eq!(row(0), ("c-a", "api", fact::TALOS_API_URL, "https://[::1]:6443"));
         assert_eq!(target(0), ok("::1", 6443));

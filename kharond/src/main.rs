@@ -39,6 +39,7 @@ mod pac;
 mod proxy;
 mod relay;
 mod reload;
+mod route;
 mod socks;
 mod ssh;
 mod state;

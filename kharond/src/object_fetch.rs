@@ -5,7 +5,7 @@
 //! OpenPGP parts and asks the daemon for the bytes.
 //!
 //! ```text
-//! endpoint host[:port] → routing lookup → dial (direct | jump host) → TLS unless insecure
+//! endpoint host[:port] → route::dial (direct | jump host) → TLS unless insecure
 //!   → HTTP/1.1 GET /bucket/key signed with the caller's keys → body (at most MAX_BODY)
 //! ```
 //!
@@ -24,7 +24,8 @@ use kharon_shared::Secret;
 use tokio::io::{AsyncRead, AsyncWrite};
 use tokio_rustls::rustls;
 
-use crate::dial::{self, Upstream};
+use crate::dial::Upstream;
+use crate::route;
 use crate::state::State;
 use crate::target::Target;
 
@@ -66,9 +67,9 @@ pub enum Error {
     BadBucket { bucket: String },
     #[error("object key is empty, too long or contains control characters")]
     BadKey,
-    /// The dialer's error names the address (or the jump host and hop).
-    #[error("{}{source}", via_note(via))]
-    Connect { via: Option<String>, source: Box<dial::Error> },
+    /// The dialer's error names the address (or the jump host and hop); a routed one says the route.
+    #[error("{}", connect_failure(.0))]
+    Connect(Box<route::Failed>),
     #[error("TLS handshake with {endpoint} failed: {source}")]
     Tls { endpoint: String, source: std::io::Error },
     #[error("HTTP exchange with {endpoint} failed: {reason}")]
@@ -92,8 +93,11 @@ pub enum Error {
     Sign { endpoint: String, reason: String },
 }
 
-fn via_note(via: &Option<String>) -> String {
-    via.as_ref().map(|jh| format!("via jump host {jh}: ")).unwrap_or_default()
+fn connect_failure(failed: &route::Failed) -> String {
+    match failed.route {
+        route::Route::Direct => failed.error.to_string(),
+        route::Route::Jumphost(_) => failed.to_string(),
+    }
 }
 
 impl Error {
@@ -107,7 +111,7 @@ impl Error {
             Error::NotFound { .. } => tonic::Status::not_found(message),
             Error::Denied { .. } => tonic::Status::permission_denied(message),
             Error::TooLarge { .. } => tonic::Status::resource_exhausted(message),
-            Error::Connect { .. } | Error::Tls { .. } | Error::Http { .. } | Error::Timeout { .. } => {
+            Error::Connect(_) | Error::Tls { .. } | Error::Http { .. } | Error::Timeout { .. } => {
                 tonic::Status::unavailable(message)
             }
             Error::Status { .. } | Error::Sign { .. } => tonic::Status::unknown(message),
@@ -179,15 +183,9 @@ pub async fn fetch(state: &State, req: &Request) -> Result<Fetched, Error> {
     check_names(req)?;
     let target = Target::from_host(endpoint.host.as_bytes(), endpoint.port)
         .map_err(|_| Error::BadEndpoint { endpoint: req.endpoint.clone() })?;
-    let jumphost = match &target {
-        Target::Ip(_) => None,
-        Target::Name(name, _) => state.table().table.lookup(name).jumphost().map(str::to_owned),
-    };
-    let timeout = state.proxy.connect_timeout;
-    let upstream = dial::routed(&state.pool, jumphost.as_deref(), &target, timeout)
-        .await
-        .map_err(|source| Error::Connect { via: jumphost.clone(), source: Box::new(source) })?;
-    let path = jumphost.clone().unwrap_or_else(|| "direct".to_owned());
+    let (route, upstream) =
+        route::dial(state, &target).await.map_err(|failed| Error::Connect(Box::new(failed)))?;
+    let path = route.jumphost().unwrap_or("direct").to_owned();
     let result = match upstream {
         Upstream::Tcp(tcp) => exchange(tcp, &endpoint, req, SystemTime::now()).await,
         Upstream::Tunnel(tunnel) => exchange(tunnel, &endpoint, req, SystemTime::now()).await,

@@ -11,6 +11,7 @@
 //! authentication and request, or the HTTP request head (CONNECT or PAC), all share it, so a
 //! silent or trickling client is dropped after `handshake_timeout_secs`, never later.
 
+use std::fmt;
 use std::net::SocketAddr;
 use std::time::Duration;
 
@@ -131,8 +132,9 @@ impl Request {
     }
 
     /// Tells the client why its connection failed, then closes it. `why` names the route and
-    /// what failed on it, for protocols that can say more than a code (HTTP).
-    pub async fn fail(mut self, failure: Unreachable, why: &str) {
+    /// what failed on it, for protocols that can say more than a code (HTTP); it is not even
+    /// formatted for those that cannot (SOCKS5).
+    pub async fn fail(mut self, failure: Unreachable, why: &(dyn fmt::Display + Sync)) {
         let answered = match self.protocol {
             Protocol::Socks5 => socks::reply_failure(&mut self.client, failure).await,
             Protocol::HttpConnect => {

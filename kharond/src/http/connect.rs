@@ -29,6 +29,8 @@
 //! - A local program that is not a browser can open a tunnel, exactly as it can over SOCKS on the
 //!   same port: the listener is loopback-only unless a password is set, and then CONNECT needs it.
 
+use std::fmt;
+
 use base64::Engine;
 use tokio::io::{AsyncWrite, AsyncWriteExt};
 use zeroize::Zeroizing;
@@ -139,9 +141,10 @@ pub async fn reply_failure<S: AsyncWrite + Unpin>(
     client: &mut S,
     target: &Target,
     failure: Unreachable,
-    why: &str,
+    why: &(dyn fmt::Display + Sync),
 ) -> std::io::Result<()> {
-    client.write_all(failure_answer(target, failure, why).as_bytes()).await
+    let answer = failure_answer(target, failure, &why.to_string());
+    client.write_all(answer.as_bytes()).await
 }
 
 /// The status for a failure to reach the target: 504 for a timeout, 403 for a refusal by policy,
