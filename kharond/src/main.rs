@@ -37,6 +37,7 @@ mod man_page;
 mod object_fetch;
 mod pac;
 mod proxy;
+mod reachability;
 mod relay;
 mod reload;
 mod route;

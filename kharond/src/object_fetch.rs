@@ -100,25 +100,6 @@ fn connect_failure(failed: &route::Failed) -> String {
     }
 }
 
-impl Error {
-    /// The gRPC status the control API answers with; the message is ours, never the server's body.
-    pub fn to_status(&self) -> tonic::Status {
-        let message = self.to_string();
-        match self {
-            Error::BadEndpoint { .. } | Error::BadBucket { .. } | Error::BadKey => {
-                tonic::Status::invalid_argument(message)
-            }
-            Error::NotFound { .. } => tonic::Status::not_found(message),
-            Error::Denied { .. } => tonic::Status::permission_denied(message),
-            Error::TooLarge { .. } => tonic::Status::resource_exhausted(message),
-            Error::Connect(_) | Error::Tls { .. } | Error::Http { .. } | Error::Timeout { .. } => {
-                tonic::Status::unavailable(message)
-            }
-            Error::Status { .. } | Error::Sign { .. } => tonic::Status::unknown(message),
-        }
-    }
-}
-
 /// The endpoint split into what the dialer, TLS and the Host header need.
 #[derive(Debug, Clone, PartialEq, Eq)]
 struct Endpoint {
@@ -503,7 +484,7 @@ mod tests {
             err.to_string(),
             "no object \"em-abc\" in bucket \"emergency\" at objects.example.net:9000 (NoSuchKey)"
         );
-        assert_eq!(err.to_status().code(), tonic::Code::NotFound);
+        assert_eq!(crate::control::fetch_status(&err).code(), tonic::Code::NotFound);
 
         let xml = "<Error><Code>SignatureDoesNotMatch</Code></Error>";
         let answer = format!("HTTP/1.1 403 Forbidden\r\nContent-Length: {}\r\n\r\n{xml}", xml.len());
@@ -513,7 +494,7 @@ mod tests {
                 && err.to_string().contains("SignatureDoesNotMatch"),
             "{err}"
         );
-        assert_eq!(err.to_status().code(), tonic::Code::PermissionDenied);
+        assert_eq!(crate::control::fetch_status(&err).code(), tonic::Code::PermissionDenied);
     }
 
     #[tokio::test]
