@@ -12,11 +12,11 @@ use kharon_shared::proto::v1 as pb;
 use kharon_shared::routing::{self, Via};
 use tonic::{Request, Response, Status};
 
-use crate::inventory::LoadedTable;
 use crate::object_fetch;
 use crate::reachability;
 use crate::ssh;
 use crate::state::{ReloadError, State};
+use crate::table::LoadedTable;
 
 pub struct Control {
     state: Arc<State>,
@@ -174,7 +174,7 @@ impl pb::control_server::Control for Control {
                 names.join(", ")
             )));
         }
-        let endpoints: Vec<crate::inventory::Endpoint> = loaded
+        let endpoints: Vec<crate::endpoints::Endpoint> = loaded
             .endpoints
             .iter()
             .filter(|e| wanted.is_empty() || wanted.contains(&e.cluster))

@@ -25,10 +25,10 @@ mod control;
 mod credentials;
 mod daemon;
 mod dial;
+mod endpoints;
 mod eviction;
 mod fd_limit;
 mod http;
-mod inventory;
 mod linger;
 mod listener;
 mod logging;
@@ -44,6 +44,7 @@ mod route;
 mod socks;
 mod ssh;
 mod state;
+mod table;
 mod target;
 
 use std::collections::HashMap;
@@ -168,17 +169,17 @@ async fn start(cli: Cli) -> Result<(), Failure> {
     let max_connections = fd_limit::connection_limit(wanted);
 
     let source = match &config.inventory {
-        Some(file) => inventory::Source::File(file.value.clone()),
-        None => inventory::Source::Cache(kharon_shared::cache::path(&config.cache_dir.value)),
+        Some(file) => table::Inventory::File(file.value.clone()),
+        None => table::Inventory::Cache(kharon_shared::cache::path(&config.cache_dir.value)),
     };
-    let table = inventory::load_at_start(&source).map_err(|e| {
+    let table = table::load_at_start(&source).map_err(|e| {
         // The cache error already says to run `kharonctl update`; add the other way in.
         let hint = match &source {
-            inventory::Source::Cache(_) => {
+            table::Inventory::Cache(_) => {
                 "; or start with --inventory FILE (a Lieutenant /clusters JSON such as \
                  contrib/examples/inventory.json)"
             }
-            inventory::Source::File(_) => "",
+            table::Inventory::File(_) => "",
         };
         fail(exit::CONFIG)(anyhow::anyhow!("{e}{hint}"))
     })?;

@@ -8,7 +8,7 @@ use std::time::Duration;
 use futures::{Stream, StreamExt as _};
 use kharon_shared::proto::v1 as pb;
 
-use crate::inventory::Endpoint;
+use crate::endpoints::Endpoint;
 use crate::route;
 use crate::state::State;
 

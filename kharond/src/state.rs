@@ -18,8 +18,8 @@ use arc_swap::ArcSwap;
 use kharon_shared::routing::Via;
 
 use crate::credentials::Credentials;
-use crate::inventory::{LoadedTable, Source};
 use crate::ssh;
+use crate::table::{Inventory, LoadedTable};
 
 /// Settings of the SOCKS side, fixed at start.
 #[derive(Debug, Clone)]
@@ -85,7 +85,7 @@ impl Drop for OpenGuard {
 
 /// The daemon's shared state; one `Arc<State>` is handed to every component.
 pub struct State {
-    pub source: Source,
+    pub source: Inventory,
     pub proxy: ProxySettings,
     pub pool: Arc<ssh::Pool>,
     /// The listener's real address (the configured port may have been 0).
@@ -99,7 +99,7 @@ pub struct State {
 
 impl State {
     pub fn new(
-        source: Source,
+        source: Inventory,
         proxy: ProxySettings,
         pool: Arc<ssh::Pool>,
         listen: std::net::SocketAddr,
@@ -141,7 +141,7 @@ pub struct ReloadOutcome {
 #[derive(Debug, thiserror::Error)]
 pub enum ReloadError {
     #[error("inventory not reloaded, the old routing table stays: {0}")]
-    Inventory(#[from] crate::inventory::Error),
+    Inventory(#[from] crate::table::Error),
     #[error(
         "inventory not reloaded, the old routing table stays: reading {} and the ssh config did \
          not finish within {deadline:?} (a hung network file system?); the next reload waits for it",
@@ -180,7 +180,7 @@ impl State {
 
     /// The blocking half: reads the inventory, then the ssh config unless the caller gave up.
     fn load_fresh(&self, abandoned: &AtomicBool) -> Result<LoadedTable, ReloadError> {
-        let fresh = crate::inventory::load(&self.source)?;
+        let fresh = crate::table::load(&self.source)?;
         if abandoned.load(Ordering::Relaxed) {
             // The caller was told nothing changed; keep it that way for the ssh config too.
             return Ok(fresh);
