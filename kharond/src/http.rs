@@ -53,10 +53,12 @@ use crate::target::Target;
 
 pub mod connect;
 pub mod request;
+mod response;
 
 use request::{Body, Judged, MAX_REQUEST, Reply, judge};
 #[cfg(test)]
 use request::{MAX_HEADERS, is_local_host};
+use response::{TEXT, response_head};
 
 /// Most bytes looked at per peek while reading a head.
 const PEEK: usize = 4096;
@@ -211,18 +213,6 @@ fn reply_head(reply: &Reply, len: usize) -> String {
     };
     let allow = if reply.status.starts_with("405") { "Allow: GET, HEAD, CONNECT\r\n" } else { "" };
     response_head(reply.status, content_type, len, allow)
-}
-
-/// The content type of every answer but the PAC.
-const TEXT: &str = "text/plain; charset=utf-8";
-
-/// The head of every answer but CONNECT's 200. `extra` is more header lines, each ending in CRLF.
-fn response_head(status: &str, content_type: &str, len: usize, extra: &str) -> String {
-    format!(
-        "HTTP/1.1 {status}\r\nContent-Type: {content_type}\r\nContent-Length: {len}\r\n\
-         X-Content-Type-Options: nosniff\r\nCross-Origin-Resource-Policy: same-origin\r\n\
-         Cache-Control: no-cache\r\n{extra}Connection: close\r\n\r\n"
-    )
 }
 
 #[cfg(test)]

@@ -35,7 +35,7 @@ use base64::Engine;
 use tokio::io::{AsyncWrite, AsyncWriteExt};
 use zeroize::Zeroizing;
 
-use super::{TEXT, response_head};
+use super::response::{TEXT, response_head};
 use crate::credentials::{self, Credentials};
 use crate::target::{self, Shown, Target, Unreachable};
 

@@ -70,7 +70,7 @@ mod lexer;
 mod load;
 mod machine;
 mod options;
-pub(in crate::ssh) mod pattern;
+pub(crate) mod pattern;
 #[cfg(test)]
 mod tests;
 

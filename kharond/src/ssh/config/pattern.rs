@@ -7,7 +7,7 @@ use std::path::{Path, PathBuf};
 
 /// OpenSSH `match_pattern`: `*` matches any run (also empty), `?` exactly one character, everything
 /// else itself. Case-sensitive, like OpenSSH 9.2 (`ssh -G FOO` does not match `Host foo`).
-pub(in crate::ssh) fn wildcard(text: &str, pattern: &str) -> bool {
+pub(crate) fn wildcard(text: &str, pattern: &str) -> bool {
     let text: Vec<char> = text.chars().collect();
     let pattern: Vec<char> = pattern.chars().collect();
     // Iterative matcher with one backtrack point: the last `*` and where it started matching.
@@ -45,7 +45,7 @@ pub(super) fn list_match(text: &str, list: &str, lowercase: bool) -> bool {
 }
 
 /// [`list_match`] on a list already split at its commas (known_hosts keeps its host patterns so).
-pub(in crate::ssh) fn patterns_match<'p>(
+pub(crate) fn patterns_match<'p>(
     text: &str,
     patterns: impl IntoIterator<Item = &'p str>,
     lowercase: bool,
