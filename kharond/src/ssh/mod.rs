@@ -19,11 +19,17 @@
 pub mod auth;
 pub mod chain;
 pub mod config;
+pub mod error;
+pub mod health;
 pub mod keepalive;
 pub mod known_hosts;
 pub mod pool;
 pub mod proxy_command;
 pub mod quickack;
+pub mod slot;
 pub mod tunnel;
 
-pub use pool::{ChainHealth, ChainState, Error, Pool, PoolSettings, Tunnel};
+pub use error::Error;
+pub use health::ChainHealth;
+pub use pool::{Pool, PoolSettings, Tunnel};
+pub use slot::ChainState;
