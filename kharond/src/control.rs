@@ -264,7 +264,7 @@ impl pb::control_server::Control for Control {
     ) -> Result<Response<pb::FetchObjectResponse>, Status> {
         authorize(&request)?;
         let r = request.into_inner();
-        let req = object_fetch::Request {
+        let req = object_fetch::GetObject {
             endpoint: r.endpoint,
             bucket: r.bucket,
             key: r.key,
@@ -274,7 +274,8 @@ impl pb::control_server::Control for Control {
             insecure: r.insecure,
         };
         let fetched = object_fetch::fetch(&self.state, &req).await.map_err(|e| fetch_status(&e))?;
-        Ok(Response::new(pb::FetchObjectResponse { body: fetched.body, path: fetched.path }))
+        let path = fetched.route.label().to_owned();
+        Ok(Response::new(pb::FetchObjectResponse { body: fetched.body, path }))
     }
 
     async fn route(&self, request: Request<pb::RouteRequest>) -> Result<Response<pb::RouteResponse>, Status> {

@@ -108,13 +108,14 @@ struct Cli {
     man_pages: Option<PathBuf>,
 }
 
-struct Failure {
+/// Why the daemon stops with a non-zero exit code ([`exit`]), and the error it prints.
+struct Exit {
     code: u8,
     error: anyhow::Error,
 }
 
-fn fail(code: u8) -> impl FnOnce(anyhow::Error) -> Failure {
-    move |error| Failure { code, error }
+fn fail(code: u8) -> impl FnOnce(anyhow::Error) -> Exit {
+    move |error| Exit { code, error }
 }
 
 fn main() -> ExitCode {
@@ -137,7 +138,7 @@ fn main() -> ExitCode {
     runtime.shutdown_timeout(RUNTIME_SHUTDOWN);
     match outcome {
         Ok(()) => ExitCode::SUCCESS,
-        Err(Failure { code, error }) => {
+        Err(Exit { code, error }) => {
             eprintln!("kharond: {error:#}");
             ExitCode::from(code)
         }
@@ -148,7 +149,7 @@ fn main() -> ExitCode {
 /// their drain already).
 const RUNTIME_SHUTDOWN: std::time::Duration = std::time::Duration::from_secs(1);
 
-async fn start(cli: Cli) -> Result<(), Failure> {
+async fn start(cli: Cli) -> Result<(), Exit> {
     let overrides = Overrides {
         config: cli.config,
         listen: cli.listen,

@@ -25,7 +25,7 @@ use tokio::io::{AsyncRead, AsyncWrite};
 use tokio_rustls::rustls;
 
 use crate::dial::Upstream;
-use crate::route;
+use crate::route::{self, Route};
 use crate::state::State;
 use crate::target::Target;
 
@@ -39,9 +39,9 @@ const EXCHANGE_TIMEOUT: Duration = Duration::from_secs(30);
 /// The region when the bucket list names none (what Go kharon and the AWS SDKs assume).
 pub const DEFAULT_REGION: &str = "us-east-1";
 
-/// What to fetch and with which keys. `Debug` never shows the secret key.
+/// One S3 GetObject: what to fetch and with which keys. `Debug` never shows the secret key.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub struct Request {
+pub struct GetObject {
     pub endpoint: String,
     pub bucket: String,
     pub key: String,
@@ -55,8 +55,7 @@ pub struct Request {
 #[derive(Debug)]
 pub struct Fetched {
     pub body: Vec<u8>,
-    /// "direct", or the jump host alias.
-    pub path: String,
+    pub route: Route,
 }
 
 #[derive(Debug, thiserror::Error)]
@@ -95,8 +94,8 @@ pub enum Error {
 
 fn connect_failure(failed: &route::Failed) -> String {
     match failed.route {
-        route::Route::Direct => failed.error.to_string(),
-        route::Route::Jumphost(_) => failed.to_string(),
+        Route::Direct => failed.error.to_string(),
+        Route::Jumphost(_) => failed.to_string(),
     }
 }
 
@@ -135,7 +134,7 @@ fn parse_endpoint(endpoint: &str, insecure: bool) -> Result<Endpoint, Error> {
     Ok(Endpoint { host, port, authority })
 }
 
-fn check_names(req: &Request) -> Result<(), Error> {
+fn check_names(req: &GetObject) -> Result<(), Error> {
     let b = &req.bucket;
     if b.is_empty() || b.len() > 255 || b.contains('/') || b.chars().any(char::is_control) {
         return Err(Error::BadBucket { bucket: b.clone() });
@@ -159,32 +158,36 @@ fn object_path(bucket: &str, key: &str) -> String {
 }
 
 /// Fetches the object through the route a SOCKS client would get for the endpoint's host.
-pub async fn fetch(state: &State, req: &Request) -> Result<Fetched, Error> {
+pub async fn fetch(state: &State, req: &GetObject) -> Result<Fetched, Error> {
     let endpoint = parse_endpoint(&req.endpoint, req.insecure)?;
     check_names(req)?;
     let target = Target::from_host(endpoint.host.as_bytes(), endpoint.port)
         .map_err(|_| Error::BadEndpoint { endpoint: req.endpoint.clone() })?;
     let (route, upstream) =
         route::dial(state, &target).await.map_err(|failed| Error::Connect(Box::new(failed)))?;
-    let path = route.jumphost().unwrap_or("direct").to_owned();
     let result = match upstream {
         Upstream::Tcp(tcp) => exchange(tcp, &endpoint, req, SystemTime::now()).await,
         Upstream::Tunnel(tunnel) => exchange(tunnel, &endpoint, req, SystemTime::now()).await,
     };
     match &result {
         Ok(body) => tracing::info!(
-            endpoint = %req.endpoint, bucket = %req.bucket, key = %req.key, via = %path, bytes = body.len(),
+            endpoint = %req.endpoint, bucket = %req.bucket, key = %req.key, via = route.label(), bytes = body.len(),
             "fetched object"
         ),
         Err(e) => {
-            tracing::info!(endpoint = %req.endpoint, bucket = %req.bucket, via = %path, "object fetch failed: {e}")
+            tracing::info!(endpoint = %req.endpoint, bucket = %req.bucket, via = route.label(), "object fetch failed: {e}")
         }
     }
-    Ok(Fetched { body: result?, path })
+    Ok(Fetched { body: result?, route })
 }
 
 /// TLS (unless insecure), then the signed GET, all within [`EXCHANGE_TIMEOUT`].
-async fn exchange<S>(stream: S, endpoint: &Endpoint, req: &Request, now: SystemTime) -> Result<Vec<u8>, Error>
+async fn exchange<S>(
+    stream: S,
+    endpoint: &Endpoint,
+    req: &GetObject,
+    now: SystemTime,
+) -> Result<Vec<u8>, Error>
 where
     S: AsyncRead + AsyncWrite + Unpin + Send + 'static,
 {
@@ -235,7 +238,7 @@ where
 }
 
 /// Signs and sends the GET over `io` and reads the answer.
-async fn get<S>(io: S, endpoint: &Endpoint, req: &Request, now: SystemTime) -> Result<Vec<u8>, Error>
+async fn get<S>(io: S, endpoint: &Endpoint, req: &GetObject, now: SystemTime) -> Result<Vec<u8>, Error>
 where
     S: AsyncRead + AsyncWrite + Unpin + Send + 'static,
 {
@@ -259,7 +262,7 @@ where
 
 fn signed_request(
     endpoint: &Endpoint,
-    req: &Request,
+    req: &GetObject,
     now: SystemTime,
 ) -> Result<http::Request<Empty<Bytes>>, Error> {
     use aws_sigv4::http_request::{
@@ -310,7 +313,7 @@ fn signed_request(
 
 async fn read_answer(
     response: http::Response<hyper::body::Incoming>,
-    req: &Request,
+    req: &GetObject,
 ) -> Result<Vec<u8>, Error> {
     let status = response.status();
     let http_err =
@@ -366,8 +369,8 @@ mod tests {
     use super::*;
     use tokio::io::{AsyncReadExt as _, AsyncWriteExt as _};
 
-    fn request() -> Request {
-        Request {
+    fn request() -> GetObject {
+        GetObject {
             endpoint: "objects.example.net:9000".into(),
             bucket: "emergency".into(),
             key: "em-abc".into(),

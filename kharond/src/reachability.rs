@@ -59,11 +59,9 @@ async fn check(state: &State, endpoint: &Endpoint) -> pb::TestEvent {
         Err(failed) => (failed.route, Some(failed.error)),
     };
     event.latency_us = u64::try_from(started.elapsed().as_micros()).unwrap_or(u64::MAX);
-    if let Some(jumphost) = route.jumphost() {
-        event.path = jumphost.to_owned();
-        // One chain's hops, not the whole pool's status (which locks and copies every slot).
-        event.hops = state.pool.hops(jumphost);
-    }
+    event.path = route.label().to_owned();
+    // One chain's hops, not the whole pool's status (which locks and copies every slot).
+    event.hops = route.jumphost().map(|jumphost| state.pool.hops(jumphost)).unwrap_or_default();
     event.step = "connect".to_owned();
     event.endpoint = target.to_string();
     event.ok = error.is_none();

@@ -44,6 +44,12 @@ impl Route {
             Route::Jumphost(jumphost) => Some(jumphost),
         }
     }
+
+    /// How the control API and the logs name the route in one word: "direct", or the jump host
+    /// alias (the `path` of `Test` and `FetchObject` answers).
+    pub fn label(&self) -> &str {
+        self.jumphost().unwrap_or("direct")
+    }
 }
 
 /// How messages name the route: "via jump host J" or "directly".
@@ -99,9 +105,12 @@ mod tests {
         let routed = Route::of(&table, &Target::Name("api.a.example".into(), 443));
         assert_eq!(routed, Route::Jumphost("jump-a".into()));
         assert_eq!((routed.via(), routed.jumphost()), (Via::Jumphost, Some("jump-a")));
-        assert_eq!(routed.to_string(), "via jump host jump-a");
+        assert_eq!((routed.to_string(), routed.label()), ("via jump host jump-a".to_owned(), "jump-a"));
         let direct = Route::of(&table, &Target::Name("example.org".into(), 443));
-        assert_eq!((direct.to_string(), direct.jumphost()), ("directly".to_owned(), None));
+        assert_eq!(
+            (direct.to_string(), direct.jumphost(), direct.label()),
+            ("directly".to_owned(), None, "direct")
+        );
         // Even an address inside a routed range: the client resolved it, there is no name to route.
         assert_eq!(Route::of(&table, &Target::Ip("10.0.0.1:443".parse().unwrap())), Route::Direct);
     }

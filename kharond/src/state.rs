@@ -45,12 +45,12 @@ pub struct Stats {
 }
 
 impl Stats {
-    /// Counts a connection as open on `path` until the returned guard is dropped.
-    pub fn open(self: &Arc<Self>, path: Via) -> OpenGuard {
-        let (open, total) = self.counters(path);
+    /// Counts a connection as open via `via` until the returned guard is dropped.
+    pub fn open(self: &Arc<Self>, via: Via) -> OpenGuard {
+        let (open, total) = self.counters(via);
         open.fetch_add(1, Ordering::Relaxed);
         total.fetch_add(1, Ordering::Relaxed);
-        OpenGuard { stats: Arc::clone(self), path }
+        OpenGuard { stats: Arc::clone(self), via }
     }
 
     pub fn failed(&self) {
@@ -62,8 +62,8 @@ impl Stats {
         self.bytes_down.fetch_add(down, Ordering::Relaxed);
     }
 
-    fn counters(&self, path: Via) -> (&AtomicU64, &AtomicU64) {
-        match path {
+    fn counters(&self, via: Via) -> (&AtomicU64, &AtomicU64) {
+        match via {
             Via::Direct => (&self.open_direct, &self.total_direct),
             Via::Jumphost => (&self.open_jumphost, &self.total_jumphost),
         }
@@ -74,12 +74,12 @@ impl Stats {
 #[derive(Debug)]
 pub struct OpenGuard {
     stats: Arc<Stats>,
-    path: Via,
+    via: Via,
 }
 
 impl Drop for OpenGuard {
     fn drop(&mut self) {
-        self.stats.counters(self.path).0.fetch_sub(1, Ordering::Relaxed);
+        self.stats.counters(self.via).0.fetch_sub(1, Ordering::Relaxed);
     }
 }
 
