@@ -10,7 +10,7 @@ use subtle::ConstantTimeEq;
 
 type Digest = [u8; 32];
 
-/// `[socks]` username and password as SHA-256 digests, the form [`matches`] compares.
+/// `[socks]` username and password as SHA-256 digests, the form [`matches()`] compares.
 #[derive(Debug, Clone)]
 pub struct Credentials {
     username: Secret<Digest>,

@@ -4,16 +4,23 @@
 //!
 //! # Layout
 //! - [`daemon`]: runs listener, control server and signals; the only file that knows them all.
-//! - [`listener`]: accept loop, connection limit, drain. [`connection`]: the per-client spine.
+//! - [`listener`]: accept loop, connection limit, shutdown drain. [`eviction`]: which unfinished
+//!   handshake makes room when every slot is taken. [`connection`]: the per-client spine.
 //! - [`proxy`]: which protocol a client speaks, one handshake deadline, the protocol-independent
-//!   request and its answer. [`socks`]: the SOCKS5 handshake and replies.
-//!   [`dial`]: direct or via a jump host. [`relay`]: moving bytes (splice, large-buffer copy).
+//!   request and its answer. [`socks`]: the SOCKS5 handshake and replies. [`http::connect`]:
+//!   HTTP CONNECT. [`target`]: what a client asked to reach, and why it is unreachable.
+//!   [`credentials`]: the `[socks]` username and password check of both protocols.
+//!   [`linger`]: closing after an answer without losing it.
+//! - [`route`]: where a request is routed (direct or a jump host) and the dial along that route.
+//!   [`dial`]: the two ways to connect. [`relay`]: moving bytes (splice, large-buffer copy).
 //! - [`fd_limit`]: the descriptor limit and how many connections fit in it.
-//! - [`state`]: routing table snapshot, SSH pool, counters. [`inventory`]: loading the routing data.
-//! - [`http`] + [`pac`]: `GET /proxy.pac` on the SOCKS port.
+//! - [`state`]: routing table snapshot, SSH pool, counters. [`table`]: which inventory the table is
+//!   read from, and loading it. [`endpoints`]: the cluster URLs `Test` checks.
+//! - [`http`] + [`pac`]: `GET /proxy.pac` on the SOCKS port; [`pac`] renders it.
 //! - [`activation`]: listeners passed by systemd. [`malloc`]: allocator settings for the data path.
 //! - [`logging`]: stderr log, RUST_LOG, and the cap on targets that could log secrets.
-//! - [`control`]: the gRPC control API. [`ssh`]: the SSH engine.
+//! - [`control`]: the gRPC control API. [`reachability`]: the `Test` RPC's checks.
+//!   [`ssh`]: the SSH engine (sessions kept alive in [`ssh::keepalive`]).
 //! - [`reload`]: how a reload runs (off the async threads, one at a time, with a deadline).
 //! - [`backoff`]: waiting after a failed accept, for every listener.
 //! - [`object_fetch`]: the S3 GetObject of emergency credentials, through the daemon's routing.

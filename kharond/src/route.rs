@@ -1,5 +1,5 @@
 //! Where a request is routed: the one lookup of a [`Target`] in the routing table ([`Route::of`])
-//! and the one dial along the route it gives ([`dial`]), shared by client connections, `Test` and
+//! and the one dial along the route it gives ([`dial()`]), shared by client connections, `Test` and
 //! `FetchObject`, so that each takes the path a SOCKS client's connection would take.
 
 use std::fmt;

@@ -13,7 +13,7 @@
 //!
 //! # Matching a `Match`
 //! `criteria` decides; this module gives it the subject as OpenSSH computes it at that line
-//! (the HostName and User set so far) and runs `exec` commands through [`Machine`], with every
+//! (the HostName and User set so far) and runs `exec` commands through [`Machine`](super::Machine), with every
 //! token value checked like a ProxyCommand's (`expand::command`). A line kharon cannot decide
 //! for this name is an error for this name only (`Error::Invalid` with the line's file:line);
 //! the caller refuses that jump host and no other.
