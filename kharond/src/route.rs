@@ -31,18 +31,16 @@ impl Route {
         }
     }
 
-    pub fn via(&self) -> Via {
-        match self {
-            Route::Direct => Via::Direct,
-            Route::Jumphost(_) => Via::Jumphost,
-        }
-    }
-
+    /// The jump host alias to connect through, if the route uses one.
     pub fn jumphost(&self) -> Option<&str> {
         match self {
             Route::Direct => None,
             Route::Jumphost(jumphost) => Some(jumphost),
         }
+    }
+
+    pub fn via(&self) -> Via {
+        self.jumphost().map_or(Via::Direct, |_| Via::Jumphost)
     }
 
     /// How the control API and the logs name the route in one word: "direct", or the jump host
