@@ -1,21 +1,18 @@
 //! The PAC port's request judge (kharond/src/http/request.rs), driven as `read_head` drives it:
 //! on a growing prefix of what arrived. Besides "no panic", it checks what the reader relies on:
 //! once a prefix holds a complete head, every longer prefix gives the same head length and the
-//! same answer (the reader peeks, and must not change its mind when more bytes come); a prefix
-//! still partial is under the size limit; and the PAC itself goes only to a request whose one
-//! Host names this machine and that no web page sent.
+//! same verdict (the reader peeks, and must not change its mind when more bytes come); a prefix
+//! still partial is under the size limit; a head refused before its end says the rest is unread;
+//! and the PAC itself goes only to a request whose one Host names this machine and that no web
+//! page sent.
 #![no_main]
 
-use kharon_fuzz::http::request::{self, Body, MAX_REQUEST, Parsed};
+use kharon_fuzz::http::request::{self, Body, Judged, MAX_REQUEST};
 use libfuzzer_sys::fuzz_target;
-
-fn head_len(bytes: &[u8]) -> Parsed<usize> {
-    request::parse(bytes, |_, len| len)
-}
 
 fuzz_target!(|input: &[u8]| {
     let input = &input[..input.len().min(MAX_REQUEST + 64)];
-    let mut settled: Option<(usize, Option<request::Reply>)> = None;
+    let mut settled: Option<Judged<()>> = None;
     // Every prefix would cost O(n²) on long inputs; a stride keeps each run fast and still walks
     // the boundaries (the first byte, the head's end) often across the corpus.
     let stride = (input.len() / 64).max(1);
@@ -23,30 +20,27 @@ fuzz_target!(|input: &[u8]| {
     ends.push(input.len());
     for end in ends {
         let prefix = &input[..end];
-        let reply = request::judge(prefix);
-        match head_len(prefix) {
-            Parsed::Partial => {
+        let judged = request::judge(prefix, |_| ());
+        match &judged {
+            Judged::Partial => {
                 assert!(prefix.len() < MAX_REQUEST, "partial at {} bytes", prefix.len());
-                assert!(reply.is_none(), "an answer before the head ended");
                 assert!(settled.is_none(), "complete at a shorter prefix, partial at {end}");
             }
-            Parsed::Complete(len) => {
-                assert!(len <= prefix.len());
+            Judged::Connect { len, .. } | Judged::Answer { len: Some(len), .. } => {
+                assert!(*len <= prefix.len());
                 match &settled {
-                    Some((was, answer)) => {
-                        assert_eq!(*was, len, "head length changed with more bytes");
-                        assert_eq!(*answer, reply, "answer changed with more bytes");
-                    }
-                    None => settled = Some((len, reply)),
+                    Some(was) => assert_eq!(*was, judged, "head length or answer changed with more bytes"),
+                    None => settled = Some(judged.clone()),
                 }
             }
-            Parsed::TooLarge | Parsed::Malformed => assert!(reply.is_some(), "refused without an answer"),
+            // Refused before its end (too large, malformed): answered all the same.
+            Judged::Answer { len: None, reply } => assert!(!reply.whole_request_read),
         }
-        if let Some(r) = reply {
-            if r.body == Body::Pac {
+        if let Judged::Answer { reply, .. } = &judged {
+            if reply.body == Body::Pac {
                 let text = String::from_utf8_lossy(prefix).to_ascii_lowercase();
                 assert!(text.contains("host:"), "PAC without a Host header");
-                assert!(r.status.starts_with("200"));
+                assert!(reply.status.starts_with("200"));
             }
         }
     }

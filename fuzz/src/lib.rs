@@ -6,26 +6,16 @@
 //! `state`, the SSH pool and tokio), this crate includes the few files that parse, with
 //! `#[path]`: `socks/wire.rs` (pure functions, no I/O) and the `ssh/config` tree (which only
 //! uses its own submodules, russh's algorithm names and libc). kharond itself is unchanged.
-//! The one thing from outside those files, `crate::proxy::Failure`, is mirrored below: if a
-//! variant is added there, this crate stops compiling and says so.
+//! The one thing `socks/wire.rs` names outside those files, `crate::target::Unreachable`, comes
+//! with `target.rs`, which needs only std.
 //!
 //! The PAC port's request judge (`http/request.rs`, from a head's bytes to the answer) needs only
 //! httparse.
 
 #![allow(dead_code, unused_imports, clippy::all)]
 
-/// Mirrors `kharond::proxy::Failure`, the one outside type `socks/wire.rs` names.
-pub mod proxy {
-    #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-    pub enum Failure {
-        General,
-        NotAllowed,
-        NetworkUnreachable,
-        HostUnreachable,
-        ConnectionRefused,
-        TimedOut,
-    }
-}
+#[path = "../../kharond/src/target.rs"]
+pub mod target;
 
 #[path = "../../kharond/src/socks"]
 pub mod socks {

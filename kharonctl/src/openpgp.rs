@@ -7,6 +7,7 @@
 
 use std::fmt;
 
+use kharon_shared::Secret;
 use pgp::composed::{Deserializable as _, Message, SignedPublicKey, SignedSecretKey};
 use pgp::types::{KeyDetails as _, Password};
 
@@ -26,27 +27,21 @@ pub enum Error {
 }
 
 /// A passphrase; `Debug` never shows it. It lives only in memory for one command.
-#[derive(Clone, Default)]
-pub struct Passphrase(String);
+#[derive(Debug, Clone, Default)]
+pub struct Passphrase(Secret);
 
 impl Passphrase {
     pub fn new(text: impl Into<String>) -> Self {
-        Self(text.into())
+        Self(Secret::new(text.into()))
     }
 
     /// The text itself, for the one place that must send it on (a TOTP code to Passbolt).
     pub fn expose(&self) -> &str {
-        &self.0
+        self.0.as_str()
     }
 
     fn password(&self) -> Password {
         Password::from(self.0.as_str())
-    }
-}
-
-impl fmt::Debug for Passphrase {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str("Passphrase(<redacted>)")
     }
 }
 

@@ -3,8 +3,8 @@
 //! ```text
 //! proxy::accept      protocol, greeting, optional auth, request, one deadline → Request (Target)
 //!                    (SOCKS5 or HTTP CONNECT; or the PAC request, answered here)
-//! routing lookup     the current table snapshot                          → Route (direct | jumphost)
-//! dial               direct TCP, or a channel from the chain's last hop  → Upstream
+//! route::dial        the current table snapshot                          → Route (direct | jumphost)
+//!                    direct TCP, or a channel from the chain's last hop  → Upstream
 //! reply              success, or the failure                             (Request::succeed | fail)
 //! relay              splice / large-buffer copy both ways, half-close honoured → Transfer
 //! ```
@@ -15,22 +15,24 @@ use std::net::SocketAddr;
 use std::sync::Arc;
 use std::time::Instant;
 
-use kharon_shared::routing::{Route, Via};
+use kharon_shared::routing::Via;
 use tokio::net::TcpStream;
 use tokio::time::Instant as Deadline;
 use tracing::{debug, info};
 
-use crate::dial::{self, Upstream};
+use crate::dial::Upstream;
+use crate::eviction::Handshake;
 use crate::http;
-use crate::listener;
-use crate::proxy::{self, Accepted, Failure, Target};
+use crate::proxy::{self, Accepted};
 use crate::relay;
+use crate::route;
 use crate::state::State;
+use crate::target::Unreachable;
 
 /// Serves one accepted client until its connection ends. Errors end here, in the client's own
 /// span; they never reach the accept loop. Until `handshake` is dropped, the listener may close
-/// this connection to make room for a new client (listener.rs).
-pub async fn serve(state: Arc<State>, stream: TcpStream, peer: SocketAddr, handshake: listener::Handshake) {
+/// this connection to make room for a new client (eviction.rs).
+pub async fn serve(state: Arc<State>, stream: TcpStream, peer: SocketAddr, handshake: Handshake) {
     let _ = stream.set_nodelay(true);
     // Taken once, at accept: the whole handshake, whatever its protocol, shares it.
     let timeout = state.proxy.handshake_timeout;
@@ -55,44 +57,28 @@ pub async fn serve(state: Arc<State>, stream: TcpStream, peer: SocketAddr, hands
     drop(handshake);
     let target = request.target.clone();
 
-    // One table snapshot per connection: a reload in the middle changes nothing for it.
-    let table = state.table();
-    let route = match &target {
-        Target::Ip(_) => Route::Direct,
-        Target::Name(name, _) => table.table.lookup(name),
-    };
-    let (path, jumphost) = match route {
-        Route::Direct => (Via::Direct, None),
-        Route::Jumphost(r) => (Via::Jumphost, Some(r.jumphost.to_owned())),
-    };
-    drop(table);
-
+    // One route per connection, from one table snapshot: a reload in the middle changes nothing
+    // for it.
     let started = Instant::now();
-    let timeout = state.proxy.connect_timeout;
-    let upstream = Box::pin(dial::routed(&state.pool, jumphost.as_deref(), &target, timeout)).await;
-    let upstream = match upstream {
-        Ok(upstream) => upstream,
-        Err(e) => {
+    let (route, upstream) = match Box::pin(route::dial(&state, &target)).await {
+        Ok(dialled) => dialled,
+        Err(failed) => {
             state.stats.failed();
-            match path {
+            let e = &failed.error;
+            match failed.route.jumphost() {
                 // A routed failure is something the user can act on (dead jump host, ssh config).
-                Via::Jumphost => {
-                    info!(client.addr = %peer, %target, jumphost = jumphost.as_deref(), "cannot connect: {e}")
-                }
-                Via::Direct => {
-                    debug!(client.addr = %peer, %target, via = path.as_str(), "cannot connect: {e}")
+                Some(jumphost) => info!(client.addr = %peer, %target, jumphost, "cannot connect: {e}"),
+                None => {
+                    debug!(client.addr = %peer, %target, via = Via::Direct.as_str(), "cannot connect: {e}")
                 }
             }
-            let why = match &jumphost {
-                Some(jumphost) => format!("via jump host {jumphost}: {e}"),
-                None => format!("directly: {e}"),
-            };
-            Box::pin(request.fail(Failure::from(e.kind()), &why)).await;
+            Box::pin(request.fail(Unreachable::from(e.kind()), &failed)).await;
             return;
         }
     };
+    let via = route.via();
 
-    let _open = state.stats.open(path);
+    let _open = state.stats.open(via);
     let bound = match &upstream {
         Upstream::Tcp(tcp) => tcp.local_addr().unwrap_or(SocketAddr::from(([0, 0, 0, 0], 0))),
         Upstream::Tunnel(_) => SocketAddr::from(([0, 0, 0, 0], 0)),
@@ -104,7 +90,7 @@ pub async fn serve(state: Arc<State>, stream: TcpStream, peer: SocketAddr, hands
             return;
         }
     };
-    debug!(client.addr = %peer, %target, via = path.as_str(), jumphost = jumphost.as_deref(), "open");
+    debug!(client.addr = %peer, %target, via = via.as_str(), jumphost = route.jumphost(), "open");
 
     let result = match upstream {
         Upstream::Tcp(mut tcp) => relay::tcp(&mut client, &mut tcp).await,
@@ -114,10 +100,10 @@ pub async fn serve(state: Arc<State>, stream: TcpStream, peer: SocketAddr, hands
     match result {
         Ok(t) => {
             state.stats.transferred(t.up, t.down);
-            debug!(client.addr = %peer, %target, via = path.as_str(), up = t.up, down = t.down, ?elapsed, "closed");
+            debug!(client.addr = %peer, %target, via = via.as_str(), up = t.up, down = t.down, ?elapsed, "closed");
         }
         Err(e) => {
-            debug!(client.addr = %peer, %target, via = path.as_str(), ?elapsed, "closed with error: {e}")
+            debug!(client.addr = %peer, %target, via = via.as_str(), ?elapsed, "closed with error: {e}")
         }
     }
 }

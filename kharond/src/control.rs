@@ -1,6 +1,8 @@
-//! The control API (gRPC over the Unix socket): `Status`, `Reload`, `Route`, `Test`. It converts
-//! between proto messages and daemon types and calls [`State`]; no business logic lives here. Only
-//! the user who runs the daemon may call it (peer credentials are checked on every request).
+//! The control API (gRPC over the Unix socket): `Status`, `Reload`, `Route`, `Test` and
+//! `FetchObject`. It converts between proto messages and daemon types, maps errors to gRPC codes,
+//! and calls the modules that do the work: [`State`] (table, reload, counters), the SSH pool,
+//! [`reachability`] (Test's checks) and [`object_fetch`]. Only the user who runs the daemon may call
+//! it (peer credentials are checked on every request).
 
 use std::sync::Arc;
 use std::sync::atomic::Ordering;
@@ -10,9 +12,11 @@ use kharon_shared::proto::v1 as pb;
 use kharon_shared::routing::{self, Via};
 use tonic::{Request, Response, Status};
 
-use crate::inventory::LoadedTable;
+use crate::object_fetch;
+use crate::reachability;
 use crate::ssh;
 use crate::state::{ReloadError, State};
+use crate::table::LoadedTable;
 
 pub struct Control {
     state: Arc<State>,
@@ -130,75 +134,22 @@ fn hop_detail(hop: &ssh::config::Hop) -> pb::HopDetail {
     }
 }
 
-/// Runs one endpoint check through the path a client would take; a malformed URL is reported
-/// without dialling anything.
-async fn check(state: &State, endpoint: &crate::inventory::Endpoint, route: Option<String>) -> pb::TestEvent {
-    let mut event = pb::TestEvent {
-        cluster: endpoint.cluster.clone(),
-        path: route.clone().unwrap_or_else(|| "direct".to_owned()),
-        kind: endpoint.kind.to_owned(),
-        fact: endpoint.fact.to_owned(),
-        url: endpoint.url.clone(),
-        ..Default::default()
-    };
-    let (host, port) = match &endpoint.target {
-        Ok(target) => target.clone(),
-        Err(why) => {
-            event.step = "url".to_owned();
-            event.error = format!("{}: {why}", endpoint.fact);
-            return event;
+/// The gRPC status `FetchObject` answers with; the message is ours, never the server's body.
+pub fn fetch_status(e: &object_fetch::Error) -> Status {
+    use object_fetch::Error;
+    let message = e.to_string();
+    match e {
+        Error::BadEndpoint { .. } | Error::BadBucket { .. } | Error::BadKey => {
+            Status::invalid_argument(message)
         }
-    };
-    // Inventory data: checked as strictly as a SOCKS client's target.
-    let target = match crate::proxy::Target::from_host(host.as_bytes(), port) {
-        Ok(target) => target,
-        Err(why) => {
-            event.step = "url".to_owned();
-            event.error = format!("{}: {why}", endpoint.fact);
-            return event;
+        Error::NotFound { .. } => Status::not_found(message),
+        Error::Denied { .. } => Status::permission_denied(message),
+        Error::TooLarge { .. } => Status::resource_exhausted(message),
+        Error::Connect(_) | Error::Tls { .. } | Error::Http { .. } | Error::Timeout { .. } => {
+            Status::unavailable(message)
         }
-    };
-    let timeout = state.proxy.connect_timeout;
-    let started = std::time::Instant::now();
-    let result = crate::dial::routed(&state.pool, route.as_deref(), &target, timeout).await;
-    event.latency_us = u64::try_from(started.elapsed().as_micros()).unwrap_or(u64::MAX);
-    // One chain's hops, not the whole pool's status (which locks and copies every slot).
-    event.hops = route.as_deref().map(|jh| state.pool.hops(jh)).unwrap_or_default();
-    event.step = "connect".to_owned();
-    event.endpoint = match target {
-        crate::proxy::Target::Ip(addr) => addr.to_string(),
-        crate::proxy::Target::Name(..) => format!("{host}:{port}"),
-    };
-    event.ok = result.is_ok();
-    event.error = result.err().map(|e| e.to_string()).unwrap_or_default();
-    event
-}
-
-/// How long the agent socket may take to accept.
-const AGENT_CONNECT: Duration = Duration::from_secs(2);
-
-/// Whether the ssh-agent kharond uses by default answers: that, not the caller's shell, decides
-/// whether agent keys reach the jump hosts. No agent at all is not a failure: hops may use key
-/// files or an `IdentityAgent` of their own, and their connect checks show whether that works.
-async fn agent_check(state: &State) -> pb::TestEvent {
-    let mut event = pb::TestEvent { step: "agent".to_owned(), ok: true, ..Default::default() };
-    let Some(socket) = state.pool.default_agent() else { return event };
-    event.endpoint = socket.to_owned();
-    let started = std::time::Instant::now();
-    let outcome = tokio::time::timeout(AGENT_CONNECT, tokio::net::UnixStream::connect(socket)).await;
-    event.latency_us = u64::try_from(started.elapsed().as_micros()).unwrap_or(u64::MAX);
-    let error = match outcome {
-        Ok(Ok(_)) => return event,
-        Ok(Err(e)) => e.to_string(),
-        Err(_) => format!("no answer within {AGENT_CONNECT:?}"),
-    };
-    event.ok = false;
-    event.error = format!(
-        "kharond's SSH_AUTH_SOCK {socket}: {error}; the agent it was started with is gone. Restart \
-         kharond from a shell whose agent works (as a service: `systemctl --user import-environment \
-         SSH_AUTH_SOCK`, then restart it)"
-    );
-    event
+        Error::Status { .. } | Error::Sign { .. } => Status::unknown(message),
+    }
 }
 
 type TestStream =
@@ -223,30 +174,15 @@ impl pb::control_server::Control for Control {
                 names.join(", ")
             )));
         }
-        let route = |e: &crate::inventory::Endpoint| {
-            let (host, _) = e.target.as_ref().ok()?;
-            loaded.table.lookup(host).jumphost().map(str::to_owned)
-        };
-        let checks: Vec<(crate::inventory::Endpoint, Option<String>)> = loaded
+        let endpoints: Vec<crate::endpoints::Endpoint> = loaded
             .endpoints
             .iter()
             .filter(|e| wanted.is_empty() || wanted.contains(&e.cluster))
-            .map(|e| (e.clone(), route(e)))
+            .cloned()
             .collect();
         drop(loaded);
-        let state = Arc::clone(&self.state);
-        let agent = {
-            let state = Arc::clone(&self.state);
-            futures::stream::once(async move { Ok(agent_check(&state).await) })
-        };
-        // A few checks at once: a dead jump host costs a connect timeout, not N of them in a row.
-        let events = futures::stream::iter(checks)
-            .map(move |(endpoint, route)| {
-                let state = Arc::clone(&state);
-                async move { Ok(check(&state, &endpoint, route).await) }
-            })
-            .buffer_unordered(8);
-        Ok(Response::new(Box::pin(agent.chain(events))))
+        let events = reachability::run(Arc::clone(&self.state), endpoints).map(Ok);
+        Ok(Response::new(Box::pin(events)))
     }
 
     async fn status(
@@ -328,17 +264,18 @@ impl pb::control_server::Control for Control {
     ) -> Result<Response<pb::FetchObjectResponse>, Status> {
         authorize(&request)?;
         let r = request.into_inner();
-        let req = crate::object_fetch::Request {
+        let req = object_fetch::GetObject {
             endpoint: r.endpoint,
             bucket: r.bucket,
             key: r.key,
             access_key_id: r.access_key_id,
-            secret_access_key: r.secret_access_key,
+            secret_access_key: r.secret_access_key.into(),
             region: r.region,
             insecure: r.insecure,
         };
-        let fetched = crate::object_fetch::fetch(&self.state, &req).await.map_err(|e| e.to_status())?;
-        Ok(Response::new(pb::FetchObjectResponse { body: fetched.body, path: fetched.path }))
+        let fetched = object_fetch::fetch(&self.state, &req).await.map_err(|e| fetch_status(&e))?;
+        let path = fetched.route.label().to_owned();
+        Ok(Response::new(pb::FetchObjectResponse { body: fetched.body, path }))
     }
 
     async fn route(&self, request: Request<pb::RouteRequest>) -> Result<Response<pb::RouteResponse>, Status> {

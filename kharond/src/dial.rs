@@ -1,5 +1,6 @@
 //! The two ways to reach a target: [`direct`] (resolve here, connect over TCP) and
 //! [`via_jumphost`] (a direct-tcpip channel from the chain's last hop, which resolves the name).
+//! Which one a target takes is [`route`](crate::route)'s business.
 //!
 //! Knows nothing of SOCKS: a failure carries an [`std::io::ErrorKind`] the caller maps to a reply.
 
@@ -9,8 +10,8 @@ use std::time::Duration;
 
 use tokio::net::TcpStream;
 
-use crate::proxy::Target;
 use crate::ssh;
+use crate::target::Target;
 
 /// A deadline that never comes in practice, for a timeout too large to add to `now`.
 const FAR_FUTURE: Duration = Duration::from_secs(86_400 * 365);
@@ -76,19 +77,6 @@ pub async fn direct(target: &Target, timeout: Duration) -> Result<Upstream, Erro
         }
     }
     Err(last.unwrap_or(Error::NoAddress { host: target.host() }))
-}
-
-/// Dials `target` the way its route says: through `jumphost`'s chain, or directly without one.
-pub async fn routed(
-    pool: &ssh::Pool,
-    jumphost: Option<&str>,
-    target: &Target,
-    timeout: Duration,
-) -> Result<Upstream, Error> {
-    match jumphost {
-        None => direct(target, timeout).await,
-        Some(jumphost) => via_jumphost(pool, jumphost, target, timeout).await,
-    }
 }
 
 /// Opens a channel through `jumphost`'s chain; the last hop resolves the name.

@@ -11,7 +11,8 @@
 //! [`read_head`] reads a request head, and not one byte past it: it peeks at what arrived and
 //! takes only the bytes up to the head's end. What a CONNECT client sends right after its head
 //! (a TLS ClientHello, without waiting for our 200) stays in the socket for the relay, exactly as
-//! after a SOCKS request, and is relayed and counted like every other byte.
+//! after a SOCKS request, and is relayed and counted like every other byte. The parse that finds
+//! the head's end also decides what it asks for ([`request::judge`]); nothing parses it again.
 //!
 //! # Who may read the PAC
 //! The PAC lists every cluster domain, so it is for the browser's proxy resolver (and for tools
@@ -42,16 +43,22 @@ use bytes::Bytes;
 use kharon_shared::routing::RoutingTable;
 use tokio::io::{AsyncRead, AsyncReadExt, AsyncWrite, AsyncWriteExt};
 use tokio::net::TcpStream;
+use tokio::time::Instant;
 
+use crate::credentials::Credentials;
+use crate::linger::{LINGER, linger};
 use crate::pac;
 use crate::state::State;
+use crate::target::Target;
 
 pub mod connect;
 pub mod request;
+mod response;
 
-use request::{Body, MAX_REQUEST, Parsed, Reply, judge, parse};
+use request::{Body, Judged, MAX_REQUEST, Reply, judge};
 #[cfg(test)]
 use request::{MAX_HEADERS, is_local_host};
+use response::{TEXT, response_head};
 
 /// Most bytes looked at per peek while reading a head.
 const PEEK: usize = 4096;
@@ -62,69 +69,84 @@ const PEEK: usize = 4096;
 /// superseded PAC buffer.
 const WRITE_DEADLINE: Duration = Duration::from_secs(10);
 
-/// After refusing a request we stopped reading (too long, malformed), how long its remaining bytes
-/// are read away before closing: closing with unread input makes the kernel send a reset, which
-/// can destroy the answer before the client has read it.
-const DRAIN_DEADLINE: Duration = Duration::from_secs(1);
-
-/// Most bytes read away in [`DRAIN_DEADLINE`].
-const DRAIN_LIMIT: usize = 64 * 1024;
-
 /// Whether the first byte starts an HTTP request rather than a SOCKS5 greeting.
 pub fn looks_like_http(first: u8) -> bool {
     first.is_ascii_uppercase()
 }
 
-/// An HTTP request that is not a proxy request, its head (or what arrived of it) already read.
-pub struct Request {
-    stream: TcpStream,
-    head: Vec<u8>,
+/// What a request head asks for, decided by the parse that found its end.
+pub enum Head {
+    /// `CONNECT host:port`: the target, or why the request is refused.
+    Connect(Result<Target, connect::Error>),
+    /// Any other request: its answer (the PAC, or why not).
+    Answer(Reply),
 }
 
-impl Request {
-    pub fn new(stream: TcpStream, head: Vec<u8>) -> Self {
-        Request { stream, head }
+/// An HTTP request on the PAC port that is not a proxy request (the PAC fetch, or anything
+/// answered with an error), its head read and its answer decided.
+pub struct PacRequest {
+    stream: TcpStream,
+    reply: Reply,
+}
+
+impl PacRequest {
+    pub fn new(stream: TcpStream, reply: Reply) -> Self {
+        PacRequest { stream, reply }
     }
 }
 
-/// Reads one request head from `stream`: every byte up to and including the empty line that
-/// ends it, and none after it (see the module doc). When the head does not end (the client
-/// closed, it is over [`MAX_REQUEST`], or malformed), returns what was read; [`judge`] tells
-/// which. Takes no deadline: the caller's covers the whole handshake.
-pub async fn read_head(stream: &mut TcpStream) -> io::Result<Vec<u8>> {
-    let mut head = Vec::with_capacity(1024);
+/// Reads one request head from `stream` into `head`: every byte up to and including the empty
+/// line that ends it, and none after it (see the module doc); the same parse decides what it asks
+/// for. When the head does not end (the client closed, it is over [`MAX_REQUEST`], or malformed),
+/// `head` holds what was looked at and the answer says why. `head` may hold a
+/// `Proxy-Authorization`: the caller wipes it. Takes no deadline: the caller's covers the whole
+/// handshake.
+pub async fn read_head(
+    stream: &mut TcpStream,
+    head: &mut Vec<u8>,
+    credentials: Option<&Credentials>,
+) -> io::Result<Head> {
+    head.clear();
     loop {
         let start = head.len();
         head.resize(start + (MAX_REQUEST - start).min(PEEK), 0);
         let n = stream.peek(&mut head[start..]).await?;
         head.truncate(start + n);
         if n == 0 {
-            return Ok(head);
+            // The client closed: whatever arrived is not a request. (The caller saw a first byte,
+            // so there always is something.)
+            if head.is_empty() {
+                return Err(io::ErrorKind::UnexpectedEof.into());
+            }
+            return Ok(Head::Answer(Reply::bad_request()));
         }
-        let (take, complete) = match parse(&head, |_, len| len) {
+        let (take, judged) = match judge(head, |request| connect::decide(request, credentials)) {
             // No end in sight: all of it belongs to the head.
-            Parsed::Partial => (n, false),
-            Parsed::Complete(len) => (len.saturating_sub(start), true),
-            // Judged already; the rest is read away after the answer.
-            Parsed::TooLarge | Parsed::Malformed => return Ok(head),
+            Judged::Partial => (n, None),
+            Judged::Connect { len, verdict } => (len.saturating_sub(start), Some(Head::Connect(verdict))),
+            Judged::Answer { len: Some(len), reply } => {
+                (len.saturating_sub(start), Some(Head::Answer(reply)))
+            }
+            // Refused before its end; the rest is read away after the answer.
+            Judged::Answer { len: None, reply } => return Ok(Head::Answer(reply)),
         };
         // Peeked, so already here: this read does not wait.
         stream.read_exact(&mut head[start..start + take]).await?;
         head.truncate(start + take);
-        if complete {
-            return Ok(head);
+        if let Some(judged) = judged {
+            return Ok(judged);
         }
     }
 }
 
 /// Answers one HTTP request whose head was read.
-pub async fn serve(state: &State, request: Request) -> io::Result<()> {
-    let Request { mut stream, head } = request;
+pub async fn serve(state: &State, request: PacRequest) -> io::Result<()> {
+    let PacRequest { mut stream, reply } = request;
     let pac = || {
         let loaded = state.table();
         shared_pac(&loaded.pac, &loaded.table, state.listen)
     };
-    let result = answer(&mut stream, &head, WRITE_DEADLINE, pac).await;
+    let result = answer(&mut stream, reply, WRITE_DEADLINE, pac).await;
     if result.as_ref().is_err_and(|e| e.kind() == io::ErrorKind::TimedOut) {
         // Reset rather than close: a closed socket would keep the unsent answer queued in the
         // kernel for a peer that does not read it.
@@ -143,19 +165,14 @@ fn shared_pac(cell: &OnceLock<Bytes>, table: &RoutingTable, listen: SocketAddr) 
     .clone()
 }
 
-/// Writes the answer to `head` (within `write_deadline`, else an error of kind `TimedOut`). `pac`
-/// is called only for a request that gets the PAC.
+/// Writes `reply` (within `write_deadline`, else an error of kind `TimedOut`). `pac` is called
+/// only for a reply that carries the PAC.
 async fn answer<S: AsyncRead + AsyncWrite + Unpin>(
     stream: &mut S,
-    head: &[u8],
+    reply: Reply,
     write_deadline: Duration,
     pac: impl FnOnce() -> Bytes,
 ) -> io::Result<()> {
-    if head.is_empty() {
-        return Ok(());
-    }
-    // A head that never ended was cut short: whatever arrived is not a request.
-    let reply = judge(head).unwrap_or_else(Reply::bad_request);
     let body = match reply.body {
         Body::Pac => pac(),
         Body::Text(text) => Bytes::from_static(text.as_bytes()),
@@ -166,7 +183,7 @@ async fn answer<S: AsyncRead + AsyncWrite + Unpin>(
         if !reply.head_only {
             stream.write_all(&body).await?;
         }
-        stream.shutdown().await
+        Ok::<_, io::Error>(())
     })
     .await;
     match write {
@@ -178,22 +195,14 @@ async fn answer<S: AsyncRead + AsyncWrite + Unpin>(
             ));
         }
     }
-    if !reply.whole_request_read {
-        let _ = tokio::time::timeout(DRAIN_DEADLINE, async {
-            let mut sink = [0u8; 4096];
-            let mut left = DRAIN_LIMIT;
-            while left > 0 {
-                let n = stream.read(&mut sink).await?;
-                if n == 0 {
-                    break;
-                }
-                left = left.saturating_sub(n);
-            }
-            Ok::<_, io::Error>(())
-        })
-        .await;
+    if reply.whole_request_read {
+        stream.shutdown().await
+    } else {
+        // We stopped reading before the request ended (too long, malformed): its rest is still
+        // coming.
+        linger(stream, Instant::now() + LINGER).await;
+        Ok(())
     }
-    Ok(())
 }
 
 /// The head of `reply`, whose body is `len` bytes.
@@ -204,18 +213,6 @@ fn reply_head(reply: &Reply, len: usize) -> String {
     };
     let allow = if reply.status.starts_with("405") { "Allow: GET, HEAD, CONNECT\r\n" } else { "" };
     response_head(reply.status, content_type, len, allow)
-}
-
-/// The content type of every answer but the PAC.
-const TEXT: &str = "text/plain; charset=utf-8";
-
-/// The head of every answer but CONNECT's 200. `extra` is more header lines, each ending in CRLF.
-fn response_head(status: &str, content_type: &str, len: usize, extra: &str) -> String {
-    format!(
-        "HTTP/1.1 {status}\r\nContent-Type: {content_type}\r\nContent-Length: {len}\r\n\
-         X-Content-Type-Options: nosniff\r\nCross-Origin-Resource-Policy: same-origin\r\n\
-         Cache-Control: no-cache\r\n{extra}Connection: close\r\n\r\n"
-    )
 }
 
 #[cfg(test)]

@@ -4,16 +4,23 @@
 //!
 //! # Layout
 //! - [`daemon`]: runs listener, control server and signals; the only file that knows them all.
-//! - [`listener`]: accept loop, connection limit, drain. [`connection`]: the per-client spine.
+//! - [`listener`]: accept loop, connection limit, shutdown drain. [`eviction`]: which unfinished
+//!   handshake makes room when every slot is taken. [`connection`]: the per-client spine.
 //! - [`proxy`]: which protocol a client speaks, one handshake deadline, the protocol-independent
-//!   request and its answer. [`socks`]: the SOCKS5 handshake and replies.
-//!   [`dial`]: direct or via a jump host. [`relay`]: moving bytes (splice, large-buffer copy).
+//!   request and its answer. [`socks`]: the SOCKS5 handshake and replies. [`http::connect`]:
+//!   HTTP CONNECT. [`target`]: what a client asked to reach, and why it is unreachable.
+//!   [`credentials`]: the `[socks]` username and password check of both protocols.
+//!   [`linger`]: closing after an answer without losing it.
+//! - [`route`]: where a request is routed (direct or a jump host) and the dial along that route.
+//!   [`dial`]: the two ways to connect. [`relay`]: moving bytes (splice, large-buffer copy).
 //! - [`fd_limit`]: the descriptor limit and how many connections fit in it.
-//! - [`state`]: routing table snapshot, SSH pool, counters. [`inventory`]: loading the routing data.
-//! - [`http`] + [`pac`]: `GET /proxy.pac` on the SOCKS port.
+//! - [`state`]: routing table snapshot, SSH pool, counters. [`table`]: which inventory the table is
+//!   read from, and loading it. [`endpoints`]: the cluster URLs `Test` checks.
+//! - [`http`] + [`pac`]: `GET /proxy.pac` on the SOCKS port; [`pac`] renders it.
 //! - [`activation`]: listeners passed by systemd. [`malloc`]: allocator settings for the data path.
 //! - [`logging`]: stderr log, RUST_LOG, and the cap on targets that could log secrets.
-//! - [`control`]: the gRPC control API. [`ssh`]: the SSH engine.
+//! - [`control`]: the gRPC control API. [`reachability`]: the `Test` RPC's checks.
+//!   [`ssh`]: the SSH engine (sessions kept alive in [`ssh::keepalive`]).
 //! - [`reload`]: how a reload runs (off the async threads, one at a time, with a deadline).
 //! - [`backoff`]: waiting after a failed accept, for every listener.
 //! - [`object_fetch`]: the S3 GetObject of emergency credentials, through the daemon's routing.
@@ -22,11 +29,14 @@ mod activation;
 mod backoff;
 mod connection;
 mod control;
+mod credentials;
 mod daemon;
 mod dial;
+mod endpoints;
+mod eviction;
 mod fd_limit;
 mod http;
-mod inventory;
+mod linger;
 mod listener;
 mod logging;
 mod malloc;
@@ -34,11 +44,15 @@ mod man_page;
 mod object_fetch;
 mod pac;
 mod proxy;
+mod reachability;
 mod relay;
 mod reload;
+mod route;
 mod socks;
 mod ssh;
 mod state;
+mod table;
+mod target;
 
 use std::collections::HashMap;
 use std::path::PathBuf;
@@ -101,13 +115,14 @@ struct Cli {
     man_pages: Option<PathBuf>,
 }
 
-struct Failure {
+/// Why the daemon stops with a non-zero exit code ([`exit`]), and the error it prints.
+struct Exit {
     code: u8,
     error: anyhow::Error,
 }
 
-fn fail(code: u8) -> impl FnOnce(anyhow::Error) -> Failure {
-    move |error| Failure { code, error }
+fn fail(code: u8) -> impl FnOnce(anyhow::Error) -> Exit {
+    move |error| Exit { code, error }
 }
 
 fn main() -> ExitCode {
@@ -130,7 +145,7 @@ fn main() -> ExitCode {
     runtime.shutdown_timeout(RUNTIME_SHUTDOWN);
     match outcome {
         Ok(()) => ExitCode::SUCCESS,
-        Err(Failure { code, error }) => {
+        Err(Exit { code, error }) => {
             eprintln!("kharond: {error:#}");
             ExitCode::from(code)
         }
@@ -141,7 +156,7 @@ fn main() -> ExitCode {
 /// their drain already).
 const RUNTIME_SHUTDOWN: std::time::Duration = std::time::Duration::from_secs(1);
 
-async fn start(cli: Cli) -> Result<(), Failure> {
+async fn start(cli: Cli) -> Result<(), Exit> {
     let overrides = Overrides {
         config: cli.config,
         listen: cli.listen,
@@ -162,17 +177,17 @@ async fn start(cli: Cli) -> Result<(), Failure> {
     let max_connections = fd_limit::connection_limit(wanted);
 
     let source = match &config.inventory {
-        Some(file) => inventory::Source::File(file.value.clone()),
-        None => inventory::Source::Cache(kharon_shared::cache::path(&config.cache_dir.value)),
+        Some(file) => table::Inventory::File(file.value.clone()),
+        None => table::Inventory::Cache(kharon_shared::cache::path(&config.cache_dir.value)),
     };
-    let table = inventory::load_at_start(&source).map_err(|e| {
+    let table = table::load_at_start(&source).map_err(|e| {
         // The cache error already says to run `kharonctl update`; add the other way in.
         let hint = match &source {
-            inventory::Source::Cache(_) => {
+            table::Inventory::Cache(_) => {
                 "; or start with --inventory FILE (a Lieutenant /clusters JSON such as \
                  contrib/examples/inventory.json)"
             }
-            inventory::Source::File(_) => "",
+            table::Inventory::File(_) => "",
         };
         fail(exit::CONFIG)(anyhow::anyhow!("{e}{hint}"))
     })?;
@@ -285,7 +300,7 @@ async fn start(cli: Cli) -> Result<(), Failure> {
     };
 
     let proxy = state::ProxySettings {
-        auth: config.socks_auth.as_ref().map(|s| s.value.clone()),
+        auth: config.socks_auth.as_ref().map(|s| credentials::Credentials::new(&s.value)),
         handshake_timeout: config.handshake_timeout.value,
         connect_timeout: config.connect_timeout.value,
         max_connections,

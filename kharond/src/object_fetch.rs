@@ -5,7 +5,7 @@
 //! OpenPGP parts and asks the daemon for the bytes.
 //!
 //! ```text
-//! endpoint host[:port] → routing lookup → dial (direct | jump host) → TLS unless insecure
+//! endpoint host[:port] → route::dial (direct | jump host) → TLS unless insecure
 //!   → HTTP/1.1 GET /bucket/key signed with the caller's keys → body (at most MAX_BODY)
 //! ```
 //!
@@ -20,12 +20,14 @@ use std::time::{Duration, SystemTime};
 use http_body_util::{BodyExt as _, Empty, Limited};
 use hyper::body::Bytes;
 use hyper_util::rt::TokioIo;
+use kharon_shared::Secret;
 use tokio::io::{AsyncRead, AsyncWrite};
 use tokio_rustls::rustls;
 
-use crate::dial::{self, Upstream};
-use crate::proxy::Target;
+use crate::dial::Upstream;
+use crate::route::{self, Route};
 use crate::state::State;
+use crate::target::Target;
 
 /// The largest object we return. Emergency credential objects hold a few armored messages (a few
 /// KiB each); a larger answer is not one of them, and the whole body travels in one gRPC message.
@@ -37,38 +39,23 @@ const EXCHANGE_TIMEOUT: Duration = Duration::from_secs(30);
 /// The region when the bucket list names none (what Go kharon and the AWS SDKs assume).
 pub const DEFAULT_REGION: &str = "us-east-1";
 
-/// What to fetch and with which keys. `Debug` never shows the secret key.
-#[derive(Clone, PartialEq, Eq)]
-pub struct Request {
+/// One S3 GetObject: what to fetch and with which keys. `Debug` never shows the secret key.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct GetObject {
     pub endpoint: String,
     pub bucket: String,
     pub key: String,
     pub access_key_id: String,
-    pub secret_access_key: String,
+    pub secret_access_key: Secret,
     pub region: String,
     pub insecure: bool,
-}
-
-impl fmt::Debug for Request {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.debug_struct("Request")
-            .field("endpoint", &self.endpoint)
-            .field("bucket", &self.bucket)
-            .field("key", &self.key)
-            .field("access_key_id", &self.access_key_id)
-            .field("secret_access_key", &"<redacted>")
-            .field("region", &self.region)
-            .field("insecure", &self.insecure)
-            .finish()
-    }
 }
 
 /// The object and the way it came.
 #[derive(Debug)]
 pub struct Fetched {
     pub body: Vec<u8>,
-    /// "direct", or the jump host alias.
-    pub path: String,
+    pub route: Route,
 }
 
 #[derive(Debug, thiserror::Error)]
@@ -79,9 +66,9 @@ pub enum Error {
     BadBucket { bucket: String },
     #[error("object key is empty, too long or contains control characters")]
     BadKey,
-    /// The dialer's error names the address (or the jump host and hop).
-    #[error("{}{source}", via_note(via))]
-    Connect { via: Option<String>, source: Box<dial::Error> },
+    /// The dialer's error names the address (or the jump host and hop); a routed one says the route.
+    #[error("{}", connect_failure(.0))]
+    Connect(Box<route::Failed>),
     #[error("TLS handshake with {endpoint} failed: {source}")]
     Tls { endpoint: String, source: std::io::Error },
     #[error("HTTP exchange with {endpoint} failed: {reason}")]
@@ -105,26 +92,10 @@ pub enum Error {
     Sign { endpoint: String, reason: String },
 }
 
-fn via_note(via: &Option<String>) -> String {
-    via.as_ref().map(|jh| format!("via jump host {jh}: ")).unwrap_or_default()
-}
-
-impl Error {
-    /// The gRPC status the control API answers with; the message is ours, never the server's body.
-    pub fn to_status(&self) -> tonic::Status {
-        let message = self.to_string();
-        match self {
-            Error::BadEndpoint { .. } | Error::BadBucket { .. } | Error::BadKey => {
-                tonic::Status::invalid_argument(message)
-            }
-            Error::NotFound { .. } => tonic::Status::not_found(message),
-            Error::Denied { .. } => tonic::Status::permission_denied(message),
-            Error::TooLarge { .. } => tonic::Status::resource_exhausted(message),
-            Error::Connect { .. } | Error::Tls { .. } | Error::Http { .. } | Error::Timeout { .. } => {
-                tonic::Status::unavailable(message)
-            }
-            Error::Status { .. } | Error::Sign { .. } => tonic::Status::unknown(message),
-        }
+fn connect_failure(failed: &route::Failed) -> String {
+    match failed.route {
+        Route::Direct => failed.error.to_string(),
+        Route::Jumphost(_) => failed.to_string(),
     }
 }
 
@@ -163,7 +134,7 @@ fn parse_endpoint(endpoint: &str, insecure: bool) -> Result<Endpoint, Error> {
     Ok(Endpoint { host, port, authority })
 }
 
-fn check_names(req: &Request) -> Result<(), Error> {
+fn check_names(req: &GetObject) -> Result<(), Error> {
     let b = &req.bucket;
     if b.is_empty() || b.len() > 255 || b.contains('/') || b.chars().any(char::is_control) {
         return Err(Error::BadBucket { bucket: b.clone() });
@@ -187,38 +158,36 @@ fn object_path(bucket: &str, key: &str) -> String {
 }
 
 /// Fetches the object through the route a SOCKS client would get for the endpoint's host.
-pub async fn fetch(state: &State, req: &Request) -> Result<Fetched, Error> {
+pub async fn fetch(state: &State, req: &GetObject) -> Result<Fetched, Error> {
     let endpoint = parse_endpoint(&req.endpoint, req.insecure)?;
     check_names(req)?;
     let target = Target::from_host(endpoint.host.as_bytes(), endpoint.port)
         .map_err(|_| Error::BadEndpoint { endpoint: req.endpoint.clone() })?;
-    let jumphost = match &target {
-        Target::Ip(_) => None,
-        Target::Name(name, _) => state.table().table.lookup(name).jumphost().map(str::to_owned),
-    };
-    let timeout = state.proxy.connect_timeout;
-    let upstream = dial::routed(&state.pool, jumphost.as_deref(), &target, timeout)
-        .await
-        .map_err(|source| Error::Connect { via: jumphost.clone(), source: Box::new(source) })?;
-    let path = jumphost.clone().unwrap_or_else(|| "direct".to_owned());
+    let (route, upstream) =
+        route::dial(state, &target).await.map_err(|failed| Error::Connect(Box::new(failed)))?;
     let result = match upstream {
         Upstream::Tcp(tcp) => exchange(tcp, &endpoint, req, SystemTime::now()).await,
         Upstream::Tunnel(tunnel) => exchange(tunnel, &endpoint, req, SystemTime::now()).await,
     };
     match &result {
         Ok(body) => tracing::info!(
-            endpoint = %req.endpoint, bucket = %req.bucket, key = %req.key, via = %path, bytes = body.len(),
+            endpoint = %req.endpoint, bucket = %req.bucket, key = %req.key, via = route.label(), bytes = body.len(),
             "fetched object"
         ),
         Err(e) => {
-            tracing::info!(endpoint = %req.endpoint, bucket = %req.bucket, via = %path, "object fetch failed: {e}")
+            tracing::info!(endpoint = %req.endpoint, bucket = %req.bucket, via = route.label(), "object fetch failed: {e}")
         }
     }
-    Ok(Fetched { body: result?, path })
+    Ok(Fetched { body: result?, route })
 }
 
 /// TLS (unless insecure), then the signed GET, all within [`EXCHANGE_TIMEOUT`].
-async fn exchange<S>(stream: S, endpoint: &Endpoint, req: &Request, now: SystemTime) -> Result<Vec<u8>, Error>
+async fn exchange<S>(
+    stream: S,
+    endpoint: &Endpoint,
+    req: &GetObject,
+    now: SystemTime,
+) -> Result<Vec<u8>, Error>
 where
     S: AsyncRead + AsyncWrite + Unpin + Send + 'static,
 {
@@ -269,7 +238,7 @@ where
 }
 
 /// Signs and sends the GET over `io` and reads the answer.
-async fn get<S>(io: S, endpoint: &Endpoint, req: &Request, now: SystemTime) -> Result<Vec<u8>, Error>
+async fn get<S>(io: S, endpoint: &Endpoint, req: &GetObject, now: SystemTime) -> Result<Vec<u8>, Error>
 where
     S: AsyncRead + AsyncWrite + Unpin + Send + 'static,
 {
@@ -293,7 +262,7 @@ where
 
 fn signed_request(
     endpoint: &Endpoint,
-    req: &Request,
+    req: &GetObject,
     now: SystemTime,
 ) -> Result<http::Request<Empty<Bytes>>, Error> {
     use aws_sigv4::http_request::{
@@ -318,7 +287,7 @@ fn signed_request(
     settings.uri_path_normalization_mode = UriPathNormalizationMode::Disabled;
     let identity = aws_credential_types::Credentials::new(
         req.access_key_id.clone(),
-        req.secret_access_key.clone(),
+        req.secret_access_key.as_str().to_owned(),
         None,
         None,
         "kharonctl",
@@ -344,7 +313,7 @@ fn signed_request(
 
 async fn read_answer(
     response: http::Response<hyper::body::Incoming>,
-    req: &Request,
+    req: &GetObject,
 ) -> Result<Vec<u8>, Error> {
     let status = response.status();
     let http_err =
@@ -400,8 +369,8 @@ mod tests {
     use super::*;
     use tokio::io::{AsyncReadExt as _, AsyncWriteExt as _};
 
-    fn request() -> Request {
-        Request {
+    fn request() -> GetObject {
+        GetObject {
             endpoint: "objects.example.net:9000".into(),
             bucket: "emergency".into(),
             key: "em-abc".into(),
@@ -518,7 +487,7 @@ mod tests {
             err.to_string(),
             "no object \"em-abc\" in bucket \"emergency\" at objects.example.net:9000 (NoSuchKey)"
         );
-        assert_eq!(err.to_status().code(), tonic::Code::NotFound);
+        assert_eq!(crate::control::fetch_status(&err).code(), tonic::Code::NotFound);
 
         let xml = "<Error><Code>SignatureDoesNotMatch</Code></Error>";
         let answer = format!("HTTP/1.1 403 Forbidden\r\nContent-Length: {}\r\n\r\n{xml}", xml.len());
@@ -528,7 +497,7 @@ mod tests {
                 && err.to_string().contains("SignatureDoesNotMatch"),
             "{err}"
         );
-        assert_eq!(err.to_status().code(), tonic::Code::PermissionDenied);
+        assert_eq!(crate::control::fetch_status(&err).code(), tonic::Code::PermissionDenied);
     }
 
     #[tokio::test]

@@ -1,6 +1,6 @@
 //! The proxy-protocol side of a client connection, independent of which protocol it speaks:
 //! tell the protocol from the first byte, run its handshake, and hand back a [`Request`] (the
-//! [`Target`] plus a way to answer "success" or a [`Failure`]).
+//! [`Target`] plus a way to answer "success" or why it is [`Unreachable`]).
 //!
 //! Two protocols share the port: SOCKS5 ([`socks`](crate::socks), first byte 0x05) and HTTP
 //! (first byte a letter), where the request line tells `CONNECT host:port`
@@ -11,63 +11,26 @@
 //! authentication and request, or the HTTP request head (CONNECT or PAC), all share it, so a
 //! silent or trickling client is dropped after `handshake_timeout_secs`, never later.
 
-pub mod auth;
-pub mod target;
-
-use std::io::ErrorKind;
+use std::fmt;
 use std::net::SocketAddr;
 use std::time::Duration;
 
-use kharon_shared::config::SocksAuth;
-use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::TcpStream;
 use tokio::time::Instant;
-use zeroize::Zeroize;
+use zeroize::Zeroizing;
 
+use crate::credentials::Credentials;
 use crate::http;
+use crate::linger::{LINGER, linger};
 use crate::socks;
-pub use target::Target;
-
-/// After a refusal, how long the client gets to read it and close before we do. Closing with
-/// unread input (a pipelined request or payload) sends a reset, and many TCP stacks drop
-/// received-but-unread data on a reset, so the client might never see why it was refused.
-const LINGER: Duration = Duration::from_secs(1);
-/// The most input discarded while lingering: a client that keeps sending is not waited for.
-const LINGER_BYTES: usize = 64 * 1024;
+use crate::target::{Target, Unreachable};
 
 /// What the first bytes of a connection turned out to be.
 pub enum Accepted {
     /// A proxy request, handshake done, waiting for its answer.
     Proxy(Request),
     /// An HTTP request that is not a proxy request (the PAC file), its head read.
-    Http(http::Request),
-}
-
-/// Why a target could not be reached, in words every proxy protocol can answer with.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Failure {
-    General,
-    NotAllowed,
-    NetworkUnreachable,
-    HostUnreachable,
-    ConnectionRefused,
-    TimedOut,
-}
-
-impl From<ErrorKind> for Failure {
-    /// The one mapping from "how the dial failed" to what the client is told, for both paths.
-    fn from(kind: ErrorKind) -> Self {
-        match kind {
-            ErrorKind::ConnectionRefused => Failure::ConnectionRefused,
-            ErrorKind::NetworkUnreachable => Failure::NetworkUnreachable,
-            ErrorKind::HostUnreachable | ErrorKind::NotFound | ErrorKind::AddrNotAvailable => {
-                Failure::HostUnreachable
-            }
-            ErrorKind::TimedOut => Failure::TimedOut,
-            ErrorKind::PermissionDenied => Failure::NotAllowed,
-            _ => Failure::General,
-        }
-    }
+    Http(http::PacRequest),
 }
 
 #[derive(Debug, thiserror::Error)]
@@ -93,7 +56,7 @@ enum Protocol {
 /// What the handshake found.
 enum Handshake {
     Proxy(Target, Protocol),
-    Http(Vec<u8>),
+    Http(http::request::Reply),
 }
 
 /// A client whose request was read and which now waits for our answer.
@@ -107,7 +70,7 @@ pub struct Request {
 /// input, wrong password) has been answered and the connection closed when this returns it.
 pub async fn accept(
     mut client: TcpStream,
-    auth: Option<&SocksAuth>,
+    auth: Option<&Credentials>,
     deadline: Instant,
     timeout: Duration,
 ) -> Result<Accepted, Error> {
@@ -119,16 +82,12 @@ pub async fn accept(
         if !http::looks_like_http(first[0]) {
             return Ok(Handshake::Proxy(socks::negotiate(&mut client, auth).await?, Protocol::Socks5));
         }
-        let mut head = http::read_head(&mut client).await?;
-        let verdict = http::connect::judge(&head, auth);
-        if verdict.is_some() {
-            // It may hold a Proxy-Authorization.
-            head.zeroize();
-        }
-        match verdict {
-            None => Ok(Handshake::Http(head)),
-            Some(Ok(target)) => Ok(Handshake::Proxy(target, Protocol::HttpConnect)),
-            Some(Err(e)) => {
+        // It may hold a Proxy-Authorization: wiped when dropped.
+        let mut head = Zeroizing::new(Vec::with_capacity(1024));
+        match http::read_head(&mut client, &mut head, auth).await? {
+            http::Head::Answer(reply) => Ok(Handshake::Http(reply)),
+            http::Head::Connect(Ok(target)) => Ok(Handshake::Proxy(target, Protocol::HttpConnect)),
+            http::Head::Connect(Err(e)) => {
                 http::connect::refuse(&mut client, &e).await?;
                 Err(e.into())
             }
@@ -137,7 +96,7 @@ pub async fn accept(
     let outcome = tokio::time::timeout_at(deadline, handshake).await;
     match outcome {
         Err(_) => Err(Error::Deadline(timeout)),
-        Ok(Ok(Handshake::Http(head))) => Ok(Accepted::Http(http::Request::new(client, head))),
+        Ok(Ok(Handshake::Http(reply))) => Ok(Accepted::Http(http::PacRequest::new(client, reply))),
         Ok(Ok(Handshake::Proxy(target, protocol))) => {
             Ok(Accepted::Proxy(Request { target, client, protocol }))
         }
@@ -173,8 +132,9 @@ impl Request {
     }
 
     /// Tells the client why its connection failed, then closes it. `why` names the route and
-    /// what failed on it, for protocols that can say more than a code (HTTP).
-    pub async fn fail(mut self, failure: Failure, why: &str) {
+    /// what failed on it, for protocols that can say more than a code (HTTP); it is not even
+    /// formatted for those that cannot (SOCKS5).
+    pub async fn fail(mut self, failure: Unreachable, why: &(dyn fmt::Display + Sync)) {
         let answered = match self.protocol {
             Protocol::Socks5 => socks::reply_failure(&mut self.client, failure).await,
             Protocol::HttpConnect => {
@@ -188,27 +148,10 @@ impl Request {
     }
 }
 
-/// Closes our side after a refusal was written, then discards what the client still sends
-/// until it closes too, `until` passes or [`LINGER_BYTES`] were discarded: see [`LINGER`].
-async fn linger(client: &mut TcpStream, until: Instant) {
-    if client.shutdown().await.is_err() {
-        return;
-    }
-    let discard = async {
-        let mut buf = [0u8; 4096];
-        let mut discarded = 0;
-        while discarded < LINGER_BYTES {
-            match client.read(&mut buf).await {
-                Ok(0) | Err(_) => return,
-                Ok(n) => discarded += n,
-            }
-        }
-    };
-    let _ = tokio::time::timeout_at(until, discard).await;
-}
-
 #[cfg(test)]
 mod tests {
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+
     use super::*;
 
     async fn tcp_pair() -> (TcpStream, TcpStream) {
@@ -241,16 +184,5 @@ mod tests {
         let mut answer = [0u8; 39];
         client.read_exact(&mut answer).await.unwrap();
         assert_eq!(&answer, b"HTTP/1.1 200 Connection established\r\n\r\n");
-    }
-
-    #[test]
-    fn dial_failures_map_to_what_the_client_is_told() {
-        assert_eq!(Failure::from(ErrorKind::ConnectionRefused), Failure::ConnectionRefused);
-        assert_eq!(Failure::from(ErrorKind::TimedOut), Failure::TimedOut);
-        assert_eq!(Failure::from(ErrorKind::NetworkUnreachable), Failure::NetworkUnreachable);
-        assert_eq!(Failure::from(ErrorKind::NotFound), Failure::HostUnreachable);
-        assert_eq!(Failure::from(ErrorKind::HostUnreachable), Failure::HostUnreachable);
-        assert_eq!(Failure::from(ErrorKind::PermissionDenied), Failure::NotAllowed);
-        assert_eq!(Failure::from(ErrorKind::Other), Failure::General);
     }
 }

@@ -14,12 +14,10 @@ mod tests;
 
 use std::net::SocketAddr;
 
-use kharon_shared::config::SocksAuth;
 use tokio::io::{AsyncRead, AsyncReadExt, AsyncWrite, AsyncWriteExt};
 
-use crate::proxy::Failure;
-use crate::proxy::auth::matches;
-use crate::proxy::target::{self, Target};
+use crate::credentials::{Credentials, matches};
+use crate::target::{self, Target, Unreachable};
 use wire::{Address, Parse, Violation};
 
 #[derive(Debug, thiserror::Error)]
@@ -60,7 +58,7 @@ impl From<std::io::Error> for Error {
 
 /// Runs greeting, authentication and request; on success the client waits for our reply.
 /// A refusal is written before the error is returned.
-pub async fn negotiate<S>(client: &mut S, auth: Option<&SocksAuth>) -> Result<Target, Error>
+pub async fn negotiate<S>(client: &mut S, auth: Option<&Credentials>) -> Result<Target, Error>
 where
     S: AsyncRead + AsyncWrite + Unpin,
 {
@@ -100,7 +98,7 @@ where
     match target {
         Ok(target) => Ok(target),
         Err(e) => {
-            client.write_all(&wire::failure_reply(wire::failure_code(Failure::HostUnreachable))).await?;
+            client.write_all(&wire::failure_reply(wire::failure_code(Unreachable::Host))).await?;
             Err(e.into())
         }
     }
@@ -145,6 +143,9 @@ pub async fn reply_success<S: AsyncWrite + Unpin>(client: &mut S, bound: SocketA
 }
 
 /// Tells the client why its connection failed.
-pub async fn reply_failure<S: AsyncWrite + Unpin>(client: &mut S, failure: Failure) -> std::io::Result<()> {
+pub async fn reply_failure<S: AsyncWrite + Unpin>(
+    client: &mut S,
+    failure: Unreachable,
+) -> std::io::Result<()> {
     client.write_all(&wire::failure_reply(wire::failure_code(failure))).await
 }

@@ -14,17 +14,18 @@ use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::time::{Duration, SystemTime};
 
 use arc_swap::ArcSwap;
-use kharon_shared::config::SocksAuth;
 
 use kharon_shared::routing::Via;
 
-use crate::inventory::{LoadedTable, Source};
+use crate::credentials::Credentials;
 use crate::ssh;
+use crate::table::{Inventory, LoadedTable};
 
 /// Settings of the SOCKS side, fixed at start.
 #[derive(Debug, Clone)]
 pub struct ProxySettings {
-    pub auth: Option<SocksAuth>,
+    /// `[socks]` username and password, hashed at start.
+    pub auth: Option<Credentials>,
     pub handshake_timeout: Duration,
     pub connect_timeout: Duration,
     /// Clients served at once; the listener's bound (listener.rs, fd_limit.rs).
@@ -44,12 +45,12 @@ pub struct Stats {
 }
 
 impl Stats {
-    /// Counts a connection as open on `path` until the returned guard is dropped.
-    pub fn open(self: &Arc<Self>, path: Via) -> OpenGuard {
-        let (open, total) = self.counters(path);
+    /// Counts a connection as open via `via` until the returned guard is dropped.
+    pub fn open(self: &Arc<Self>, via: Via) -> OpenGuard {
+        let (open, total) = self.counters(via);
         open.fetch_add(1, Ordering::Relaxed);
         total.fetch_add(1, Ordering::Relaxed);
-        OpenGuard { stats: Arc::clone(self), path }
+        OpenGuard { stats: Arc::clone(self), via }
     }
 
     pub fn failed(&self) {
@@ -61,8 +62,8 @@ impl Stats {
         self.bytes_down.fetch_add(down, Ordering::Relaxed);
     }
 
-    fn counters(&self, path: Via) -> (&AtomicU64, &AtomicU64) {
-        match path {
+    fn counters(&self, via: Via) -> (&AtomicU64, &AtomicU64) {
+        match via {
             Via::Direct => (&self.open_direct, &self.total_direct),
             Via::Jumphost => (&self.open_jumphost, &self.total_jumphost),
         }
@@ -73,18 +74,18 @@ impl Stats {
 #[derive(Debug)]
 pub struct OpenGuard {
     stats: Arc<Stats>,
-    path: Via,
+    via: Via,
 }
 
 impl Drop for OpenGuard {
     fn drop(&mut self) {
-        self.stats.counters(self.path).0.fetch_sub(1, Ordering::Relaxed);
+        self.stats.counters(self.via).0.fetch_sub(1, Ordering::Relaxed);
     }
 }
 
 /// The daemon's shared state; one `Arc<State>` is handed to every component.
 pub struct State {
-    pub source: Source,
+    pub source: Inventory,
     pub proxy: ProxySettings,
     pub pool: Arc<ssh::Pool>,
     /// The listener's real address (the configured port may have been 0).
@@ -98,7 +99,7 @@ pub struct State {
 
 impl State {
     pub fn new(
-        source: Source,
+        source: Inventory,
         proxy: ProxySettings,
         pool: Arc<ssh::Pool>,
         listen: std::net::SocketAddr,
@@ -140,7 +141,7 @@ pub struct ReloadOutcome {
 #[derive(Debug, thiserror::Error)]
 pub enum ReloadError {
     #[error("inventory not reloaded, the old routing table stays: {0}")]
-    Inventory(#[from] crate::inventory::Error),
+    Inventory(#[from] crate::table::Error),
     #[error(
         "inventory not reloaded, the old routing table stays: reading {} and the ssh config did \
          not finish within {deadline:?} (a hung network file system?); the next reload waits for it",
@@ -179,7 +180,7 @@ impl State {
 
     /// The blocking half: reads the inventory, then the ssh config unless the caller gave up.
     fn load_fresh(&self, abandoned: &AtomicBool) -> Result<LoadedTable, ReloadError> {
-        let fresh = crate::inventory::load(&self.source)?;
+        let fresh = crate::table::load(&self.source)?;
         if abandoned.load(Ordering::Relaxed) {
             // The caller was told nothing changed; keep it that way for the ssh config too.
             return Ok(fresh);

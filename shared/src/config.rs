@@ -14,6 +14,7 @@ use std::time::Duration;
 use serde::Deserialize;
 
 use crate::paths;
+use crate::secret::Secret;
 
 /// Default SOCKS listen address: loopback only (house rule 6).
 pub const DEFAULT_LISTEN: &str = "127.0.0.1:12000";
@@ -69,19 +70,10 @@ impl<T> Setting<T> {
 }
 
 /// RFC 1929 username/password the SOCKS listener requires. The password is never printed.
-#[derive(Clone, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq, Eq)]
 pub struct SocksAuth {
     pub username: String,
-    pub password: String,
-}
-
-impl fmt::Debug for SocksAuth {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.debug_struct("SocksAuth")
-            .field("username", &self.username)
-            .field("password", &"<redacted>")
-            .finish()
-    }
+    pub password: Secret,
 }
 
 /// The validated, merged settings.
@@ -210,7 +202,7 @@ struct FileConfig {
 #[serde(deny_unknown_fields)]
 struct FileSocks {
     username: Option<String>,
-    password: Option<String>,
+    password: Option<Secret>,
 }
 
 /// Environment variable names, one per setting.

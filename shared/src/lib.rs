@@ -7,7 +7,9 @@
 //! - [`config`]: the TOML schema and defaults, merged with env and flags into one validated `Config`.
 //! - [`files`]: reading user-named files without blocking on a FIFO; naming file types.
 //! - [`paths`]: every on-disk location (config, cache, control socket); the only user of `directories`.
+//! - [`man_pages`]: the man page of either binary, written from its clap definition.
 //! - [`proto`]: the gRPC control API generated from `proto/kharon/v1/control.proto`.
+//! - [`secret`]: [`Secret`], a string that `Debug` never shows, for every credential held in memory.
 
 pub mod cache;
 pub mod config;
@@ -17,6 +19,9 @@ pub mod man_pages;
 pub mod paths;
 pub mod proto;
 pub mod routing;
+pub mod secret;
+
+pub use secret::Secret;
 
 /// The version both binaries report (`--version`, the Status RPC): the package version and the git
 /// commit of the build, e.g. `0.1.0 (3f2c1a9b7d4e-dirty)`; set by `build.rs`.

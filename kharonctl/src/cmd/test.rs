@@ -60,7 +60,7 @@ const HTTPS_TIMEOUT: Duration = Duration::from_secs(10);
 /// verified: cluster CAs are private and this checks reachability, not trust (kubectl does that).
 fn https_client(ctx: &Context, listen: &str) -> anyhow::Result<reqwest::Client> {
     let proxy = match &ctx.config.socks_auth {
-        Some(auth) => format!("socks5h://{}:{}@{listen}", auth.value.username, auth.value.password),
+        Some(auth) => format!("socks5h://{}:{}@{listen}", auth.value.username, auth.value.password.as_str()),
         None => format!("socks5h://{listen}"),
     };
     Ok(reqwest::Client::builder()

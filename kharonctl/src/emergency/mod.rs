@@ -11,8 +11,7 @@
 
 pub mod key;
 
-use std::fmt;
-
+use kharon_shared::Secret;
 use kharon_shared::proto::v1 as pb;
 use serde::Deserialize;
 use sha2::{Digest as _, Sha256};
@@ -38,31 +37,18 @@ pub enum Error {
 }
 
 /// One bucket of the list. `Debug` never shows the secret key.
-#[derive(Clone, Deserialize)]
+#[derive(Debug, Clone, Deserialize)]
 #[serde(rename_all = "camelCase")]
 pub struct Bucket {
     pub endpoint: String,
     pub bucket: String,
     pub access_key_id: String,
-    pub secret_access_key: String,
+    pub secret_access_key: Secret,
     #[serde(default)]
     pub region: Option<String>,
     /// Plain HTTP (emergency-credentials-receive's option).
     #[serde(default)]
     pub insecure: bool,
-}
-
-impl fmt::Debug for Bucket {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.debug_struct("Bucket")
-            .field("endpoint", &self.endpoint)
-            .field("bucket", &self.bucket)
-            .field("access_key_id", &self.access_key_id)
-            .field("secret_access_key", &"<redacted>")
-            .field("region", &self.region)
-            .field("insecure", &self.insecure)
-            .finish()
-    }
 }
 
 impl Bucket {
@@ -156,15 +142,10 @@ pub fn token_from_object(key: &PrivateKey, bytes: &[u8]) -> Result<String, Objec
 }
 
 /// A token and the bucket it came from. `Debug` never shows the token.
+#[derive(Debug)]
 pub struct Token {
-    pub token: String,
+    pub token: Secret,
     pub bucket: String,
-}
-
-impl fmt::Debug for Token {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.debug_struct("Token").field("bucket", &self.bucket).finish_non_exhaustive()
-    }
 }
 
 /// What the buckets gave: distinct tokens in bucket order, and one line per bucket that failed.
@@ -184,7 +165,7 @@ pub async fn collect(daemon: &mut Daemon, key: &PrivateKey, buckets: &[Bucket], 
             bucket: b.bucket.clone(),
             key: object.clone(),
             access_key_id: b.access_key_id.clone(),
-            secret_access_key: b.secret_access_key.clone(),
+            secret_access_key: b.secret_access_key.as_str().to_owned(),
             region: b.region.clone().unwrap_or_default(),
             insecure: b.insecure,
         };
@@ -199,7 +180,7 @@ pub async fn collect(daemon: &mut Daemon, key: &PrivateKey, buckets: &[Bucket], 
             Ok(token) => {
                 // Mirrored buckets hold the same token: one context for it is enough.
                 if !outcome.tokens.iter().any(|t| t.token == token) {
-                    outcome.tokens.push(Token { token, bucket: b.label() });
+                    outcome.tokens.push(Token { token: token.into(), bucket: b.label() });
                 }
             }
             Err(e) => outcome.failures.push(format!("{}: object {object}: {e}", b.label())),

@@ -153,7 +153,7 @@ impl<'a> Auth<'a> {
     }
 
     fn settle(&mut self, tokens: Tokens, stage: Stage) -> String {
-        let bearer = tokens.id_token.clone();
+        let bearer = tokens.id_token.as_str().to_owned();
         self.tokens = Some(tokens);
         self.stage = stage;
         bearer

@@ -212,9 +212,9 @@ impl Provider {
 fn tokens_of(reply: &CoreTokenResponse) -> Result<Tokens, Error> {
     let id_token = reply.id_token().ok_or(Error::NoIdToken)?;
     Ok(Tokens {
-        id_token: id_token.to_string(),
-        refresh_token: reply.refresh_token().map(|t| t.secret().clone()),
-        access_token: Some(reply.access_token().secret().clone()),
+        id_token: id_token.to_string().into(),
+        refresh_token: reply.refresh_token().map(|t| t.secret().as_str().into()),
+        access_token: Some(reply.access_token().secret().as_str().into()),
     })
 }
 

@@ -113,7 +113,7 @@ mod tests {
     use std::os::unix::fs::PermissionsExt;
 
     fn tokens(id: &str) -> Tokens {
-        Tokens { id_token: id.into(), refresh_token: Some(format!("r-{id}")), access_token: None }
+        Tokens { id_token: id.into(), refresh_token: Some(format!("r-{id}").into()), access_token: None }
     }
 
     #[test]

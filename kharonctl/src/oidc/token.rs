@@ -6,33 +6,23 @@
 //! long-lived, as commodore does; so does an `exp` no clock can represent (1e300, 1.8e19): the
 //! token is untrusted input and must never panic us.
 
-use std::fmt;
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 use base64::Engine as _;
+use kharon_shared::Secret;
 use serde::{Deserialize, Serialize};
 
 /// An `id_token` expiring within this margin is refreshed first (commodore's margin).
 pub const STALE_MARGIN: Duration = Duration::from_secs(10);
 
 /// What we keep of a token response. Never printed: `Debug` redacts every token.
-#[derive(Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct Tokens {
-    pub id_token: String,
+    pub id_token: Secret,
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub refresh_token: Option<String>,
+    pub refresh_token: Option<Secret>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub access_token: Option<String>,
-}
-
-impl fmt::Debug for Tokens {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.debug_struct("Tokens")
-            .field("id_token", &"<redacted>")
-            .field("refresh_token", &self.refresh_token.as_ref().map(|_| "<redacted>"))
-            .field("access_token", &self.access_token.as_ref().map(|_| "<redacted>"))
-            .finish()
-    }
+    pub access_token: Option<Secret>,
 }
 
 impl Tokens {

@@ -8,22 +8,12 @@
 //! also encrypted to our key: JSON with a `password` field, or (legacy "password-string" type)
 //! the password itself.
 
-use std::fmt;
-
+pub use kharon_shared::Secret;
 use serde::Deserialize;
 use serde_json::Value;
 
 use super::{Error, Session};
 use crate::openpgp::{self, Passphrase, PrivateKey};
-
-/// A decrypted password. `Debug` never shows it.
-pub struct Secret(pub String);
-
-impl fmt::Debug for Secret {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str("Secret(<redacted>)")
-    }
-}
 
 #[derive(Debug, Deserialize)]
 struct Resource {
@@ -77,7 +67,7 @@ impl Session {
             what: format!("the secret of {name:?}"),
             reason: "not UTF-8".into(),
         })?;
-        Ok(Secret(password_of(text)))
+        Ok(Secret::new(password_of(text)))
     }
 
     /// The id of the resource named `name`: by its plain name, else by its decrypted v5 metadata.

@@ -5,13 +5,13 @@
 //! checks as a SOCKS name ([`Target::from_host`]: normalised, IP literals recognised, anything
 //! that is not a DNS name refused), and the request then takes the same path as a SOCKS one
 //! ([`proxy::Request`](crate::proxy::Request)): routing, dial, deadlines, relay, counters, logs.
-//! A failure to reach the target is answered with the status for its [`Failure`] and one line
+//! A failure to reach the target is answered with the status for its [`Unreachable`] and one line
 //! naming the route; a refusal before that (bad target, credentials) with 400 or 407.
 //!
 //! # Credentials
 //! With `[socks] username` and `password` set, a CONNECT needs exactly one
 //! `Proxy-Authorization: Basic base64(username:password)`, compared in constant time by the same
-//! check as SOCKS5's ([`auth::matches`]); else 407 with `Proxy-Authenticate: Basic
+//! check as SOCKS5's ([`credentials::matches`]); else 407 with `Proxy-Authenticate: Basic
 //! realm="kharon"`. The header is never logged, and the decoded credentials and the request head
 //! holding them are wiped once judged. Without a password, none is asked for, as with SOCKS.
 //!
@@ -29,15 +29,15 @@
 //! - A local program that is not a browser can open a tunnel, exactly as it can over SOCKS on the
 //!   same port: the listener is loopback-only unless a password is set, and then CONNECT needs it.
 
+use std::fmt;
+
 use base64::Engine;
-use kharon_shared::config::SocksAuth;
 use tokio::io::{AsyncWrite, AsyncWriteExt};
 use zeroize::Zeroizing;
 
-use super::{Parsed, TEXT, parse, response_head};
-use crate::proxy::Failure;
-use crate::proxy::auth;
-use crate::proxy::target::{self, Shown, Target};
+use super::response::{TEXT, response_head};
+use crate::credentials::{self, Credentials};
+use crate::target::{self, Shown, Target, Unreachable};
 
 /// The answer that opens the tunnel. RFC 9110 §9.3.6: no Content-Length, no body.
 const ESTABLISHED: &[u8] = b"HTTP/1.1 200 Connection established\r\n\r\n";
@@ -63,26 +63,17 @@ pub enum Error {
     Target(#[from] target::Error),
 }
 
-/// What a request head is to this module: `None` when it is not a complete CONNECT request
-/// (the PAC path answers it), else its target or why it is refused.
-pub fn judge(head: &[u8], auth: Option<&SocksAuth>) -> Option<Result<Target, Error>> {
-    let verdict =
-        parse(head, |request, _| (request.method == Some("CONNECT")).then(|| decide(request, auth)));
-    match verdict {
-        Parsed::Complete(verdict) => verdict,
-        Parsed::Partial | Parsed::TooLarge | Parsed::Malformed => None,
-    }
-}
-
-/// Credentials first: without them, a client learns nothing about targets.
-fn decide(request: &httparse::Request<'_, '_>, auth: Option<&SocksAuth>) -> Result<Target, Error> {
+/// A complete CONNECT request's target, or why it is refused ([`read_head`](super::read_head)
+/// calls this from the parse that found the head's end). Credentials first: without them, a client
+/// learns nothing about targets.
+pub fn decide(request: &httparse::Request<'_, '_>, auth: Option<&Credentials>) -> Result<Target, Error> {
     if let Some(expected) = auth {
         authorize(request.headers, expected)?;
     }
     authority(request.path.unwrap_or("").as_bytes())
 }
 
-fn authorize(headers: &[httparse::Header<'_>], expected: &SocksAuth) -> Result<(), Error> {
+fn authorize(headers: &[httparse::Header<'_>], expected: &Credentials) -> Result<(), Error> {
     let mut given = headers.iter().filter(|h| h.name.eq_ignore_ascii_case("proxy-authorization"));
     let header = match (given.next(), given.next()) {
         (None, _) => return Err(Error::NoCredentials),
@@ -102,7 +93,7 @@ fn authorize(headers: &[httparse::Header<'_>], expected: &SocksAuth) -> Result<(
     );
     // RFC 7617: the user-id ends at the first colon; the password may hold more.
     let colon = decoded.iter().position(|b| *b == b':').ok_or(Error::MalformedCredentials)?;
-    if auth::matches(expected, &decoded[..colon], &decoded[colon + 1..]) {
+    if credentials::matches(expected, &decoded[..colon], &decoded[colon + 1..]) {
         Ok(())
     } else {
         Err(Error::AuthRejected)
@@ -149,26 +140,26 @@ pub async fn reply_success<S: AsyncWrite + Unpin>(client: &mut S) -> std::io::Re
 pub async fn reply_failure<S: AsyncWrite + Unpin>(
     client: &mut S,
     target: &Target,
-    failure: Failure,
-    why: &str,
+    failure: Unreachable,
+    why: &(dyn fmt::Display + Sync),
 ) -> std::io::Result<()> {
-    client.write_all(failure_answer(target, failure, why).as_bytes()).await
+    let answer = failure_answer(target, failure, &why.to_string());
+    client.write_all(answer.as_bytes()).await
 }
 
 /// The status for a failure to reach the target: 504 for a timeout, 403 for a refusal by policy,
 /// 502 for every other way the next hop failed us.
-fn failure_status(failure: Failure) -> &'static str {
+fn failure_status(failure: Unreachable) -> &'static str {
     match failure {
-        Failure::TimedOut => "504 Gateway Timeout",
-        Failure::NotAllowed => "403 Forbidden",
-        Failure::General
-        | Failure::NetworkUnreachable
-        | Failure::HostUnreachable
-        | Failure::ConnectionRefused => "502 Bad Gateway",
+        Unreachable::TimedOut => "504 Gateway Timeout",
+        Unreachable::NotAllowed => "403 Forbidden",
+        Unreachable::General | Unreachable::Network | Unreachable::Host | Unreachable::Refused => {
+            "502 Bad Gateway"
+        }
     }
 }
 
-fn failure_answer(target: &Target, failure: Failure, why: &str) -> String {
+fn failure_answer(target: &Target, failure: Unreachable, why: &str) -> String {
     // One line: an SSH or OS error text could carry line breaks or escapes.
     let why: String = why.chars().map(|c| if c.is_control() { ' ' } else { c }).collect();
     let body = format!("kharond cannot reach {target} {why}\n");

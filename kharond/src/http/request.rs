@@ -1,6 +1,7 @@
-//! The PAC port's request judge: from the bytes of a request head to the answer, with no I/O.
-//! Its own file so that the fuzz crate (`fuzz/`, target `http_request`) can compile it alone:
-//! it needs nothing but `httparse`.
+//! The PAC port's request judge: from the bytes of a request head to what it asks for (a CONNECT,
+//! judged by the caller, or the answer to anything else), with no I/O. Its own file so that the
+//! fuzz crate (`fuzz/`, target `http_request`) can compile it alone: it needs nothing but
+//! `httparse`.
 
 /// Request heads larger than this are refused; browsers and proxy clients send well under 2 KiB.
 pub const MAX_REQUEST: usize = 16 * 1024;
@@ -34,6 +35,13 @@ impl Reply {
     pub fn bad_request() -> Self {
         Reply { whole_request_read: false, ..Reply::text("400 Bad Request", "malformed HTTP request\n") }
     }
+
+    pub fn too_large() -> Self {
+        Reply {
+            whole_request_read: false,
+            ..Reply::text("431 Request Header Fields Too Large", "request head too large\n")
+        }
+    }
 }
 
 /// How the bytes received so far stand as a request head.
@@ -59,20 +67,35 @@ pub fn parse<T>(bytes: &[u8], f: impl FnOnce(&httparse::Request<'_, '_>, usize) 
     }
 }
 
-/// The answer to the request bytes received so far, or `None` while the request is incomplete.
-pub fn judge(request: &[u8]) -> Option<Reply> {
-    match parse(request, |parsed, _| decide(parsed)) {
-        Parsed::Complete(reply) => Some(reply),
-        Parsed::Partial => None,
-        Parsed::TooLarge => Some(Reply {
-            whole_request_read: false,
-            ..Reply::text("431 Request Header Fields Too Large", "request head too large\n")
-        }),
-        Parsed::Malformed => Some(Reply::bad_request()),
+/// What the bytes of a request head received so far ask for, from one parse.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Judged<T> {
+    /// The head has not ended yet.
+    Partial,
+    /// A complete `CONNECT` head, `len` bytes long, and what the caller's `connect` made of it.
+    Connect { len: usize, verdict: T },
+    /// The answer to any other request: a complete head of `len` bytes, or one refused before its
+    /// end (`len` is `None`: too large or malformed, the rest still unread).
+    Answer { len: Option<usize>, reply: Reply },
+}
+
+/// Judges the bytes of a request head received so far: the parse that finds the head's end also
+/// decides what it asks for, so the head is never parsed again. `connect` judges a CONNECT
+/// request (its target and credentials are the proxy's business, not this file's).
+pub fn judge<T>(bytes: &[u8], connect: impl FnOnce(&httparse::Request<'_, '_>) -> T) -> Judged<T> {
+    let parsed = parse(bytes, |request, len| match request.method {
+        Some("CONNECT") => Judged::Connect { len, verdict: connect(request) },
+        _ => Judged::Answer { len: Some(len), reply: decide(request) },
+    });
+    match parsed {
+        Parsed::Complete(judged) => judged,
+        Parsed::Partial => Judged::Partial,
+        Parsed::TooLarge => Judged::Answer { len: None, reply: Reply::too_large() },
+        Parsed::Malformed => Judged::Answer { len: None, reply: Reply::bad_request() },
     }
 }
 
-/// The answer to a complete request.
+/// The answer to a complete request that is not CONNECT.
 fn decide(request: &httparse::Request<'_, '_>) -> Reply {
     // Absolute form: a client that took us for a plain-HTTP proxy. Told before the Host check,
     // which its Host (the target's) would fail with a misleading answer.

@@ -6,6 +6,20 @@ use super::*;
 
 const PAC: Reply = Reply { status: "200 OK", body: Body::Pac, head_only: false, whole_request_read: true };
 
+/// The answer to the request bytes received so far, or `None` while the request is incomplete.
+fn judge(request: &[u8]) -> Option<Reply> {
+    match request::judge(request, |_| ()) {
+        Judged::Partial => None,
+        Judged::Answer { reply, .. } => Some(reply),
+        Judged::Connect { .. } => panic!("a CONNECT request is the proxy's, not the PAC path's"),
+    }
+}
+
+/// The answer `read_head` would decide for a head it read whole, or cut short.
+fn reply_to(request: &[u8]) -> Reply {
+    judge(request).unwrap_or_else(Reply::bad_request)
+}
+
 fn status(request: &str) -> &'static str {
     judge(request.as_bytes()).map_or("incomplete", |r| r.status)
 }
@@ -169,7 +183,10 @@ fn serve_pipe(
     body: Bytes,
 ) -> (DuplexStream, tokio::task::JoinHandle<io::Result<()>>) {
     let (client, mut server) = tokio::io::duplex(capacity);
-    let task = tokio::spawn(async move { answer(&mut server, request, write_deadline, move || body).await });
+    let task =
+        tokio::spawn(
+            async move { answer(&mut server, reply_to(request), write_deadline, move || body).await },
+        );
     (client, task)
 }
 
@@ -202,7 +219,7 @@ async fn the_pac_is_taken_only_for_a_pac_answer() {
         Bytes::new()
     };
     let request = b"GET /proxy.pac HTTP/1.1\r\nHost: evil.example\r\n\r\n";
-    answer(&mut server, request, Duration::from_secs(5), pac).await.expect("answer");
+    answer(&mut server, reply_to(request), Duration::from_secs(5), pac).await.expect("answer");
     assert!(!taken.get(), "a refused request rendered or copied the PAC");
 }
 
@@ -217,8 +234,11 @@ async fn tcp_pair() -> (TcpStream, TcpStream) {
 /// Reads a head on the server's end, as the listener does, and answers it.
 fn serve_tcp(mut server: TcpStream) -> tokio::task::JoinHandle<io::Result<Vec<u8>>> {
     tokio::spawn(async move {
-        let head = read_head(&mut server).await?;
-        answer(&mut server, &head, Duration::from_secs(5), Bytes::new).await?;
+        let mut head = Vec::new();
+        let Head::Answer(reply) = read_head(&mut server, &mut head, None).await? else {
+            panic!("a CONNECT request")
+        };
+        answer(&mut server, reply, Duration::from_secs(5), Bytes::new).await?;
         Ok(head)
     })
 }
@@ -239,7 +259,8 @@ async fn the_head_reader_takes_the_head_and_not_a_byte_more() {
             client.write_all(&rest).await.expect("write rest");
             client
         });
-        let got = tokio::time::timeout(Duration::from_secs(10), read_head(&mut server))
+        let mut got = Vec::new();
+        tokio::time::timeout(Duration::from_secs(10), read_head(&mut server, &mut got, None))
             .await
             .expect("head read in time")
             .expect("head");

@@ -6,6 +6,7 @@ use std::pin::Pin;
 use std::task::{Context, Poll};
 
 use futures::executor::block_on;
+use kharon_shared::config::SocksAuth;
 use proptest::prelude::*;
 use tokio::io::{AsyncRead, AsyncWrite, ReadBuf};
 
@@ -61,12 +62,12 @@ impl AsyncWrite for Client {
     }
 }
 
-fn creds() -> SocksAuth {
-    SocksAuth { username: "kh".into(), password: "s3cret".into() }
+fn creds() -> Credentials {
+    Credentials::new(&SocksAuth { username: "kh".into(), password: "s3cret".into() })
 }
 
 /// Runs the handshake; returns the outcome and the client (what we wrote, what is left unread).
-fn run(input: &[u8], chunks: &[usize], auth: Option<&SocksAuth>) -> (Result<Target, Error>, Client) {
+fn run(input: &[u8], chunks: &[usize], auth: Option<&Credentials>) -> (Result<Target, Error>, Client) {
     let mut client = Client::new(input, chunks);
     let outcome = block_on(negotiate(&mut client, auth));
     (outcome, client)
@@ -209,7 +210,7 @@ fn with_a_password_configured_the_password_method_wins_over_no_auth() {
 }
 
 /// A refusal: what the client was told (all of it) and that nothing after it was read.
-fn assert_refused(input: &[u8], auth: Option<&SocksAuth>, told: &[u8], why: impl Fn(&Error) -> bool) {
+fn assert_refused(input: &[u8], auth: Option<&Credentials>, told: &[u8], why: impl Fn(&Error) -> bool) {
     for chunks in [&[4096][..], &[1], &[2, 3]] {
         let (outcome, client) = run(input, chunks, auth);
         let error = outcome.expect_err("refused");
@@ -326,12 +327,12 @@ fn replies_carry_the_bound_address_and_the_failure_code() {
     assert_eq!(&client.written[..4], [5, 0, 0, 4]);
     assert_eq!(&client.written[19..], [1, 0, 80]);
     for (failure, code) in [
-        (Failure::General, 1),
-        (Failure::NotAllowed, 2),
-        (Failure::NetworkUnreachable, 3),
-        (Failure::HostUnreachable, 4),
-        (Failure::ConnectionRefused, 5),
-        (Failure::TimedOut, 6),
+        (Unreachable::General, 1),
+        (Unreachable::NotAllowed, 2),
+        (Unreachable::Network, 3),
+        (Unreachable::Host, 4),
+        (Unreachable::Refused, 5),
+        (Unreachable::TimedOut, 6),
     ] {
         let mut client = Client::new(&[], &[1]);
         block_on(reply_failure(&mut client, failure)).unwrap();
@@ -346,7 +347,7 @@ fn replies_carry_the_bound_address_and_the_failure_code() {
 fn summary(
     input: &[u8],
     chunks: &[usize],
-    auth: Option<&SocksAuth>,
+    auth: Option<&Credentials>,
 ) -> (Result<(Target, usize), String>, Vec<u8>) {
     let (outcome, client) = run(input, chunks, auth);
     assert!(client.read <= input.len());

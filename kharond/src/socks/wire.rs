@@ -12,7 +12,7 @@
 use std::net::{IpAddr, Ipv4Addr, Ipv6Addr, SocketAddr};
 use std::ops::Range;
 
-use crate::proxy::Failure;
+use crate::target::Unreachable;
 
 pub const VERSION: u8 = 5;
 const AUTH_VERSION: u8 = 1;
@@ -228,13 +228,13 @@ pub fn failure_reply(code: u8) -> [u8; 10] {
 }
 
 /// The reply code for a failure to reach the target.
-pub fn failure_code(failure: Failure) -> u8 {
+pub fn failure_code(failure: Unreachable) -> u8 {
     match failure {
-        Failure::General => REP_GENERAL,
-        Failure::NotAllowed => REP_NOT_ALLOWED,
-        Failure::NetworkUnreachable => REP_NETWORK_UNREACHABLE,
-        Failure::HostUnreachable => REP_HOST_UNREACHABLE,
-        Failure::ConnectionRefused => REP_CONNECTION_REFUSED,
-        Failure::TimedOut => REP_TTL_EXPIRED,
+        Unreachable::General => REP_GENERAL,
+        Unreachable::NotAllowed => REP_NOT_ALLOWED,
+        Unreachable::Network => REP_NETWORK_UNREACHABLE,
+        Unreachable::Host => REP_HOST_UNREACHABLE,
+        Unreachable::Refused => REP_CONNECTION_REFUSED,
+        Unreachable::TimedOut => REP_TTL_EXPIRED,
     }
 }

@@ -23,21 +23,21 @@
 //! - ProxyCommand, IdentityAgent, StrictHostKeyChecking, UserKnownHostsFile, ... are raw
 //!   `unsupported_fields` in a HashMap: a repeated option inside one block keeps the *last*
 //!   value (OpenSSH: the first), and ProxyJump and ProxyCommand are two independent values,
-//!   while OpenSSH applies one "first wins" across both (see `resolve`);
+//!   while OpenSSH applies one "first wins" across both (see `chain`);
 //! - it does not know `Match`: without ALLOW_UNKNOWN_FIELDS it stops at the first one with no
 //!   line number; with it, it attaches the Match block's options to the previous Host (§3
 //!   "Match leak");
 //! - it expands no `%` tokens and no `${VAR}`, so that code would be ours anyway.
 //!
 //! What is left (Host patterns, first-wins, Include and its globs) is small: the walk in
-//! `resolve` and the matchers in `pattern`.
+//! `chain` and the matchers in `pattern`.
 //!
 //! # Matching, measured on OpenSSH 9.2 (`ssh -G -F file NAME`)
 //! Host patterns are matched **case-sensitively** against the name as given (`FOO` does not
 //! match `Host foo`; crates.md §3 assumed lowercasing first, `ssh -G` disagrees, and kharon-go
 //! inherited ssh's behaviour by running `ssh -G`), and the final host name is lowercased. A comma in a Host pattern is literal (`Host a,b` matches
 //! neither `a` nor `b`); we do the same and warn. How `ProxyJump a,b` is resolved is described
-//! in `resolve`.
+//! in `chain`.
 //!
 //! # What is refused, ignored or applied
 //! `keyword` has the full table. In short: options that would change how kharon connects or
@@ -51,7 +51,7 @@
 //! `Ciphers`, `MACs`, `KexAlgorithms`, `HostKeyAlgorithms` and `PubkeyAcceptedAlgorithms` are
 //! applied as far as russh implements them (`algorithms`).
 //!
-//! `Match` is evaluated as OpenSSH 9.2 does (`criteria`, `lookup`). A criterion kharon cannot
+//! `Match` is evaluated as OpenSSH 9.2 does (`criteria`, `options`). A criterion kharon cannot
 //! evaluate without guessing (`tagged`, `localnetwork`, `version`, `sessiontype`, `command`,
 //! unknown ones) is not an error of the file: [`SshConfig::chain`] refuses exactly the jump
 //! hosts whose lookup reaches that line undecided, naming file:line and the criterion, and every
@@ -59,20 +59,24 @@
 
 mod algorithms;
 mod canonical;
+mod chain;
 mod criteria;
+mod error;
 mod expand;
+mod hop;
 mod jump;
 mod keyword;
 mod lexer;
 mod load;
-mod lookup;
 mod machine;
-mod pattern;
-mod resolve;
+mod options;
+pub(crate) mod pattern;
 #[cfg(test)]
 mod tests;
 
 pub use algorithms::Algorithms;
+pub use error::{Error, Origin};
+pub use hop::{Chain, Hop, IdentityAgent, StrictHostKeyChecking, Transport};
 pub use machine::Machine;
 use machine::System;
 use std::collections::HashMap;
@@ -83,147 +87,6 @@ use std::time::Duration;
 /// How long a `Match exec` command may run before kharon stops it and refuses the jump hosts
 /// whose lookup ran it (OpenSSH waits forever; a daemon's reload must not).
 const EXEC_TIMEOUT: Duration = Duration::from_secs(10);
-
-/// Where a directive or `Host` block was written, for "file:line" errors.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct Origin {
-    pub file: PathBuf,
-    pub line: usize,
-}
-
-impl std::fmt::Display for Origin {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        write!(f, "{}:{}", self.file.display(), self.line)
-    }
-}
-
-/// Which agent to ask for keys.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub enum IdentityAgent {
-    /// `SSH_AUTH_SOCK` of the daemon's environment (the default, and `IdentityAgent SSH_AUTH_SOCK`).
-    Env,
-    /// `IdentityAgent none`.
-    None,
-    /// An explicit socket path (`~` and `${VAR}` expanded).
-    Path(PathBuf),
-}
-
-/// `StrictHostKeyChecking`.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum StrictHostKeyChecking {
-    /// `yes` and `ask` (the daemon cannot ask): unknown keys are refused. The default.
-    Yes,
-    /// `accept-new`: unknown keys are recorded in the first user known_hosts file.
-    AcceptNew,
-    /// `no` / `off`: unknown keys are accepted (changed keys are still refused).
-    No,
-}
-
-/// How the first hop's transport is made.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub enum Transport {
-    /// Plain TCP to `host_name:port`.
-    Tcp,
-    /// A `ProxyCommand` that is not `ssh -W`: run through `sh -c`, stdin/stdout carry SSH.
-    /// Tokens (`%h %p %r %n %%`) are already expanded.
-    Command(String),
-}
-
-/// One SSH server on the way to the cluster, fully resolved from ssh_config.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct Hop {
-    /// The name as written in the `jumphost` fact / `ProxyJump` (the Host alias).
-    pub alias: String,
-    /// `HostName` (tokens expanded), else the alias.
-    pub host_name: String,
-    pub port: u16,
-    /// `User`, else `$USER`, else `$LOGNAME`, else `root` (a ProxyJump `user@` wins over all).
-    pub user: String,
-    /// Expanded. When no IdentityFile applies, OpenSSH's defaults (`~/.ssh/id_rsa`,
-    /// `id_ecdsa`, `id_ecdsa_sk`, `id_ed25519`, `id_ed25519_sk`, `id_xmss`, `id_dsa`), which may
-    /// not exist.
-    pub identity_files: Vec<PathBuf>,
-    pub identities_only: bool,
-    pub identity_agent: IdentityAgent,
-    pub certificate_files: Vec<PathBuf>,
-    /// Only meaningful on the first hop; later hops always ride a direct-tcpip channel.
-    pub transport: Transport,
-    /// 15 s when unset (not OpenSSH's "off": see `resolve`); zero means `ServerAliveInterval 0`,
-    /// i.e. no probes.
-    pub server_alive_interval: Duration,
-    pub server_alive_count_max: u32,
-    /// `None`: unset, `none` or 0 (no limit of ssh's own; the pool has one).
-    pub connect_timeout: Option<Duration>,
-    pub strict_host_key_checking: StrictHostKeyChecking,
-    /// Empty for `UserKnownHostsFile none`. Files may not exist; that is not an error.
-    pub user_known_hosts_files: Vec<PathBuf>,
-    pub global_known_hosts_files: Vec<PathBuf>,
-    pub host_key_alias: Option<String>,
-    /// `Ciphers`, `MACs`, `KexAlgorithms`, `HostKeyAlgorithms`, `PubkeyAcceptedAlgorithms`, as far
-    /// as russh implements them.
-    pub algorithms: Algorithms,
-    /// Where the first `Host` block that matched this alias starts (None if only defaults apply).
-    pub origin: Option<Origin>,
-    /// When no `Host` (or `Match host`) block names this alias, a close explicit Host name (a
-    /// typo, or a difference in case only): OpenSSH connects with the defaults then, and so does
-    /// kharon, but a failing connection says "did you mean".
-    pub suggestion: Option<String>,
-}
-
-impl Hop {
-    /// "user@host:port", as `Status` shows it.
-    pub fn display(&self) -> String {
-        format!("{}@{}:{}", self.user, self.host_name, self.port)
-    }
-
-    /// The name known_hosts is checked against: `HostKeyAlias`, else the host name.
-    pub fn known_hosts_name(&self) -> &str {
-        self.host_key_alias.as_deref().unwrap_or(&self.host_name)
-    }
-}
-
-/// The hops to a cluster's jump host, first (dialled over TCP or a ProxyCommand) to last (the
-/// `jumphost` itself, which opens the direct-tcpip channel to the target).
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct Chain {
-    pub jumphost: String,
-    pub hops: Vec<Hop>,
-}
-
-#[derive(Debug, thiserror::Error)]
-pub enum Error {
-    #[error("cannot read ssh config {}: {source}", path.display())]
-    Read { path: PathBuf, source: std::io::Error },
-    #[error("{origin}: {message}")]
-    Invalid { origin: Origin, message: String },
-    #[error("ProxyJump cycle: {}", path.join(" -> "))]
-    Cycle { path: Vec<String> },
-    /// Every bad line of a config, in file order; one error per line when displayed.
-    #[error("{}", many(.0))]
-    Many(Vec<Error>),
-}
-
-fn many(errors: &[Error]) -> String {
-    errors.iter().flat_map(Error::iter).map(ToString::to_string).collect::<Vec<_>>().join("\n")
-}
-
-impl Error {
-    /// The single errors, flattening [`Error::Many`].
-    pub fn iter(&self) -> Box<dyn Iterator<Item = &Error> + '_> {
-        match self {
-            Error::Many(errors) => Box::new(errors.iter().flat_map(Error::iter)),
-            single => Box::new(std::iter::once(single)),
-        }
-    }
-
-    /// The file:line the error is about, if it is about one line.
-    pub fn origin(&self) -> Option<&Origin> {
-        match self {
-            Error::Invalid { origin, .. } => Some(origin),
-            _ => None,
-        }
-    }
-}
 
 /// A parsed, validated ssh_config (with its Includes). Cheap to query many times.
 #[derive(Debug, Clone)]

@@ -23,7 +23,7 @@ use russh::keys::ssh_key::certificate::CertType;
 use russh::keys::ssh_key::known_hosts::HostPatterns;
 use russh::keys::{HashAlg, PublicKey, PublicKeyOrCertificate};
 
-use super::config::{Hop, StrictHostKeyChecking};
+use super::config::{Hop, StrictHostKeyChecking, pattern};
 
 /// Where a recorded key was written.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -221,46 +221,12 @@ impl Entry {
                 let key = ring::hmac::Key::new(ring::hmac::HMAC_SHA1_FOR_LEGACY_USE_ONLY, salt);
                 ring::hmac::verify(&key, name.as_bytes(), hash).is_ok()
             }
-            HostPatterns::Patterns(patterns) => match_list(name, patterns),
-        }
-    }
-}
-
-/// OpenSSH `match_hostname`: a negated match rejects at once; otherwise any positive match.
-fn match_list(name: &str, patterns: &[String]) -> bool {
-    let mut found = false;
-    for p in patterns {
-        if let Some(neg) = p.strip_prefix('!') {
-            if glob(neg.to_ascii_lowercase().as_bytes(), name.as_bytes()) {
-                return false;
+            // OpenSSH `match_hostname`: a negated match rejects at once; otherwise any positive one.
+            HostPatterns::Patterns(patterns) => {
+                pattern::patterns_match(name, patterns.iter().map(String::as_str), true)
             }
-        } else if glob(p.to_ascii_lowercase().as_bytes(), name.as_bytes()) {
-            found = true;
         }
     }
-    found
-}
-
-/// `*` any run, `?` any one character; everything else literal.
-fn glob(pattern: &[u8], text: &[u8]) -> bool {
-    let (mut p, mut t) = (0, 0);
-    let mut star: Option<(usize, usize)> = None;
-    while t < text.len() {
-        if p < pattern.len() && (pattern[p] == b'?' || pattern[p] == text[t]) {
-            p += 1;
-            t += 1;
-        } else if p < pattern.len() && pattern[p] == b'*' {
-            star = Some((p, t));
-            p += 1;
-        } else if let Some((sp, st)) = star {
-            p = sp + 1;
-            t = st + 1;
-            star = Some((sp, st + 1));
-        } else {
-            return false;
-        }
-    }
-    pattern[p..].iter().all(|&c| c == b'*')
 }
 
 /// Every usable line of one file. A missing file is empty; a line we cannot parse is skipped

@@ -5,10 +5,13 @@
 //!   `ProxyCommand ssh -W`) → [`config::Chain`].
 //! - [`pool`]: one shared session set per chain, opened on first use; the only entry point the
 //!   daemon uses ([`Pool::connect`], [`Pool::status`], [`Pool::reload`]).
+//!   [`slot`]: one jump host's chain and session. [`health`]: what `Status` shows of them.
+//!   [`error`]: every failure and the [`std::io::ErrorKind`] it means for the client.
+//! - [`keepalive`]: keeping sessions alive and honest: ServerAlive settings, the wall-clock jump
+//!   detector (sleep/wake), probing suspect sessions.
 //! - [`chain`]: dials a chain hop by hop (TCP or ProxyCommand, then direct-tcpip + handshake).
 //! - [`auth`]: agent first, then key files; an encrypted key without an agent → "run `ssh-add`".
 //! - [`known_hosts`]: host key checks under `StrictHostKeyChecking`.
-//! - [`keepalive`]: the wall-clock jump detector (sleep/wake) that makes the pool probe sessions.
 //! - [`proxy_command`]: a `ProxyCommand` child process as the first hop's transport.
 //! - [`tunnel`]: one channel as a byte stream, pumped so a slow reader cannot stall its session.
 //! - [`quickack`]: the first hop's TCP stream, ACKing at once (sshd leaves Nagle on).
@@ -19,11 +22,17 @@
 pub mod auth;
 pub mod chain;
 pub mod config;
+pub mod error;
+pub mod health;
 pub mod keepalive;
 pub mod known_hosts;
 pub mod pool;
 pub mod proxy_command;
 pub mod quickack;
+pub mod slot;
 pub mod tunnel;
 
-pub use pool::{ChainHealth, ChainState, Error, Pool, PoolSettings, Tunnel};
+pub use error::Error;
+pub use health::ChainHealth;
+pub use pool::{Pool, PoolSettings, Tunnel};
+pub use slot::ChainState;

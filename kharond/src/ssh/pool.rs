@@ -3,14 +3,12 @@
 //! Owns: resolving each jump host's chain from the ssh config once per reload (a jump host the
 //! config cannot give a chain is remembered as refused, with the reason and its file:line, and
 //! fails at once until the next reload), when to dial (first use, after a session died, after a
-//! reload changed the chain),
-//! sharing one handshake between concurrent first uses, backoff after failures, the retry of a
-//! channel open on a fresh session, the sleep/wake probes, replacing a session that holds too
-//! many channels russh never freed ([`RETIRE_AFTER`]), the per-chain health that `Status` shows
-//! (with a live probe), and the mapping of every failure to an [`std::io::ErrorKind`] for the
-//! SOCKS reply.
-//! Leaves ssh_config syntax to `config`, the hop-by-hop handshake to `chain`, and the relay of
-//! bytes to the daemon (`relay::stream`); each [`Tunnel`] drains its channel promptly itself (tunnel.rs, crates.md §1.8).
+//! reload changed the chain), sharing one handshake between concurrent first uses, backoff after
+//! failures, and the retry of a channel open on a fresh session.
+//! Leaves one jump host's state to `slot`, doubting and probing sessions (sleep/wake, frozen hops)
+//! to `keepalive`, what `Status` shows to `health`, what each failure means to `error`, ssh_config
+//! syntax to `config`, the hop-by-hop handshake to `chain`, and the relay of bytes to the daemon
+//! (`relay::stream`); each [`Tunnel`] reads its channel promptly itself (tunnel.rs, crates.md §1.8).
 //!
 //! # Concurrency
 //! `Pool::chains` and each slot's `state` are std mutexes held only for map/field updates, never
@@ -20,41 +18,26 @@
 //! request that gives up (the daemon's own timeout) does not abort the dial for the others.
 //! While a chain is in backoff, requests fail at once with the last error; the first request after
 //! the backoff window dials again.
-//!
-//! # Error mapping (what the client sees, via `proxy::Failure::from`)
-//! - the target refused by the last hop (`ConnectFailed` with "Connection refused") →
-//!   `ConnectionRefused`; any other `ConnectFailed` (no such name, no route) → `HostUnreachable`;
-//! - `AdministrativelyProhibited` (sshd `PermitOpen`, `AllowTcpForwarding no`) → `PermissionDenied`;
-//! - any hop failing (unreachable, refused host key, authentication, session died, ssh_config
-//!   that cannot be used) → `NetworkUnreachable`: the *path* is broken, not the target;
-//! - anything that ran out of time → `TimedOut`.
 
 use std::collections::HashMap;
-use std::io::ErrorKind;
 use std::path::PathBuf;
-use std::sync::atomic::{AtomicU64, Ordering};
-use std::sync::{Arc, Mutex, RwLock, Weak};
+use std::sync::atomic::Ordering;
+use std::sync::{Arc, Mutex, RwLock};
 use std::time::{Duration, SystemTime};
 
-use russh::ChannelOpenFailure;
 use tokio::time::Instant;
 
 use super::chain::{self, Dialled, OpenError};
 use super::config::{self, Chain, SshConfig};
+use super::error::Error;
+use super::health::{self, ChainHealth, Refusal};
 use super::keepalive;
-use super::tunnel::Counters;
+use super::slot::{ChainState, Live, NEXT_SESSION, Slot};
 pub use super::tunnel::Tunnel;
 
 /// First backoff after a failed dial; doubled per further failure up to [`BACKOFF_MAX`].
 const BACKOFF_MIN: Duration = Duration::from_millis(500);
 const BACKOFF_MAX: Duration = Duration::from_secs(30);
-/// How long a suspect session (after a clock jump, or a channel open that timed out) gets to
-/// answer a keepalive before it is given up.
-const PROBE: Duration = Duration::from_secs(2);
-/// A session is replaced after this many channels closed by us first: russh keeps each one's
-/// state, ~5 KiB, until the session ends (tunnel.rs, "Who closes"). Measured: 2,000 aborted
-/// downloads cost 10 MB. So at most ~5 MB per chain, and one extra handshake per 1,000 aborts.
-const RETIRE_AFTER: u64 = 1000;
 
 /// What the pool needs to know, fixed at start (a reload re-reads the ssh config file).
 #[derive(Debug, Clone)]
@@ -66,206 +49,6 @@ pub struct PoolSettings {
     /// Upper bound for dialling a chain plus opening the channel.
     pub connect_timeout: Duration,
 }
-
-#[derive(Debug, thiserror::Error)]
-pub enum Error {
-    #[error(transparent)]
-    Config(#[from] config::Error),
-    /// The ssh config gives this jump host no chain (resolved at start or reload, see `Refusal`).
-    #[error("jump host {jumphost} cannot be used: {reason}")]
-    Refused { jumphost: String, reason: String },
-    #[error("cannot reach jump host {jumphost}: {source}")]
-    Dial { jumphost: String, source: Box<chain::Error> },
-    /// `last_error` names the jump host already (every dial error does).
-    #[error("{last_error} (failed recently; next attempt in {retry_in:.1?})")]
-    Backoff { jumphost: String, last_error: String, kind: ErrorKind, retry_in: Duration },
-    #[error("{jumphost} cannot open {host}:{port}: {reason:?}{}", text(description))]
-    Target {
-        jumphost: String,
-        host: String,
-        port: u16,
-        reason: ChannelOpenFailure,
-        description: Option<String>,
-    },
-    #[error("session to jump host {jumphost} failed while opening {host}:{port}: {source}")]
-    Session { jumphost: String, host: String, port: u16, source: Box<russh::Error> },
-    #[error("jump host {jumphost}: {what} took longer than {after:?}")]
-    Timeout { jumphost: String, what: &'static str, after: Duration },
-}
-
-fn text(d: &Option<String>) -> String {
-    d.as_ref().filter(|d| !d.is_empty()).map(|d| format!(" ({d})")).unwrap_or_default()
-}
-
-impl Error {
-    /// How the failure looks from the SOCKS client's side (see the module doc).
-    pub fn io_kind(&self) -> ErrorKind {
-        match self {
-            Error::Config(_) | Error::Refused { .. } | Error::Session { .. } => ErrorKind::NetworkUnreachable,
-            Error::Dial { source, .. } if source.kind.is_timeout() => ErrorKind::TimedOut,
-            Error::Dial { .. } => ErrorKind::NetworkUnreachable,
-            Error::Backoff { kind, .. } => *kind,
-            Error::Target { reason: ChannelOpenFailure::AdministrativelyProhibited, .. } => {
-                ErrorKind::PermissionDenied
-            }
-            Error::Target { reason: ChannelOpenFailure::ConnectFailed, description, .. }
-                if description.as_deref().is_some_and(|d| d.to_ascii_lowercase().contains("refused")) =>
-            {
-                ErrorKind::ConnectionRefused
-            }
-            Error::Target { .. } => ErrorKind::HostUnreachable,
-            Error::Timeout { .. } => ErrorKind::TimedOut,
-        }
-    }
-}
-
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum ChainState {
-    Idle,
-    Connecting,
-    Connected,
-    Failed,
-}
-
-/// Why the ssh config gives a jump host no chain, as `Status` shows it.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct Refusal {
-    /// The whole error, with its file:line when it has one.
-    pub reason: String,
-    /// "file:line" of the line that decided, if one did.
-    pub origin: Option<String>,
-    /// When the chain was resolved (start or reload).
-    pub since: SystemTime,
-}
-
-impl From<&config::Error> for Refusal {
-    fn from(e: &config::Error) -> Self {
-        Refusal {
-            reason: e.to_string(),
-            origin: e.origin().map(ToString::to_string),
-            since: SystemTime::now(),
-        }
-    }
-}
-
-/// What `Status` shows for one jump host chain.
-#[derive(Debug, Clone)]
-pub struct ChainHealth {
-    pub jumphost: String,
-    /// "user@host:port", first to last.
-    pub hops: Vec<String>,
-    /// The hops as resolved, first to last (empty when refused).
-    pub details: Vec<config::Hop>,
-    /// Set when the ssh config gives this jump host no chain; it is then never dialled.
-    pub refused: Option<Refusal>,
-    pub state: ChainState,
-    pub since: SystemTime,
-    pub last_error: Option<String>,
-    pub open_channels: u32,
-    pub bytes_up: u64,
-    pub bytes_down: u64,
-    pub next_retry: Option<SystemTime>,
-}
-
-/// A connected chain in a slot. `id` tells a stale "this session died" report from a current one.
-struct Live {
-    id: u64,
-    chain: Arc<Dialled>,
-    /// Must answer a probe before its next use (a clock jump happened).
-    suspect: bool,
-}
-
-struct SlotState {
-    live: Option<Live>,
-    state: ChainState,
-    since: SystemTime,
-    last_error: Option<String>,
-    /// The io kind of the last dial failure, for requests failed fast during backoff.
-    last_kind: ErrorKind,
-    failures: u32,
-    retry_at: Option<(Instant, SystemTime)>,
-}
-
-/// One jump host's chain and its session.
-struct Slot {
-    jumphost: String,
-    chain: Chain,
-    /// Held by the dial task for the whole handshake (see `# Concurrency`).
-    dial: Arc<tokio::sync::Mutex<()>>,
-    state: Mutex<SlotState>,
-    counters: Arc<Counters>,
-}
-
-impl Slot {
-    fn new(jumphost: &str, chain: Chain) -> Self {
-        Slot {
-            jumphost: jumphost.to_owned(),
-            chain,
-            dial: Arc::new(tokio::sync::Mutex::new(())),
-            state: Mutex::new(SlotState {
-                live: None,
-                state: ChainState::Idle,
-                since: SystemTime::now(),
-                last_error: None,
-                last_kind: ErrorKind::NetworkUnreachable,
-                failures: 0,
-                retry_at: None,
-            }),
-            counters: Arc::default(),
-        }
-    }
-
-    fn lock(&self) -> std::sync::MutexGuard<'_, SlotState> {
-        // A panic while holding this lock leaves plain data behind; keep serving.
-        self.state.lock().unwrap_or_else(std::sync::PoisonError::into_inner)
-    }
-
-    fn hops(&self) -> String {
-        self.chain.hops.iter().map(|h| h.display()).collect::<Vec<_>>().join(" -> ")
-    }
-
-    /// Forgets session `id` (if it is still the current one) because it died.
-    fn drop_session(&self, id: u64, why: &str) {
-        let mut st = self.lock();
-        if st.live.as_ref().is_some_and(|l| l.id == id) {
-            st.live = None;
-            st.state = ChainState::Failed;
-            st.since = SystemTime::now();
-            st.last_error = Some(why.to_owned());
-            tracing::info!(jumphost = %self.jumphost, chain = %self.hops(), reason = %why, "SSH session down");
-        }
-    }
-
-    /// The live session, unless it is closed (then it is dropped) or due for retirement.
-    fn current(&self) -> Option<(u64, Arc<Dialled>, bool)> {
-        let mut st = self.lock();
-        let live = st.live.as_ref()?;
-        if live.chain.is_closed() {
-            let id = live.id;
-            drop(st);
-            self.drop_session(id, "session closed");
-            return None;
-        }
-        let abandoned = live.chain.abandoned();
-        if abandoned >= RETIRE_AFTER {
-            // Tunnels still on it keep it up until they end; the caller dials a fresh one.
-            st.live = None;
-            st.state = ChainState::Idle;
-            st.since = SystemTime::now();
-            drop(st);
-            tracing::info!(
-                jumphost = %self.jumphost,
-                abandoned,
-                "replacing the SSH session: russh keeps the state of every channel closed before the \
-                 server closed it until the session ends"
-            );
-            return None;
-        }
-        Some((live.id, live.chain.clone(), live.suspect))
-    }
-}
-
-static NEXT_SESSION: AtomicU64 = AtomicU64::new(1);
 
 /// The shared SSH sessions, keyed by jump host.
 pub struct Pool {
@@ -289,7 +72,8 @@ impl Pool {
         });
         if tokio::runtime::Handle::try_current().is_ok() {
             let wakeups = keepalive::spawn_detector();
-            tokio::spawn(watch_wakeups(Arc::downgrade(&pool), wakeups));
+            let pool = Arc::downgrade(&pool);
+            tokio::spawn(keepalive::watch_wakeups(wakeups, move || pool.upgrade().map(|pool| pool.slots())));
         }
         Ok(pool)
     }
@@ -485,7 +269,7 @@ impl Pool {
                 Err(_) => {
                     // A black-holed target, or a frozen hop: find out which, in the background,
                     // so the next request does not wait for the keepalive either.
-                    spawn_probe(&slot, id, dialled.clone(), "channel open timed out");
+                    keepalive::spawn_probe(&slot, id, dialled.clone(), "channel open timed out");
                     return Err(Error::Timeout {
                         jumphost: jumphost.to_owned(),
                         what: "opening the channel",
@@ -499,18 +283,10 @@ impl Pool {
     /// A usable session for `slot`: the live one (probed first if suspect), or a fresh one.
     /// Returns (session id, chain, whether it was reused).
     async fn session(&self, slot: &Arc<Slot>, deadline: Instant) -> Result<(u64, Arc<Dialled>, bool), Error> {
-        if let Some((id, chain, suspect)) = slot.current() {
-            if !suspect {
-                return Ok((id, chain, true));
-            }
-            let limit = PROBE.min(deadline.saturating_duration_since(Instant::now()));
-            if chain.probe(limit).await {
-                if let Some(live) = slot.lock().live.as_mut().filter(|l| l.id == id) {
-                    live.suspect = false;
-                }
-                return Ok((id, chain, true));
-            }
-            slot.drop_session(id, &format!("{}: no answer to a keepalive after a clock jump", slot.hops()));
+        if let Some((id, chain, suspect)) = slot.current()
+            && (!suspect || keepalive::confirm(slot, id, &chain, deadline).await)
+        {
+            return Ok((id, chain, true));
         }
         let timeout = |what| Error::Timeout {
             jumphost: slot.jumphost.clone(),
@@ -552,67 +328,21 @@ impl Pool {
     }
 
     /// Times a keepalive through every connected chain, all at once, none waiting longer than
-    /// `limit`; chains not connected are left out. A live check for `Status`: a frozen jump host
-    /// shows here before keepalive gives up on it.
+    /// `limit` (see [`health::round_trips`]).
     pub async fn round_trips(&self, limit: Duration) -> HashMap<String, Result<Duration, String>> {
-        let slots = self.slots();
-        let live = slots.iter().filter_map(|slot| {
-            let chain = slot.lock().live.as_ref().map(|live| live.chain.clone())?;
-            Some((slot.jumphost.clone(), chain))
-        });
-        let probes = live.map(|(jumphost, chain)| async move { (jumphost, chain.round_trip(limit).await) });
-        futures::future::join_all(probes).await.into_iter().collect()
+        health::round_trips(&self.slots(), limit).await
     }
 
     /// The hops of `jumphost`'s chain as `status` shows them; empty for a refused or unknown one.
     pub fn hops(&self, jumphost: &str) -> Vec<String> {
-        self.chains()
-            .get(jumphost)
-            .map(|slot| slot.chain.hops.iter().map(|h| h.display()).collect())
-            .unwrap_or_default()
+        self.chains().get(jumphost).map(|slot| health::hops(slot)).unwrap_or_default()
     }
 
+    /// What `Status` shows of every jump host known so far (see [`health`]).
     pub fn status(&self) -> Vec<ChainHealth> {
-        let slots = self.slots();
-        let mut out: Vec<ChainHealth> = slots
-            .iter()
-            .map(|slot| {
-                let st = slot.lock();
-                ChainHealth {
-                    jumphost: slot.jumphost.clone(),
-                    hops: slot.chain.hops.iter().map(|h| h.display()).collect(),
-                    details: slot.chain.hops.clone(),
-                    refused: None,
-                    state: st.state,
-                    since: st.since,
-                    last_error: st.last_error.clone(),
-                    open_channels: slot.counters.open.load(Ordering::Relaxed),
-                    bytes_up: slot.counters.up.load(Ordering::Relaxed),
-                    bytes_down: slot.counters.down.load(Ordering::Relaxed),
-                    next_retry: st
-                        .retry_at
-                        .filter(|(at, _)| *at > Instant::now() && st.live.is_none())
-                        .map(|(_, wall)| wall),
-                }
-            })
-            .collect();
         let refused: Vec<(String, Refusal)> =
             self.refusals().iter().map(|(jumphost, refusal)| (jumphost.clone(), refusal.clone())).collect();
-        out.extend(refused.into_iter().map(|(jumphost, refusal)| ChainHealth {
-            jumphost,
-            hops: Vec::new(),
-            details: Vec::new(),
-            state: ChainState::Failed,
-            since: refusal.since,
-            last_error: Some(refusal.reason.clone()),
-            refused: Some(refusal),
-            open_channels: 0,
-            bytes_up: 0,
-            bytes_down: 0,
-            next_retry: None,
-        }));
-        out.sort_by(|a, b| a.jumphost.cmp(&b.jumphost));
-        out
+        health::status(&self.slots(), refused.iter().map(|(jumphost, refusal)| (jumphost, refusal)))
     }
 }
 
@@ -685,54 +415,6 @@ async fn dial(
 fn backoff(failures: u32) -> Duration {
     let base = BACKOFF_MIN.saturating_mul(1u32 << failures.saturating_sub(1).min(16)).min(BACKOFF_MAX);
     base.mul_f64(rand::random_range(0.8..1.2))
-}
-
-/// Probes a session in the background and drops it if it does not answer.
-fn spawn_probe(slot: &Arc<Slot>, id: u64, chain: Arc<Dialled>, why: &'static str) {
-    let weak = Arc::downgrade(slot);
-    tokio::spawn(async move {
-        if !chain.probe(PROBE).await
-            && let Some(slot) = weak.upgrade()
-        {
-            slot.drop_session(id, &format!("{}: no answer to a keepalive ({why})", slot.hops()));
-        }
-    });
-}
-
-/// After each clock jump: mark every session suspect and probe them all at once.
-async fn watch_wakeups(pool: Weak<Pool>, mut wakeups: keepalive::Wakeups) {
-    while wakeups.changed().await.is_ok() {
-        let Some(pool) = pool.upgrade() else { return };
-        let slots = pool.slots();
-        drop(pool);
-        for slot in slots {
-            let live = {
-                let mut st = slot.lock();
-                st.live.as_mut().map(|l| {
-                    l.suspect = true;
-                    (l.id, l.chain.clone())
-                })
-            };
-            if let Some((id, chain)) = live {
-                let weak = Arc::downgrade(&slot);
-                tokio::spawn(async move {
-                    let answer = chain.round_trip(PROBE).await;
-                    let Some(slot) = weak.upgrade() else { return };
-                    match answer {
-                        Ok(rtt) => {
-                            tracing::info!(jumphost = %slot.jumphost, ?rtt, "SSH session answered after the clock jump");
-                            if let Some(l) = slot.lock().live.as_mut().filter(|l| l.id == id) {
-                                l.suspect = false;
-                            }
-                        }
-                        Err(why) => {
-                            slot.drop_session(id, &format!("{}: {why} after a clock jump", slot.hops()));
-                        }
-                    }
-                });
-            }
-        }
-    }
 }
 
 #[cfg(test)]

@@ -125,7 +125,7 @@ pub async fn run(args: Args, run: &Run<'_>) -> anyhow::Result<ExitCode> {
         .secret_by_name(emergency::BUCKETS_RESOURCE)
         .await
         .context("cannot read the emergency credentials' bucket list from Passbolt")?;
-    let buckets = emergency::parse_buckets(&secret.0)?;
+    let buckets = emergency::parse_buckets(&secret)?;
 
     eprintln!("Fetching the emergency credentials of {id} from {} bucket(s) through kharond…", buckets.len());
     let outcome = emergency::collect(&mut daemon, session.key(), &buckets, id).await;

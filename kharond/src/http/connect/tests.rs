@@ -1,16 +1,29 @@
 use std::net::SocketAddr;
 
+use kharon_shared::config::SocksAuth;
+
+use super::super::request::Judged;
+
 use super::*;
 
-fn creds() -> SocksAuth {
-    SocksAuth { username: "kh".into(), password: "s3:cret".into() }
+fn creds() -> Credentials {
+    Credentials::new(&SocksAuth { username: "kh".into(), password: "s3:cret".into() })
 }
 
 fn connect(target: &str, headers: &str) -> String {
     format!("CONNECT {target} HTTP/1.1\r\nHost: {target}\r\n{headers}\r\n")
 }
 
-fn verdict(target: &str, headers: &str, auth: Option<&SocksAuth>) -> Result<Target, Error> {
+/// What a request head is to this module, as `read_head` judges it: `None` when it is not a
+/// complete CONNECT request (the PAC path answers it), else its target or why it is refused.
+fn judge(head: &[u8], auth: Option<&Credentials>) -> Option<Result<Target, Error>> {
+    match super::super::request::judge(head, |request| decide(request, auth)) {
+        Judged::Connect { verdict, .. } => Some(verdict),
+        Judged::Partial | Judged::Answer { .. } => None,
+    }
+}
+
+fn verdict(target: &str, headers: &str, auth: Option<&Credentials>) -> Result<Target, Error> {
     judge(connect(target, headers).as_bytes(), auth).expect("a complete CONNECT")
 }
 
@@ -113,12 +126,12 @@ fn each_failure_maps_to_its_status_with_one_line_naming_the_route() {
     let target = Target::Name("api.c1.example".into(), 6443);
     let why = "via jump host hop1: channel open failed:\nconnect refused\x1b[31m";
     for (failure, status) in [
-        (Failure::ConnectionRefused, "HTTP/1.1 502 Bad Gateway"),
-        (Failure::HostUnreachable, "HTTP/1.1 502 Bad Gateway"),
-        (Failure::NetworkUnreachable, "HTTP/1.1 502 Bad Gateway"),
-        (Failure::General, "HTTP/1.1 502 Bad Gateway"),
-        (Failure::TimedOut, "HTTP/1.1 504 Gateway Timeout"),
-        (Failure::NotAllowed, "HTTP/1.1 403 Forbidden"),
+        (Unreachable::Refused, "HTTP/1.1 502 Bad Gateway"),
+        (Unreachable::Host, "HTTP/1.1 502 Bad Gateway"),
+        (Unreachable::Network, "HTTP/1.1 502 Bad Gateway"),
+        (Unreachable::General, "HTTP/1.1 502 Bad Gateway"),
+        (Unreachable::TimedOut, "HTTP/1.1 504 Gateway Timeout"),
+        (Unreachable::NotAllowed, "HTTP/1.1 403 Forbidden"),
     ] {
         let answer = failure_answer(&target, failure, why);
         assert_eq!(status_line(&answer), status, "{failure:?}");

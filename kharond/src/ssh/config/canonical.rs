@@ -14,7 +14,7 @@
 //!   `CanonicalizePermittedCNAMEs` rule allows it; with such rules, a name that was not
 //!   canonicalized by a suffix is looked up as it is for the same purpose.
 //!
-//! The caller re-reads the config for the result (`lookup`'s second pass).
+//! The caller re-reads the config for the result (`options`'s second pass).
 
 use super::machine::{self, Machine};
 use super::pattern;

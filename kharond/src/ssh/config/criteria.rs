@@ -3,7 +3,7 @@
 //!
 //! Criteria are ANDed left to right, `!` negates one. `all` matches always (alone, or after at
 //! most one other criterion, as OpenSSH allows), `canonical` and `final` only in the second pass
-//! (see `lookup`), `host` and `originalhost` are host pattern lists matched case-insensitively,
+//! (see `options`), `host` and `originalhost` are host pattern lists matched case-insensitively,
 //! `user` and `localuser` pattern lists matched as written, and `exec` runs a command, but only
 //! while every criterion before it has matched, as OpenSSH does.
 //!

@@ -100,7 +100,7 @@ pub(super) fn parse_proxy_command(raw: &str) -> ProxyCommand {
 
 /// Recognises the `ssh -W` forms; `None` means "run it as a command". Deliberately narrow:
 /// whatever we do not understand is left to the real `ssh` (still correct, only slower), so a
-/// first hop never silently loses a flag. Later hops can't use a command, see `resolve`.
+/// first hop never silently loses a flag. Later hops can't use a command, see `chain`.
 fn ssh_w(raw: &str) -> Option<(JumpSpec, Option<Vec<JumpSpec>>)> {
     // Shell syntax beyond plain words and quotes means the shell has work to do.
     const SHELL: [char; 17] =

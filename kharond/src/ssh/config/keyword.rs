@@ -9,7 +9,7 @@
 
 use super::algorithms::Category;
 
-/// The keywords whose values [`super::load`] parses and [`super::resolve`] applies.
+/// The keywords whose values [`super::load`] parses and [`super::chain`] applies.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(super) enum Key {
     HostName,

@@ -13,13 +13,14 @@ use std::time::Duration;
 use super::algorithms::{self, Category};
 use super::canonical;
 use super::criteria::{self, Condition};
+use super::error::{Error, Origin};
 use super::expand;
+use super::hop::StrictHostKeyChecking;
 use super::jump::{self, JumpSpec, ProxyCommand};
 use super::keyword::{self, Key, Kind};
 use super::lexer::{self, Line};
 use super::machine;
 use super::pattern;
-use super::{Error, Origin, StrictHostKeyChecking};
 
 /// How deep `Include`s may nest below the top-level file: OpenSSH's `READCONF_MAX_DEPTH`. Past
 /// it, ssh refuses the config; without a bound, a long chain of files would overflow the stack

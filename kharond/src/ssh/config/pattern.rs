@@ -1,12 +1,13 @@
-//! Wildcards: OpenSSH's `match_pattern` (`*`, `?`; used by `Host` and `IgnoreUnknown`) and the
-//! glob(7) subset that `Include` needs (`*`, `?`, `[...]`, one path component at a time).
+//! Wildcards: OpenSSH's `match_pattern` (`*`, `?`; used by `Host`, `IgnoreUnknown`, `Match` and,
+//! outside the config, by known_hosts host patterns) and the glob(7) subset that `Include` needs
+//! (`*`, `?`, `[...]`, one path component at a time).
 //! Pure string functions; the only file access is [`glob`]'s directory listing.
 
 use std::path::{Path, PathBuf};
 
 /// OpenSSH `match_pattern`: `*` matches any run (also empty), `?` exactly one character, everything
 /// else itself. Case-sensitive, like OpenSSH 9.2 (`ssh -G FOO` does not match `Host foo`).
-pub(super) fn wildcard(text: &str, pattern: &str) -> bool {
+pub(crate) fn wildcard(text: &str, pattern: &str) -> bool {
     let text: Vec<char> = text.chars().collect();
     let pattern: Vec<char> = pattern.chars().collect();
     // Iterative matcher with one backtrack point: the last `*` and where it started matching.
@@ -40,9 +41,18 @@ pub(super) fn list_matches(text: &str, list: &str) -> bool {
 /// OpenSSH `match_pattern_list(text, list, lowercase)` (`== 1`): `lowercase` lowers the list's
 /// patterns and, as `match_hostname` does for `Match host`, the text too.
 pub(super) fn list_match(text: &str, list: &str, lowercase: bool) -> bool {
+    patterns_match(text, list.split(','), lowercase)
+}
+
+/// [`list_match`] on a list already split at its commas (known_hosts keeps its host patterns so).
+pub(crate) fn patterns_match<'p>(
+    text: &str,
+    patterns: impl IntoIterator<Item = &'p str>,
+    lowercase: bool,
+) -> bool {
     let text = if lowercase { text.to_ascii_lowercase() } else { text.to_owned() };
     let mut positive = false;
-    for sub in list.split(',') {
+    for sub in patterns {
         let (negated, sub) = match sub.strip_prefix('!') {
             Some(rest) => (true, rest),
             None => (false, sub),

@@ -198,6 +198,13 @@ fn global_files_are_read_after_user_files() {
     assert_eq!(check(&h, &plain(&k), &f.ctx()).unwrap(), Accepted::Known(Line { file: global, line: 1 }));
 }
 
+/// known_hosts patterns are matched by the ssh config's `match_pattern`; in the byte terms of
+/// the known_hosts file.
+fn glob(pattern: &[u8], text: &[u8]) -> bool {
+    let ascii = |b: &[u8]| String::from_utf8(b.to_vec()).expect("ASCII");
+    pattern::wildcard(&ascii(text), &ascii(pattern))
+}
+
 #[test]
 fn glob_matches_like_openssh() {
     assert!(glob(b"*", b""));

@@ -1,3 +1,5 @@
+use std::io::ErrorKind;
+
 use super::*;
 
 #[test]
@@ -10,34 +12,6 @@ fn backoff_doubles_from_half_a_second_to_thirty_with_jitter() {
         let b = backoff(40);
         assert!(b >= Duration::from_secs(24) && b <= Duration::from_secs(36), "{b:?}");
     }
-}
-
-fn target(reason: ChannelOpenFailure, description: &str) -> Error {
-    Error::Target {
-        jumphost: "j".into(),
-        host: "h".into(),
-        port: 1,
-        reason,
-        description: Some(description.into()),
-    }
-}
-
-#[test]
-fn target_failures_map_to_socks_meaningful_kinds() {
-    assert_eq!(
-        target(ChannelOpenFailure::ConnectFailed, "Connection refused").io_kind(),
-        ErrorKind::ConnectionRefused
-    );
-    assert_eq!(
-        target(ChannelOpenFailure::ConnectFailed, "Name or service not known").io_kind(),
-        ErrorKind::HostUnreachable
-    );
-    assert_eq!(
-        target(ChannelOpenFailure::AdministrativelyProhibited, "open failed").io_kind(),
-        ErrorKind::PermissionDenied
-    );
-    let t = Error::Timeout { jumphost: "j".into(), what: "x", after: Duration::from_secs(1) };
-    assert_eq!(t.io_kind(), ErrorKind::TimedOut);
 }
 
 /// A pool on a config written into a temporary HOME.

@@ -1,7 +1,14 @@
 //! What a client asked to reach, whatever proxy protocol it spoke, and the checks every host
-//! passes before it is routed: IP literals become addresses, names must be DNS names.
+//! passes before it is routed: IP literals become addresses, names must be DNS names. Also the
+//! other side of it: why a target could not be reached ([`Unreachable`]), in words every proxy
+//! protocol can answer with.
+//!
+//! The protocols (`socks`, `http::connect`) and what routes and dials (`proxy`, `route`, `dial`)
+//! all use this module, and it uses nothing of theirs: it needs only std, so the fuzz crate
+//! compiles it as it is.
 
 use std::fmt;
+use std::io::ErrorKind;
 use std::net::{IpAddr, SocketAddr};
 
 /// Longest DNS name (RFC 1035), without the trailing dot.
@@ -99,6 +106,34 @@ impl Target {
     }
 }
 
+/// Why a target could not be reached, in words every proxy protocol can answer with (a SOCKS5
+/// reply code, an HTTP status).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Unreachable {
+    General,
+    NotAllowed,
+    Network,
+    Host,
+    Refused,
+    TimedOut,
+}
+
+impl From<ErrorKind> for Unreachable {
+    /// The one mapping from "how the dial failed" to what the client is told, for both paths.
+    fn from(kind: ErrorKind) -> Self {
+        match kind {
+            ErrorKind::ConnectionRefused => Unreachable::Refused,
+            ErrorKind::NetworkUnreachable => Unreachable::Network,
+            ErrorKind::HostUnreachable | ErrorKind::NotFound | ErrorKind::AddrNotAvailable => {
+                Unreachable::Host
+            }
+            ErrorKind::TimedOut => Unreachable::TimedOut,
+            ErrorKind::PermissionDenied => Unreachable::NotAllowed,
+            _ => Unreachable::General,
+        }
+    }
+}
+
 fn parse_ip_literal(text: &str) -> Option<IpAddr> {
     let bare = text.strip_prefix('[').and_then(|t| t.strip_suffix(']')).unwrap_or(text);
     bare.parse().ok()
@@ -149,6 +184,17 @@ mod tests {
         assert!(matches!(Target::from_host(b"\xff\xfe.example", 443), Err(Error::BadName(_))));
         assert_eq!(Target::from_host(b"a.b", 0), Err(Error::PortZero));
         assert_eq!(Target::from_addr("127.0.0.1:0".parse().unwrap()), Err(Error::PortZero));
+    }
+
+    #[test]
+    fn dial_failures_map_to_what_the_client_is_told() {
+        assert_eq!(Unreachable::from(ErrorKind::ConnectionRefused), Unreachable::Refused);
+        assert_eq!(Unreachable::from(ErrorKind::TimedOut), Unreachable::TimedOut);
+        assert_eq!(Unreachable::from(ErrorKind::NetworkUnreachable), Unreachable::Network);
+        assert_eq!(Unreachable::from(ErrorKind::NotFound), Unreachable::Host);
+        assert_eq!(Unreachable::from(ErrorKind::HostUnreachable), Unreachable::Host);
+        assert_eq!(Unreachable::from(ErrorKind::PermissionDenied), Unreachable::NotAllowed);
+        assert_eq!(Unreachable::from(ErrorKind::Other), Unreachable::General);
     }
 
     #[test]

@@ -13,7 +13,7 @@
 //!
 //! # Matching a `Match`
 //! `criteria` decides; this module gives it the subject as OpenSSH computes it at that line
-//! (the HostName and User set so far) and runs `exec` commands through [`Machine`], with every
+//! (the HostName and User set so far) and runs `exec` commands through [`Machine`](super::Machine), with every
 //! token value checked like a ProxyCommand's (`expand::command`). A line kharon cannot decide
 //! for this name is an error for this name only (`Error::Invalid` with the line's file:line);
 //! the caller refuses that jump host and no other.
@@ -176,7 +176,7 @@ impl SshConfig {
     /// `given` when that is a non-empty `-J` list (which then replaces the host's own
     /// ProxyJump/ProxyCommand, as on ssh's command line). Runs `Match exec` commands and, for
     /// CanonicalizeHostname, name lookups.
-    pub(super) fn lookup<'c>(
+    pub(super) fn options<'c>(
         &'c self,
         spec: &JumpSpec,
         given: Option<&'c [JumpSpec]>,

@@ -1,5 +1,5 @@
-//! Answering questions about a loaded config: which hops reach a jump host, each hop built from
-//! the values `lookup` found for it.
+//! Which hops reach a jump host: the [`Chain`], each hop built from the values `options` found for
+//! it.
 //!
 //! # Jump lists, as ssh(1) runs them
 //! OpenSSH turns `ProxyJump a,b` (for target `t`) into `ssh -J a -W [t]:port b`: `b` is reached
@@ -20,7 +20,7 @@ use std::time::Duration;
 use super::expand;
 use super::jump::{JumpSpec, ProxyCommand};
 use super::load::{Agent, Item};
-use super::lookup::Options;
+use super::options::Options;
 use super::{Chain, Error, Hop, IdentityAgent, Origin, SshConfig, StrictHostKeyChecking, Transport};
 
 /// Sent every 15 s when the config says nothing: OpenSSH's default (0, off) would let a dead
@@ -85,7 +85,7 @@ impl SshConfig {
         }
         stack.push(spec.host.clone());
         let shown = shown(&spec.host);
-        let options = self.lookup(spec, given, &shown)?;
+        let options = self.options(spec, given, &shown)?;
         let mut command = None;
         match route(&options) {
             Route::Direct => {}
@@ -133,7 +133,7 @@ impl SshConfig {
             origin: origin.clone(),
             message: format!("{option} for {shown}: {message}"),
         };
-        // Settled by `lookup`: HostName applied, lowercased, canonicalized.
+        // Settled by `options`: HostName applied, lowercased, canonicalized.
         let host_name = options.final_host.clone().unwrap_or_else(|| alias.to_ascii_lowercase());
         // A ProxyJump entry's user@ and :port were set before the walk, like `ssh -l`/`-p`.
         let port = options.port.unwrap_or(22);

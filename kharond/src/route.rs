@@ -1,0 +1,115 @@
+//! Where a request is routed: the one lookup of a [`Target`] in the routing table ([`Route::of`])
+//! and the one dial along the route it gives ([`dial()`]), shared by client connections, `Test` and
+//! `FetchObject`, so that each takes the path a SOCKS client's connection would take.
+
+use std::fmt;
+
+use kharon_shared::routing::{self, RoutingTable, Via};
+
+use crate::dial::{self, Upstream};
+use crate::state::State;
+use crate::target::Target;
+
+/// How a target is reached. Owned: it outlives the table snapshot it was read from.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Route {
+    Direct,
+    /// Through this jump host's chain (its ssh_config alias).
+    Jumphost(String),
+}
+
+impl Route {
+    /// The route `table` gives `target`: an address the client resolved goes direct (there is no
+    /// name to match), a name by its suffixes.
+    pub fn of(table: &RoutingTable, target: &Target) -> Self {
+        match target {
+            Target::Ip(_) => Route::Direct,
+            Target::Name(name, _) => match table.lookup(name) {
+                routing::Route::Direct => Route::Direct,
+                routing::Route::Jumphost(route) => Route::Jumphost(route.jumphost.to_owned()),
+            },
+        }
+    }
+
+    /// The jump host alias to connect through, if the route uses one.
+    pub fn jumphost(&self) -> Option<&str> {
+        match self {
+            Route::Direct => None,
+            Route::Jumphost(jumphost) => Some(jumphost),
+        }
+    }
+
+    pub fn via(&self) -> Via {
+        self.jumphost().map_or(Via::Direct, |_| Via::Jumphost)
+    }
+
+    /// How the control API and the logs name the route in one word: "direct", or the jump host
+    /// alias (the `path` of `Test` and `FetchObject` answers).
+    pub fn label(&self) -> &str {
+        self.jumphost().unwrap_or("direct")
+    }
+}
+
+/// How messages name the route: "via jump host J" or "directly".
+impl fmt::Display for Route {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            Route::Direct => f.write_str("directly"),
+            Route::Jumphost(jumphost) => write!(f, "via jump host {jumphost}"),
+        }
+    }
+}
+
+/// A dial that failed, and the route it took; shown as "via jump host J: why" or "directly: why".
+#[derive(Debug)]
+pub struct Failed {
+    pub route: Route,
+    pub error: dial::Error,
+}
+
+impl fmt::Display for Failed {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "{}: {}", self.route, self.error)
+    }
+}
+
+/// Routes `target` by the current table and dials it along that route, within the connect
+/// timeout: directly, or a channel from the jump host chain's last hop.
+pub async fn dial(state: &State, target: &Target) -> Result<(Route, Upstream), Failed> {
+    let route = Route::of(&state.table().table, target);
+    let timeout = state.proxy.connect_timeout;
+    let dialled = match &route {
+        Route::Direct => dial::direct(target, timeout).await,
+        Route::Jumphost(jumphost) => dial::via_jumphost(&state.pool, jumphost, target, timeout).await,
+    };
+    match dialled {
+        Ok(upstream) => Ok((route, upstream)),
+        Err(error) => Err(Failed { route, error }),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use kharon_shared::inventory::Cluster;
+
+    #[test]
+    fn names_follow_the_table_and_addresses_go_direct() {
+        let cluster: Cluster = serde_json::from_str(
+            r#"{"id": "c-a", "facts": {"jumphost": "jump-a", "jumphostDomains": "a.example"}}"#,
+        )
+        .unwrap();
+        let table = RoutingTable::compile(&[cluster]);
+        let routed = Route::of(&table, &Target::Name("api.a.example".into(), 443));
+        assert_eq!(routed, Route::Jumphost("jump-a".into()));
+        assert_eq!((routed.via(), routed.jumphost()), (Via::Jumphost, Some("jump-a")));
+        assert_eq!((routed.to_string(), routed.label()), ("via jump host jump-a".to_owned(), "jump-a"));
+        let direct = Route::of(&table, &Target::Name("example.org".into(), 443));
+        assert_eq!(
+            (direct.to_string(), direct.jumphost(), direct.label()),
+            ("directly".to_owned(), None, "direct")
+        );
+        // Even an address inside a routed range: the client resolved it, there is no name to route.
+        assert_eq!(Route::of(&table, &Target::Ip("10.0.0.1:443".parse().unwrap())), Route::Direct);
+    }
+}

@@ -1,0 +1,101 @@
+//! What resolving a jump host gives: the [`Chain`] of [`Hop`]s that reaches it, each with the
+//! settings `ssh` would use for it.
+
+use std::path::PathBuf;
+use std::time::Duration;
+
+use super::algorithms::Algorithms;
+use super::error::Origin;
+
+/// Which agent to ask for keys.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum IdentityAgent {
+    /// `SSH_AUTH_SOCK` of the daemon's environment (the default, and `IdentityAgent SSH_AUTH_SOCK`).
+    Env,
+    /// `IdentityAgent none`.
+    None,
+    /// An explicit socket path (`~` and `${VAR}` expanded).
+    Path(PathBuf),
+}
+
+/// `StrictHostKeyChecking`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum StrictHostKeyChecking {
+    /// `yes` and `ask` (the daemon cannot ask): unknown keys are refused. The default.
+    Yes,
+    /// `accept-new`: unknown keys are recorded in the first user known_hosts file.
+    AcceptNew,
+    /// `no` / `off`: unknown keys are accepted (changed keys are still refused).
+    No,
+}
+
+/// How the first hop's transport is made.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Transport {
+    /// Plain TCP to `host_name:port`.
+    Tcp,
+    /// A `ProxyCommand` that is not `ssh -W`: run through `sh -c`, stdin/stdout carry SSH.
+    /// Tokens (`%h %p %r %n %%`) are already expanded.
+    Command(String),
+}
+
+/// One SSH server on the way to the cluster, fully resolved from ssh_config.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Hop {
+    /// The name as written in the `jumphost` fact / `ProxyJump` (the Host alias).
+    pub alias: String,
+    /// `HostName` (tokens expanded), else the alias.
+    pub host_name: String,
+    pub port: u16,
+    /// `User`, else `$USER`, else `$LOGNAME`, else `root` (a ProxyJump `user@` wins over all).
+    pub user: String,
+    /// Expanded. When no IdentityFile applies, OpenSSH's defaults (`~/.ssh/id_rsa`,
+    /// `id_ecdsa`, `id_ecdsa_sk`, `id_ed25519`, `id_ed25519_sk`, `id_xmss`, `id_dsa`), which may
+    /// not exist.
+    pub identity_files: Vec<PathBuf>,
+    pub identities_only: bool,
+    pub identity_agent: IdentityAgent,
+    pub certificate_files: Vec<PathBuf>,
+    /// Only meaningful on the first hop; later hops always ride a direct-tcpip channel.
+    pub transport: Transport,
+    /// 15 s when unset (not OpenSSH's "off": see `chain`); zero means `ServerAliveInterval 0`,
+    /// i.e. no probes.
+    pub server_alive_interval: Duration,
+    pub server_alive_count_max: u32,
+    /// `None`: unset, `none` or 0 (no limit of ssh's own; the pool has one).
+    pub connect_timeout: Option<Duration>,
+    pub strict_host_key_checking: StrictHostKeyChecking,
+    /// Empty for `UserKnownHostsFile none`. Files may not exist; that is not an error.
+    pub user_known_hosts_files: Vec<PathBuf>,
+    pub global_known_hosts_files: Vec<PathBuf>,
+    pub host_key_alias: Option<String>,
+    /// `Ciphers`, `MACs`, `KexAlgorithms`, `HostKeyAlgorithms`, `PubkeyAcceptedAlgorithms`, as far
+    /// as russh implements them.
+    pub algorithms: Algorithms,
+    /// Where the first `Host` block that matched this alias starts (None if only defaults apply).
+    pub origin: Option<Origin>,
+    /// When no `Host` (or `Match host`) block names this alias, a close explicit Host name (a
+    /// typo, or a difference in case only): OpenSSH connects with the defaults then, and so does
+    /// kharon, but a failing connection says "did you mean".
+    pub suggestion: Option<String>,
+}
+
+impl Hop {
+    /// "user@host:port", as `Status` shows it.
+    pub fn display(&self) -> String {
+        format!("{}@{}:{}", self.user, self.host_name, self.port)
+    }
+
+    /// The name known_hosts is checked against: `HostKeyAlias`, else the host name.
+    pub fn known_hosts_name(&self) -> &str {
+        self.host_key_alias.as_deref().unwrap_or(&self.host_name)
+    }
+}
+
+/// The hops to a cluster's jump host, first (dialled over TCP or a ProxyCommand) to last (the
+/// `jumphost` itself, which opens the direct-tcpip channel to the target).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Chain {
+    pub jumphost: String,
+    pub hops: Vec<Hop>,
+}

@@ -1,0 +1,101 @@
+//! Every way the SSH engine fails, and what each means for the client.
+//!
+//! # Error mapping (what the client sees, via `target::Unreachable::from`)
+//! - the target refused by the last hop (`ConnectFailed` with "Connection refused") →
+//!   `ConnectionRefused`; any other `ConnectFailed` (no such name, no route) → `HostUnreachable`;
+//! - `AdministrativelyProhibited` (sshd `PermitOpen`, `AllowTcpForwarding no`) → `PermissionDenied`;
+//! - any hop failing (unreachable, refused host key, authentication, session died, ssh_config
+//!   that cannot be used) → `NetworkUnreachable`: the *path* is broken, not the target;
+//! - anything that ran out of time → `TimedOut`.
+
+use std::io::ErrorKind;
+use std::time::Duration;
+
+use russh::ChannelOpenFailure;
+
+use super::{chain, config};
+
+#[derive(Debug, thiserror::Error)]
+pub enum Error {
+    #[error(transparent)]
+    Config(#[from] config::Error),
+    /// The ssh config gives this jump host no chain (resolved at start or reload, see `Refusal`).
+    #[error("jump host {jumphost} cannot be used: {reason}")]
+    Refused { jumphost: String, reason: String },
+    #[error("cannot reach jump host {jumphost}: {source}")]
+    Dial { jumphost: String, source: Box<chain::Error> },
+    /// `last_error` names the jump host already (every dial error does).
+    #[error("{last_error} (failed recently; next attempt in {retry_in:.1?})")]
+    Backoff { jumphost: String, last_error: String, kind: ErrorKind, retry_in: Duration },
+    #[error("{jumphost} cannot open {host}:{port}: {reason:?}{}", text(description))]
+    Target {
+        jumphost: String,
+        host: String,
+        port: u16,
+        reason: ChannelOpenFailure,
+        description: Option<String>,
+    },
+    #[error("session to jump host {jumphost} failed while opening {host}:{port}: {source}")]
+    Session { jumphost: String, host: String, port: u16, source: Box<russh::Error> },
+    #[error("jump host {jumphost}: {what} took longer than {after:?}")]
+    Timeout { jumphost: String, what: &'static str, after: Duration },
+}
+
+fn text(d: &Option<String>) -> String {
+    d.as_ref().filter(|d| !d.is_empty()).map(|d| format!(" ({d})")).unwrap_or_default()
+}
+
+impl Error {
+    /// How the failure looks from the SOCKS client's side (see the module doc).
+    pub fn io_kind(&self) -> ErrorKind {
+        match self {
+            Error::Config(_) | Error::Refused { .. } | Error::Session { .. } => ErrorKind::NetworkUnreachable,
+            Error::Dial { source, .. } if source.kind.is_timeout() => ErrorKind::TimedOut,
+            Error::Dial { .. } => ErrorKind::NetworkUnreachable,
+            Error::Backoff { kind, .. } => *kind,
+            Error::Target { reason: ChannelOpenFailure::AdministrativelyProhibited, .. } => {
+                ErrorKind::PermissionDenied
+            }
+            Error::Target { reason: ChannelOpenFailure::ConnectFailed, description, .. }
+                if description.as_deref().is_some_and(|d| d.to_ascii_lowercase().contains("refused")) =>
+            {
+                ErrorKind::ConnectionRefused
+            }
+            Error::Target { .. } => ErrorKind::HostUnreachable,
+            Error::Timeout { .. } => ErrorKind::TimedOut,
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn target(reason: ChannelOpenFailure, description: &str) -> Error {
+        Error::Target {
+            jumphost: "j".into(),
+            host: "h".into(),
+            port: 1,
+            reason,
+            description: Some(description.into()),
+        }
+    }
+
+    #[test]
+    fn target_failures_map_to_socks_meaningful_kinds() {
+        assert_eq!(
+            target(ChannelOpenFailure::ConnectFailed, "Connection refused").io_kind(),
+            ErrorKind::ConnectionRefused
+        );
+        assert_eq!(
+            target(ChannelOpenFailure::ConnectFailed, "Name or service not known").io_kind(),
+            ErrorKind::HostUnreachable
+        );
+        assert_eq!(
+            target(ChannelOpenFailure::AdministrativelyProhibited, "open failed").io_kind(),
+            ErrorKind::PermissionDenied
+        );
+        let t = Error::Timeout { jumphost: "j".into(), what: "x", after: Duration::from_secs(1) };
+        assert_eq!(t.io_kind(), ErrorKind::TimedOut);
+    }
+}

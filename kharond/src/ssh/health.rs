@@ -1,0 +1,117 @@
+//! What `Status` shows of the pool: one [`ChainHealth`] per jump host (state, last error, next
+//! retry, channels and bytes, or why the ssh config refuses it), and a live round trip through
+//! every connected chain. Reads the slots; changes nothing.
+
+use std::collections::HashMap;
+use std::sync::Arc;
+use std::sync::atomic::Ordering;
+use std::time::{Duration, SystemTime};
+
+use tokio::time::Instant;
+
+use super::config;
+use super::slot::{ChainState, Slot};
+
+/// Why the ssh config gives a jump host no chain, as `Status` shows it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Refusal {
+    /// The whole error, with its file:line when it has one.
+    pub reason: String,
+    /// "file:line" of the line that decided, if one did.
+    pub origin: Option<String>,
+    /// When the chain was resolved (start or reload).
+    pub since: SystemTime,
+}
+
+impl From<&config::Error> for Refusal {
+    fn from(e: &config::Error) -> Self {
+        Refusal {
+            reason: e.to_string(),
+            origin: e.origin().map(ToString::to_string),
+            since: SystemTime::now(),
+        }
+    }
+}
+
+/// What `Status` shows for one jump host chain.
+#[derive(Debug, Clone)]
+pub struct ChainHealth {
+    pub jumphost: String,
+    /// "user@host:port", first to last.
+    pub hops: Vec<String>,
+    /// The hops as resolved, first to last (empty when refused).
+    pub details: Vec<config::Hop>,
+    /// Set when the ssh config gives this jump host no chain; it is then never dialled.
+    pub refused: Option<Refusal>,
+    pub state: ChainState,
+    pub since: SystemTime,
+    pub last_error: Option<String>,
+    pub open_channels: u32,
+    pub bytes_up: u64,
+    pub bytes_down: u64,
+    pub next_retry: Option<SystemTime>,
+}
+
+/// The health of every slot, and of every refused jump host, sorted by jump host.
+pub(super) fn status<'r>(
+    slots: &[Arc<Slot>],
+    refused: impl IntoIterator<Item = (&'r String, &'r Refusal)>,
+) -> Vec<ChainHealth> {
+    let mut out: Vec<ChainHealth> = slots
+        .iter()
+        .map(|slot| {
+            let st = slot.lock();
+            ChainHealth {
+                jumphost: slot.jumphost.clone(),
+                hops: hops(slot),
+                details: slot.chain.hops.clone(),
+                refused: None,
+                state: st.state,
+                since: st.since,
+                last_error: st.last_error.clone(),
+                open_channels: slot.counters.open.load(Ordering::Relaxed),
+                bytes_up: slot.counters.up.load(Ordering::Relaxed),
+                bytes_down: slot.counters.down.load(Ordering::Relaxed),
+                next_retry: st
+                    .retry_at
+                    .filter(|(at, _)| *at > Instant::now() && st.live.is_none())
+                    .map(|(_, wall)| wall),
+            }
+        })
+        .collect();
+    out.extend(refused.into_iter().map(|(jumphost, refusal)| ChainHealth {
+        jumphost: jumphost.clone(),
+        hops: Vec::new(),
+        details: Vec::new(),
+        state: ChainState::Failed,
+        since: refusal.since,
+        last_error: Some(refusal.reason.clone()),
+        refused: Some(refusal.clone()),
+        open_channels: 0,
+        bytes_up: 0,
+        bytes_down: 0,
+        next_retry: None,
+    }));
+    out.sort_by(|a, b| a.jumphost.cmp(&b.jumphost));
+    out
+}
+
+/// The hops of a slot's chain as `Status` shows them: "user@host:port", first to last.
+pub(super) fn hops(slot: &Slot) -> Vec<String> {
+    slot.chain.hops.iter().map(|h| h.display()).collect()
+}
+
+/// Times a keepalive through every connected chain, all at once, none waiting longer than
+/// `limit`; chains not connected are left out. A live check for `Status`: a frozen jump host
+/// shows here before keepalive gives up on it.
+pub(super) async fn round_trips(
+    slots: &[Arc<Slot>],
+    limit: Duration,
+) -> HashMap<String, Result<Duration, String>> {
+    let live = slots.iter().filter_map(|slot| {
+        let chain = slot.lock().live.as_ref().map(|live| live.chain.clone())?;
+        Some((slot.jumphost.clone(), chain))
+    });
+    let probes = live.map(|(jumphost, chain)| async move { (jumphost, chain.round_trip(limit).await) });
+    futures::future::join_all(probes).await.into_iter().collect()
+}

@@ -1,0 +1,141 @@
+//! One jump host's slot in the pool: its resolved chain, its session if one is up, the state
+//! `Status` shows, and the counters its tunnels feed. The pool decides when to dial a slot
+//! (pool.rs), keepalive.rs when to doubt its session, health.rs reads it.
+//!
+//! # Concurrency
+//! `state` is a std mutex held only for field updates, never across an `.await`; `dial` is the
+//! tokio mutex that serialises dialling the chain (see pool.rs).
+
+use std::io::ErrorKind;
+use std::sync::atomic::AtomicU64;
+use std::sync::{Arc, Mutex};
+use std::time::SystemTime;
+
+use tokio::time::Instant;
+
+use super::chain::Dialled;
+use super::config::Chain;
+use super::tunnel::Counters;
+
+/// A session is replaced after this many channels closed by us first: russh keeps each one's
+/// state, ~5 KiB, until the session ends (tunnel.rs, "Who closes"). Measured: 2,000 aborted
+/// downloads cost 10 MB. So at most ~5 MB per chain, and one extra handshake per 1,000 aborts.
+const RETIRE_AFTER: u64 = 1000;
+
+/// Numbers sessions, so that a report about a session that is gone cannot drop its successor.
+pub(super) static NEXT_SESSION: AtomicU64 = AtomicU64::new(1);
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum ChainState {
+    Idle,
+    Connecting,
+    Connected,
+    Failed,
+}
+
+/// A connected chain in a slot. `id` tells a stale "this session died" report from a current one.
+pub(super) struct Live {
+    pub id: u64,
+    pub chain: Arc<Dialled>,
+    /// Must answer a probe before its next use (a clock jump happened).
+    pub suspect: bool,
+}
+
+pub(super) struct SlotState {
+    pub live: Option<Live>,
+    pub state: ChainState,
+    pub since: SystemTime,
+    pub last_error: Option<String>,
+    /// The io kind of the last dial failure, for requests failed fast during backoff.
+    pub last_kind: ErrorKind,
+    pub failures: u32,
+    pub retry_at: Option<(Instant, SystemTime)>,
+}
+
+/// One jump host's chain and its session.
+pub(super) struct Slot {
+    pub jumphost: String,
+    pub chain: Chain,
+    /// Held by the dial task for the whole handshake (see pool.rs, `# Concurrency`).
+    pub dial: Arc<tokio::sync::Mutex<()>>,
+    state: Mutex<SlotState>,
+    pub counters: Arc<Counters>,
+}
+
+impl Slot {
+    pub fn new(jumphost: &str, chain: Chain) -> Self {
+        Slot {
+            jumphost: jumphost.to_owned(),
+            chain,
+            dial: Arc::new(tokio::sync::Mutex::new(())),
+            state: Mutex::new(SlotState {
+                live: None,
+                state: ChainState::Idle,
+                since: SystemTime::now(),
+                last_error: None,
+                last_kind: ErrorKind::NetworkUnreachable,
+                failures: 0,
+                retry_at: None,
+            }),
+            counters: Arc::default(),
+        }
+    }
+
+    pub fn lock(&self) -> std::sync::MutexGuard<'_, SlotState> {
+        // A panic while holding this lock leaves plain data behind; keep serving.
+        self.state.lock().unwrap_or_else(std::sync::PoisonError::into_inner)
+    }
+
+    /// The chain as log lines show it: "user@host:port -> …".
+    pub fn hops(&self) -> String {
+        self.chain.hops.iter().map(|h| h.display()).collect::<Vec<_>>().join(" -> ")
+    }
+
+    /// Forgets session `id` (if it is still the current one) because it died.
+    pub fn drop_session(&self, id: u64, why: &str) {
+        let mut st = self.lock();
+        if st.live.as_ref().is_some_and(|l| l.id == id) {
+            st.live = None;
+            st.state = ChainState::Failed;
+            st.since = SystemTime::now();
+            st.last_error = Some(why.to_owned());
+            tracing::info!(jumphost = %self.jumphost, chain = %self.hops(), reason = %why, "SSH session down");
+        }
+    }
+
+    /// The live session (id, chain, whether it is suspect), unless it is closed (then it is
+    /// dropped) or due for retirement.
+    pub fn current(&self) -> Option<(u64, Arc<Dialled>, bool)> {
+        let mut st = self.lock();
+        let live = st.live.as_ref()?;
+        if live.chain.is_closed() {
+            let id = live.id;
+            drop(st);
+            self.drop_session(id, "session closed");
+            return None;
+        }
+        let abandoned = live.chain.abandoned();
+        if abandoned >= RETIRE_AFTER {
+            // Tunnels still on it keep it up until they end; the caller dials a fresh one.
+            st.live = None;
+            st.state = ChainState::Idle;
+            st.since = SystemTime::now();
+            drop(st);
+            tracing::info!(
+                jumphost = %self.jumphost,
+                abandoned,
+                "replacing the SSH session: russh keeps the state of every channel closed before the \
+                 server closed it until the session ends"
+            );
+            return None;
+        }
+        Some((live.id, live.chain.clone(), live.suspect))
+    }
+
+    /// Session `id` answered a probe: it is no longer suspect (if it is still the current one).
+    pub fn trusted(&self, id: u64) {
+        if let Some(live) = self.lock().live.as_mut().filter(|l| l.id == id) {
+            live.suspect = false;
+        }
+    }
+}

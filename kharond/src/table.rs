@@ -1,0 +1,149 @@
+//! The routing table the daemon serves: which inventory it is read from (an `--inventory` file or
+//! the local cache written by `kharonctl update`), and the [`LoadedTable`] compiled from it, with
+//! what hangs off a table (the endpoints `Test` checks, the PAC).
+//!
+//! Used at start and on every reload, so both fail the same way: a clear error naming the file.
+//! The one difference is [`load_at_start`]: a cache that does not exist yet (`kharonctl update`
+//! never ran, e.g. right after `kharonctl service-install`) starts an empty table instead of
+//! failing, so a service manager does not restart the daemon in a loop and the direct path works
+//! meanwhile; the first update's reload then fills it.
+
+use std::path::{Path, PathBuf};
+use std::time::SystemTime;
+
+use kharon_shared::routing::RoutingTable;
+use kharon_shared::{cache, inventory};
+
+use crate::endpoints::{self, Endpoint};
+
+/// Which inventory the table is read from.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Inventory {
+    /// A Lieutenant `/clusters` JSON file given with `--inventory`.
+    File(PathBuf),
+    /// The cache `kharonctl update` writes.
+    Cache(PathBuf),
+}
+
+impl Inventory {
+    pub fn kind(&self) -> &'static str {
+        match self {
+            Inventory::File(_) => "file",
+            Inventory::Cache(_) => "cache",
+        }
+    }
+
+    pub fn path(&self) -> &Path {
+        match self {
+            Inventory::File(p) | Inventory::Cache(p) => p,
+        }
+    }
+}
+
+/// A compiled table plus what `Status` says about it.
+#[derive(Debug)]
+pub struct LoadedTable {
+    pub table: RoutingTable,
+    pub loaded_at: SystemTime,
+    /// When the data was produced: the cache's fetch time, else the file's modification time.
+    pub modified_at: Option<SystemTime>,
+    /// What `Test` checks: each cluster's API, console and OAuth URLs, in cluster id order, the
+    /// malformed ones included so that they are reported, not skipped.
+    pub endpoints: Vec<Endpoint>,
+    /// The PAC file for this table, rendered on the first request (it needs the bound listen
+    /// address, which a table loaded at start does not know yet); every answer then writes from
+    /// this one buffer, never from a copy.
+    pub pac: std::sync::OnceLock<bytes::Bytes>,
+    /// The source is the cache and it does not exist yet: the table is empty and every host goes
+    /// direct until `kharonctl update` writes it and reloads.
+    pub missing: bool,
+}
+
+impl LoadedTable {
+    /// The table, `Test`'s endpoints and an unrendered PAC for `clusters`, loaded now.
+    fn compile(clusters: &[inventory::Cluster], modified_at: Option<SystemTime>, missing: bool) -> Self {
+        LoadedTable {
+            table: RoutingTable::compile(clusters),
+            loaded_at: SystemTime::now(),
+            modified_at,
+            endpoints: endpoints::of(clusters),
+            pac: std::sync::OnceLock::new(),
+            missing,
+        }
+    }
+}
+
+#[derive(Debug, thiserror::Error)]
+pub enum Error {
+    #[error(transparent)]
+    File(#[from] inventory::Error),
+    #[error(transparent)]
+    Cache(#[from] cache::Error),
+}
+
+/// [`load`] for the start of the daemon: a cache that does not exist yet is an empty table (marked
+/// [`LoadedTable::missing`]), not an error. An `--inventory` file that does not exist, and a cache
+/// that exists but cannot be read or parsed, are errors as always.
+pub fn load_at_start(source: &Inventory) -> Result<LoadedTable, Error> {
+    match load(source) {
+        Err(Error::Cache(cache::Error::Missing { .. })) => Ok(LoadedTable::compile(&[], None, true)),
+        other => other,
+    }
+}
+
+/// Reads and compiles the inventory. Nothing is swapped here: a failure leaves the caller's
+/// current table in place.
+pub fn load(source: &Inventory) -> Result<LoadedTable, Error> {
+    let (clusters, modified_at) = match source {
+        Inventory::File(path) => {
+            let clusters = inventory::load_file(path)?;
+            let modified = std::fs::metadata(path).and_then(|m| m.modified()).ok();
+            (clusters, modified)
+        }
+        Inventory::Cache(path) => {
+            let envelope = cache::load(path)?;
+            (envelope.clusters, Some(envelope.fetched_at))
+        }
+    };
+    let loaded = LoadedTable::compile(&clusters, modified_at, false);
+    drop(clusters);
+    crate::malloc::release_free();
+    Ok(loaded)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn only_a_cache_that_does_not_exist_yet_starts_empty() {
+        let dir = tempfile::tempdir().unwrap();
+        let cache_path = cache::path(&dir.path().join("never-updated"));
+        let loaded = load_at_start(&Inventory::Cache(cache_path.clone())).unwrap();
+        assert!(loaded.missing);
+        assert_eq!(loaded.table.report().clusters_total, 0);
+        assert!(loaded.table.routes().is_empty() && loaded.endpoints.is_empty());
+        // A reload still reports it missing, so the empty table stays and the user is told.
+        let err = load(&Inventory::Cache(cache_path)).unwrap_err().to_string();
+        assert!(err.contains("run `kharonctl update`"), "{err}");
+
+        // An --inventory file that is not there is a mistake, not a first start.
+        let file = dir.path().join("inventory.json");
+        let err = load_at_start(&Inventory::File(file.clone())).unwrap_err().to_string();
+        assert!(err.contains(&file.display().to_string()), "{err}");
+
+        // A cache that exists but is unusable is an error too.
+        let corrupt = cache::path(dir.path());
+        std::fs::write(&corrupt, "{").unwrap();
+        let err = load_at_start(&Inventory::Cache(corrupt)).unwrap_err().to_string();
+        assert!(err.contains("is corrupt"), "{err}");
+        let unreadable = dir.path().join("not-a-dir");
+        std::fs::write(&unreadable, "").unwrap();
+        let err = load_at_start(&Inventory::Cache(cache::path(&unreadable))).unwrap_err().to_string();
+        assert!(err.contains("cannot read inventory cache"), "{err}");
+
+        let cache_path = cache::path(dir.path());
+        cache::store(&cache_path, &cache::Envelope::new("https://a/", vec![], vec![])).unwrap();
+        assert!(!load_at_start(&Inventory::Cache(cache_path)).unwrap().missing);
+    }
+}
