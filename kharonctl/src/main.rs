@@ -42,7 +42,9 @@ use crate::context::Context;
     after_help = "Examples:\n  kharonctl status\n  kharonctl route api.c-example.vshnmanaged.net\n  \
         kharonctl route api.c-example.vshnmanaged.net -o json\n  kharonctl reload\n  \
         kharonctl login\n  kharonctl update\n  kharonctl config\n\n\
-        Exit codes: 0 success; 1 the command failed; 2 bad usage or settings; 3 kharond is not running."
+        Exit codes: 0 success; 1 the command failed; 2 bad usage or settings; 3 kharond is not running; \
+        4 reload (and update) only partly applied: the routing table is in, but the new ssh config \
+        could not be read or refuses some jump hosts."
 )]
 struct Cli {
     /// kharond's control socket [env: KHARON_CONTROL_SOCKET] [default: $XDG_RUNTIME_DIR/kharon/kharond.sock]
@@ -104,10 +106,12 @@ enum Command {
 }
 
 /// Exit codes; listed in `--help`.
-mod exit {
+pub(crate) mod exit {
     pub const FAILED: u8 = 1;
     pub const USAGE: u8 = 2;
     pub const NOT_RUNNING: u8 = 3;
+    /// `reload`/`update`: the table was installed, the new ssh config not (or not for every jump host).
+    pub const PARTIAL: u8 = 4;
 }
 
 fn main() -> ExitCode {

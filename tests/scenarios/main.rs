@@ -22,6 +22,7 @@ mod kubeconfig;
 mod login;
 mod pac;
 mod reload;
+mod reload_atomic;
 mod scale;
 mod service;
 mod slots;

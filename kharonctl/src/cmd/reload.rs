@@ -1,16 +1,22 @@
 //! `kharonctl reload`: kharond re-reads its inventory and ssh config; established connections and
-//! healthy sessions are kept. A bad file keeps the old table and the error is shown.
+//! healthy sessions are kept. A bad inventory, or a reload past its deadline, installs nothing
+//! and the error is shown; a bad ssh config or jump hosts it refuses make a partial reload: the
+//! table is in, those jump hosts are named with their file:line, and the exit code is
+//! [`PARTIAL`](crate::exit::PARTIAL).
 
 use std::process::ExitCode;
 
 use crate::context::Context;
 
 #[derive(Debug, clap::Args)]
+#[command(after_help = "Exit codes: 0 reloaded; 4 partial: the routing table was reloaded, but the new \
+    ssh config could not be read (the old one stays) or it refuses some jump hosts (named, with \
+    file:line); 1 nothing was reloaded (the old table and ssh config stay); 3 kharond is not running.")]
 pub struct Args {}
 
 pub async fn run(_args: Args, ctx: &Context) -> anyhow::Result<ExitCode> {
     let reply = ctx.daemon().await?.reload().await?;
-    let inv = reply.inventory.unwrap_or_default();
+    let inv = reply.inventory.clone().unwrap_or_default();
     println!(
         "reloaded {} ({} clusters, {} routed, {} suffixes)",
         inv.source_path, inv.clusters_total, inv.clusters_routed, inv.include_suffixes
@@ -31,5 +37,23 @@ pub async fn run(_args: Args, ctx: &Context) -> anyhow::Result<ExitCode> {
             c.suffix, winner.cluster, winner.jumphost
         );
     }
-    Ok(ExitCode::SUCCESS)
+    Ok(partial(&reply).map_or(ExitCode::SUCCESS, |()| ExitCode::from(crate::exit::PARTIAL)))
+}
+
+/// Says on stderr what a partial reload left out; `Some` if it was partial.
+pub(crate) fn partial(reply: &kharon_shared::proto::v1::ReloadResponse) -> Option<()> {
+    if !reply.ssh_config_error.is_empty() {
+        eprintln!(
+            "partial reload: the ssh config was not reloaded, the one read before stays in force: {}",
+            reply.ssh_config_error
+        );
+    }
+    for r in &reply.refused {
+        let at = if r.origin.is_empty() { String::new() } else { format!(" ({})", r.origin) };
+        eprintln!(
+            "partial reload: jump host {}{at} is refused by the ssh config; connections through it fail: {}",
+            r.jumphost, r.reason
+        );
+    }
+    (!reply.ssh_config_error.is_empty() || !reply.refused.is_empty()).then_some(())
 }
