@@ -6,6 +6,7 @@ mod channel_close;
 mod clusters;
 mod control;
 mod control_socket;
+mod crash;
 mod direct;
 mod emergency;
 mod faults_half_close;
