@@ -8,7 +8,8 @@
 //! - [`chain`]: dials a chain hop by hop (TCP or ProxyCommand, then direct-tcpip + handshake).
 //! - [`auth`]: agent first, then key files; an encrypted key without an agent → "run `ssh-add`".
 //! - [`known_hosts`]: host key checks under `StrictHostKeyChecking`.
-//! - [`keepalive`]: the wall-clock jump detector (sleep/wake) that makes the pool probe sessions.
+//! - [`keepalive`]: the sleep detector (CLOCK_BOOTTIME against CLOCK_MONOTONIC, no timer) that
+//!   makes the pool probe sessions after a wake-up.
 //! - [`proxy_command`]: a `ProxyCommand` child process as the first hop's transport.
 //! - [`tunnel`]: one channel as a byte stream, pumped so a slow reader cannot stall its session.
 //! - [`quickack`]: the first hop's TCP stream, ACKing at once (sshd leaves Nagle on).

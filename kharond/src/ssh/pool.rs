@@ -36,7 +36,7 @@ use std::collections::HashMap;
 use std::io::ErrorKind;
 use std::path::PathBuf;
 use std::sync::atomic::{AtomicU64, Ordering};
-use std::sync::{Arc, Mutex, RwLock, Weak};
+use std::sync::{Arc, Mutex, RwLock};
 use std::time::{Duration, SystemTime};
 
 use russh::ChannelOpenFailure;
@@ -51,7 +51,7 @@ pub use super::tunnel::Tunnel;
 /// First backoff after a failed dial; doubled per further failure up to [`BACKOFF_MAX`].
 const BACKOFF_MIN: Duration = Duration::from_millis(500);
 const BACKOFF_MAX: Duration = Duration::from_secs(30);
-/// How long a suspect session (after a clock jump, or a channel open that timed out) gets to
+/// How long a suspect session (after a sleep, or a channel open that timed out) gets to
 /// answer a keepalive before it is given up.
 const PROBE: Duration = Duration::from_secs(2);
 /// A session is replaced after this many channels closed by us first: russh keeps each one's
@@ -195,7 +195,7 @@ pub struct ChainHealth {
 struct Live {
     id: u64,
     chain: Arc<Dialled>,
-    /// Must answer a probe before its next use (a clock jump happened).
+    /// Must answer a probe before its next use (the machine slept).
     suspect: bool,
 }
 
@@ -298,24 +298,30 @@ pub struct Pool {
     chains: Mutex<HashMap<String, Arc<Slot>>>,
     /// Jump hosts the current config gives no chain, until the next reload.
     refused: Mutex<HashMap<String, Refusal>>,
+    /// Asked when a connection is routed or `Status` probes: did the machine sleep meanwhile?
+    sleep: keepalive::Detector,
 }
 
 impl Pool {
     /// Reads the ssh config. An unreadable or invalid file is an error here, at start.
-    /// Inside a tokio runtime it also starts the wall-clock jump detector.
     pub fn new(settings: PoolSettings) -> Result<Arc<Self>, Error> {
         let config = Self::load(&settings)?;
-        let pool = Arc::new(Pool {
+        Ok(Arc::new(Pool {
             settings,
             config: RwLock::new(Arc::new(config)),
             chains: Mutex::new(HashMap::new()),
             refused: Mutex::new(HashMap::new()),
-        });
-        if tokio::runtime::Handle::try_current().is_ok() {
-            let wakeups = keepalive::spawn_detector();
-            tokio::spawn(watch_wakeups(Arc::downgrade(&pool), wakeups));
+            sleep: keepalive::Detector::default(),
+        }))
+    }
+
+    /// After a sleep: every session is suspect (the next use probes it first) and all are
+    /// probed at once, so the request that noticed does not wait for keepalive either.
+    fn woke_up(&self) {
+        if let Some(slept) = self.sleep.look() {
+            tracing::info!(?slept, "the machine slept; probing SSH sessions");
+            probe_all(self.slots());
         }
-        Ok(pool)
     }
 
     /// `SSH_AUTH_SOCK` as captured at start: the agent of every hop without an `IdentityAgent` of
@@ -534,6 +540,7 @@ impl Pool {
     /// connect timeout.
     pub async fn connect(&self, jumphost: &str, host: &str, port: u16) -> Result<Tunnel, Error> {
         let deadline = Instant::now() + self.settings.connect_timeout;
+        self.woke_up();
         let slot = self.slot_async(jumphost).await?;
         let (mut id, mut dialled, mut reused) = self.session(&slot, deadline).await?;
         let mut retried = false;
@@ -592,7 +599,7 @@ impl Pool {
                 }
                 return Ok((id, chain, true));
             }
-            slot.drop_session(id, &format!("{}: no answer to a keepalive after a clock jump", slot.hops()));
+            slot.drop_session(id, &format!("{}: no answer to a keepalive after a sleep", slot.hops()));
         }
         let timeout = |what| Error::Timeout {
             jumphost: slot.jumphost.clone(),
@@ -637,6 +644,7 @@ impl Pool {
     /// `limit`; chains not connected are left out. A live check for `Status`: a frozen jump host
     /// shows here before keepalive gives up on it.
     pub async fn round_trips(&self, limit: Duration) -> HashMap<String, Result<Duration, String>> {
+        self.woke_up();
         let slots = self.slots();
         let live = slots.iter().filter_map(|slot| {
             let chain = slot.lock().live.as_ref().map(|live| live.chain.clone())?;
@@ -781,38 +789,33 @@ fn spawn_probe(slot: &Arc<Slot>, id: u64, chain: Arc<Dialled>, why: &'static str
     });
 }
 
-/// After each clock jump: mark every session suspect and probe them all at once.
-async fn watch_wakeups(pool: Weak<Pool>, mut wakeups: keepalive::Wakeups) {
-    while wakeups.changed().await.is_ok() {
-        let Some(pool) = pool.upgrade() else { return };
-        let slots = pool.slots();
-        drop(pool);
-        for slot in slots {
-            let live = {
-                let mut st = slot.lock();
-                st.live.as_mut().map(|l| {
-                    l.suspect = true;
-                    (l.id, l.chain.clone())
-                })
-            };
-            if let Some((id, chain)) = live {
-                let weak = Arc::downgrade(&slot);
-                tokio::spawn(async move {
-                    let answer = chain.round_trip(PROBE).await;
-                    let Some(slot) = weak.upgrade() else { return };
-                    match answer {
-                        Ok(rtt) => {
-                            tracing::info!(jumphost = %slot.jumphost, ?rtt, "SSH session answered after the clock jump");
-                            if let Some(l) = slot.lock().live.as_mut().filter(|l| l.id == id) {
-                                l.suspect = false;
-                            }
-                        }
-                        Err(why) => {
-                            slot.drop_session(id, &format!("{}: {why} after a clock jump", slot.hops()));
+/// After a sleep: mark every session suspect and probe them all at once.
+fn probe_all(slots: Vec<Arc<Slot>>) {
+    for slot in slots {
+        let live = {
+            let mut st = slot.lock();
+            st.live.as_mut().map(|l| {
+                l.suspect = true;
+                (l.id, l.chain.clone())
+            })
+        };
+        if let Some((id, chain)) = live {
+            let weak = Arc::downgrade(&slot);
+            tokio::spawn(async move {
+                let answer = chain.round_trip(PROBE).await;
+                let Some(slot) = weak.upgrade() else { return };
+                match answer {
+                    Ok(rtt) => {
+                        tracing::info!(jumphost = %slot.jumphost, ?rtt, "SSH session answered after the sleep");
+                        if let Some(l) = slot.lock().live.as_mut().filter(|l| l.id == id) {
+                            l.suspect = false;
                         }
                     }
-                });
-            }
+                    Err(why) => {
+                        slot.drop_session(id, &format!("{}: {why} after a sleep", slot.hops()));
+                    }
+                }
+            });
         }
     }
 }
