@@ -17,6 +17,7 @@
 //!   [`openshift_login`]: OpenShift tokens, the exec credential and the web login.
 //! - [`emergency`]: emergency credentials (bucket list, objects, tokens, where the key lives);
 //!   [`passbolt`]: the Passbolt client (GPGAuth, MFA, resources); [`openpgp`]: decrypting with the key.
+//! - [`exit`]: the exit codes `--help` lists. [`reload_outcome`]: what a partial reload left out.
 
 mod browser;
 mod catalog;
@@ -27,6 +28,7 @@ mod completion;
 mod context;
 mod daemon;
 mod emergency;
+mod exit;
 mod kube;
 mod lieutenant;
 mod oidc;
@@ -35,6 +37,7 @@ mod openshift_login;
 mod output;
 mod passbolt;
 mod picker;
+mod reload_outcome;
 mod service;
 
 use std::path::PathBuf;
@@ -57,7 +60,8 @@ use crate::context::Context;
         a picker opens on a terminal.\n\n\
         Exit codes: 0 success; 1 the command failed; 2 bad usage or settings, or a part of a cluster id \
         that several clusters match while output is not a terminal (they are listed); 3 kharond is not \
-        running."
+        running; 4 reload (and update) only partly applied: the routing table is in, but the new ssh \
+        config could not be read or refuses some jump hosts."
 )]
 struct Cli {
     /// kharond's control socket [env: KHARON_CONTROL_SOCKET] [default: $XDG_RUNTIME_DIR/kharon/kharond.sock]
@@ -116,13 +120,6 @@ enum Command {
     Completions(cmd::completions::Args),
     /// Write the man pages of kharonctl and its subcommands into a directory
     ManPages(cmd::man_pages::Args),
-}
-
-/// Exit codes; listed in `--help`.
-mod exit {
-    pub const FAILED: u8 = 1;
-    pub const USAGE: u8 = 2;
-    pub const NOT_RUNNING: u8 = 3;
 }
 
 fn main() -> ExitCode {

@@ -15,7 +15,7 @@ use tonic::{Request, Response, Status};
 use crate::object_fetch;
 use crate::reachability;
 use crate::ssh;
-use crate::state::{ReloadError, State};
+use crate::state::{ReloadError, ReloadRecord, ReloadResult, State, Trigger};
 use crate::table::LoadedTable;
 
 pub struct Control {
@@ -134,6 +134,32 @@ fn hop_detail(hop: &ssh::config::Hop) -> pb::HopDetail {
     }
 }
 
+fn refused_jumphosts(refused: &[(String, ssh::health::Refusal)]) -> Vec<pb::RefusedJumphost> {
+    refused
+        .iter()
+        .map(|(jumphost, refusal)| pb::RefusedJumphost {
+            jumphost: jumphost.clone(),
+            reason: refusal.reason.clone(),
+            origin: refusal.origin.clone().unwrap_or_default(),
+        })
+        .collect()
+}
+
+fn reload_record(record: &ReloadRecord) -> pb::ReloadRecord {
+    let result = match record.result {
+        ReloadResult::Ok => pb::ReloadResult::Ok,
+        ReloadResult::Partial => pb::ReloadResult::Partial,
+        ReloadResult::Failed => pb::ReloadResult::Failed,
+    };
+    pb::ReloadRecord {
+        at_ms: unix_ms(record.at),
+        trigger: record.trigger.as_str().to_owned(),
+        result: result.into(),
+        error: record.error.clone().unwrap_or_default(),
+        refused: refused_jumphosts(&record.refused),
+    }
+}
+
 /// The gRPC status `FetchObject` answers with; the message is ours, never the server's body.
 pub fn fetch_status(e: &object_fetch::Error) -> Status {
     use object_fetch::Error;
@@ -194,6 +220,7 @@ impl pb::control_server::Control for Control {
         let loaded = state.table();
         let stats = &state.stats;
         let mut probes = state.pool.round_trips(STATUS_PROBE).await;
+        let history = state.reload_history();
         let now = SystemTime::now();
         Ok(Response::new(pb::StatusResponse {
             version: kharon_shared::VERSION.to_owned(),
@@ -222,6 +249,8 @@ impl pb::control_server::Control for Control {
                 })
                 .collect(),
             socks_auth_required: state.proxy.auth.is_some(),
+            last_reload: history.last.as_ref().map(reload_record),
+            last_failed_reload: history.last_failed.as_ref().map(reload_record),
         }))
     }
 
@@ -230,12 +259,13 @@ impl pb::control_server::Control for Control {
         request: Request<pb::ReloadRequest>,
     ) -> Result<Response<pb::ReloadResponse>, Status> {
         authorize(&request)?;
-        match self.state.reload().await {
+        match self.state.reload(Trigger::Rpc).await {
             Ok(outcome) => {
                 let loaded = self.state.table();
                 tracing::info!(
                     added = outcome.routes_added.len(),
                     removed = outcome.routes_removed.len(),
+                    partial = outcome.partial(),
                     "reloaded routing table from {}",
                     self.state.source.path().display()
                 );
@@ -243,6 +273,8 @@ impl pb::control_server::Control for Control {
                     inventory: Some(inventory_info(&self.state, &loaded)),
                     routes_added: outcome.routes_added,
                     routes_removed: outcome.routes_removed,
+                    ssh_config_error: outcome.ssh_config_error.unwrap_or_default(),
+                    refused: refused_jumphosts(&outcome.refused),
                 }))
             }
             Err(e) => {

@@ -96,10 +96,11 @@ pub async fn run(
             _ = hangup.recv() => {
                 let state = Arc::clone(&state);
                 tokio::spawn(async move {
-                    match state.reload().await {
+                    match state.reload(crate::state::Trigger::Signal).await {
                         Ok(outcome) => info!(
                             added = outcome.routes_added.len(),
                             removed = outcome.routes_removed.len(),
+                            partial = outcome.partial(),
                             "SIGHUP: reloaded routing table"
                         ),
                         Err(e) => warn!("SIGHUP: {e}"),

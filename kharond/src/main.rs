@@ -113,6 +113,10 @@ struct Cli {
     /// Write the kharond(1) man page into DIR and exit (kharonctl man-pages writes kharonctl's)
     #[arg(long, value_name = "DIR")]
     man_pages: Option<PathBuf>,
+    /// Test-only, hidden: the reload deadline in milliseconds instead of 30 s, so that a test of
+    /// a reload stuck past it takes seconds.
+    #[arg(long, value_name = "MS", hide = true)]
+    test_reload_deadline_ms: Option<u64>,
 }
 
 /// Why the daemon stops with a non-zero exit code ([`exit`]), and the error it prints.
@@ -157,6 +161,7 @@ fn main() -> ExitCode {
 const RUNTIME_SHUTDOWN: std::time::Duration = std::time::Duration::from_secs(1);
 
 async fn start(cli: Cli) -> Result<(), Exit> {
+    let test_reload_deadline_ms = cli.test_reload_deadline_ms;
     let overrides = Overrides {
         config: cli.config,
         listen: cli.listen,
@@ -305,7 +310,11 @@ async fn start(cli: Cli) -> Result<(), Exit> {
         connect_timeout: config.connect_timeout.value,
         max_connections,
     };
-    let state = Arc::new(state::State::new(source, proxy, pool, listen, control_path, table));
+    let mut state = state::State::new(source, proxy, pool, listen, control_path, table);
+    if let Some(ms) = test_reload_deadline_ms {
+        state = state.with_reload_deadline(std::time::Duration::from_millis(ms));
+    }
+    let state = Arc::new(state);
     daemon::run(state, socks, control, owns_socket, std::future::pending())
         .await
         .map_err(|e| fail(exit::RUNTIME)(e.into()))

@@ -2,30 +2,59 @@
 //! one at a time, and within a deadline after which the caller gets an error and nothing is
 //! installed.
 //!
+//! A reload has a slow half that changes nothing (reading the files, resolving every jump host:
+//! `Match exec`, canonicalization) and a quick half that puts the result in force (`install`,
+//! run only if the slow half finished in time). So a reload either installs everything it
+//! prepared or nothing.
+//!
 //! Reading a file cannot be cancelled: a read stuck on a hung network file system keeps its
 //! blocking thread however long it takes. So a reload past its deadline is abandoned, not
-//! stopped; its result is dropped when it finally arrives, and until then it keeps the one
-//! loader slot, so stuck reads never pile up (later callers wait for the slot, within their own
-//! deadline, and are told an earlier reload is stuck).
+//! stopped; its result is dropped when it finally arrives, and until its *reads* end it keeps
+//! the one loader slot, so stuck reads never pile up (later callers wait for the slot, within
+//! their own deadline, and are told an earlier reload is stuck). The resolving that follows the
+//! reads gives the slot back ([`Job::reads_done`]): it is bounded (each `Match exec` has its own
+//! timeout, and it asks [`Job::abandoned`] between jump hosts), so an abandoned one does not hold
+//! up the next reload.
 //!
 //! # Concurrency
 //! Two locks with two jobs. `turn` orders callers from start to install, so an older reload can
-//! never install over a newer one. `loader` is held by the blocking read itself and outlives an
-//! abandoned caller, which is what bounds stuck threads to one.
+//! never install over a newer one. `loader` is held by the blocking reads themselves and
+//! outlives an abandoned caller, which is what bounds stuck threads to one.
 
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Duration;
 
-use tokio::sync::{Mutex, Semaphore};
+use tokio::sync::{Mutex, OwnedSemaphorePermit, Semaphore};
 use tokio::time::{Instant, timeout_at};
 
 /// How long one reload may take, waiting for an earlier one included. Reading and compiling a
 /// 10,000-cluster inventory and an ssh config takes well under a second, so this only trips on a
-/// read that hangs; it stays below kharonctl's 60 s call timeout so the user gets this side's
-/// explanation rather than a bare client timeout, and leaves ample room for a slow disk or a
-/// network home directory.
+/// read that hangs or on `Match exec` commands that take long; it stays below kharonctl's 60 s
+/// call timeout so the user gets this side's explanation rather than a bare client timeout, and
+/// leaves ample room for a slow disk or a network home directory. (Tests shorten it with
+/// kharond's hidden `--test-reload-deadline-ms`.)
 pub const DEADLINE: Duration = Duration::from_secs(30);
+
+/// What the blocking half of a reload gets: whether its caller gave up, and a way to give the
+/// loader slot back once the part that can hang forever (reading files) is over.
+pub struct Job {
+    abandoned: Arc<AtomicBool>,
+    slot: std::sync::Mutex<Option<OwnedSemaphorePermit>>,
+}
+
+impl Job {
+    /// True once the caller gave up: skip whatever only makes sense for a reload that will be
+    /// installed.
+    pub fn abandoned(&self) -> bool {
+        self.abandoned.load(Ordering::Relaxed)
+    }
+
+    /// The reads are over; what is left is bounded, so the next reload may start its own.
+    pub fn reads_done(&self) {
+        self.slot.lock().unwrap_or_else(std::sync::PoisonError::into_inner).take();
+    }
+}
 
 /// Why a reload did not install anything.
 #[derive(Debug)]
@@ -54,12 +83,12 @@ impl Default for Reloads {
 
 impl Reloads {
     /// Runs `load` on a blocking thread and, if it succeeds within `deadline`, `install` with its
-    /// result. `load` gets a flag that turns true once its caller gave up, so it can skip side
-    /// effects that only make sense for a reload that will be installed.
+    /// result, still in this caller's turn. `load` gets a [`Job`]: whether its caller gave up,
+    /// and [`Job::reads_done`] to free the loader slot early.
     pub async fn run<T, E, R>(
         &self,
         deadline: Duration,
-        load: impl FnOnce(&AtomicBool) -> Result<T, E> + Send + 'static,
+        load: impl FnOnce(&Job) -> Result<T, E> + Send + 'static,
         install: impl FnOnce(T) -> R,
     ) -> Result<R, Failure<E>>
     where
@@ -74,10 +103,13 @@ impl Reloads {
             Ok(Err(_)) | Err(_) => return Err(Failure::Busy),
         };
         let abandoned = Arc::new(AtomicBool::new(false));
-        let flag = Arc::clone(&abandoned);
+        let job = Job { abandoned: Arc::clone(&abandoned), slot: std::sync::Mutex::new(Some(slot)) };
         let task = tokio::task::spawn_blocking(move || {
-            let _slot = slot;
-            load(&flag)
+            let result = load(&job);
+            if job.abandoned() {
+                tracing::info!("an abandoned reload finished; nothing of it is installed");
+            }
+            result
         });
         match timeout_at(until, task).await {
             Err(_) => {
@@ -108,9 +140,9 @@ mod tests {
         let result = reloads
             .run(
                 SHORT,
-                move |abandoned: &AtomicBool| {
+                move |job: &Job| {
                     std::thread::sleep(SHORT * 3);
-                    seen.store(abandoned.load(Ordering::Relaxed), Ordering::Relaxed);
+                    seen.store(job.abandoned(), Ordering::Relaxed);
                     Ok::<_, ()>("late")
                 },
                 |v| sink.lock().unwrap().push(v),
@@ -153,6 +185,36 @@ mod tests {
         release.send(()).unwrap();
         let third = reloads.run(SHORT * 10, |_| Ok::<_, ()>(()), |_| ()).await;
         assert!(third.is_ok(), "{third:?}");
+    }
+
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn an_abandoned_load_past_its_reads_does_not_hold_up_the_next_reload() {
+        let reloads = Reloads::default();
+        let installed = Arc::new(StdMutex::new(Vec::new()));
+        let (release, slow) = std::sync::mpsc::channel::<()>();
+        let (finished_tx, finished) = std::sync::mpsc::channel::<()>();
+        let sink = Arc::clone(&installed);
+        let first = reloads
+            .run(
+                SHORT,
+                move |job: &Job| {
+                    job.reads_done();
+                    // A slow `Match exec`: bounded, but longer than the deadline.
+                    let _ = slow.recv();
+                    let _ = finished_tx.send(());
+                    Ok::<_, ()>("abandoned")
+                },
+                |v| sink.lock().unwrap().push(v),
+            )
+            .await;
+        assert!(matches!(first, Err(Failure::Deadline)), "{first:?}");
+        // The first load is still running; the next reload starts and installs all the same.
+        let sink = Arc::clone(&installed);
+        let next = reloads.run(SHORT, |_| Ok::<_, ()>("next"), |v| sink.lock().unwrap().push(v)).await;
+        assert!(next.is_ok(), "{next:?}");
+        release.send(()).unwrap();
+        finished.recv_timeout(Duration::from_secs(5)).unwrap();
+        assert_eq!(*installed.lock().unwrap(), ["next"], "the abandoned load never installs");
     }
 
     #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

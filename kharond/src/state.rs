@@ -10,7 +10,7 @@
 //! already relaying keeps its upstream whatever the reload does.
 
 use std::sync::Arc;
-use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::{Duration, SystemTime};
 
 use arc_swap::ArcSwap;
@@ -95,6 +95,8 @@ pub struct State {
     pub started_at: SystemTime,
     table: ArcSwap<LoadedTable>,
     reloads: crate::reload::Reloads,
+    reload_deadline: Duration,
+    reload_history: std::sync::Mutex<ReloadHistory>,
 }
 
 impl State {
@@ -116,7 +118,21 @@ impl State {
             started_at: SystemTime::now(),
             table: ArcSwap::from_pointee(table),
             reloads: crate::reload::Reloads::default(),
+            reload_deadline: crate::reload::DEADLINE,
+            reload_history: std::sync::Mutex::default(),
         }
+    }
+
+    /// A reload deadline other than [`crate::reload::DEADLINE`]: for tests only, so that a
+    /// reload stuck past it takes seconds rather than half a minute.
+    pub fn with_reload_deadline(mut self, deadline: Duration) -> Self {
+        self.reload_deadline = deadline;
+        self
+    }
+
+    /// The latest reload, and the latest that did not install everything (for `Status`).
+    pub fn reload_history(&self) -> ReloadHistory {
+        self.reload_history.lock().unwrap_or_else(std::sync::PoisonError::into_inner).clone()
     }
 
     /// The current table. Cheap; call it once per connection and keep the `Arc`.
@@ -136,6 +152,60 @@ pub struct ReloadOutcome {
     /// "suffix -> jumphost" lines that appeared or disappeared.
     pub routes_added: Vec<String>,
     pub routes_removed: Vec<String>,
+    /// The new ssh config could not be read or is invalid: the table was installed, the ssh
+    /// config read before stays in force.
+    pub ssh_config_error: Option<String>,
+    /// Jump hosts of the new inventory that the ssh config in force gives no chain.
+    pub refused: Vec<(String, ssh::health::Refusal)>,
+}
+
+impl ReloadOutcome {
+    /// The table went in, but not everything the files asked for is usable.
+    pub fn partial(&self) -> bool {
+        self.ssh_config_error.is_some() || !self.refused.is_empty()
+    }
+}
+
+/// Who asked for a reload.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Trigger {
+    Signal,
+    Rpc,
+}
+
+impl Trigger {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Trigger::Signal => "sighup",
+            Trigger::Rpc => "rpc",
+        }
+    }
+}
+
+/// How a reload ended, as `Status` shows it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum ReloadResult {
+    Ok,
+    Partial,
+    Failed,
+}
+
+/// One reload, as `Status` shows it.
+#[derive(Debug, Clone)]
+pub struct ReloadRecord {
+    pub at: SystemTime,
+    pub trigger: Trigger,
+    pub result: ReloadResult,
+    /// Why nothing was installed (failed), or why the ssh config was not (partial).
+    pub error: Option<String>,
+    pub refused: Vec<(String, ssh::health::Refusal)>,
+}
+
+/// The latest reload, and the latest that did not install everything.
+#[derive(Debug, Clone, Default)]
+pub struct ReloadHistory {
+    pub last: Option<ReloadRecord>,
+    pub last_failed: Option<ReloadRecord>,
 }
 
 #[derive(Debug, thiserror::Error)]
@@ -143,8 +213,9 @@ pub enum ReloadError {
     #[error("inventory not reloaded, the old routing table stays: {0}")]
     Inventory(#[from] crate::table::Error),
     #[error(
-        "inventory not reloaded, the old routing table stays: reading {} and the ssh config did \
-         not finish within {deadline:?} (a hung network file system?); the next reload waits for it",
+        "nothing reloaded, the old routing table and ssh config stay: reading {} and the ssh config \
+         and resolving every jump host (Match exec, canonicalization) did not finish within \
+         {deadline:?} (a hung network file system? a slow Match exec?); the next reload starts afresh",
         path.display()
     )]
     Deadline { path: std::path::PathBuf, deadline: Duration },
@@ -158,43 +229,82 @@ pub enum ReloadError {
     Panicked(String),
 }
 
+/// A reload's fresh table and jump host chains, prepared and not yet installed.
+struct Fresh {
+    table: LoadedTable,
+    pool: ssh::pool::Prepared,
+}
+
+/// The caller gave up while the chains were being resolved: nothing is installed.
+struct Abandoned;
+
 impl State {
-    /// Re-reads the inventory and the ssh config, then swaps the table in one step, within
-    /// [`crate::reload::DEADLINE`] and one reload at a time (see [`crate::reload`]). A failure
-    /// keeps the old table; connections already relaying are never touched either way.
-    pub async fn reload(self: &Arc<Self>) -> Result<ReloadOutcome, ReloadError> {
-        let deadline = crate::reload::DEADLINE;
+    /// Re-reads the inventory and the ssh config and resolves every jump host, then installs
+    /// the table and the chains together, within the reload deadline and one reload at a time
+    /// (see [`crate::reload`]). A failure or a reload past its deadline installs nothing;
+    /// connections already relaying are never touched either way. The outcome is recorded for
+    /// `Status`.
+    pub async fn reload(self: &Arc<Self>, trigger: Trigger) -> Result<ReloadOutcome, ReloadError> {
+        let deadline = self.reload_deadline;
         let state = Arc::clone(self);
         let loaded = self
             .reloads
-            .run(deadline, move |abandoned| state.load_fresh(abandoned), |fresh| self.install(fresh))
+            .run(deadline, move |job| state.prepare(job), |fresh| fresh.map(|fresh| self.install(fresh)))
             .await;
         let path = || self.source.path().to_owned();
-        loaded.map_err(|failure| match failure {
-            crate::reload::Failure::Load(e) => e,
-            crate::reload::Failure::Deadline => ReloadError::Deadline { path: path(), deadline },
-            crate::reload::Failure::Busy => ReloadError::Busy { path: path(), deadline },
-            crate::reload::Failure::Panicked(why) => ReloadError::Panicked(why),
-        })
+        let result = match loaded {
+            Ok(Ok(outcome)) => Ok(outcome),
+            // Only reachable when the deadline passed between the last check and the answer.
+            Ok(Err(Abandoned)) | Err(crate::reload::Failure::Deadline) => {
+                Err(ReloadError::Deadline { path: path(), deadline })
+            }
+            Err(crate::reload::Failure::Load(e)) => Err(e),
+            Err(crate::reload::Failure::Busy) => Err(ReloadError::Busy { path: path(), deadline }),
+            Err(crate::reload::Failure::Panicked(why)) => Err(ReloadError::Panicked(why)),
+        };
+        self.record(trigger, &result);
+        result
     }
 
-    /// The blocking half: reads the inventory, then the ssh config unless the caller gave up.
-    fn load_fresh(&self, abandoned: &AtomicBool) -> Result<LoadedTable, ReloadError> {
-        let fresh = crate::table::load(&self.source)?;
-        if abandoned.load(Ordering::Relaxed) {
-            // The caller was told nothing changed; keep it that way for the ssh config too.
-            return Ok(fresh);
+    fn record(&self, trigger: Trigger, result: &Result<ReloadOutcome, ReloadError>) {
+        let record = match result {
+            Ok(outcome) => ReloadRecord {
+                at: SystemTime::now(),
+                trigger,
+                result: if outcome.partial() { ReloadResult::Partial } else { ReloadResult::Ok },
+                error: outcome.ssh_config_error.clone(),
+                refused: outcome.refused.clone(),
+            },
+            Err(e) => ReloadRecord {
+                at: SystemTime::now(),
+                trigger,
+                result: ReloadResult::Failed,
+                error: Some(e.to_string()),
+                refused: Vec::new(),
+            },
+        };
+        let mut history = self.reload_history.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
+        if record.result != ReloadResult::Ok {
+            history.last_failed = Some(record.clone());
         }
-        if let Err(e) = self.pool.reload(&fresh.table.jumphosts()) {
-            // A broken ssh config must not block routing updates; the pool keeps its old config
-            // and the error reaches the user through Status and the next routed connection.
-            tracing::warn!("ssh config not reloaded: {e}");
-        }
-        Ok(fresh)
+        history.last = Some(record);
     }
 
-    /// Swaps `fresh` in and says which routes changed.
-    fn install(&self, fresh: LoadedTable) -> ReloadOutcome {
+    /// The blocking half: reads the inventory and the ssh config, then resolves every jump host;
+    /// changes nothing. Stops early once the caller gave up.
+    fn prepare(&self, job: &crate::reload::Job) -> Result<Result<Fresh, Abandoned>, ReloadError> {
+        let table = crate::table::load(&self.source)?;
+        // The pool asks first right after reading the ssh config file: from then on only
+        // resolving is left, which is bounded, so the loader slot goes back (reload.rs).
+        let prepared = self.pool.prepare(&table.table.jumphosts(), &|| {
+            job.reads_done();
+            job.abandoned()
+        });
+        Ok(prepared.map(|pool| Fresh { table, pool }).ok_or(Abandoned))
+    }
+
+    /// Swaps the table and the chains in, together, and says what changed.
+    fn install(&self, fresh: Fresh) -> ReloadOutcome {
         let describe = |t: &LoadedTable| -> std::collections::BTreeSet<String> {
             t.table
                 .routes()
@@ -202,12 +312,15 @@ impl State {
                 .map(|(suffix, jumphost, _)| format!("{suffix} -> {jumphost}"))
                 .collect()
         };
-        let new_routes = describe(&fresh);
-        let old = self.swap_table(fresh);
+        let new_routes = describe(&fresh.table);
+        let installed = self.pool.install(fresh.pool);
+        let old = self.swap_table(fresh.table);
         let old_routes = describe(&old);
         ReloadOutcome {
             routes_added: new_routes.difference(&old_routes).cloned().collect(),
             routes_removed: old_routes.difference(&new_routes).cloned().collect(),
+            ssh_config_error: installed.config_error,
+            refused: installed.refused,
         }
     }
 }

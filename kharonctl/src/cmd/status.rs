@@ -74,6 +74,38 @@ fn state_name(state: pb::ChainState) -> &'static str {
     }
 }
 
+fn reload_result(r: &pb::ReloadRecord) -> &'static str {
+    match r.result() {
+        pb::ReloadResult::Ok => "ok",
+        pb::ReloadResult::Partial => "partial",
+        pb::ReloadResult::Failed => "failed",
+        pb::ReloadResult::Unspecified => "unknown",
+    }
+}
+
+fn reload_json(r: Option<&pb::ReloadRecord>) -> serde_json::Value {
+    let Some(r) = r else { return serde_json::Value::Null };
+    let refused: Vec<_> = r
+        .refused
+        .iter()
+        .map(|x| json!({"jumphost": x.jumphost, "reason": x.reason, "origin": x.origin}))
+        .collect();
+    json!({"at_ms": r.at_ms, "trigger": r.trigger, "result": reload_result(r), "error": r.error,
+           "refused": refused})
+}
+
+/// One reload as a sentence: when, who asked, what came of it.
+fn reload_text(r: &pb::ReloadRecord) -> String {
+    let mut text = format!("{} ago ({}): {}", age_of(r.at_ms), r.trigger, reload_result(r));
+    if !r.error.is_empty() {
+        text.push_str(&format!(": {}", r.error));
+    }
+    for x in &r.refused {
+        text.push_str(&format!("; jump host {} refused: {}", x.jumphost, x.reason));
+    }
+    text
+}
+
 pub async fn run(args: Args, ctx: &Context) -> anyhow::Result<ExitCode> {
     let s = ctx.daemon().await?.status().await?;
     let inv = s.inventory.clone().unwrap_or_default();
@@ -135,6 +167,8 @@ pub async fn run(args: Args, ctx: &Context) -> anyhow::Result<ExitCode> {
                 "failed": conn.failed, "bytes_up": conn.bytes_up, "bytes_down": conn.bytes_down,
             },
             "chains": chains,
+            "last_reload": reload_json(s.last_reload.as_ref()),
+            "last_failed_reload": reload_json(s.last_failed_reload.as_ref()),
         }))
         .map(|()| ExitCode::SUCCESS);
     }
@@ -171,6 +205,12 @@ pub async fn run(args: Args, ctx: &Context) -> anyhow::Result<ExitCode> {
     }
     for w in &inv.warnings {
         println!("warning: {w}");
+    }
+    if let Some(last) = &s.last_reload {
+        println!("last reload: {}", reload_text(last));
+    }
+    if let Some(failed) = s.last_failed_reload.as_ref().filter(|f| Some(*f) != s.last_reload.as_ref()) {
+        println!("last failed reload: {}", reload_text(failed));
     }
     if s.chains.is_empty() {
         println!("jump host chains: none used yet (sessions open on first use)");

@@ -82,7 +82,11 @@ pub async fn run(args: Args, ctx: &Context) -> anyhow::Result<ExitCode> {
         return Ok(ExitCode::SUCCESS);
     }
     match ctx.daemon().await {
-        Ok(mut daemon) => reload(&mut daemon, &cache_path).await?,
+        Ok(mut daemon) => {
+            if reload(&mut daemon, &cache_path).await? {
+                return Ok(ExitCode::from(crate::exit::PARTIAL));
+            }
+        }
         Err(daemon::Error::NotRunning { .. }) => {
             println!("kharond is not running; it will use the new cache when it starts");
         }
@@ -95,8 +99,9 @@ pub async fn run(args: Args, ctx: &Context) -> anyhow::Result<ExitCode> {
 
 /// Reloads a running kharond, unless it routes by another file than the cache just written (an
 /// `--inventory` file, or the cache of another cache dir): a reload would not pick this update
-/// up, so the user is told which file kharond reads instead of "reloaded".
-async fn reload(daemon: &mut Daemon, cache_path: &Path) -> anyhow::Result<()> {
+/// up, so the user is told which file kharond reads instead of "reloaded". Returns whether the
+/// reload was partial (said on stderr).
+async fn reload(daemon: &mut Daemon, cache_path: &Path) -> anyhow::Result<bool> {
     let status = daemon
         .status()
         .await
@@ -119,12 +124,12 @@ async fn reload(daemon: &mut Daemon, cache_path: &Path) -> anyhow::Result<()> {
             )
         };
         println!("kharond (pid {}) routes by {advice}", status.pid);
-        return Ok(());
+        return Ok(false);
     }
     let reply = daemon.reload().await.context("the cache was written, but kharond could not reload it")?;
-    let inv = reply.inventory.unwrap_or_default();
+    let inv = reply.inventory.clone().unwrap_or_default();
     println!("kharond reloaded: {} clusters, {} routed", inv.clusters_total, inv.clusters_routed);
-    Ok(())
+    Ok(crate::reload_outcome::partial(&reply).is_some())
 }
 
 /// Whether two paths name the same file; a path that cannot be resolved is compared as written.

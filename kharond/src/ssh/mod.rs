@@ -4,11 +4,12 @@
 //! - [`config`]: ssh_config (Include, Host and Match blocks, canonicalization, ProxyJump,
 //!   `ProxyCommand ssh -W`) → [`config::Chain`].
 //! - [`pool`]: one shared session set per chain, opened on first use; the only entry point the
-//!   daemon uses ([`Pool::connect`], [`Pool::status`], [`Pool::reload`]).
+//!   daemon uses ([`Pool::connect`], [`Pool::status`], [`Pool::prepare`] and [`Pool::install`]).
 //!   [`slot`]: one jump host's chain and session. [`health`]: what `Status` shows of them.
 //!   [`error`]: every failure and the [`std::io::ErrorKind`] it means for the client.
-//! - [`keepalive`]: keeping sessions alive and honest: ServerAlive settings, the wall-clock jump
-//!   detector (sleep/wake), probing suspect sessions.
+//! - [`keepalive`]: keeping sessions alive and honest: ServerAlive settings, the sleep detector
+//!   (CLOCK_BOOTTIME against CLOCK_MONOTONIC when something happens, no timer), probing suspect
+//!   sessions.
 //! - [`chain`]: dials a chain hop by hop (TCP or ProxyCommand, then direct-tcpip + handshake).
 //! - [`auth`]: agent first, then key files; an encrypted key without an agent → "run `ssh-add`".
 //! - [`known_hosts`]: host key checks under `StrictHostKeyChecking`.

@@ -12,7 +12,10 @@
 //!
 //! # Concurrency
 //! `Pool::chains` and each slot's `state` are std mutexes held only for map/field updates, never
-//! across an `.await`. Dialling is serialised per chain by a tokio mutex (`Slot::dial`) owned by a
+//! across an `.await`. A reload resolves everything first ([`Pool::prepare`]: slow, changes
+//! nothing), then swaps config, slots and refusals in one step under the `chains` lock
+//! ([`Pool::install`]); lock order: `chains`, then `refused`, then `config`. Dialling is
+//! serialised per chain by a tokio mutex (`Slot::dial`) owned by a
 //! spawned dial task: concurrent first uses wait for that one handshake and then reuse its
 //! session (sshd's `MaxStartups` would otherwise drop some of 20 parallel handshakes), and a
 //! request that gives up (the daemon's own timeout) does not abort the dial for the others.
@@ -39,6 +42,27 @@ pub use super::tunnel::Tunnel;
 const BACKOFF_MIN: Duration = Duration::from_millis(500);
 const BACKOFF_MAX: Duration = Duration::from_secs(30);
 
+/// A reload's ssh config and every jump host resolved against it, not yet in force
+/// ([`Pool::prepare`], [`Pool::install`]).
+pub struct Prepared {
+    config: Arc<SshConfig>,
+    /// Whether `config` is a fresh read (false: it failed, and `config` is the one in force).
+    fresh: bool,
+    config_error: Option<String>,
+    resolved: HashMap<String, Result<Chain, Refusal>>,
+    /// The fresh inventory's jump hosts: the refusals a reload reports.
+    wanted: Vec<String>,
+}
+
+/// What a reload put in force, beyond the routing table.
+#[derive(Debug, Default)]
+pub struct Installed {
+    /// The new ssh config could not be read or is invalid; the one read before stays in force.
+    pub config_error: Option<String>,
+    /// Jump hosts of the fresh inventory that the config in force gives no chain, by name.
+    pub refused: Vec<(String, Refusal)>,
+}
+
 /// What the pool needs to know, fixed at start (a reload re-reads the ssh config file).
 #[derive(Debug, Clone)]
 pub struct PoolSettings {
@@ -57,25 +81,30 @@ pub struct Pool {
     chains: Mutex<HashMap<String, Arc<Slot>>>,
     /// Jump hosts the current config gives no chain, until the next reload.
     refused: Mutex<HashMap<String, Refusal>>,
+    /// Asked when a connection is routed or `Status` probes: did the machine sleep meanwhile?
+    sleep: keepalive::Detector,
 }
 
 impl Pool {
     /// Reads the ssh config. An unreadable or invalid file is an error here, at start.
-    /// Inside a tokio runtime it also starts the wall-clock jump detector.
     pub fn new(settings: PoolSettings) -> Result<Arc<Self>, Error> {
         let config = Self::load(&settings)?;
-        let pool = Arc::new(Pool {
+        Ok(Arc::new(Pool {
             settings,
             config: RwLock::new(Arc::new(config)),
             chains: Mutex::new(HashMap::new()),
             refused: Mutex::new(HashMap::new()),
-        });
-        if tokio::runtime::Handle::try_current().is_ok() {
-            let wakeups = keepalive::spawn_detector();
-            let pool = Arc::downgrade(&pool);
-            tokio::spawn(keepalive::watch_wakeups(wakeups, move || pool.upgrade().map(|pool| pool.slots())));
+            sleep: keepalive::Detector::default(),
+        }))
+    }
+
+    /// After a sleep: every session is suspect (the next use probes it first) and all are
+    /// probed at once, so the request that noticed does not wait for keepalive either.
+    fn woke_up(&self) {
+        if let Some(slept) = self.sleep.look() {
+            tracing::info!(?slept, "the machine slept; probing SSH sessions");
+            keepalive::probe_all(self.slots());
         }
-        Ok(pool)
     }
 
     /// `SSH_AUTH_SOCK` as captured at start: the agent of every hop without an `IdentityAgent` of
@@ -106,54 +135,110 @@ impl Pool {
         self.chains().values().cloned().collect()
     }
 
-    /// Re-reads the ssh config and resolves every jump host again: those known so far and
-    /// `jumphosts` (the fresh inventory's). Sessions whose chain did not change stay up, changed
-    /// chains are dialled anew on next use. On error the old config stays in force (and only
-    /// jump hosts not seen before are resolved, against it). Blocking (see [`Pool::validate`]).
-    pub fn reload(&self, jumphosts: &[String]) -> Result<(), Error> {
-        let loaded = Self::load(&self.settings);
-        let Ok(config) = loaded else {
-            self.validate(jumphosts);
-            return loaded.map(|_| ());
+    /// [`Pool::prepare`] then [`Pool::install`], for callers without a deadline (tests).
+    #[cfg(test)]
+    pub fn reload(&self, jumphosts: &[String]) -> Installed {
+        match self.prepare(jumphosts, &|| false) {
+            Some(prepared) => self.install(prepared),
+            None => unreachable!("never abandoned"),
+        }
+    }
+
+    /// The slow half of a reload, which changes nothing: re-reads the ssh config and resolves
+    /// every jump host against it (those known so far and `jumphosts`, the fresh inventory's).
+    /// If the file cannot be read or is invalid, the config in force stays, and only jump hosts
+    /// not seen before are resolved, against it. Blocking: resolving may run `Match exec`
+    /// commands and look names up (`config`). `abandoned` is asked before each jump host; once
+    /// it says yes, nothing more is resolved and `None` comes back (the caller gave up, so at
+    /// most one `Match exec` outlives it).
+    pub fn prepare(&self, jumphosts: &[String], abandoned: &dyn Fn() -> bool) -> Option<Prepared> {
+        let (config, config_error, mut names) = match Self::load(&self.settings) {
+            Ok(config) => {
+                let mut names: Vec<String> = self.chains().keys().cloned().collect();
+                names.extend(self.refusals().keys().cloned());
+                (Arc::new(config), None, names)
+            }
+            Err(e) => (self.config(), Some(e.to_string()), Vec::new()),
         };
-        let config = Arc::new(config);
-        *self.config.write().unwrap_or_else(std::sync::PoisonError::into_inner) = config.clone();
-        let mut names: Vec<String> = self.chains().keys().cloned().collect();
-        names.extend(self.refusals().keys().cloned());
-        names.extend(jumphosts.iter().cloned());
+        let fresh = config_error.is_none();
+        if !fresh {
+            names.extend(jumphosts.iter().filter(|j| self.known(j).is_none()).cloned());
+        } else {
+            names.extend(jumphosts.iter().cloned());
+        }
         names.sort();
         names.dedup();
-        let mut slots = HashMap::new();
-        let mut refused = HashMap::new();
+        let mut resolved = HashMap::new();
         for jumphost in names {
-            match config.chain(&jumphost) {
-                Ok(chain) => {
-                    let old = self.chains().get(&jumphost).filter(|slot| slot.chain == chain).cloned();
-                    if old.is_none() && self.chains().contains_key(&jumphost) {
-                        tracing::info!(%jumphost, "ssh config changed this chain; it is dialled anew on next use");
-                    }
-                    slots.insert(
-                        jumphost.clone(),
-                        old.unwrap_or_else(|| Arc::new(Slot::new(&jumphost, chain))),
-                    );
-                }
-                Err(e) => {
-                    tracing::warn!("jump host {jumphost} cannot be used: {e}");
-                    refused.insert(jumphost, Refusal::from(&e));
-                }
+            if abandoned() {
+                return None;
             }
+            let chain = config.chain(&jumphost).map_err(|e| Refusal::from(&e));
+            resolved.insert(jumphost, chain);
         }
-        // A first use may have settled a slot for the new config meanwhile: keep its session.
+        Some(Prepared { config, fresh, config_error, resolved, wanted: jumphosts.to_vec() })
+    }
+
+    /// The quick half of a reload: puts what [`Pool::prepare`] resolved in force, in one step
+    /// under the map's lock. With a fresh config, sessions whose chain did not change stay up,
+    /// changed chains are dialled anew on next use, and jump hosts refused before are looked at
+    /// again; with the old config kept, only the jump hosts new to it are added.
+    pub fn install(&self, prepared: Prepared) -> Installed {
+        let Prepared { config, fresh, config_error, resolved, wanted } = prepared;
         let mut chains = self.chains();
-        for (jumphost, slot) in &mut slots {
-            if let Some(settled) = chains.get(jumphost).filter(|s| s.chain == slot.chain) {
-                *slot = settled.clone();
+        let mut refusals = self.refusals();
+        if fresh {
+            *self.config.write().unwrap_or_else(std::sync::PoisonError::into_inner) = config;
+            let mut slots = HashMap::new();
+            let mut refused = HashMap::new();
+            for (jumphost, chain) in &resolved {
+                match chain {
+                    Ok(chain) => {
+                        // Unchanged, or settled by a first use meanwhile: keep its session.
+                        let kept = chains.get(jumphost).filter(|slot| slot.chain == *chain).cloned();
+                        if kept.is_none() && chains.contains_key(jumphost) {
+                            tracing::info!(%jumphost, "ssh config changed this chain; it is dialled anew on next use");
+                        }
+                        let slot = kept.unwrap_or_else(|| Arc::new(Slot::new(jumphost, chain.clone())));
+                        slots.insert(jumphost.clone(), slot);
+                    }
+                    Err(refusal) => {
+                        refused.insert(jumphost.clone(), refusal.clone());
+                    }
+                }
+            }
+            *chains = slots;
+            *refusals = refused;
+        } else {
+            for (jumphost, chain) in &resolved {
+                match chain {
+                    Ok(chain) if !refusals.contains_key(jumphost) => {
+                        chains
+                            .entry(jumphost.clone())
+                            .or_insert_with(|| Arc::new(Slot::new(jumphost, chain.clone())));
+                    }
+                    Err(refusal) if !chains.contains_key(jumphost) => {
+                        refusals.entry(jumphost.clone()).or_insert_with(|| refusal.clone());
+                    }
+                    _ => {}
+                }
             }
         }
-        *chains = slots;
+        let mut refused: Vec<(String, Refusal)> = wanted
+            .iter()
+            .filter_map(|jumphost| Some((jumphost.clone(), refusals.get(jumphost)?.clone())))
+            .collect();
+        refused.sort_by(|a, b| a.0.cmp(&b.0));
+        refused.dedup_by(|a, b| a.0 == b.0);
+        drop(refusals);
         drop(chains);
-        *self.refusals() = refused;
-        Ok(())
+        for (jumphost, refusal) in &refused {
+            tracing::warn!("jump host {jumphost} cannot be used: {}", refusal.reason);
+        }
+        if let Some(e) = &config_error {
+            tracing::warn!("ssh config not reloaded, the one read before stays in force: {e}");
+        }
+        Installed { config_error, refused }
     }
 
     /// Resolves every given jump host not resolved yet; returns the errors (for the start-up log).
@@ -214,10 +299,12 @@ impl Pool {
         config: &Arc<SshConfig>,
         resolved: Result<Chain, config::Error>,
     ) -> Result<Arc<Slot>, Error> {
+        // The map's lock first: [`Pool::install`] swaps the config while holding it, so a config
+        // found current here stays current until this entry is in.
+        let mut chains = self.chains();
         let current = Arc::ptr_eq(config, &self.config());
         match resolved {
-            Ok(chain) if current => Ok(self
-                .chains()
+            Ok(chain) if current => Ok(chains
                 .entry(jumphost.to_owned())
                 .or_insert_with(|| Arc::new(Slot::new(jumphost, chain)))
                 .clone()),
@@ -236,6 +323,7 @@ impl Pool {
     /// connect timeout.
     pub async fn connect(&self, jumphost: &str, host: &str, port: u16) -> Result<Tunnel, Error> {
         let deadline = Instant::now() + self.settings.connect_timeout;
+        self.woke_up();
         let slot = self.slot_async(jumphost).await?;
         let (mut id, mut dialled, mut reused) = self.session(&slot, deadline).await?;
         let mut retried = false;
@@ -330,6 +418,7 @@ impl Pool {
     /// Times a keepalive through every connected chain, all at once, none waiting longer than
     /// `limit` (see [`health::round_trips`]).
     pub async fn round_trips(&self, limit: Duration) -> HashMap<String, Result<Duration, String>> {
+        self.woke_up();
         health::round_trips(&self.slots(), limit).await
     }
 

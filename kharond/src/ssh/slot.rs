@@ -37,7 +37,7 @@ pub enum ChainState {
 pub(super) struct Live {
     pub id: u64,
     pub chain: Arc<Dialled>,
-    /// Must answer a probe before its next use (a clock jump happened).
+    /// Must answer a probe before its next use (the machine slept).
     pub suspect: bool,
 }
 

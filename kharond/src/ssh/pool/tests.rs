@@ -60,7 +60,8 @@ async fn a_refused_jump_host_is_remembered_with_its_line_until_a_reload_and_othe
 
     // Fixed and reloaded: usable; a jump host new with this inventory is resolved too.
     std::fs::write(home.path().join(".ssh/config"), "Host good bad\n  HostName 127.0.0.1\n").unwrap();
-    pool.reload(&["good".to_owned(), "fresh".to_owned()]).unwrap();
+    let installed = pool.reload(&["good".to_owned(), "fresh".to_owned()]);
+    assert!(installed.refused.is_empty() && installed.config_error.is_none(), "{installed:?}");
     let status = pool.status();
     assert!(status.iter().all(|c| c.refused.is_none()), "{status:?}");
     let names: Vec<&str> = status.iter().map(|c| c.jumphost.as_str()).collect();
@@ -73,13 +74,49 @@ async fn a_match_exec_runs_once_per_jump_host_and_reload_not_per_connection() {
     let count = home.path().join("count");
     let config = format!("Match exec \"echo x >> {}\"\n  HostName 127.0.0.1\n  Port 9\n", count.display());
     std::fs::write(home.path().join(".ssh/config"), config).unwrap();
-    pool.reload(&["j".to_owned()]).unwrap();
+    pool.reload(&["j".to_owned()]);
     let runs = || std::fs::read_to_string(&count).unwrap_or_default().lines().count();
     assert_eq!(runs(), 1);
     for _ in 0..3 {
         let _ = pool.connect("j", "target.example", 443).await;
     }
     assert_eq!(runs(), 1, "connections reuse the resolved chain");
-    pool.reload(&["j".to_owned()]).unwrap();
+    pool.reload(&["j".to_owned()]);
     assert_eq!(runs(), 2);
+}
+
+#[tokio::test]
+async fn a_prepared_reload_changes_nothing_until_installed_and_an_abandoned_one_never_is() {
+    let (home, pool) = pool_on("Host j\n  HostName 127.0.0.1\n  Port 2201\n");
+    pool.validate(&["j".to_owned()]);
+    let port = |pool: &Pool| pool.status().iter().find(|c| c.jumphost == "j").map(|c| c.details[0].port);
+    assert_eq!(port(&pool), Some(2201));
+    let config = home.path().join(".ssh/config");
+    std::fs::write(
+        &config,
+        "Host j\n  HostName 127.0.0.1\n  Port 2202\nMatch originalhost bad tagged x\n  User y\n",
+    )
+    .unwrap();
+    let wanted = ["j".to_owned(), "bad".to_owned()];
+
+    // Abandoned before the first jump host: nothing prepared, nothing changed.
+    assert!(pool.prepare(&wanted, &|| true).is_none());
+    assert_eq!(port(&pool), Some(2201));
+
+    let prepared = pool.prepare(&wanted, &|| false).expect("not abandoned");
+    assert_eq!(port(&pool), Some(2201), "prepared, not installed");
+    assert!(pool.status().iter().all(|c| c.jumphost != "bad"));
+    let installed = pool.install(prepared);
+    assert_eq!(port(&pool), Some(2202));
+    let refused: Vec<&str> = installed.refused.iter().map(|(j, _)| j.as_str()).collect();
+    assert_eq!(refused, ["bad"]);
+    let origin = format!("{}:4", config.display());
+    assert_eq!(installed.refused[0].1.origin.as_deref(), Some(origin.as_str()));
+    assert_eq!(installed.config_error, None);
+
+    // A config that cannot be loaded: the one in force stays, and says why.
+    std::fs::write(&config, "Host j\n  Port 2203\n  NoSuchKeyword yes\n").unwrap();
+    let installed = pool.reload(&wanted);
+    assert!(installed.config_error.as_deref().is_some_and(|e| e.contains("NoSuchKeyword")), "{installed:?}");
+    assert_eq!(port(&pool), Some(2202));
 }
