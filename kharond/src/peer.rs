@@ -16,7 +16,9 @@ use std::net::SocketAddr;
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Process {
     pub pid: u32,
-    /// Its command name (`/proc/PID/comm`: at most 15 bytes, as `ps` and `ss -p` show it).
+    /// The program as it was started: the file name of its `argv[0]` ("kubectl", even when that
+    /// is a link to `kubectl.1.30`, which is what `ps` and `ss -p` would show), else its command
+    /// name (`/proc/PID/comm`).
     pub program: String,
 }
 
@@ -47,7 +49,7 @@ pub fn find(clients: &[SocketAddr], listen_port: u16) -> HashMap<SocketAddr, Pro
         for fd in fds.flatten() {
             let FDTarget::Socket(inode) = fd.target else { continue };
             let Some(client) = by_inode.remove(&inode) else { continue };
-            let program = process.stat().map(|s| s.comm).unwrap_or_else(|_| "unknown".to_owned());
+            let program = program_name(&process);
             let pid = u32::try_from(process.pid).unwrap_or(0);
             found.insert(client, Process { pid, program });
         }
@@ -57,6 +59,17 @@ pub fn find(clients: &[SocketAddr], listen_port: u16) -> HashMap<SocketAddr, Pro
     }
     // Callers look up the addresses as they gave them.
     clients.iter().filter_map(|c| found.get(&canonical(*c)).map(|p| (*c, p.clone()))).collect()
+}
+
+/// See [`Process::program`].
+#[cfg(target_os = "linux")]
+fn program_name(process: &procfs::process::Process) -> String {
+    let argv0 = process.cmdline().ok().and_then(|argv| argv.into_iter().next()).unwrap_or_default();
+    let name = argv0.rsplit('/').next().unwrap_or_default();
+    if !name.is_empty() {
+        return name.to_owned();
+    }
+    process.stat().map(|s| s.comm).unwrap_or_else(|_| "unknown".to_owned())
 }
 
 #[cfg(not(target_os = "linux"))]
@@ -80,8 +93,9 @@ mod tests {
         let found = find(&[peer, stranger], port);
         let me = found.get(&peer).expect("our own client socket");
         assert_eq!(me.pid, std::process::id());
-        let comm = std::fs::read_to_string("/proc/self/comm").unwrap();
-        assert_eq!(me.program, comm.trim_end());
+        // As started: this test binary's argv[0], without its directory.
+        let argv0 = std::env::args().next().unwrap();
+        assert_eq!(me.program, argv0.rsplit('/').next().unwrap());
         assert!(!found.contains_key(&stranger));
         // A v4-mapped spelling of the same address (a listener on [::]) finds it too.
         let mapped = SocketAddr::new(
