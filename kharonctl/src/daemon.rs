@@ -149,6 +149,40 @@ impl Daemon {
         Ok(reply.into_inner())
     }
 
+    /// Every connection kharond holds now.
+    pub async fn connections(&mut self) -> Result<pb::ConnectionsResponse, Error> {
+        let reply = self
+            .client
+            .connections(pb::ConnectionsRequest {})
+            .await
+            .map_err(|status| Error::Call { status })?;
+        Ok(reply.into_inner())
+    }
+
+    /// Arms a trace for the next connection to `host` (`port` 0: any); its steps arrive as they
+    /// happen, the first one ("armed") at once.
+    pub async fn trace(
+        &mut self,
+        host: &str,
+        port: u16,
+        timeout: Duration,
+    ) -> Result<tonic::Streaming<pb::TraceEvent>, Error> {
+        let request = pb::TraceRequest {
+            host: host.to_owned(),
+            port: u32::from(port),
+            timeout_ms: u64::try_from(timeout.as_millis()).unwrap_or(u64::MAX),
+        };
+        let reply = self.client.trace(request).await.map_err(|status| Error::Call { status })?;
+        Ok(reply.into_inner())
+    }
+
+    /// The next event of a `trace` stream, or `None` at its end.
+    pub async fn next_trace_event(
+        stream: &mut tonic::Streaming<pb::TraceEvent>,
+    ) -> Result<Option<pb::TraceEvent>, Error> {
+        stream.message().await.map_err(|status| Error::Call { status })
+    }
+
     pub async fn route(&mut self, host: &str) -> Result<pb::RouteResponse, Error> {
         let reply = self
             .client

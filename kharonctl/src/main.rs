@@ -54,7 +54,9 @@ use crate::context::Context;
     version = kharon_shared::VERSION,
     about = "Control kharond, the SOCKS5 proxy that routes cluster hosts through their SSH jump hosts",
     after_help = "Examples:\n  kharonctl status\n  kharonctl route api.c-example.vshnmanaged.net\n  \
-        kharonctl route api.c-example.vshnmanaged.net -o json\n  kharonctl reload\n  \
+        kharonctl route api.c-example.vshnmanaged.net -o json\n  \
+        kharonctl route api.c-example.vshnmanaged.net --trace\n  kharonctl connections --watch\n  \
+        kharonctl reload\n  \
         kharonctl login\n  kharonctl update\n  kharonctl config\n  kharonctl switch\n\n\
         A cluster id may be given as any part of it that only one cluster has; when several have it, \
         a picker opens on a terminal.\n\n\
@@ -94,8 +96,10 @@ enum Command {
     Status(cmd::status::Args),
     /// Make kharond re-read its inventory and ssh config (connections stay up)
     Reload(cmd::reload::Args),
-    /// Show how a host would be routed and which rule decided
+    /// Show how a host would be routed and which rule decided; --trace: the next connection to it, step by step
     Route(cmd::route::Args),
+    /// List every connection kharond holds: client program and pid, destination, route, state, bytes, age
+    Connections(cmd::connections::Args),
     /// Check every cluster's API, console and OAuth endpoint through its real path (jump host chain, TLS)
     Test(cmd::test::Args),
     /// Log in to Lieutenant (browser, or --device) and cache the tokens
@@ -161,6 +165,7 @@ fn main() -> ExitCode {
             Command::Status(args) => cmd::status::run(args, &ctx).await,
             Command::Reload(args) => cmd::reload::run(args, &ctx).await,
             Command::Route(args) => cmd::route::run(args, &ctx).await,
+            Command::Connections(args) => cmd::connections::run(args, &ctx).await,
             Command::Test(args) => cmd::test::run(args, &ctx).await,
             Command::Login(args) => cmd::login::run(args, &ctx).await,
             Command::Logout(args) => cmd::logout::run(args, &ctx).await,

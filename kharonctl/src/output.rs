@@ -15,6 +15,20 @@ pub enum Format {
     Json,
 }
 
+/// The output formats of listings (`connections`).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, clap::ValueEnum)]
+pub enum Listing {
+    /// A table for people.
+    #[default]
+    Table,
+    /// The table with every column and exact byte counts.
+    Wide,
+    /// One JSON document.
+    Json,
+    /// One YAML document.
+    Yaml,
+}
+
 /// A table with our house style; `headers` first, then rows.
 pub fn table<I, R>(headers: &[&str], rows: I) -> Table
 where
@@ -34,6 +48,27 @@ where
 pub fn json<T: Serialize>(value: &T) -> anyhow::Result<()> {
     println!("{}", serde_json::to_string_pretty(value)?);
     Ok(())
+}
+
+/// Prints `value` as YAML on stdout.
+pub fn yaml<T: Serialize>(value: &T) -> anyhow::Result<()> {
+    print!("{}", serde_norway::to_string(value)?);
+    Ok(())
+}
+
+/// Byte counts as people read them: "512 B", "1.5 KiB", "3.2 MiB".
+pub fn bytes(n: u64) -> String {
+    const UNITS: [&str; 4] = ["KiB", "MiB", "GiB", "TiB"];
+    if n < 1024 {
+        return format!("{n} B");
+    }
+    let mut value = n as f64 / 1024.0;
+    let mut unit = 0;
+    while value >= 1024.0 && unit + 1 < UNITS.len() {
+        value /= 1024.0;
+        unit += 1;
+    }
+    format!("{value:.1} {}", UNITS[unit])
 }
 
 /// "3h 4m" style ages for people.
@@ -60,6 +95,15 @@ mod tests {
         assert_eq!(super::age(65), "1m 5s");
         assert_eq!(super::age(3 * 3600 + 240), "3h 4m");
         assert_eq!(super::age(2 * 86_400 + 3600), "2d 1h");
+    }
+
+    #[test]
+    fn byte_counts_read_in_binary_units() {
+        assert_eq!(super::bytes(0), "0 B");
+        assert_eq!(super::bytes(1023), "1023 B");
+        assert_eq!(super::bytes(1536), "1.5 KiB");
+        assert_eq!(super::bytes(3 * 1024 * 1024 + 200 * 1024), "3.2 MiB");
+        assert_eq!(super::bytes(u64::MAX), "16777216.0 TiB");
     }
 
     #[test]

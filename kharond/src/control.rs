@@ -1,7 +1,8 @@
-//! The control API (gRPC over the Unix socket): `Status`, `Reload`, `Route`, `Test` and
-//! `FetchObject`. It converts between proto messages and daemon types, maps errors to gRPC codes,
-//! and calls the modules that do the work: [`State`] (table, reload, counters), the SSH pool,
-//! [`reachability`] (Test's checks) and [`object_fetch`]. Only the user who runs the daemon may call
+//! The control API (gRPC over the Unix socket): `Status`, `Reload`, `Route`, `Test`,
+//! `FetchObject`, `Connections` and `Trace`. It converts between proto messages and daemon types,
+//! maps errors to gRPC codes, and calls the modules that do the work: [`State`] (table, reload,
+//! counters), the SSH pool, [`reachability`] (Test's checks), [`object_fetch`] and [`observe`]
+//! (open connections, traces). Only the user who runs the daemon may call
 //! it (peer credentials are checked on every request).
 
 use std::sync::Arc;
@@ -13,6 +14,7 @@ use kharon_shared::routing::{self, Via};
 use tonic::{Request, Response, Status};
 
 use crate::object_fetch;
+use crate::observe;
 use crate::reachability;
 use crate::ssh;
 use crate::state::{ReloadError, ReloadRecord, ReloadResult, State, Trigger};
@@ -178,12 +180,43 @@ pub fn fetch_status(e: &object_fetch::Error) -> Status {
     }
 }
 
+type TraceStream =
+    std::pin::Pin<Box<dyn futures::Stream<Item = Result<pb::TraceEvent, Status>> + Send + 'static>>;
+
+fn route_totals(summary: crate::registry::RouteSummary) -> pb::RouteTotals {
+    pb::RouteTotals {
+        route: summary.route.unwrap_or_else(|| "direct".to_owned()),
+        open: summary.open,
+        total: summary.total,
+        failed: summary.failed,
+        bytes_up: summary.bytes_up,
+        bytes_down: summary.bytes_down,
+    }
+}
+
 type TestStream =
     std::pin::Pin<Box<dyn futures::Stream<Item = Result<pb::TestEvent, Status>> + Send + 'static>>;
 
 #[tonic::async_trait]
 impl pb::control_server::Control for Control {
     type TestStream = TestStream;
+    type TraceStream = TraceStream;
+
+    async fn connections(
+        &self,
+        request: Request<pb::ConnectionsRequest>,
+    ) -> Result<Response<pb::ConnectionsResponse>, Status> {
+        authorize(&request)?;
+        Ok(Response::new(observe::connections(&self.state).await))
+    }
+
+    async fn trace(&self, request: Request<pb::TraceRequest>) -> Result<Response<TraceStream>, Status> {
+        authorize(&request)?;
+        let r = request.into_inner();
+        let wait = Duration::from_millis(r.timeout_ms);
+        let events = observe::trace(Arc::clone(&self.state), &r.host, r.port, wait)?;
+        Ok(Response::new(Box::pin(events)))
+    }
 
     async fn test(&self, request: Request<pb::TestRequest>) -> Result<Response<TestStream>, Status> {
         use futures::StreamExt as _;
@@ -221,6 +254,9 @@ impl pb::control_server::Control for Control {
         let stats = &state.stats;
         let mut probes = state.pool.round_trips(STATUS_PROBE).await;
         let history = state.reload_history();
+        let routes = state.registry.routes();
+        let (bytes_up, bytes_down) =
+            routes.iter().fold((0, 0), |(up, down), r| (up + r.bytes_up, down + r.bytes_down));
         let now = SystemTime::now();
         Ok(Response::new(pb::StatusResponse {
             version: kharon_shared::VERSION.to_owned(),
@@ -236,8 +272,8 @@ impl pb::control_server::Control for Control {
                 total_direct: stats.total_direct.load(Ordering::Relaxed),
                 total_jumphost: stats.total_jumphost.load(Ordering::Relaxed),
                 failed: stats.failed.load(Ordering::Relaxed),
-                bytes_up: stats.bytes_up.load(Ordering::Relaxed),
-                bytes_down: stats.bytes_down.load(Ordering::Relaxed),
+                bytes_up,
+                bytes_down,
             }),
             chains: state
                 .pool
@@ -251,6 +287,7 @@ impl pb::control_server::Control for Control {
             socks_auth_required: state.proxy.auth.is_some(),
             last_reload: history.last.as_ref().map(reload_record),
             last_failed_reload: history.last_failed.as_ref().map(reload_record),
+            routes: routes.into_iter().map(route_totals).collect(),
         }))
     }
 

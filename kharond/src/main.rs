@@ -14,6 +14,9 @@
 //! - [`route`]: where a request is routed (direct or a jump host) and the dial along that route.
 //!   [`dial`]: the two ways to connect. [`relay`]: moving bytes (splice, large-buffer copy).
 //! - [`fd_limit`]: the descriptor limit and how many connections fit in it.
+//! - [`registry`]: the open connections and per-route totals (`kharonctl connections`, `status`);
+//!   [`peer`]: which local process holds a client's socket; [`trace`]: per-request traces on demand;
+//!   [`observe`]: what the `Connections` and `Trace` RPCs answer.
 //! - [`state`]: routing table snapshot, SSH pool, counters. [`table`]: which inventory the table is
 //!   read from, and loading it. [`endpoints`]: the cluster URLs `Test` checks.
 //! - [`http`] + [`pac`]: `GET /proxy.pac` on the SOCKS port; [`pac`] renders it.
@@ -42,9 +45,12 @@ mod logging;
 mod malloc;
 mod man_page;
 mod object_fetch;
+mod observe;
 mod pac;
+mod peer;
 mod proxy;
 mod reachability;
+mod registry;
 mod relay;
 mod reload;
 mod route;
@@ -53,6 +59,7 @@ mod ssh;
 mod state;
 mod table;
 mod target;
+mod trace;
 
 use std::collections::HashMap;
 use std::path::PathBuf;

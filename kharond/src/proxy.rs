@@ -121,6 +121,11 @@ impl Error {
 }
 
 impl Request {
+    /// Whether the request came as SOCKS5 (else as HTTP CONNECT).
+    pub fn is_socks(&self) -> bool {
+        matches!(self.protocol, Protocol::Socks5)
+    }
+
     /// Tells the client its connection is up (`bound` is our side of it, for protocols that
     /// report one) and hands back the stream to relay on.
     pub async fn succeed(mut self, bound: SocketAddr) -> std::io::Result<TcpStream> {

@@ -77,14 +77,19 @@ impl fmt::Display for Failed {
 /// timeout: directly, or a channel from the jump host chain's last hop.
 pub async fn dial(state: &State, target: &Target) -> Result<(Route, Upstream), Failed> {
     let route = Route::of(&state.table().table, target);
-    let timeout = state.proxy.connect_timeout;
-    let dialled = match &route {
-        Route::Direct => dial::direct(target, timeout).await,
-        Route::Jumphost(jumphost) => dial::via_jumphost(&state.pool, jumphost, target, timeout).await,
-    };
-    match dialled {
+    match along(state, &route, target).await {
         Ok(upstream) => Ok((route, upstream)),
         Err(error) => Err(Failed { route, error }),
+    }
+}
+
+/// Dials `target` along a `route` already taken from the table ([`Route::of`]), within the
+/// connect timeout. For a caller that shows the route before the dial ends (client connections).
+pub async fn along(state: &State, route: &Route, target: &Target) -> Result<Upstream, dial::Error> {
+    let timeout = state.proxy.connect_timeout;
+    match route {
+        Route::Direct => dial::direct(target, timeout).await,
+        Route::Jumphost(jumphost) => dial::via_jumphost(&state.pool, jumphost, target, timeout).await,
     }
 }
 

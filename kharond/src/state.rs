@@ -1,5 +1,6 @@
 //! What the daemon knows while it runs: the current routing table (swapped atomically on
-//! reload), where it came from, the proxy settings, and the counters `Status` reports.
+//! reload), where it came from, the proxy settings, the counters `Status` reports and the
+//! registry of open connections (`registry.rs`).
 //!
 //! It knows nothing of the SOCKS wire format or of gRPC.
 //!
@@ -18,6 +19,7 @@ use arc_swap::ArcSwap;
 use kharon_shared::routing::Via;
 
 use crate::credentials::Credentials;
+use crate::registry::Registry;
 use crate::ssh;
 use crate::table::{Inventory, LoadedTable};
 
@@ -40,8 +42,6 @@ pub struct Stats {
     pub total_direct: AtomicU64,
     pub total_jumphost: AtomicU64,
     pub failed: AtomicU64,
-    pub bytes_up: AtomicU64,
-    pub bytes_down: AtomicU64,
 }
 
 impl Stats {
@@ -55,11 +55,6 @@ impl Stats {
 
     pub fn failed(&self) {
         self.failed.fetch_add(1, Ordering::Relaxed);
-    }
-
-    pub fn transferred(&self, up: u64, down: u64) {
-        self.bytes_up.fetch_add(up, Ordering::Relaxed);
-        self.bytes_down.fetch_add(down, Ordering::Relaxed);
     }
 
     fn counters(&self, via: Via) -> (&AtomicU64, &AtomicU64) {
@@ -92,6 +87,8 @@ pub struct State {
     pub listen: std::net::SocketAddr,
     pub control_socket: std::path::PathBuf,
     pub stats: Arc<Stats>,
+    /// Open connections and per-route totals (bytes are counted there).
+    pub registry: Registry,
     pub started_at: SystemTime,
     table: ArcSwap<LoadedTable>,
     reloads: crate::reload::Reloads,
@@ -115,6 +112,7 @@ impl State {
             listen,
             control_socket,
             stats: Arc::new(Stats::default()),
+            registry: Registry::default(),
             started_at: SystemTime::now(),
             table: ArcSwap::from_pointee(table),
             reloads: crate::reload::Reloads::default(),
@@ -313,6 +311,7 @@ impl State {
                 .collect()
         };
         let new_routes = describe(&fresh.table);
+        self.registry.retain_routes(&fresh.table.table.jumphosts());
         let installed = self.pool.install(fresh.pool);
         let old = self.swap_table(fresh.table);
         let old_routes = describe(&old);

@@ -3,6 +3,9 @@
 //!
 //! - `GET /hello` → `hello from NAME` (text/plain)
 //! - `GET /bytes/N` → N bytes of [`pattern`]
+//! - `GET /hold/N/S` → N bytes of [`pattern`] without a length, then the connection stays open S
+//!   seconds before the server closes it (the body ends there): a client that is still
+//!   transferring, whose byte counts are final while it waits
 //! - `GET /page` → the HTML given to [`HttpServer::with_page`] (a web site a browser visits)
 //! - anything else → 404
 
@@ -107,6 +110,16 @@ fn serve(stream: TcpStream, name: &str, page: &str, counter: &AtomicUsize) {
             write_typed(&mut out, 200, "text/plain", body.len() as u64, |w| w.write_all(body.as_bytes()))
         } else if path == "/page" && !page.is_empty() {
             write_typed(&mut out, 200, "text/html", page.len() as u64, |w| w.write_all(page.as_bytes()))
+        } else if let Some((n, secs)) = path.strip_prefix("/hold/").and_then(|rest| {
+            let (n, secs) = rest.split_once('/')?;
+            Some((n.parse::<usize>().ok()?, secs.parse::<u64>().ok()?))
+        }) {
+            let head =
+                "HTTP/1.1 200 OK\r\nContent-Type: application/octet-stream\r\nConnection: close\r\n\r\n";
+            let _ = out.write_all(head.as_bytes()).and_then(|()| out.write_all(&pattern(n)));
+            let _ = out.flush();
+            std::thread::sleep(std::time::Duration::from_secs(secs));
+            return;
         } else if let Some(n) = path.strip_prefix("/bytes/").and_then(|n| n.parse::<u64>().ok()) {
             write_response(&mut out, 200, n, |w| {
                 let mut sent = 0u64;

@@ -4,6 +4,7 @@
 mod activation;
 mod channel_close;
 mod clusters;
+mod connections;
 mod control;
 mod control_socket;
 mod crash;

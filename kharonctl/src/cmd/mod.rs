@@ -5,6 +5,7 @@
 pub mod clusters;
 pub mod completions;
 pub mod config;
+pub mod connections;
 pub mod kubeconfig;
 pub mod login;
 pub mod logout;

@@ -1,5 +1,5 @@
-//! `kharonctl status`: the daemon, its listener, the inventory and its age, connection counters and
-//! the health of every jump host chain.
+//! `kharonctl status`: the daemon, its listener, the inventory and its age, connection counters
+//! (with totals per route: direct and each jump host) and the health of every jump host chain.
 
 use std::process::ExitCode;
 use std::time::{SystemTime, UNIX_EPOCH};
@@ -111,6 +111,14 @@ pub async fn run(args: Args, ctx: &Context) -> anyhow::Result<ExitCode> {
     let inv = s.inventory.clone().unwrap_or_default();
     let conn = s.connections.unwrap_or_default();
     if args.output == Format::Json {
+        let routes: Vec<_> = s
+            .routes
+            .iter()
+            .map(|r| {
+                json!({"route": r.route, "open": r.open, "total": r.total, "failed": r.failed,
+                       "bytes_up": r.bytes_up, "bytes_down": r.bytes_down})
+            })
+            .collect();
         let chains: Vec<_> = s
             .chains
             .iter()
@@ -166,6 +174,7 @@ pub async fn run(args: Args, ctx: &Context) -> anyhow::Result<ExitCode> {
                 "total_direct": conn.total_direct, "total_jumphost": conn.total_jumphost,
                 "failed": conn.failed, "bytes_up": conn.bytes_up, "bytes_down": conn.bytes_down,
             },
+            "routes": routes,
             "chains": chains,
             "last_reload": reload_json(s.last_reload.as_ref()),
             "last_failed_reload": reload_json(s.last_failed_reload.as_ref()),
@@ -199,6 +208,20 @@ pub async fn run(args: Args, ctx: &Context) -> anyhow::Result<ExitCode> {
         "connections: {} open direct, {} open via jump hosts; {} direct and {} routed so far, {} failed",
         conn.open_direct, conn.open_jumphost, conn.total_direct, conn.total_jumphost, conn.failed
     );
+    // Only routes that saw something: an idle daemon's status stays short.
+    let used: Vec<&pb::RouteTotals> = s.routes.iter().filter(|r| r.total > 0 || r.failed > 0).collect();
+    if !used.is_empty() {
+        let rows = used.iter().map(|r| {
+            vec![
+                r.route.clone(),
+                r.open.to_string(),
+                r.total.to_string(),
+                r.failed.to_string(),
+                format!("{} / {}", output::bytes(r.bytes_up), output::bytes(r.bytes_down)),
+            ]
+        });
+        println!("{}", output::table(&["route", "open", "since start", "failed", "bytes up/down"], rows));
+    }
     for c in &inv.conflicts {
         let w = c.winner.clone().unwrap_or_default();
         println!("conflict: {} claimed by several jump hosts; {} ({}) wins", c.suffix, w.cluster, w.jumphost);

@@ -22,6 +22,8 @@ use std::task::{Context, Poll, ready};
 use bytes::{Buf, BytesMut};
 use tokio::io::{AsyncRead, AsyncWrite};
 
+use super::counters::{Counters, Way};
+
 /// A direction's first buffer: a small request or response fits in one read.
 pub const START: usize = 16 * 1024;
 /// The most a direction's buffer grows to: large enough that syscalls are not the bottleneck of
@@ -29,16 +31,16 @@ pub const START: usize = 16 * 1024;
 pub const MAX: usize = 256 * 1024;
 
 /// Copies `a` → `b` and `b` → `a` until both directions have ended; returns the bytes written
-/// each way (`a` → `b`, `b` → `a`).
-pub async fn bidirectional<A, B>(a: &mut A, b: &mut B) -> io::Result<(u64, u64)>
+/// each way (`a` → `b`, `b` → `a`), and counts each write into `counters` (`a` → `b` is up).
+pub async fn bidirectional<A, B>(a: &mut A, b: &mut B, counters: &Counters) -> io::Result<(u64, u64)>
 where
     A: AsyncRead + AsyncWrite + Unpin + ?Sized,
     B: AsyncRead + AsyncWrite + Unpin + ?Sized,
 {
     let (mut forward, mut back) = (Direction::default(), Direction::default());
     poll_fn(|cx| {
-        let ab = forward.poll(cx, Pin::new(&mut *a), Pin::new(&mut *b))?;
-        let ba = back.poll(cx, Pin::new(&mut *b), Pin::new(&mut *a))?;
+        let ab = forward.poll(cx, Pin::new(&mut *a), Pin::new(&mut *b), counters, Way::Up)?;
+        let ba = back.poll(cx, Pin::new(&mut *b), Pin::new(&mut *a), counters, Way::Down)?;
         match (ab, ba) {
             (Poll::Ready(up), Poll::Ready(down)) => Poll::Ready(Ok((up, down))),
             _ => Poll::Pending,
@@ -78,6 +80,8 @@ impl Direction {
         cx: &mut Context<'_>,
         mut reader: Pin<&mut R>,
         mut writer: Pin<&mut W>,
+        counters: &Counters,
+        way: Way,
     ) -> Poll<io::Result<u64>>
     where
         R: AsyncRead + ?Sized,
@@ -91,12 +95,14 @@ impl Direction {
                 }
                 buffer.advance(n);
                 self.written += n as u64;
+                counters.add(way, n as u64);
                 continue;
             }
             match self.state {
                 Stage::Done => return Poll::Ready(Ok(self.written)),
                 Stage::ShuttingDown => {
                     ready!(writer.as_mut().poll_shutdown(cx))?;
+                    counters.end(way);
                     self.state = Stage::Done;
                     self.buffer = None;
                     continue;
@@ -138,7 +144,8 @@ mod tests {
     async fn both_directions_arrive_whole_and_in_order_with_half_close() {
         let (mut client, mut near) = duplex(MAX * 2);
         let (mut far, mut target) = duplex(MAX * 2);
-        let relay = tokio::spawn(async move { bidirectional(&mut near, &mut far).await });
+        let relay =
+            tokio::spawn(async move { bidirectional(&mut near, &mut far, &Counters::default()).await });
         let big: Vec<u8> = (0..(4 * MAX)).map(|i| (i % 253) as u8).collect();
         let expected = big.clone();
         let target_task = tokio::spawn(async move {
@@ -172,14 +179,16 @@ mod tests {
         let mut reader: &[u8] = &[7u8; START];
         let mut sink = Vec::new();
         // A full read doubles the next buffer; EOF then shuts down and ends the direction.
-        let done = direction.poll(&mut cx, Pin::new(&mut reader), Pin::new(&mut sink));
+        let counters = Counters::default();
+        let done = direction.poll(&mut cx, Pin::new(&mut reader), Pin::new(&mut sink), &counters, Way::Down);
         assert!(matches!(done, Poll::Ready(Ok(n)) if n == START as u64), "{done:?}");
         assert_eq!(direction.size, 2 * START);
         assert!(direction.buffer.is_none());
 
         let (mut idle, _keep_open) = duplex(64);
         let mut waiting = Direction::default();
-        let pending = waiting.poll(&mut cx, Pin::new(&mut idle), Pin::new(&mut Vec::new()));
+        let pending =
+            waiting.poll(&mut cx, Pin::new(&mut idle), Pin::new(&mut Vec::new()), &counters, Way::Up);
         assert!(pending.is_pending());
         assert!(waiting.buffer.is_none(), "an idle direction keeps no buffer");
         assert_eq!(waiting.size, START);
@@ -190,7 +199,7 @@ mod tests {
         let (mut client, mut near) = duplex(1024);
         let mut broken = Broken;
         client.write_all(b"x").await.unwrap();
-        let result = bidirectional(&mut near, &mut broken).await;
+        let result = bidirectional(&mut near, &mut broken, &Counters::default()).await;
         assert_eq!(result.unwrap_err().kind(), io::ErrorKind::ConnectionReset);
     }
 

@@ -13,6 +13,7 @@ use std::os::fd::{AsRawFd, RawFd};
 use tokio::io::Interest;
 use tokio::net::TcpStream;
 
+use super::counters::{Counters, Way};
 use super::pipes::Pipes;
 
 /// Buffer of a cycle copied through user space, when no pipe is to be had.
@@ -33,8 +34,15 @@ fn splice(from: RawFd, to: RawFd, len: usize) -> Result<usize> {
     if n < 0 { Err(Error::last_os_error()) } else { Ok(n as usize) }
 }
 
-/// Moves `src` → `dst` until `src` ends, then shuts down `dst`'s write side (half-close).
-pub async fn one_way(src: &TcpStream, dst: &TcpStream, pipes: &Pipes) -> Result<u64> {
+/// Moves `src` → `dst` until `src` ends, then shuts down `dst`'s write side (half-close). Each
+/// cycle's bytes are added to `counters` as `way`.
+pub async fn one_way(
+    src: &TcpStream,
+    dst: &TcpStream,
+    pipes: &Pipes,
+    counters: &Counters,
+    way: Way,
+) -> Result<u64> {
     let mut total = 0u64;
     // Only when the pool is out of pipes; made once, on first need, for this direction.
     let mut fallback: Vec<u8> = Vec::new();
@@ -82,9 +90,11 @@ pub async fn one_way(src: &TcpStream, dst: &TcpStream, pipes: &Pipes) -> Result<
                 // The peer may already be gone; the data it got is all it will get.
                 if e.kind() == ErrorKind::NotConnected { Ok(()) } else { Err(e) }
             })?;
+            counters.end(way);
             return Ok(total);
         }
         total += moved as u64;
+        counters.add(way, moved as u64);
     }
 }
 

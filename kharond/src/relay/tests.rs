@@ -17,19 +17,29 @@ enum Path {
     SpliceWith(&'static pipes::Pipes),
 }
 
+/// Relays along `path`; the live counters must agree with the totals it returns, and a relay
+/// that ended well has ended both ways.
 async fn relay(path: Path, client: &mut TcpStream, upstream: &mut TcpStream) -> std::io::Result<Transfer> {
-    match path {
-        Path::Splice => tcp(client, upstream).await,
-        Path::Generic => stream(client, upstream).await,
+    let counters = Counters::default();
+    let transfer = match path {
+        Path::Splice => tcp(client, upstream, &counters).await,
+        Path::Generic => stream(client, upstream, &counters).await,
         #[cfg(target_os = "linux")]
         Path::SpliceWith(pool) => {
             let (up, down) = tokio::try_join!(
-                splice::one_way(client, upstream, pool),
-                splice::one_way(upstream, client, pool)
+                splice::one_way(client, upstream, pool, &counters, Way::Up),
+                splice::one_way(upstream, client, pool, &counters, Way::Down)
             )?;
             Ok(Transfer { up, down })
         }
-    }
+    }?;
+    let counted = Transfer {
+        up: counters.up.load(std::sync::atomic::Ordering::Relaxed),
+        down: counters.down.load(std::sync::atomic::Ordering::Relaxed),
+    };
+    assert_eq!(counted, transfer, "live counters disagree with the relay's totals");
+    assert!(counters.ended(Way::Up) && counters.ended(Way::Down), "a finished relay ended both ways");
+    Ok(transfer)
 }
 
 /// The client half-closes after sending; the target still answers in full.

@@ -336,17 +336,42 @@ struct Session {
     events: Arc<Events>,
     down: watch::Receiver<Option<String>>,
     hop: HopId,
+    timing: HopTiming,
+}
+
+/// How long one hop took to come up when the chain was dialled (for `kharonctl route --trace`).
+#[derive(Debug, Clone)]
+pub struct HopTiming {
+    /// "user@host:port".
+    pub hop: String,
+    /// TCP connect, a channel through the previous hop, or a ProxyCommand's start.
+    pub transport: Duration,
+    /// Key exchange and host key check.
+    pub handshake: Duration,
+    pub auth: Duration,
 }
 
 /// A connected chain: one session per hop, first to last.
 pub struct Dialled {
     sessions: Vec<Session>,
+    /// When the last hop was up.
+    established: Instant,
     /// Channels we had to close before the server did; russh keeps each one's state until the
     /// session ends (tunnel.rs, "Who closes"), so the pool retires a session with too many.
     abandoned: AtomicU64,
 }
 
 impl Dialled {
+    /// When the whole chain was up.
+    pub fn established(&self) -> Instant {
+        self.established
+    }
+
+    /// Each hop's set-up times, first to last.
+    pub fn timings(&self) -> impl Iterator<Item = &HopTiming> {
+        self.sessions.iter().map(|s| &s.timing)
+    }
+
     /// Counts a channel closed by us first (see [`Dialled::abandoned`]).
     pub fn note_abandoned(&self) {
         self.abandoned.fetch_add(1, Ordering::Relaxed);
@@ -466,7 +491,7 @@ pub async fn dial(chain: &Chain, settings: Settings<'_>) -> Result<Dialled, Erro
         tracing::debug!(hop = %id, "hop connected");
         sessions.push(session);
     }
-    Ok(Dialled { sessions, abandoned: AtomicU64::new(0) })
+    Ok(Dialled { sessions, established: Instant::now(), abandoned: AtomicU64::new(0) })
 }
 
 async fn dial_hop(
@@ -485,6 +510,8 @@ async fn dial_hop(
         nested: previous.is_some(),
     };
     let mut stderr = None;
+    let started = Instant::now();
+    let transport;
     // Each transport's own set-up takes one round trip to this hop: a TCP connect, or a channel
     // open that the previous hop confirms once its TCP connect to this one is done.
     let connected = match (previous, &hop.transport) {
@@ -494,11 +521,13 @@ async fn dial_hop(
                 OpenError::Refused { reason, description } => ErrorKind::Unreachable { reason, description },
                 OpenError::Transport(e) => ErrorKind::Handshake { source: e, stderr: String::new() },
             })?;
-            let config = client_config(hop, measured(id, started.elapsed()));
+            transport = started.elapsed();
+            let config = client_config(hop, measured(id, transport));
             client::connect_stream(config, channel.into_stream(), handler).await
         }
         (None, Transport::Tcp) => {
             let (tcp, connect) = tcp_connect(&hop.host_name, hop.port).await?;
+            transport = started.elapsed();
             let config = client_config(hop, measured(id, connect.max(first_byte(&tcp).await)));
             let stream =
                 tokio::io::BufReader::with_capacity(FIRST_HOP_READ_BUFFER, super::quickack::QuickAck(tcp));
@@ -508,6 +537,7 @@ async fn dial_hop(
             let (stream, tail) =
                 proxy_command::spawn(command, settings.env).map_err(ErrorKind::ProxyCommand)?;
             stderr = Some(tail);
+            transport = started.elapsed();
             client::connect_stream(client_config(hop, window_for(None)), stream, handler).await
         }
     };
@@ -517,8 +547,11 @@ async fn dial_hop(
             ErrorKind::Handshake { source, stderr: stderr.as_ref().map(|s| s.tail()).unwrap_or_default() }
         }
     })?;
+    let handshake = started.elapsed().saturating_sub(transport);
     auth::authenticate(&mut handle, hop, settings.env).await.map_err(ErrorKind::Auth)?;
-    Ok(Session { handle, events, down: rx, hop: id.clone() })
+    let auth = started.elapsed().saturating_sub(transport + handshake);
+    let timing = HopTiming { hop: hop.display(), transport, handshake, auth };
+    Ok(Session { handle, events, down: rx, hop: id.clone(), timing })
 }
 
 /// How long sshd's identification line takes to arrive after the connect: a round trip plus

@@ -72,7 +72,7 @@ pub struct Tunnel {
     counters: Arc<Counters>,
     /// Keeps the chain's sessions (and a ProxyCommand child) up while the tunnel is used, even if
     /// the pool has dropped or replaced them.
-    _chain: Arc<Dialled>,
+    chain: Arc<Dialled>,
 }
 
 impl Tunnel {
@@ -92,8 +92,13 @@ impl Tunnel {
             dropped: Some(dropped_tx),
             eof_sent: false,
             counters,
-            _chain: chain,
+            chain,
         }
+    }
+
+    /// The chain this channel was opened on (when it came up, how each hop took).
+    pub fn chain(&self) -> &Dialled {
+        &self.chain
     }
 }
 
