@@ -1,0 +1,1 @@
+//! No code: this crate only exists for its dependency features (see its Cargo.toml).
