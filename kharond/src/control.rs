@@ -331,4 +331,16 @@ impl pb::control_server::Control for Control {
             inventory_missing: loaded.missing,
         }))
     }
+
+    async fn clusters(
+        &self,
+        request: Request<pb::ClustersRequest>,
+    ) -> Result<Response<pb::ClustersResponse>, Status> {
+        authorize(&request)?;
+        let loaded = self.state.table();
+        let clusters_json =
+            loaded.clusters_json.as_deref().map_err(|e| Status::internal(e.clone()))?.to_vec();
+        let inventory = Some(inventory_info(&self.state, &loaded));
+        Ok(Response::new(pb::ClustersResponse { clusters_json, inventory }))
+    }
 }
