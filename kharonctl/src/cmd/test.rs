@@ -143,8 +143,11 @@ fn endpoint_row(event: &pb::TestEvent, check: &str) -> Row {
 /// The ids kharond is asked about: each part of an id that names one cluster of the catalog becomes
 /// its id (several: the picker, or exit code 2). A name the catalog does not know, or no catalog at
 /// all, goes as given: kharond may route by another inventory, and names what it does not know.
-fn full_ids(names: Vec<String>, ctx: &Context) -> anyhow::Result<Vec<String>> {
-    let Some(catalog) = (!names.is_empty()).then(|| Catalog::load(None, &ctx.config).ok()).flatten() else {
+async fn full_ids(names: Vec<String>, ctx: &Context) -> anyhow::Result<Vec<String>> {
+    if names.is_empty() {
+        return Ok(names);
+    }
+    let Ok(catalog) = Catalog::load(None, &ctx.config).await else {
         return Ok(names);
     };
     let marks = Marks::default();
@@ -168,7 +171,7 @@ fn full_ids(names: Vec<String>, ctx: &Context) -> anyhow::Result<Vec<String>> {
 
 pub async fn run(args: Args, ctx: &Context) -> anyhow::Result<ExitCode> {
     // Before the progress spinner: the picker may need the terminal.
-    let clusters = full_ids(args.clusters, ctx)?;
+    let clusters = full_ids(args.clusters, ctx).await?;
     let mut daemon = ctx.daemon().await?;
     let status = daemon.status().await?;
     let mut rows = vec![inventory_row(&status)];

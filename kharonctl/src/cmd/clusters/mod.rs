@@ -83,7 +83,11 @@ pub enum Action {
 }
 
 pub async fn run(args: Args, ctx: &Context) -> anyhow::Result<ExitCode> {
-    let catalog = Catalog::load(args.inventory.as_deref(), &ctx.config)?;
+    let catalog = Catalog::load(args.inventory.as_deref(), &ctx.config).await?;
+    // kubectl runs `token` on every call: its stderr is no place for where the list came from.
+    if !matches!(args.action, Some(Action::Token(_))) {
+        catalog.print_source();
+    }
     let Some(action) = args.action else {
         return list::run(catalog.clusters(), args.name.as_deref(), args.tenant.as_deref(), args.output);
     };
