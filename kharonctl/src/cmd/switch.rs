@@ -88,7 +88,7 @@ async fn switch_to(
     catalog: &Catalog,
     ctx: &Context,
 ) -> anyhow::Result<()> {
-    let settings = kube::Settings::new(ctx.proxy_address().await, catalog.inventory_file())?;
+    let settings = kube::Settings::new(ctx.proxy().await, catalog.inventory_file())?;
     let entry = kube::entry(cluster, &settings)?;
     entry.print_warnings();
     k.upsert(&entry);

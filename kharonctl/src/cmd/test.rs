@@ -58,14 +58,11 @@ const HTTPS_TIMEOUT: Duration = Duration::from_secs(10);
 
 /// The client for the HTTPS checks, through the daemon's SOCKS listener. Certificates are not
 /// verified: cluster CAs are private and this checks reachability, not trust (kubectl does that).
-fn https_client(ctx: &Context, listen: &str) -> anyhow::Result<reqwest::Client> {
-    let proxy = match &ctx.config.socks_auth {
-        Some(auth) => format!("socks5h://{}:{}@{listen}", auth.value.username, auth.value.password.as_str()),
-        None => format!("socks5h://{listen}"),
-    };
+fn https_client(ctx: &Context, status: &pb::StatusResponse) -> anyhow::Result<reqwest::Client> {
+    let proxy = ctx.proxy_of(status).map_err(anyhow::Error::msg)?;
     Ok(reqwest::Client::builder()
         .no_proxy()
-        .proxy(reqwest::Proxy::all(&proxy)?)
+        .proxy(reqwest::Proxy::all(proxy.url("socks5h"))?)
         .danger_accept_invalid_certs(true)
         .redirect(reqwest::redirect::Policy::none())
         .timeout(HTTPS_TIMEOUT)
@@ -186,7 +183,7 @@ pub async fn run(args: Args, ctx: &Context) -> anyhow::Result<ExitCode> {
     } else {
         None
     };
-    let client = https_client(ctx, &status.listen_address)?;
+    let client = https_client(ctx, &status)?;
     let mut stream = daemon.test(clusters).await?;
     while let Some(event) = Daemon::next_event(&mut stream).await? {
         if event.step == "agent" {
