@@ -33,7 +33,9 @@ pub fn cluster_candidates() -> Vec<CompletionCandidate> {
     let Ok(runtime) = tokio::runtime::Builder::new_current_thread().enable_all().build() else {
         return Vec::new();
     };
-    let loaded = runtime.block_on(tokio::time::timeout(DAEMON_WAIT, Catalog::load(None, &config)));
+    // The timeout inside the runtime: its timer needs the runtime's clock from the start.
+    let loaded =
+        runtime.block_on(async { tokio::time::timeout(DAEMON_WAIT, Catalog::load(None, &config)).await });
     let Ok(Ok(catalog)) = loaded else { return Vec::new() };
     let mut clusters: Vec<_> = catalog.clusters().iter().filter(|c| !c.id.is_empty()).collect();
     clusters.dedup_by(|a, b| a.id == b.id);

@@ -185,6 +185,12 @@ fn without_a_cache_the_clusters_are_the_daemons_table() {
     assert_eq!(row["value"], "3 cluster(s)");
     assert_eq!(row["source"], format!("kharond's routing table (its file {i})").as_str());
 
+    // Completion of ids reads the same table, silently.
+    let tab = run_with(&env, &["--", "kharonctl", "switch", "c-"], &[("COMPLETE", "fish")]);
+    assert!(tab.success() && tab.stderr.is_empty(), "{tab:?}");
+    let completed: Vec<&str> = tab.stdout.lines().map(|l| l.split('\t').next().unwrap_or(l)).collect();
+    assert_eq!(completed, ["c-blue-sky-2", "c-green-tree-1", "c-red-rock-3"], "{}", tab.stdout);
+
     // After a reload kharond routes by the new file, and so the list follows.
     ok(&run(&env, &["reload"]));
     assert_eq!(ids(&run(&env, &["clusters", "-o", "json"])), ["c-new-5"]);
