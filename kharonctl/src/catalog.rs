@@ -1,7 +1,12 @@
 //! The clusters kharonctl knows ([`Catalog`]): loaded from a Lieutenant `/clusters` JSON
-//! (`--inventory FILE`, or the configured `inventory`) or else from the inventory cache `kharonctl
-//! update` writes, `kharonIgnore`d ones dropped; filtered by id glob and tenant; and one cluster
-//! found by name, with closest-id suggestions when the name is unknown.
+//! (`--inventory FILE`, or the configured `inventory`), else from the inventory cache `kharonctl
+//! update` writes, else, when there is no cache, from the table kharond routes by (the `Clusters`
+//! RPC: kharond started with `--inventory FILE` has clusters this shell has no file for);
+//! `kharonIgnore`d ones dropped; filtered by id glob and tenant; and one cluster found by name,
+//! with closest-id suggestions when the name is unknown.
+//!
+//! A cache that exists but cannot be used is an error, never a reason to ask kharond instead: the
+//! user would act on other clusters than the ones they fetched, without a word.
 //!
 //! It knows nothing of kubeconfigs (`kube.rs`) or of how clusters are printed (`cmd/clusters/list.rs`).
 
@@ -9,6 +14,8 @@ use std::path::{Path, PathBuf};
 
 use kharon_shared::config::Config;
 use kharon_shared::inventory::Cluster;
+
+use crate::daemon::{self, Daemon};
 
 /// How many ids an "unknown cluster" error suggests at most.
 const MAX_SUGGESTIONS: usize = 3;
@@ -23,9 +30,30 @@ impl From<kharon_shared::cache::Error> for Error {
 pub enum Error {
     #[error(transparent)]
     Inventory(#[from] kharon_shared::inventory::Error),
-    /// Not a `source`: the message already contains the cache error, and `{:#}` would repeat it.
-    #[error("{0}; or pass --inventory FILE (a Lieutenant /clusters JSON)")]
+    /// A cache that exists and is unusable. Not a `source`: the message already contains the cache
+    /// error, and `{:#}` would repeat it.
+    #[error(
+        "{0}; or pass --inventory FILE (a Lieutenant /clusters JSON). kharond's clusters are not used \
+         in place of a cache that exists"
+    )]
     Cache(kharon_shared::cache::Error),
+    /// No cache, and kharond could not be asked for its table.
+    #[error(
+        "no inventory cache at {} and no kharond to ask for its clusters: {daemon}. Run `kharonctl \
+         update` to fetch them from Lieutenant, start kharond (it serves the clusters of its \
+         --inventory FILE or cache), or pass --inventory FILE (a Lieutenant /clusters JSON)",
+        cache.display()
+    )]
+    NoCatalog { cache: PathBuf, daemon: daemon::Error },
+    /// No cache, and kharond has none either (it reads a cache that does not exist yet).
+    #[error(
+        "no inventory cache at {} and kharond has no clusters either (its {kind} {path} does not \
+         exist yet); run `kharonctl update` to fetch them from Lieutenant, or pass --inventory FILE",
+        cache.display()
+    )]
+    DaemonHasNone { cache: PathBuf, kind: String, path: String },
+    #[error("kharond answered a cluster list that is not a Lieutenant /clusters JSON: {0}")]
+    DaemonReply(serde_json::Error),
     #[error("unknown cluster {name:?}{}", did_you_mean(suggestions))]
     Unknown { name: String, suggestions: Vec<String> },
     #[error("no cluster matches {filter:?}{}", tenant_note(tenant.as_deref()))]
@@ -52,40 +80,97 @@ fn tenant_note(tenant: Option<&str>) -> String {
     tenant.map(|t| format!(" in tenant {t:?}")).unwrap_or_default()
 }
 
-/// The clusters of one inventory, sorted by id, and the file they came from.
+/// Where the clusters of a [`Catalog`] came from.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Source {
+    /// `--inventory FILE` or the configured `inventory`.
+    File(PathBuf),
+    /// The inventory cache.
+    Cache(PathBuf),
+    /// kharond's table in force, because there is no cache at `cache`: kharond read it from its
+    /// `kind` ("file" or "cache") at `path`.
+    Daemon { cache: PathBuf, kind: String, path: String },
+}
+
+impl std::fmt::Display for Source {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            Source::File(path) => write!(f, "inventory file {}", path.display()),
+            Source::Cache(path) => write!(f, "inventory cache {}", path.display()),
+            Source::Daemon { kind, path, .. } => write!(f, "kharond's routing table (its {kind} {path})"),
+        }
+    }
+}
+
+/// The clusters of one inventory, sorted by id, and where they came from.
 #[derive(Debug, Clone)]
 pub struct Catalog {
     clusters: Vec<Cluster>,
-    /// `None`: the inventory cache.
-    file: Option<PathBuf>,
+    source: Source,
 }
 
 impl Catalog {
     /// Every cluster that is not `kharonIgnore`d, from `flag` (`--inventory`), else the configured
-    /// inventory (`KHARON_INVENTORY`, config file), else the cache in the configured cache dir.
-    pub fn load(flag: Option<&Path>, config: &Config) -> Result<Self, Error> {
+    /// inventory (`KHARON_INVENTORY`, config file), else the cache in the configured cache dir, else
+    /// (no cache at all) the table of the kharond at the configured control socket.
+    pub async fn load(flag: Option<&Path>, config: &Config) -> Result<Self, Error> {
         let configured = config.inventory.as_ref().map(|s| s.value.as_path());
-        let file = flag.or(configured).map(absolute);
-        let mut clusters = match &file {
-            Some(path) => kharon_shared::inventory::load_file(path)?,
+        let (mut clusters, source) = match flag.or(configured).map(absolute) {
+            Some(path) => (kharon_shared::inventory::load_file(&path)?, Source::File(path)),
             None => {
-                kharon_shared::cache::load(&kharon_shared::cache::path(&config.cache_dir.value))?.clusters
+                let cache = kharon_shared::cache::path(&config.cache_dir.value);
+                match kharon_shared::cache::load(&cache) {
+                    Ok(envelope) => (envelope.clusters, Source::Cache(cache)),
+                    Err(kharon_shared::cache::Error::Missing { .. }) => {
+                        from_daemon(&config.control_socket.value, cache).await?
+                    }
+                    Err(e) => return Err(Error::Cache(e)),
+                }
             }
         };
         clusters.retain(|c| !c.is_ignored());
         clusters.sort_by(|a, b| a.id.cmp(&b.id));
-        Ok(Self { clusters, file })
+        Ok(Self { clusters, source })
     }
 
     pub fn clusters(&self) -> &[Cluster] {
         &self.clusters
     }
 
-    /// The inventory file, if that is where the clusters come from (an exec credential entry must
-    /// read the same inventory when kubectl runs it later).
-    pub fn inventory_file(&self) -> Option<&Path> {
-        self.file.as_deref()
+    pub fn source(&self) -> &Source {
+        &self.source
     }
+
+    /// The inventory file, if that is where the clusters come from (an exec credential entry must
+    /// read the same inventory when kubectl runs it later). kharond's table is none: the entry
+    /// then asks kharond again, as this run did.
+    pub fn inventory_file(&self) -> Option<&Path> {
+        match &self.source {
+            Source::File(path) => Some(path),
+            Source::Cache(_) | Source::Daemon { .. } => None,
+        }
+    }
+
+    /// A line on stderr when the clusters are kharond's rather than this shell's own inventory: a
+    /// person who expected their cache should learn there is none.
+    pub fn print_source(&self) {
+        if let Source::Daemon { cache, .. } = &self.source {
+            eprintln!("kharonctl: no inventory cache at {}; clusters from {}", cache.display(), self.source);
+        }
+    }
+}
+
+/// The clusters of the kharond listening on `socket`, for want of the cache at `cache`.
+async fn from_daemon(socket: &Path, cache: PathBuf) -> Result<(Vec<Cluster>, Source), Error> {
+    let answer = async { Daemon::connect(socket).await?.clusters().await };
+    let reply = answer.await.map_err(|daemon| Error::NoCatalog { cache: cache.clone(), daemon })?;
+    let inventory = reply.inventory.unwrap_or_default();
+    if inventory.missing {
+        return Err(Error::DaemonHasNone { cache, kind: inventory.source_kind, path: inventory.source_path });
+    }
+    let clusters =
+        kharon_shared::inventory::parse_clusters(&reply.clusters_json).map_err(Error::DaemonReply)?;
+    Ok((clusters, Source::Daemon { cache, kind: inventory.source_kind, path: inventory.source_path }))
 }
 
 fn absolute(path: &Path) -> PathBuf {

@@ -2,13 +2,12 @@
 //! catalog, the name it was given (resolved to one cluster on demand) and kharond's address for
 //! the kubeconfigs it writes.
 
-use std::net::SocketAddr;
 use std::path::PathBuf;
 
 use kharon_shared::inventory::Cluster;
 
 use crate::catalog::{self, Catalog};
-use crate::context::Context;
+use crate::context::{Context, Proxy};
 use crate::kube;
 use crate::picker;
 
@@ -17,9 +16,9 @@ pub struct Run<'a> {
     pub catalog: &'a Catalog,
     pub name: &'a str,
     pub tenant: Option<&'a str>,
-    /// kharond's SOCKS address for the kubeconfigs an action writes ([`Context::proxy_address`]);
-    /// the configured one for actions that write none.
-    pub proxy: SocketAddr,
+    /// kharond's SOCKS listener for the kubeconfigs an action writes ([`Context::proxy`]); the
+    /// configured one for actions that write none.
+    pub proxy: Proxy,
 }
 
 impl Run<'_> {
@@ -37,7 +36,7 @@ impl Run<'_> {
 
     /// The kubeconfig settings for this action's entries.
     pub fn settings(&self) -> Result<kube::Settings, kube::Error> {
-        kube::Settings::new(self.proxy, self.catalog.inventory_file())
+        kube::Settings::new(self.proxy.clone(), self.catalog.inventory_file())
     }
 
     /// Writes `cluster`'s own kubeconfig into the cache dir and returns its path.

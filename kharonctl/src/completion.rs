@@ -2,39 +2,42 @@
 //!
 //! The shell runs `kharonctl` on every TAB with `COMPLETE=<shell>` set; `main` hands that run to
 //! `clap_complete::CompleteEnv` before anything else. Everything here must therefore be fast,
-//! offline and silent: no daemon RPC, no network, nothing on stdout or stderr.
+//! local and silent: no network, nothing on stdout or stderr, and kharond asked only when there is
+//! no inventory here, bounded by [`DAEMON_WAIT`].
 //!
-//! - [`cluster_candidates`]: cluster ids from the local inventory cache; attach it to an argument
-//!   with `#[arg(add = ArgValueCandidates::new(crate::completion::cluster_candidates))]`.
+//! - [`cluster_candidates`]: cluster ids of the catalog every command reads ([`Catalog::load`]);
+//!   attach it to an argument with `#[arg(add = ArgValueCandidates::new(crate::completion::cluster_candidates))]`.
 //! - [`completer`]: the program the registration script calls back.
 
 use std::path::{Path, PathBuf};
+use std::time::Duration;
 
 use clap_complete::engine::CompletionCandidate;
 use kharon_shared::config::{Config, Overrides};
+
+use crate::catalog::Catalog;
 
 /// The environment variable that switches kharonctl into completion mode.
 pub const VAR: &str = "COMPLETE";
 /// The command name the scripts register completions for.
 pub const BIN: &str = "kharonctl";
+/// How long a TAB waits for kharond's cluster list (a local socket: milliseconds when it is up).
+const DAEMON_WAIT: Duration = Duration::from_millis(500);
 
-/// Cluster ids from the inventory cache, each with its display name as help; clusters marked
-/// `kharonIgnore` are left out, as everywhere else. No cache yet (or an unreadable one) means no
-/// candidates, silently: a TAB must never print an error.
+/// Cluster ids of the catalog the commands read (inventory file, cache, else kharond's table),
+/// each with its display name as help; clusters marked `kharonIgnore` are left out, as everywhere
+/// else. No catalog (or an unreadable one) means no candidates, silently: a TAB must never print
+/// an error.
 pub fn cluster_candidates() -> Vec<CompletionCandidate> {
-    let cache_dir = match Config::load(&Overrides::default()) {
-        Ok(config) => config.cache_dir.value,
-        Err(_) => match kharon_shared::paths::cache_dir() {
-            Ok(dir) => dir,
-            Err(_) => return Vec::new(),
-        },
-    };
-    let Ok(envelope) = kharon_shared::cache::load(&kharon_shared::cache::path(&cache_dir)) else {
+    let Ok(config) = Config::load(&Overrides::default()) else { return Vec::new() };
+    let Ok(runtime) = tokio::runtime::Builder::new_current_thread().enable_all().build() else {
         return Vec::new();
     };
-    let mut clusters: Vec<_> =
-        envelope.clusters.iter().filter(|c| !c.id.is_empty() && !c.is_ignored()).collect();
-    clusters.sort_by(|a, b| a.id.cmp(&b.id));
+    // The timeout inside the runtime: its timer needs the runtime's clock from the start.
+    let loaded =
+        runtime.block_on(async { tokio::time::timeout(DAEMON_WAIT, Catalog::load(None, &config)).await });
+    let Ok(Ok(catalog)) = loaded else { return Vec::new() };
+    let mut clusters: Vec<_> = catalog.clusters().iter().filter(|c| !c.id.is_empty()).collect();
     clusters.dedup_by(|a, b| a.id == b.id);
     clusters
         .into_iter()

@@ -2,7 +2,8 @@
 
 use std::net::{IpAddr, Ipv4Addr, Ipv6Addr, SocketAddr};
 
-use kharon_shared::config::{Config, Overrides, Source};
+use kharon_shared::config::{Config, Overrides, SocksAuth, Source};
+use kharon_shared::proto::v1 as pb;
 
 use crate::daemon::{self, Daemon};
 
@@ -19,18 +20,17 @@ impl Context {
         Daemon::connect(&self.config.control_socket.value).await
     }
 
-    /// The SOCKS address to hand to clients (a kubeconfig's `proxy-url`, the web login): where the
-    /// running kharond listens, which a flag or another config may have moved away from what this
-    /// process's settings say. When no daemon answers, the configured address, and a note on
-    /// stderr saying so.
-    pub async fn proxy_address(&self) -> SocketAddr {
+    /// kharond's SOCKS listener as clients are to reach it (a kubeconfig's `proxy-url`, the web
+    /// login): where the running kharond listens, which a flag or another config may have moved
+    /// away from what this process's settings say, with the username and password it requires.
+    /// When no daemon answers, the configured address and credentials, and a note on stderr
+    /// saying so.
+    pub async fn proxy(&self) -> Proxy {
         let why = match self.daemon().await {
             Ok(mut daemon) => match daemon.status().await {
-                Ok(status) => match status.listen_address.parse::<SocketAddr>() {
-                    Ok(addr) => return connectable(addr),
-                    Err(_) => {
-                        format!("kharond reports listen address {:?}, not IP:PORT", status.listen_address)
-                    }
+                Ok(status) => match self.proxy_of(&status) {
+                    Ok(proxy) => return proxy,
+                    Err(e) => e,
                 },
                 Err(e) => e.to_string(),
             },
@@ -41,7 +41,68 @@ impl Context {
             "kharonctl: {why}; using the configured listen address {} ({})",
             listen.value, listen.source
         );
-        listen.value
+        Proxy { addr: listen.value, auth: self.config.socks_auth.as_ref().map(|s| s.value.clone()) }
+    }
+
+    /// The listener of the kharond that answered `status`, reached on loopback when it listens on
+    /// all addresses. The credentials are never sent over the control socket: they come from this
+    /// process's own settings, the config file kharond reads too (`--config`, `KHARON_CONFIG`, or
+    /// the default path), and only when kharond says it requires them; when it does and these
+    /// settings have none, a warning on stderr says kubectl will be refused.
+    pub fn proxy_of(&self, status: &pb::StatusResponse) -> Result<Proxy, String> {
+        let addr = status.listen_address.parse::<SocketAddr>().map_err(|_| {
+            format!("kharond reports listen address {:?}, not IP:PORT", status.listen_address)
+        })?;
+        let auth = match (&self.config.socks_auth, status.socks_auth_required) {
+            (_, false) => None,
+            (Some(auth), true) => Some(auth.value.clone()),
+            (None, true) => {
+                let file = self.config.file.as_ref().map_or_else(
+                    || "no config file was found".to_owned(),
+                    |f| format!("{} has no [socks] section", f.display()),
+                );
+                eprintln!(
+                    "kharonctl: warning: kharond requires a SOCKS username and password, but this \
+                     kharonctl knows none ({file}), so clients given this proxy will be refused; \
+                     point kharonctl at the config file kharond reads (--config FILE or KHARON_CONFIG)"
+                );
+                None
+            }
+        };
+        Ok(Proxy { addr: connectable(addr), auth })
+    }
+}
+
+/// Everything but RFC 3986's unreserved characters: `%` too, which `url::Url::set_password` would
+/// leave alone and a parser would then decode.
+const USERINFO: &percent_encoding::AsciiSet =
+    &percent_encoding::NON_ALPHANUMERIC.remove(b'-').remove(b'.').remove(b'_').remove(b'~');
+
+/// Where a client reaches kharond's SOCKS listener, and the username and password it requires.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Proxy {
+    pub addr: SocketAddr,
+    pub auth: Option<SocksAuth>,
+}
+
+impl Proxy {
+    /// `scheme://user:password@addr` (or without the credentials when none are required), the
+    /// userinfo percent-encoded (RFC 3986 §3.2.1) so that any byte of a password survives: the form
+    /// kubectl's `proxy-url` and reqwest take SOCKS5 credentials in. It holds the password: for
+    /// files written 0600 and for clients, never for a terminal or a log.
+    pub fn url(&self, scheme: &str) -> String {
+        match &self.auth {
+            None => format!("{scheme}://{}", self.addr),
+            Some(auth) => {
+                let enc = |s: &str| percent_encoding::utf8_percent_encode(s, USERINFO).to_string();
+                format!("{scheme}://{}:{}@{}", enc(&auth.username), enc(auth.password.as_str()), self.addr)
+            }
+        }
+    }
+
+    /// The same proxy without its credentials: what a printed kubeconfig gets.
+    pub fn without_auth(&self) -> Self {
+        Self { addr: self.addr, auth: None }
     }
 }
 
@@ -119,5 +180,28 @@ mod tests {
         for (listen, want) in cases {
             assert_eq!(connectable(listen.parse().unwrap()).to_string(), want, "{listen}");
         }
+    }
+
+    #[test]
+    fn proxy_credentials_are_percent_encoded_into_the_userinfo() {
+        let addr: SocketAddr = "127.0.0.1:12000".parse().unwrap();
+        let plain = Proxy { addr, auth: None };
+        assert_eq!(plain.url("socks5"), "socks5://127.0.0.1:12000");
+        let password = "p@ss:w/rd%41?#[] é";
+        let auth = SocksAuth { username: "kh:user@x".into(), password: password.into() };
+        let proxy = Proxy { addr, auth: Some(auth) };
+        let url = proxy.url("socks5");
+        assert_eq!(url, "socks5://kh%3Auser%40x:p%40ss%3Aw%2Frd%2541%3F%23%5B%5D%20%C3%A9@127.0.0.1:12000");
+        // What a URL parser (Go's, reqwest's) reads back is the very username and password.
+        let parsed = url::Url::parse(&url).unwrap();
+        let decode = |s: &str| percent_encoding::percent_decode_str(s).decode_utf8().unwrap().into_owned();
+        assert_eq!(decode(parsed.username()), "kh:user@x");
+        assert_eq!(decode(parsed.password().unwrap()), password);
+        assert_eq!(parsed.host_str(), Some("127.0.0.1"));
+        assert_eq!(parsed.port(), Some(12000));
+        let v6 = Proxy { addr: "[::1]:5".parse().unwrap(), auth: proxy.auth.clone() };
+        assert!(v6.url("socks5h").ends_with("@[::1]:5"), "{}", v6.url("socks5h"));
+        assert_eq!(proxy.without_auth().url("socks5"), "socks5://127.0.0.1:12000");
+        assert!(!format!("{proxy:?}").contains("p@ss"), "{proxy:?}");
     }
 }

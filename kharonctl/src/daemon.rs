@@ -21,6 +21,9 @@ use tonic::transport::{Channel, Endpoint};
 const CONNECT_TIMEOUT: Duration = Duration::from_secs(3);
 /// Upper bound for one control call (a reload compiles the whole inventory).
 const CALL_TIMEOUT: Duration = Duration::from_secs(60);
+/// The largest reply taken from kharond: `Clusters` sends the whole inventory, which for
+/// thousands of clusters with their facts is several MiB.
+const MAX_MESSAGE: usize = 64 * 1024 * 1024;
 
 #[derive(Debug, thiserror::Error)]
 pub enum Error {
@@ -111,7 +114,8 @@ impl Daemon {
             }))
             .await
             .map_err(|source| connect_failure(path, source))?;
-        Ok(Self { client: ControlClient::new(channel) })
+        // The cluster list of a large inventory is one message: allow more than tonic's 4 MiB.
+        Ok(Self { client: ControlClient::new(channel).max_decoding_message_size(MAX_MESSAGE) })
     }
 
     pub async fn status(&mut self) -> Result<pb::StatusResponse, Error> {
@@ -181,6 +185,13 @@ impl Daemon {
         stream: &mut tonic::Streaming<pb::TraceEvent>,
     ) -> Result<Option<pb::TraceEvent>, Error> {
         stream.message().await.map_err(|status| Error::Call { status })
+    }
+
+    /// The clusters of kharond's table in force (a Lieutenant `/clusters` JSON) and where it read them.
+    pub async fn clusters(&mut self) -> Result<pb::ClustersResponse, Error> {
+        let reply =
+            self.client.clusters(pb::ClustersRequest {}).await.map_err(|status| Error::Call { status })?;
+        Ok(reply.into_inner())
     }
 
     pub async fn route(&mut self, host: &str) -> Result<pb::RouteResponse, Error> {

@@ -18,12 +18,13 @@
 
 pub mod destination;
 
-use std::net::SocketAddr;
 use std::path::{Path, PathBuf};
 
 use base64::Engine as _;
 use kharon_shared::inventory::{Cluster, Distribution, fact};
 use serde_norway::{Mapping, Value};
+
+use crate::context::Proxy;
 
 /// A static or dynamic fact holding a kubeconfig `user` object (JSON), used as the user entry.
 pub const AUTH_INFO_FACT: &str = "kubeconfigAuthInfo";
@@ -68,8 +69,9 @@ pub enum EntryError {
 /// What the built entries need from outside the inventory.
 #[derive(Debug, Clone)]
 pub struct Settings {
-    /// kharond's SOCKS listener; routed clusters get `proxy-url: socks5://` this.
-    pub proxy: SocketAddr,
+    /// kharond's SOCKS listener and the credentials it requires; routed clusters get
+    /// `proxy-url: socks5://user:password@addr` ([`Proxy::url`]).
+    pub proxy: Proxy,
     /// The absolute path of this kharonctl, for OpenShift exec entries.
     pub exe: PathBuf,
     /// The `--inventory` file, passed on to the exec entry so it finds the same clusters.
@@ -79,7 +81,7 @@ pub struct Settings {
 impl Settings {
     /// Entries pointing at kharond's SOCKS address `proxy` ([`crate::context::Context::proxy_address`])
     /// and at this very kharonctl, reading `inventory` (the catalog's file) when they run it.
-    pub fn new(proxy: SocketAddr, inventory: Option<&Path>) -> Result<Self, Error> {
+    pub fn new(proxy: Proxy, inventory: Option<&Path>) -> Result<Self, Error> {
         let exe = std::env::current_exe().map_err(Error::NoExe)?;
         Ok(Self { proxy, exe, inventory: inventory.map(Path::to_owned) })
     }
@@ -155,8 +157,9 @@ pub fn cluster_part(cluster: &Cluster, settings: &Settings) -> Result<(Value, Ve
         && let Value::Mapping(m) = &mut c
     {
         // socks5, not socks5h: kubectl rejects socks5h in proxy-url and socks5 already sends names
-        // (targets.md, "proxy-url").
-        m.insert(s("proxy-url"), s(format!("socks5://{}", settings.proxy)));
+        // (targets.md, "proxy-url"). client-go's SOCKS5 dialer takes the username and password
+        // from the URL's userinfo, so a kharond that requires them gets them there.
+        m.insert(s("proxy-url"), s(settings.proxy.url("socks5")));
     }
     Ok((c, warnings))
 }
@@ -444,7 +447,7 @@ mod tests {
 
     fn settings() -> Settings {
         Settings {
-            proxy: "127.0.0.1:12000".parse().unwrap(),
+            proxy: Proxy { addr: "127.0.0.1:12000".parse().unwrap(), auth: None },
             exe: "/usr/bin/kharonctl".into(),
             inventory: None,
         }
@@ -469,6 +472,27 @@ mod tests {
         let args: Vec<_> =
             exec.get("args").unwrap().as_sequence().unwrap().iter().map(|a| a.as_str().unwrap()).collect();
         assert_eq!(args, ["clusters", "c-a", "token", "--exec-credential"]);
+    }
+
+    #[test]
+    fn a_proxy_that_requires_a_password_gets_it_in_the_proxy_url() {
+        let c = cluster(serde_json::json!({
+            "id": "c-a", "tenant": "t", "facts": {"jumphost": "jump"},
+            "dynamicFacts": {"openshiftApiURL": "https://api.a.example:6443"}
+        }));
+        let auth = kharon_shared::config::SocksAuth { username: "kh".into(), password: "p@ss/1".into() };
+        let mut with_auth = settings();
+        with_auth.proxy.auth = Some(auth);
+        let e = entry(&c, &with_auth).unwrap();
+        assert_eq!(
+            e.cluster.get("proxy-url").unwrap().as_str(),
+            Some("socks5://kh:p%40ss%2F1@127.0.0.1:12000")
+        );
+        // A direct cluster has no proxy-url, so no password either.
+        let direct = cluster(serde_json::json!({
+            "id": "c-d", "tenant": "t", "dynamicFacts": {"openshiftApiURL": "https://api.d.example:6443"}
+        }));
+        assert!(entry(&direct, &with_auth).unwrap().cluster.get("proxy-url").is_none());
     }
 
     #[test]

@@ -163,7 +163,7 @@ impl WebLogin {
             api_url: api_url.to_owned(),
             // socks5h here (reqwest resolves nothing itself then); kubeconfigs need socks5 instead.
             proxy: match cluster.jumphost() {
-                Some(_) => Some(format!("socks5h://{}", ctx.proxy_address().await)),
+                Some(_) => Some(ctx.proxy().await.url("socks5h")),
                 None => None,
             },
             ca_pem,

@@ -1,5 +1,5 @@
 //! The control API (gRPC over the Unix socket): `Status`, `Reload`, `Route`, `Test`,
-//! `FetchObject`, `Connections` and `Trace`. It converts between proto messages and daemon types,
+//! `FetchObject`, `Connections`, `Trace` and `Clusters`. It converts between proto messages and daemon types,
 //! maps errors to gRPC codes, and calls the modules that do the work: [`State`] (table, reload,
 //! counters), the SSH pool, [`reachability`] (Test's checks), [`object_fetch`] and [`observe`]
 //! (open connections, traces). Only the user who runs the daemon may call
@@ -367,5 +367,17 @@ impl pb::control_server::Control for Control {
             rule: e.rule.as_str().to_owned(),
             inventory_missing: loaded.missing,
         }))
+    }
+
+    async fn clusters(
+        &self,
+        request: Request<pb::ClustersRequest>,
+    ) -> Result<Response<pb::ClustersResponse>, Status> {
+        authorize(&request)?;
+        let loaded = self.state.table();
+        let clusters_json =
+            loaded.clusters_json.as_deref().map_err(|e| Status::internal(e.clone()))?.to_vec();
+        let inventory = Some(inventory_info(&self.state, &loaded));
+        Ok(Response::new(pb::ClustersResponse { clusters_json, inventory }))
     }
 }

@@ -1,10 +1,12 @@
-//! `kharonctl clusters`: the listing and its filters, closest-id suggestions, and the per-cluster
-//! `shell` and `kubectl` actions (per-cluster KUBECONFIG, exit codes, `--each`, missing programs).
+//! `kharonctl clusters`: the listing and its filters, closest-id suggestions, where the clusters
+//! come from (no cache: kharond's table), and the per-cluster `shell` and `kubectl` actions
+//! (per-cluster KUBECONFIG, exit codes, `--each`, missing programs).
 
 use std::os::unix::fs::PermissionsExt;
 use std::path::PathBuf;
 
 use kharon_e2e::kharonctl::{Output, run, run_with};
+use kharon_e2e::kharond::Kharond;
 use kharon_e2e::{Env, inventory};
 use serde_json::json;
 
@@ -62,12 +64,176 @@ fn unknown_cluster_suggests_the_closest_ids() {
     assert!(out.stderr.contains("did you mean c-green-tree-1?"), "{}", out.stderr);
 }
 
+/// Neither a cache nor a running kharond: exit code 1 (the command failed), and one message that
+/// names both and each way out.
 #[test]
-fn without_inventory_or_cache_the_error_says_what_to_do() {
+fn without_inventory_cache_or_daemon_the_error_says_what_to_do() {
     let env = Env::new();
+    let cache = env.cache_dir().join("inventory.json");
+    for args in [&["clusters"][..], &["switch", "c-a"], &["kubeconfig"], &["clusters", "c-a", "kubeconfig"]] {
+        let out = run(&env, args);
+        assert_eq!(out.code, Some(1), "{args:?}: {}", out.stderr);
+        assert!(out.stdout.is_empty(), "{args:?}: {}", out.stdout);
+        let err = &out.stderr;
+        assert!(err.contains(&format!("no inventory cache at {}", cache.display())), "{args:?}: {err}");
+        assert!(
+            err.contains("no kharond to ask for its clusters: kharond is not running"),
+            "{args:?}: {err}"
+        );
+        assert!(err.contains("run `kharonctl update`") || err.contains("Run `kharonctl update`"), "{err}");
+        assert!(err.contains("start kharond") && err.contains("--inventory FILE"), "{args:?}: {err}");
+    }
+    // `config` says the same instead of failing: it shows what every cluster command would read.
+    let config = run(&env, &["config", "-o", "json"]);
+    ok(&config);
+    let rows = config.json();
+    let row = rows.as_array().unwrap().iter().find(|r| r["setting"] == "clusters").unwrap().clone();
+    assert_eq!(row["value"], serde_json::Value::Null, "{row}");
+    assert!(row["source"].as_str().unwrap().contains("kharond is not running"), "{row}");
+}
+
+/// kharond started on `--inventory FILE`, and no cache here: every command that reads clusters
+/// asks kharond for the table it routes by (not the file, which may have changed since), and
+/// says on stderr where the list came from.
+#[test]
+fn without_a_cache_the_clusters_are_the_daemons_table() {
+    let env = Env::new();
+    let inv = clusters(&env);
+    let i = inv.to_str().unwrap();
+    let daemon = Kharond::start(&env, &["--inventory", i]);
+    let port = daemon.socks_addr().port();
+    let cache = env.cache_dir().join("inventory.json");
+    assert!(!cache.exists());
+    let from = format!(
+        "no inventory cache at {}; clusters from kharond's routing table (its file {i})",
+        cache.display()
+    );
+
+    let all = run(&env, &["clusters", "-o", "json"]);
+    ok(&all);
+    assert_eq!(ids(&all), ["c-blue-sky-2", "c-green-tree-1", "c-red-rock-3"]);
+    assert_eq!(all.json()[1]["jumphost"], "jump-a");
+    assert!(all.stderr.contains(&from), "{}", all.stderr);
+    let table = run(&env, &["clusters", "--tenant", "t-other"]);
+    ok(&table);
+    assert!(table.stdout.contains("c-blue-sky-2") && !table.stdout.contains("c-green"), "{}", table.stdout);
+
+    // kharond's table, not its file: a file changed without a reload is not what kharond routes by.
+    env.write("inventory.json", &inventory::to_json(&[inventory::routed("c-new-5", "jump-n", "n.example")]));
+    assert_eq!(
+        ids(&run(&env, &["clusters", "-o", "json"])),
+        ["c-blue-sky-2", "c-green-tree-1", "c-red-rock-3"]
+    );
+
+    // switch by a part of an id, into a kubeconfig that points at kharond.
+    let kubeconfig = env.path().join("kube/config");
+    let kc = [("KUBECONFIG", kubeconfig.to_str().unwrap())];
+    let switched = run_with(&env, &["switch", "green"], &kc);
+    ok(&switched);
+    assert!(switched.stdout.contains("Switched to context c-green-tree-1"), "{}", switched.stdout);
+    assert!(switched.stderr.contains(&from), "{}", switched.stderr);
+    let doc: serde_norway::Value =
+        serde_norway::from_str(&std::fs::read_to_string(&kubeconfig).unwrap()).unwrap();
+    assert_eq!(doc["current-context"], "c-green-tree-1");
+    let proxy = format!("socks5://127.0.0.1:{port}");
+    assert_eq!(doc["clusters"][0]["cluster"]["proxy-url"], proxy.as_str(), "{doc:?}");
+    assert_eq!(doc["clusters"][0]["cluster"]["server"], "https://api.a.example:6443");
+    assert_eq!(std::fs::metadata(&kubeconfig).unwrap().permissions().mode() & 0o777, 0o600);
+    // `kubectl` reads it: the context is there, with its proxy.
+    let kubectl = std::process::Command::new("kubectl")
+        .args(["config", "view", "--minify", "-o", "jsonpath={.clusters[0].cluster.proxy-url}"])
+        .env("KUBECONFIG", &kubeconfig)
+        .output()
+        .unwrap();
+    assert_eq!(
+        String::from_utf8_lossy(&kubectl.stdout),
+        proxy,
+        "{}",
+        String::from_utf8_lossy(&kubectl.stderr)
+    );
+
+    // Every cluster's kubeconfig, and one cluster's, from the same table.
+    let file = env.path().join("all.kubeconfig");
+    let written = run(&env, &["kubeconfig", "-o", file.to_str().unwrap()]);
+    ok(&written);
+    assert!(written.stderr.contains("Wrote 3 context(s)"), "{}", written.stderr);
+    let contexts = std::process::Command::new("kubectl")
+        .args(["config", "get-contexts", "-o", "name", "--kubeconfig", file.to_str().unwrap()])
+        .output()
+        .unwrap();
+    assert_eq!(String::from_utf8_lossy(&contexts.stdout), "c-blue-sky-2\nc-green-tree-1\nc-red-rock-3\n");
+    // The exec entry names no inventory file: when kubectl runs it, it asks kharond again.
+    let doc: serde_norway::Value = serde_norway::from_str(&std::fs::read_to_string(&file).unwrap()).unwrap();
+    let args = &doc["users"][0]["user"]["exec"]["args"];
+    assert_eq!(args[0], "clusters", "{doc:?}");
+    assert!(!args.as_sequence().unwrap().iter().any(|a| a == "--inventory"), "{args:?}");
+    let one = run(&env, &["clusters", "red", "kubeconfig"]);
+    ok(&one);
+    assert!(
+        one.stdout.contains("https://api.c.example:6443") && one.stdout.contains(&proxy),
+        "{}",
+        one.stdout
+    );
+    // Ignored clusters stay ignored, and unknown ids get suggestions from the table.
+    let unknown = run(&env, &["clusters", "c-ignored-4", "kubeconfig"]);
+    assert_eq!(unknown.code, Some(1));
+    assert!(unknown.stderr.contains("unknown cluster \"c-ignored-4\""), "{}", unknown.stderr);
+    let config = run(&env, &["config", "-o", "json"]);
+    ok(&config);
+    let rows = config.json();
+    let row = rows.as_array().unwrap().iter().find(|r| r["setting"] == "clusters").unwrap().clone();
+    assert_eq!(row["value"], "3 cluster(s)");
+    assert_eq!(row["source"], format!("kharond's routing table (its file {i})").as_str());
+
+    // Completion of ids reads the same table, silently.
+    let tab = run_with(&env, &["--", "kharonctl", "switch", "c-"], &[("COMPLETE", "fish")]);
+    assert!(tab.success() && tab.stderr.is_empty(), "{tab:?}");
+    let completed: Vec<&str> = tab.stdout.lines().map(|l| l.split('\t').next().unwrap_or(l)).collect();
+    assert_eq!(completed, ["c-blue-sky-2", "c-green-tree-1", "c-red-rock-3"], "{}", tab.stdout);
+
+    // After a reload kharond routes by the new file, and so the list follows.
+    ok(&run(&env, &["reload"]));
+    assert_eq!(ids(&run(&env, &["clusters", "-o", "json"])), ["c-new-5"]);
+
+    // A cache that exists is read, and one that is broken is an error: kharond's list does not
+    // stand in for it without a word.
+    std::fs::create_dir_all(cache.parent().unwrap()).unwrap();
+    std::fs::write(&cache, "{\"version\": 1, \"clusters\": [").unwrap();
+    for args in [&["clusters"][..], &["switch", "c-new-5"], &["kubeconfig"]] {
+        let out = run_with(&env, args, &kc);
+        assert_eq!(out.code, Some(1), "{args:?}: {}", out.stdout);
+        assert!(
+            out.stderr.contains(&format!("inventory cache {} is corrupt", cache.display())),
+            "{}",
+            out.stderr
+        );
+        assert!(
+            out.stderr.contains("kharond's clusters are not used in place of a cache that exists"),
+            "{}",
+            out.stderr
+        );
+        assert!(!out.stdout.contains("c-new-5"), "{}", out.stdout);
+    }
+    assert_eq!(
+        serde_norway::from_str::<serde_norway::Value>(&std::fs::read_to_string(&kubeconfig).unwrap())
+            .unwrap()["current-context"],
+        "c-green-tree-1"
+    );
+    // kharond itself is unaffected.
+    ok(&run(&env, &["status"]));
+    drop(daemon);
+}
+
+/// kharond on a cache that does not exist yet (first start) has no clusters to give: the error
+/// says so, not that kharond is missing.
+#[test]
+fn a_daemon_without_clusters_either_is_named_in_the_error() {
+    let env = Env::new();
+    let _daemon = Kharond::start(&env, &[]);
     let out = run(&env, &["clusters"]);
-    assert_eq!(out.code, Some(1));
-    assert!(out.stderr.contains("kharonctl update") && out.stderr.contains("--inventory"), "{}", out.stderr);
+    assert_eq!(out.code, Some(1), "{}", out.stdout);
+    assert!(out.stderr.contains("kharond has no clusters either (its cache"), "{}", out.stderr);
+    assert!(out.stderr.contains("does not exist yet); run `kharonctl update`"), "{}", out.stderr);
 }
 
 #[test]

@@ -640,35 +640,116 @@ fn emergency_credential_failures_are_clear_and_write_nothing() {
     assert!(status.success(), "{}", status.stderr);
 }
 
-/// kharond on all addresses (allowed with a SOCKS password): the proxy-url of the emergency
-/// kubeconfig and of `kharonctl kubeconfig` is loopback, where a client on this machine reaches
-/// it, never 0.0.0.0.
+/// kharond on all addresses (allowed with a SOCKS password), and kharonctl reading the config file
+/// kharond reads: every kubeconfig kharonctl writes (the emergency one, every cluster's, one
+/// cluster's, and the per-cluster file of `clusters NAME kubectl`) has a proxy-url on loopback,
+/// never 0.0.0.0, with the username and password in its userinfo, percent-encoded; real kubectl
+/// reaches the API behind the jump host with each. The files are 0600; the password is in no
+/// output and no log. A kubeconfig printed on stdout leaves the password out and says so, and
+/// kubectl is refused with such a proxy-url (what every kubeconfig held before).
 #[test]
 fn a_listener_on_all_addresses_is_reached_on_loopback() {
+    // Characters a URL's userinfo cannot hold as they are.
+    const PASSWORD: &str = "s3cret/Pw@19:29%";
+    const ENCODED: &str = "s3cret%2FPw%4019%3A29%25";
     let port = kharon_e2e::free_port();
     let env = Env::new();
-    let config = env.write("socks.toml", "[socks]\nusername = \"kh\"\npassword = \"s3cret-Pw.1929\"\n");
+    let config = env.write("socks.toml", &format!("[socks]\nusername = \"kh\"\npassword = \"{PASSWORD}\"\n"));
     kharon_e2e::set_mode(&config, 0o600);
     let listen = format!("0.0.0.0:{port}");
     let w = World::start_with(&["--listen", &listen, "--config", config.to_str().unwrap()]);
     let status = kharon_e2e::kharonctl::run(w.env(), &["status", "-o", "json"]);
     assert_eq!(status.json()["listen_address"], listen.as_str(), "{}", status.stderr);
-    let loopback = format!("socks5://127.0.0.1:{port}");
+    let bare = format!("socks5://127.0.0.1:{port}");
+    let with_password = format!("socks5://kh:{ENCODED}@127.0.0.1:{port}");
+    let config_env = ("KHARON_CONFIG", config.to_str().unwrap());
+    let secret_free = |out: &Output, what: &str| {
+        for text in [&out.stdout, &out.stderr] {
+            assert!(
+                !text.contains(PASSWORD) && !text.contains(ENCODED),
+                "{what} printed the password:\n{text}"
+            );
+        }
+    };
+    let private = |path: &Path| {
+        assert_eq!(std::fs::metadata(path).unwrap().permissions().mode() & 0o777, 0o600, "{}", path.display())
+    };
+    let reaches_api = |file: &Path, what: &str| {
+        let got = kubectl(&w, file, &[]);
+        assert!(
+            got.status.success(),
+            "kubectl with {what}: {}\n{}",
+            String::from_utf8_lossy(&got.stderr),
+            w.daemon.log()
+        );
+        assert!(String::from_utf8_lossy(&got.stdout).contains("v1.30.0-kharon-test"), "{what}");
+    };
 
+    // The emergency kubeconfig.
     let file = w.env().path().join("em.kubeconfig");
     let mut extra = w.secrets();
     extra.push(w.key_env(&w.user));
+    extra.push((config_env.0, config_env.1.to_owned()));
     let out = w.run("c1", &["-o", file.to_str().unwrap()], &extra, "");
     assert!(out.success(), "{}\n{}", out.stderr, w.daemon.log());
+    secret_free(&out, "emergency-credentials");
     let doc = yaml(&file);
     assert_eq!(
         item(&doc, "clusters", "emergency-credentials/0/c1")["cluster"]["proxy-url"],
-        loopback.as_str()
+        with_password.as_str()
     );
+    private(&file);
+    reaches_api(&file, "the emergency kubeconfig");
+    // The same file without the credentials is refused by kharond: what kharonctl wrote before.
+    let without = w.env().path().join("em-without.kubeconfig");
+    std::fs::write(&without, std::fs::read_to_string(&file).unwrap().replace(&with_password, &bare)).unwrap();
+    assert!(!kubectl(&w, &without, &[]).status.success(), "kharond let kubectl in without its password");
 
+    // Every cluster's kubeconfig, and one cluster's; their exec entry finds an OpenShift token.
+    let tokens = w.env().cache_dir().join("openshift-tokens");
+    std::fs::create_dir_all(&tokens).unwrap();
+    std::fs::write(tokens.join("c1.json"), r#"{"token":"sha256~socks-pw"}"#).unwrap();
     let inventory = w.inventory.to_str().unwrap();
+    let run = |args: &[&str]| kharon_e2e::kharonctl::run_with(w.env(), args, &[config_env]);
+    let all = w.env().path().join("all.kubeconfig");
+    let out = run(&["kubeconfig", "--inventory", inventory, "-o", all.to_str().unwrap()]);
+    assert!(out.success(), "{}", out.stderr);
+    secret_free(&out, "kubeconfig -o");
+    assert_eq!(item(&yaml(&all), "clusters", "c1")["cluster"]["proxy-url"], with_password.as_str());
+    private(&all);
+    reaches_api(&all, "every cluster's kubeconfig");
+    let one = w.env().path().join("one.kubeconfig");
+    let out = run(&["clusters", "--inventory", inventory, "c1", "kubeconfig", "-o", one.to_str().unwrap()]);
+    assert!(out.success(), "{}", out.stderr);
+    secret_free(&out, "clusters c1 kubeconfig -o");
+    private(&one);
+    reaches_api(&one, "one cluster's kubeconfig");
+    let merged = w.env().path().join("merged.kubeconfig");
+    let out = run(&["kubeconfig", "--inventory", inventory, "c1", "--merge", "-o", merged.to_str().unwrap()]);
+    assert!(out.success(), "{}", out.stderr);
+    private(&merged);
+    reaches_api(&merged, "a merged kubeconfig");
+    // `clusters c1 kubectl` writes the cluster's own file and runs kubectl with it.
+    let out = run(&["clusters", "--inventory", inventory, "c1", "kubectl", "get", "--raw", "/version"]);
+    assert!(out.success(), "{}\n{}", out.stderr, w.daemon.log());
+    assert!(out.stdout.contains("Bearer sha256~socks-pw"), "{}", out.stdout);
+    secret_free(&out, "clusters c1 kubectl");
+
+    // On stdout: no password, and stderr says why and what to do instead.
+    let out = run(&["kubeconfig", "--inventory", inventory, "c1"]);
+    assert!(out.success(), "{}", out.stderr);
+    secret_free(&out, "kubeconfig on stdout");
+    let doc: serde_norway::Value = serde_norway::from_str(&out.stdout).unwrap();
+    assert_eq!(item(&doc, "clusters", "c1")["cluster"]["proxy-url"], bare.as_str());
+    assert!(out.stderr.contains("leaves out of its proxy-url") && out.stderr.contains("-o FILE or --merge"));
+    // kharonctl without kharond's config: loopback still, no credentials, and a warning.
     let out = kharon_e2e::kharonctl::run(w.env(), &["kubeconfig", "--inventory", inventory, "c1"]);
     assert!(out.success(), "{}", out.stderr);
     let doc: serde_norway::Value = serde_norway::from_str(&out.stdout).unwrap();
-    assert_eq!(item(&doc, "clusters", "c1")["cluster"]["proxy-url"], loopback.as_str());
+    assert_eq!(item(&doc, "clusters", "c1")["cluster"]["proxy-url"], bare.as_str());
+    assert!(out.stderr.contains("kharond requires a SOCKS username and password"), "{}", out.stderr);
+    assert!(out.stderr.contains("--config FILE or KHARON_CONFIG"), "{}", out.stderr);
+
+    let log = w.daemon.log();
+    assert!(!log.contains(PASSWORD) && !log.contains(ENCODED), "{log}");
 }

@@ -61,15 +61,18 @@ fn test_checks_each_cluster_through_its_tunnel_and_names_the_broken_hop() {
     assert_eq!(unknown.code, Some(1));
     assert!(unknown.stderr.contains("c-nope"), "{}", unknown.stderr);
 
-    // With kharonctl reading the same inventory, a part of an id names a cluster: "c-o" only c-ok,
-    // while "ok" is in c-ok and c-br(ok)en, which without a terminal is exit 2 listing both.
+    // A part of an id names a cluster: "c-o" only c-ok, while "ok" is in c-ok and c-br(ok)en,
+    // which without a terminal is exit 2 listing both. kharonctl reads the clusters every command
+    // reads: the same inventory file, or with no inventory or cache of its own, kharond's table.
     let same = [("SSH_AUTH_SOCK", agent.as_str()), ("KHARON_INVENTORY", inv.to_str().unwrap())];
-    let part = kharonctl::run_with(&lab.env, &["test", "c-o"], &same);
-    assert_eq!(part.code, Some(0), "{}\n{}", part.stdout, part.stderr);
-    assert!(part.stdout.contains("c-ok") && !part.stdout.contains("c-broken"), "{}", part.stdout);
-    let two = kharonctl::run_with(&lab.env, &["test", "ok"], &same);
-    assert_eq!(two.code, Some(2), "{}\n{}", two.stdout, two.stderr);
-    assert!(two.stderr.contains("c-ok") && two.stderr.contains("c-broken"), "{}", two.stderr);
+    for env in [&same[..], &agent_env[..]] {
+        let part = kharonctl::run_with(&lab.env, &["test", "c-o"], env);
+        assert_eq!(part.code, Some(0), "{env:?}\n{}\n{}", part.stdout, part.stderr);
+        assert!(part.stdout.contains("c-ok") && !part.stdout.contains("c-broken"), "{}", part.stdout);
+        let two = kharonctl::run_with(&lab.env, &["test", "ok"], env);
+        assert_eq!(two.code, Some(2), "{env:?}\n{}\n{}", two.stdout, two.stderr);
+        assert!(two.stderr.contains("c-ok") && two.stderr.contains("c-broken"), "{}", two.stderr);
+    }
 }
 
 /// API, console and OAuth route of one cluster, each connected through the jump host and fetched

@@ -1,5 +1,6 @@
 //! `kharonctl config`: the effective settings and where each came from (default, config file,
-//! environment variable or flag), as `shared::config` merged them. The SOCKS password is never
+//! environment variable or flag), as `shared::config` merged them, and where the cluster commands
+//! read their clusters from (inventory file, cache, or kharond's table). The SOCKS password is never
 //! shown, only whether one is set.
 
 use std::process::ExitCode;
@@ -8,6 +9,7 @@ use kharon_shared::cache;
 use kharon_shared::config::{Setting, Source};
 use serde::Serialize;
 
+use crate::catalog::Catalog;
 use crate::context::Context;
 use crate::oidc::store;
 use crate::output::{self, Format};
@@ -35,6 +37,19 @@ fn opt_row<T>(setting: &'static str, s: &Option<Setting<T>>, show: impl Fn(&T) -
     match s {
         Some(s) => row(setting, s, show),
         None => Row { setting, value: None, source: Source::Default.to_string() },
+    }
+}
+
+/// Where the cluster commands read their clusters from right now ([`Catalog::load`]), or why they
+/// cannot.
+async fn clusters_row(ctx: &Context) -> Row {
+    match Catalog::load(None, &ctx.config).await {
+        Ok(catalog) => Row {
+            setting: "clusters",
+            value: Some(format!("{} cluster(s)", catalog.clusters().len())),
+            source: catalog.source().to_string(),
+        },
+        Err(e) => Row { setting: "clusters", value: None, source: e.to_string() },
     }
 }
 
@@ -69,6 +84,7 @@ pub async fn run(args: Args, ctx: &Context) -> anyhow::Result<ExitCode> {
         row("handshake_timeout", &c.handshake_timeout, |d| format!("{}s", d.as_secs())),
         row("connect_timeout", &c.connect_timeout, |d| format!("{}s", d.as_secs())),
         opt_row("max_connections", &c.max_connections, ToString::to_string),
+        clusters_row(ctx).await,
     ];
     match args.output {
         Format::Json => output::json(&rows)?,

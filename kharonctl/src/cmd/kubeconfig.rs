@@ -28,8 +28,10 @@ pub struct Args {
 }
 
 pub async fn run(args: Args, ctx: &Context) -> anyhow::Result<ExitCode> {
-    let catalog = Catalog::load(args.inventory.as_deref(), &ctx.config)?;
-    let settings = kube::Settings::new(ctx.proxy_address().await, catalog.inventory_file())?;
+    let catalog = Catalog::load(args.inventory.as_deref(), &ctx.config).await?;
+    catalog.print_source();
+    let settings =
+        args.destination.settings(kube::Settings::new(ctx.proxy().await, catalog.inventory_file())?);
     let mut entries = Vec::new();
     for cluster in catalog::filter(catalog.clusters(), args.filter.as_deref(), args.tenant.as_deref()) {
         match kube::entry(cluster, &settings) {

@@ -48,19 +48,22 @@ pub async fn run(args: Args, ctx: &Context) -> anyhow::Result<ExitCode> {
             println!("Switched to context {last}");
         }
         Some(name) => {
-            let catalog = Catalog::load(args.inventory.as_deref(), &ctx.config)?;
+            let catalog = Catalog::load(args.inventory.as_deref(), &ctx.config).await?;
+            catalog.print_source();
             let cluster =
                 picker::one(catalog.clusters(), name, None, switchable, &Marks::of(&k), "Switch to cluster")?;
             switch_to(&mut k, &path, cluster, &catalog, ctx).await?;
         }
         None if picker::interactive() => {
-            let catalog = Catalog::load(args.inventory.as_deref(), &ctx.config)?;
+            let catalog = Catalog::load(args.inventory.as_deref(), &ctx.config).await?;
+            catalog.print_source();
             let choices = catalog.clusters().iter().filter(|c| switchable(c)).collect();
             let cluster = picker::pick(choices, "", &Marks::of(&k), "Switch to cluster")?;
             switch_to(&mut k, &path, cluster, &catalog, ctx).await?;
         }
         None => {
-            let catalog = Catalog::load(args.inventory.as_deref(), &ctx.config)?;
+            let catalog = Catalog::load(args.inventory.as_deref(), &ctx.config).await?;
+            catalog.print_source();
             let current = k.current_context();
             for c in catalog.clusters().iter().filter(|c| switchable(c)) {
                 let mark = if current == Some(c.id.as_str()) { "*" } else { " " };
@@ -85,7 +88,7 @@ async fn switch_to(
     catalog: &Catalog,
     ctx: &Context,
 ) -> anyhow::Result<()> {
-    let settings = kube::Settings::new(ctx.proxy_address().await, catalog.inventory_file())?;
+    let settings = kube::Settings::new(ctx.proxy().await, catalog.inventory_file())?;
     let entry = kube::entry(cluster, &settings)?;
     entry.print_warnings();
     k.upsert(&entry);

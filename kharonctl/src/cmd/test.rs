@@ -58,14 +58,11 @@ const HTTPS_TIMEOUT: Duration = Duration::from_secs(10);
 
 /// The client for the HTTPS checks, through the daemon's SOCKS listener. Certificates are not
 /// verified: cluster CAs are private and this checks reachability, not trust (kubectl does that).
-fn https_client(ctx: &Context, listen: &str) -> anyhow::Result<reqwest::Client> {
-    let proxy = match &ctx.config.socks_auth {
-        Some(auth) => format!("socks5h://{}:{}@{listen}", auth.value.username, auth.value.password.as_str()),
-        None => format!("socks5h://{listen}"),
-    };
+fn https_client(ctx: &Context, status: &pb::StatusResponse) -> anyhow::Result<reqwest::Client> {
+    let proxy = ctx.proxy_of(status).map_err(anyhow::Error::msg)?;
     Ok(reqwest::Client::builder()
         .no_proxy()
-        .proxy(reqwest::Proxy::all(&proxy)?)
+        .proxy(reqwest::Proxy::all(proxy.url("socks5h"))?)
         .danger_accept_invalid_certs(true)
         .redirect(reqwest::redirect::Policy::none())
         .timeout(HTTPS_TIMEOUT)
@@ -143,8 +140,11 @@ fn endpoint_row(event: &pb::TestEvent, check: &str) -> Row {
 /// The ids kharond is asked about: each part of an id that names one cluster of the catalog becomes
 /// its id (several: the picker, or exit code 2). A name the catalog does not know, or no catalog at
 /// all, goes as given: kharond may route by another inventory, and names what it does not know.
-fn full_ids(names: Vec<String>, ctx: &Context) -> anyhow::Result<Vec<String>> {
-    let Some(catalog) = (!names.is_empty()).then(|| Catalog::load(None, &ctx.config).ok()).flatten() else {
+async fn full_ids(names: Vec<String>, ctx: &Context) -> anyhow::Result<Vec<String>> {
+    if names.is_empty() {
+        return Ok(names);
+    }
+    let Ok(catalog) = Catalog::load(None, &ctx.config).await else {
         return Ok(names);
     };
     let marks = Marks::default();
@@ -168,7 +168,7 @@ fn full_ids(names: Vec<String>, ctx: &Context) -> anyhow::Result<Vec<String>> {
 
 pub async fn run(args: Args, ctx: &Context) -> anyhow::Result<ExitCode> {
     // Before the progress spinner: the picker may need the terminal.
-    let clusters = full_ids(args.clusters, ctx)?;
+    let clusters = full_ids(args.clusters, ctx).await?;
     let mut daemon = ctx.daemon().await?;
     let status = daemon.status().await?;
     let mut rows = vec![inventory_row(&status)];
@@ -183,7 +183,7 @@ pub async fn run(args: Args, ctx: &Context) -> anyhow::Result<ExitCode> {
     } else {
         None
     };
-    let client = https_client(ctx, &status.listen_address)?;
+    let client = https_client(ctx, &status)?;
     let mut stream = daemon.test(clusters).await?;
     while let Some(event) = Daemon::next_event(&mut stream).await? {
         if event.step == "agent" {

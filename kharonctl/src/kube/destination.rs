@@ -4,7 +4,9 @@
 //! (by default the one kubectl edits, [`default_path`]) keeping its other entries. `shell`,
 //! `kubectl` and `oc` get each cluster's own file in the cache dir instead ([`write_cluster_file`]).
 //!
-//! Every file is written atomically with mode 0600 ([`super::Kubeconfig::write`]).
+//! Every file is written atomically with mode 0600 ([`super::Kubeconfig::write`]): when kharond
+//! requires a SOCKS password, the `proxy-url` holds it. What is printed on stdout never does
+//! ([`Destination::settings`]).
 
 use std::path::{Path, PathBuf};
 
@@ -21,6 +23,28 @@ pub struct Destination {
     /// Merge into FILE (default: the first KUBECONFIG entry, else ~/.kube/config), keeping its other entries
     #[arg(long)]
     pub merge: bool,
+}
+
+impl Destination {
+    /// Whether the kubeconfig goes to stdout (no `-o`, no `--merge`).
+    pub fn is_stdout(&self) -> bool {
+        self.output.is_none() && !self.merge
+    }
+
+    /// `settings` for entries going to this destination. A kubeconfig printed on stdout ends up on
+    /// terminals, in scrollback and CI logs: the SOCKS password is left out of its `proxy-url`, and
+    /// a line on stderr says so and how to get a file that holds it (written 0600).
+    pub fn settings(&self, mut settings: Settings) -> Settings {
+        if self.is_stdout() && settings.proxy.auth.is_some() {
+            settings.proxy = settings.proxy.without_auth();
+            eprintln!(
+                "kharonctl: warning: kharond requires a SOCKS password, which a kubeconfig printed on \
+                 stdout leaves out of its proxy-url (kubectl will be refused by the proxy); write it \
+                 with -o FILE or --merge instead (mode 0600)"
+            );
+        }
+        settings
+    }
 }
 
 /// Prints `entries` as a new kubeconfig, writes one to `output`, or merges them into `output` (or

@@ -14,7 +14,6 @@
 //! merge replaces the token Go kharon wrote instead of leaving it beside ours.
 
 use std::io::{IsTerminal as _, Read as _};
-use std::net::SocketAddr;
 use std::process::ExitCode;
 use std::time::{SystemTime, UNIX_EPOCH};
 
@@ -82,11 +81,9 @@ pub async fn run(args: Args, run: &Run<'_>) -> anyhow::Result<ExitCode> {
     // asking for secrets would be wasted.
     let mut daemon = run.ctx.daemon().await?;
     let status = daemon.status().await?;
-    // Reached as `kharonctl clusters NAME kubeconfig` reaches it: a listener on all addresses via loopback.
-    let listen: SocketAddr =
-        crate::context::connectable(status.listen_address.parse().with_context(|| {
-            format!("kharond reports a listen address {:?} that is not IP:PORT", status.listen_address)
-        })?);
+    // Reached as `kharonctl clusters NAME kubeconfig` reaches it: a listener on all addresses via
+    // loopback, with the SOCKS password it requires.
+    let proxy = run.ctx.proxy_of(&status).map_err(anyhow::Error::msg)?;
 
     let getenv = |name: &str| std::env::var(name).ok().filter(|v| !v.is_empty());
     let config_dir = kharon_shared::paths::config_file()?
@@ -140,7 +137,7 @@ pub async fn run(args: Args, run: &Run<'_>) -> anyhow::Result<ExitCode> {
         );
     }
 
-    let settings = kube::Settings::new(listen, run.catalog.inventory_file())?;
+    let settings = args.destination.settings(kube::Settings::new(proxy, run.catalog.inventory_file())?);
     let (cluster_part, warnings) = kube::cluster_part(cluster, &settings)?;
     for w in &warnings {
         eprintln!("kharonctl: warning: {w}");

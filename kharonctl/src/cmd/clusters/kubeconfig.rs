@@ -15,7 +15,7 @@ pub struct Args {
 
 pub fn run(args: Args, run: &Run<'_>) -> anyhow::Result<ExitCode> {
     let cluster = run.one()?;
-    let entry = kube::entry(cluster, &run.settings()?)?;
+    let entry = kube::entry(cluster, &args.destination.settings(run.settings()?))?;
     entry.print_warnings();
     destination::emit(&[entry], args.destination)?;
     Ok(ExitCode::SUCCESS)

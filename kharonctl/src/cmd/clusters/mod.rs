@@ -83,7 +83,11 @@ pub enum Action {
 }
 
 pub async fn run(args: Args, ctx: &Context) -> anyhow::Result<ExitCode> {
-    let catalog = Catalog::load(args.inventory.as_deref(), &ctx.config)?;
+    let catalog = Catalog::load(args.inventory.as_deref(), &ctx.config).await?;
+    // kubectl runs `token` on every call: its stderr is no place for where the list came from.
+    if !matches!(args.action, Some(Action::Token(_))) {
+        catalog.print_source();
+    }
     let Some(action) = args.action else {
         return list::run(catalog.clusters(), args.name.as_deref(), args.tenant.as_deref(), args.output);
     };
@@ -124,12 +128,13 @@ pub async fn run(args: Args, ctx: &Context) -> anyhow::Result<ExitCode> {
     // Only the actions that write a kubeconfig ask kharond where it listens; `token` is the exec
     // plugin kubectl runs on every call and asks only when it has to log in (`web_login`).
     let proxy = match action {
-        Action::Kubeconfig(_) | Action::Shell(_) | Action::Kubectl(_) | Action::Oc(_) => {
-            ctx.proxy_address().await
-        }
+        Action::Kubeconfig(_) | Action::Shell(_) | Action::Kubectl(_) | Action::Oc(_) => ctx.proxy().await,
         // emergency-credentials asks kharond itself: it needs the daemon for the download anyway.
         Action::Console | Action::Token(_) | Action::Login(_) | Action::EmergencyCredentials(_) => {
-            ctx.config.listen.value
+            crate::context::Proxy {
+                addr: ctx.config.listen.value,
+                auth: ctx.config.socks_auth.as_ref().map(|s| s.value.clone()),
+            }
         }
     };
     let run = Run { ctx, catalog: &catalog, name, tenant: args.tenant.as_deref(), proxy };
