@@ -13,7 +13,8 @@
 # DEBUG, and the script reports the cipher each client negotiated.
 #
 # RATE_CONNS > 0 (default 0: skipped) also measures connections per second with 64 workers
-# through each proxy (kharon-bench's rate phase). PAGES > 0 (default 0) also times that many
+# through each proxy (kharon-bench's rate phase), with the CPU per connection of the proxy, sshd,
+# the client and its echo server. PAGES > 0 (default 0) also times that many
 # browser-like page loads through each (6 new keep-alive connections fetching 100 objects of
 # 1-32 KiB, like an OpenShift console; kharon-bench's page phase). JSON appends every figure as a
 # JSON line for bench/report.py (bench/run.sh runs it all).
@@ -282,7 +283,11 @@ for line in open(sys.argv[4]):
 if [ "$RATE_CONNS" -gt 0 ]; then
   echo "== connections per second, 64 workers, by name through each proxy"
   RATE_JSON=(); [ -z "$JSON" ] || RATE_JSON=(--json "$W/rate.jsonl")
-  "$BIN/kharon-bench" --socks 127.0.0.1:"$KH_PORT" --proxy-pid "$KPID" --baseline "ssh -D=127.0.0.1:$SSHD_D_PORT" \
+  # The CPU each process spends per connection (kharond or ssh, every sshd, the client and its
+  # echo server): on 2 cores the rate is what these add up to, so the report can tell a proxy
+  # that is slow from a rig that is full.
+  "$BIN/kharon-bench" --socks 127.0.0.1:"$KH_PORT" --proxy-pid "$KPID" --baseline "ssh -D=127.0.0.1:$SSHD_D_PORT/$SPID" \
+    --cpu-of "sshd=$(IFS=,; echo "${SSHD_PIDS[*]}")" \
     --no-direct --name "$TARGET" --phases rate --rate-workers 64 --rate-conns "$RATE_CONNS" \
     --runs "$(( RUNS < 5 ? RUNS : 5 ))" "${RATE_JSON[@]}"
   [ -z "$JSON" ] || tag "$W/rate.jsonl"

@@ -8,10 +8,12 @@
 # - bench/direct.sh: kharond's direct path against plain loopback, a bare splice relay
 #   (thin-relay, the ceiling here), microsocks and dante: 1 and 8 streams, connection setup,
 #   connections per second with 64 workers, one stream over an emulated 1 Gbit/s 20 ms link
-#   (slow-link) with and without kharond, memory per idle connection at 1,000 and 10,000;
+#   (slow-link) with and without kharond, memory per idle connection at 1,000 and 10,000; kharond's
+#   CPU per GiB against thin-relay's;
 # - bench/routed.sh: kharond against `ssh -D` through the same sshd: same cipher through 1, 2 and
 #   3 hops and over a 50 ms link, then each side's default cipher; warm setup; connections per
-#   second with 64 workers;
+#   second with 64 workers (with each process's CPU per connection, and the ceiling they imply);
+#   browser-like page loads;
 # - bench/inventory.sh: a 50,000-cluster inventory (start, RSS, PAC size);
 # - `cargo bench -p kharon-shared --bench routing`: route lookup at 10,000 clusters.
 #

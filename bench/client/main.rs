@@ -7,6 +7,7 @@
 //!              [--bytes 1073741824] [--runs 5] [--conns 2000] [--streams 1,8]
 //!              [--rate-workers 64] [--rate-conns 10000] [--link 20,1000] [--link-bytes N]
 //!              [--idle 1000,10000] [--pages 60] [--name localhost] [--no-direct] [--json FILE]
+//!              [--cpu-of NAME=PID[,PID]...]
 //! ```
 //!
 //! It starts its own sink (sends the N bytes asked for), echo (1 byte back) and holder (keeps
@@ -15,7 +16,10 @@
 //!   proxy; with `--proxy-pid`, the proxy's own CPU time per GiB moved;
 //! - conn: sequential connect + SOCKS handshake + 1-byte echo + close, by IP literal and by name
 //!   (resolved by the proxy), p50/p99 and the cost added to the direct connection;
-//! - rate: connections per second with `--rate-workers` threads doing the same;
+//! - rate: connections per second with `--rate-workers` threads doing the same, and each
+//!   connection's time; the CPU per connection of the proxy (user and system, with its PID),
+//!   of each `--cpu-of` process tree (sshd), of this client and of its echo server, and how idle
+//!   the machine was: on 2 cores the rate is what these add up to;
 //! - link: one stream through `slow-link` (an emulated RTT and bandwidth, started here), with
 //!   and without the proxy in front of it;
 //! - idle: N connections held open through the proxy, and N held directly; the proxy's VmRSS and
@@ -70,6 +74,8 @@ struct Options {
     name: String,
     direct: bool,
     json: Option<std::fs::File>,
+    /// Further process trees whose CPU the rate phase reports (e.g. sshd, which serves the proxy).
+    cpu_of: Vec<(String, Vec<u32>)>,
 }
 
 impl Options {
@@ -94,6 +100,7 @@ impl Options {
             name: "localhost".into(),
             direct: true,
             json: None,
+            cpu_of: Vec::new(),
         };
         let list = |v: String| -> anyhow::Result<Vec<usize>> {
             v.split(',')
@@ -138,6 +145,15 @@ impl Options {
                 "--pages" => o.pages = value()?.parse()?,
                 "--name" => o.name = value()?,
                 "--no-direct" => o.direct = false,
+                "--cpu-of" => {
+                    let v = value()?;
+                    let (name, pids) = v.split_once('=').context("--cpu-of takes NAME=PID[,PID]")?;
+                    let pids = pids
+                        .split(',')
+                        .map(|p| p.trim().parse().with_context(|| format!("--cpu-of {v}: {p} is not a PID")))
+                        .collect::<anyhow::Result<Vec<u32>>>()?;
+                    o.cpu_of.push((name.to_owned(), pids));
+                }
                 "--json" => {
                     let path = value()?;
                     o.json = Some(
@@ -246,6 +262,9 @@ fn bulk(o: &mut Options) -> anyhow::Result<()> {
     for streams in o.streams.clone() {
         let mut speeds = vec![Vec::new(); o.paths.len()];
         let mut cpu = vec![Duration::ZERO; o.paths.len()];
+        // Each run's CPU per GiB too, so a ratio of two relays' CPU has a run-pair spread.
+        let mut cpu_runs = vec![Vec::new(); o.paths.len()];
+        let run_gib = o.bytes as f64 / (1u64 << 30) as f64;
         for _ in 0..o.runs {
             for (i, path) in o.paths.iter().enumerate() {
                 let before = path.pid.map(sys::cpu_time).transpose()?;
@@ -253,7 +272,9 @@ fn bulk(o: &mut Options) -> anyhow::Result<()> {
                     .with_context(|| format!("bulk, {streams} stream(s), via {}", path.name))?;
                 speeds[i].push(speed);
                 if let (Some(pid), Some(before)) = (path.pid, before) {
-                    cpu[i] += sys::cpu_time(pid)?.saturating_sub(before);
+                    let spent = sys::cpu_time(pid)?.saturating_sub(before);
+                    cpu[i] += spent;
+                    cpu_runs[i].push(spent.as_secs_f64() / run_gib);
                 }
             }
         }
@@ -271,7 +292,7 @@ fn bulk(o: &mut Options) -> anyhow::Result<()> {
                 o.paths[0].name
             );
             let record = json!({"phase": "bulk", "streams": streams, "path": path.name,
-                "mib_s": speeds[i], "cpu_s_per_gib": cpu_per_gib});
+                "mib_s": speeds[i], "cpu_s_per_gib": cpu_per_gib, "cpu_s_per_gib_runs": cpu_runs[i]});
             o.emit(record)?;
         }
     }
@@ -343,8 +364,9 @@ fn conn(o: &mut Options) -> anyhow::Result<()> {
     Ok(())
 }
 
-/// Connections per second with `workers` threads until `total` connections are done.
-fn rate_once(o: &Options, socks: Option<SocketAddr>, echo: SocketAddr) -> (f64, usize) {
+/// Connections per second with `workers` threads until `total` connections are done; also each
+/// connection's time (µs), from connect to the echoed byte.
+fn rate_once(o: &Options, socks: Option<SocketAddr>, echo: SocketAddr) -> (f64, usize, Vec<f64>) {
     let next = Arc::new(AtomicUsize::new(0));
     let errors = Arc::new(AtomicUsize::new(0));
     let total = o.rate_conns;
@@ -354,42 +376,137 @@ fn rate_once(o: &Options, socks: Option<SocketAddr>, echo: SocketAddr) -> (f64, 
         .map(|_| {
             let (next, errors, host) = (Arc::clone(&next), Arc::clone(&errors), host.clone());
             std::thread::spawn(move || {
+                let mut times = Vec::new();
                 while next.fetch_add(1, Ordering::Relaxed) < total {
-                    if net::echo_once(socks, echo, host.as_deref()).is_err() {
-                        errors.fetch_add(1, Ordering::Relaxed);
+                    let t = Instant::now();
+                    match net::echo_once(socks, echo, host.as_deref()) {
+                        Ok(()) => times.push(t.elapsed().as_secs_f64() * 1e6),
+                        Err(_) => {
+                            errors.fetch_add(1, Ordering::Relaxed);
+                        }
                     }
                 }
+                times
             })
         })
         .collect();
+    let mut times = Vec::with_capacity(total);
     for h in handles {
-        let _ = h.join();
+        times.extend(h.join().unwrap_or_default());
     }
-    (total as f64 / started.elapsed().as_secs_f64(), errors.load(Ordering::Relaxed))
+    (total as f64 / started.elapsed().as_secs_f64(), errors.load(Ordering::Relaxed), times)
+}
+
+/// CPU spent during a path's rate runs, in seconds, and the machine's idle and total ticks.
+#[derive(Default, Clone)]
+struct RateCpu {
+    proxy: sys::Cpu,
+    /// One per `--cpu-of` tree.
+    others: Vec<f64>,
+    /// This process less its echo threads: the workers that open the connections.
+    client: f64,
+    echo: f64,
+    idle_ticks: u64,
+    all_ticks: u64,
+}
+
+struct CpuSample {
+    proxy: sys::Cpu,
+    others: Vec<f64>,
+    own: sys::Cpu,
+    echo: f64,
+    machine: (u64, u64),
+}
+
+impl CpuSample {
+    fn take(o: &Options, pid: Option<u32>) -> CpuSample {
+        let tree = |pids: &[u32]| pids.iter().map(|&p| sys::tree_cpu(p).total()).sum::<f64>();
+        CpuSample {
+            proxy: pid.map(sys::tree_cpu).unwrap_or_default(),
+            others: o.cpu_of.iter().map(|(_, pids)| tree(pids)).collect(),
+            own: sys::own_cpu(),
+            echo: sys::threads_cpu(net::ECHO_THREAD),
+            machine: sys::machine_ticks(),
+        }
+    }
+}
+
+impl RateCpu {
+    fn add(&mut self, before: &CpuSample, after: &CpuSample) {
+        let p = after.proxy.since(before.proxy);
+        self.proxy.user += p.user;
+        self.proxy.system += p.system;
+        self.others.resize(after.others.len(), 0.0);
+        for (k, (a, b)) in after.others.iter().zip(&before.others).enumerate() {
+            self.others[k] += (a - b).max(0.0);
+        }
+        let echo = (after.echo - before.echo).max(0.0);
+        self.echo += echo;
+        self.client += (after.own.since(before.own).total() - echo).max(0.0);
+        self.idle_ticks += after.machine.0.saturating_sub(before.machine.0);
+        self.all_ticks += after.machine.1.saturating_sub(before.machine.1);
+    }
 }
 
 fn rate(o: &mut Options) -> anyhow::Result<()> {
     let echo = net::echo()?;
     let mut rates = vec![Vec::new(); o.paths.len()];
     let mut errors = vec![0usize; o.paths.len()];
+    let mut times = vec![Vec::new(); o.paths.len()];
+    let mut cpu = vec![RateCpu::default(); o.paths.len()];
     for _ in 0..o.runs {
         for (i, path) in o.paths.iter().enumerate() {
-            let (r, e) = rate_once(o, path.socks, echo);
+            let before = CpuSample::take(o, path.pid);
+            let (r, e, t) = rate_once(o, path.socks, echo);
+            cpu[i].add(&before, &CpuSample::take(o, path.pid));
             rates[i].push(r);
             errors[i] += e;
+            times[i].extend(t);
         }
     }
+    let conns = (o.rate_conns * o.runs) as f64;
     for (i, path) in o.paths.iter().enumerate() {
         let (lo, hi) = min_max(&rates[i]);
+        // A connection stalled behind a delayed ACK (~40 ms) leaves its worker idle: the count
+        // over 20 ms tells such stalls from a proxy that is merely slow.
+        let (p50, p99) = if times[i].is_empty() { (0.0, 0.0) } else { percentiles(&times[i]) };
+        let slow = times[i].iter().filter(|&&t| t > 20_000.0).count();
         println!(
-            "rate {:<18} {} workers: median {:8.0} conn/s (min {lo:.0}, max {hi:.0}), {} failed",
+            "rate {:<18} {} workers: median {:8.0} conn/s (min {lo:.0}, max {hi:.0}), {} failed; \
+             per connection p50 {:.2} ms, p99 {:.2} ms, over 20 ms {slow}",
             path.name,
             o.rate_workers,
             median(&rates[i]),
-            errors[i]
+            errors[i],
+            p50 / 1e3,
+            p99 / 1e3,
+        );
+        let c = &cpu[i];
+        let us = |seconds: f64| seconds * 1e6 / conns;
+        let idle = if c.all_ticks > 0 { c.idle_ticks as f64 / c.all_ticks as f64 } else { 0.0 };
+        let mut cpu_us = serde_json::Map::new();
+        let mut text = String::new();
+        if path.pid.is_some() {
+            let (user, system) = (us(c.proxy.user), us(c.proxy.system));
+            text += &format!("{} {:.0} (system {system:.0}), ", path.name, user + system);
+            cpu_us.insert("proxy".into(), json!(user + system));
+            cpu_us.insert("proxy_system".into(), json!(system));
+        }
+        for ((name, _), seconds) in o.cpu_of.iter().zip(&c.others) {
+            text += &format!("{name} {:.0}, ", us(*seconds));
+            cpu_us.insert(name.clone(), json!(us(*seconds)));
+        }
+        cpu_us.insert("client".into(), json!(us(c.client)));
+        cpu_us.insert("echo".into(), json!(us(c.echo)));
+        println!(
+            "     CPU per connection: {text}client {:.0}, echo server {:.0} µs; machine {:.0} % idle",
+            us(c.client),
+            us(c.echo),
+            idle * 100.0
         );
         let record = json!({"phase": "rate", "path": path.name, "workers": o.rate_workers,
-            "conn_s": rates[i], "errors": errors[i]});
+            "conn_s": rates[i], "errors": errors[i], "p50_ms": p50 / 1e3, "p99_ms": p99 / 1e3, "slow": slow,
+            "cpu_us_per_conn": cpu_us, "machine_idle": idle});
         o.emit(record)?;
     }
     Ok(())

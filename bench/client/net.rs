@@ -42,6 +42,8 @@ pub fn sink() -> anyhow::Result<SocketAddr> {
 /// Threads of the echo server, each accepting and serving one connection at a time: more than
 /// the rate phase's workers, so none waits for a free one.
 const ECHO_THREADS: usize = 128;
+/// The echo server's thread name: the rate phase tells its CPU from the client's by it.
+pub const ECHO_THREAD: &str = "echo";
 
 /// Sends one byte back. Served by a fixed set of threads rather than a thread per connection:
 /// spawning one per connection cost the machine more CPU per connection than kharond itself in
@@ -52,14 +54,14 @@ pub fn echo() -> anyhow::Result<SocketAddr> {
     let addr = listener.local_addr()?;
     for _ in 0..ECHO_THREADS {
         let listener = Arc::clone(&listener);
-        std::thread::spawn(move || {
+        std::thread::Builder::new().name(ECHO_THREAD.into()).spawn(move || {
             while let Ok((mut s, _)) = listener.accept() {
                 let mut b = [0u8; 1];
                 if s.read_exact(&mut b).is_ok() {
                     let _ = s.write_all(&b);
                 }
             }
-        });
+        })?;
     }
     Ok(addr)
 }

@@ -1,4 +1,5 @@
-//! What the bench client reads from /proc: a process's CPU time and memory, and the kernel's.
+//! What the bench client reads from /proc: a process's CPU time and memory, and the kernel's;
+//! the CPU of whole process trees, of its own threads and of the machine, for the rate phase.
 //! Linux only; elsewhere the figures are zero.
 
 use std::time::Duration;
@@ -16,6 +17,107 @@ pub fn cpu_time(pid: u32) -> anyhow::Result<Duration> {
     let ticks = |i: usize| -> anyhow::Result<u64> { Ok(fields.get(i).context("short /proc stat")?.parse()?) };
     // utime and stime are fields 14 and 15 of stat(5); `rest` starts at field 3.
     Ok(Duration::from_secs_f64((ticks(11)? + ticks(12)?) as f64 / clock_ticks_per_second()))
+}
+
+/// CPU time split into user and system (kernel) time.
+#[derive(Debug, Clone, Copy, Default, PartialEq)]
+pub struct Cpu {
+    pub user: f64,
+    pub system: f64,
+}
+
+impl Cpu {
+    pub fn total(self) -> f64 {
+        self.user + self.system
+    }
+
+    /// `self - before`, never negative (a process that left the tree takes its time with it).
+    pub fn since(self, before: Cpu) -> Cpu {
+        Cpu { user: (self.user - before.user).max(0.0), system: (self.system - before.system).max(0.0) }
+    }
+}
+
+/// User and system seconds so far of `root` and every process below it (sshd's session
+/// processes, ssh's ProxyJump children). Each process's own figure includes its exited threads.
+pub fn tree_cpu(root: u32) -> Cpu {
+    let mut parents = Vec::new();
+    if let Ok(dir) = std::fs::read_dir("/proc") {
+        for entry in dir.flatten() {
+            let Some(pid) = entry.file_name().to_str().and_then(|n| n.parse::<u32>().ok()) else { continue };
+            if let Some((ppid, cpu)) = proc_stat(pid) {
+                parents.push((pid, ppid, cpu));
+            }
+        }
+    }
+    let mut total = Cpu::default();
+    let mut todo = vec![root];
+    while let Some(pid) = todo.pop() {
+        for &(child, ppid, cpu) in &parents {
+            if child == pid {
+                total.user += cpu.user;
+                total.system += cpu.system;
+            }
+            if ppid == pid && child != pid {
+                todo.push(child);
+            }
+        }
+    }
+    total
+}
+
+/// (parent pid, CPU) of a process, from /proc/PID/stat.
+fn proc_stat(pid: u32) -> Option<(u32, Cpu)> {
+    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
+    let rest = stat.rsplit_once(')')?.1;
+    let fields: Vec<&str> = rest.split_whitespace().collect();
+    let tick = clock_ticks_per_second();
+    let at = |i: usize| fields.get(i).and_then(|f| f.parse::<f64>().ok());
+    // ppid, utime and stime are fields 4, 14 and 15 of stat(5); `rest` starts at field 3.
+    Some((at(1)? as u32, Cpu { user: at(11)? / tick, system: at(12)? / tick }))
+}
+
+/// This process's own CPU so far, all threads, exited ones included.
+pub fn own_cpu() -> Cpu {
+    #[cfg(target_os = "linux")]
+    {
+        // SAFETY: getrusage fills the struct we own.
+        let mut usage: libc::rusage = unsafe { std::mem::zeroed() };
+        // SAFETY: as above; RUSAGE_SELF is always valid.
+        if unsafe { libc::getrusage(libc::RUSAGE_SELF, &mut usage) } == 0 {
+            let secs = |t: libc::timeval| t.tv_sec as f64 + t.tv_usec as f64 / 1e6;
+            return Cpu { user: secs(usage.ru_utime), system: secs(usage.ru_stime) };
+        }
+    }
+    Cpu::default()
+}
+
+/// CPU seconds so far of this process's live threads named `name`. From schedstat (nanoseconds):
+/// many threads with a little CPU each would each round down to zero clock ticks in stat.
+pub fn threads_cpu(name: &str) -> f64 {
+    let Ok(dir) = std::fs::read_dir("/proc/self/task") else { return 0.0 };
+    let mut ns = 0u64;
+    for entry in dir.flatten() {
+        let path = entry.path();
+        let named = std::fs::read_to_string(path.join("comm")).is_ok_and(|c| c.trim_end() == name);
+        if named
+            && let Some(n) = std::fs::read_to_string(path.join("schedstat"))
+                .ok()
+                .and_then(|s| s.split_whitespace().next().and_then(|f| f.parse::<u64>().ok()))
+        {
+            ns += n;
+        }
+    }
+    ns as f64 / 1e9
+}
+
+/// (idle, all) clock ticks of the whole machine so far, from the first line of /proc/stat.
+pub fn machine_ticks() -> (u64, u64) {
+    let Ok(stat) = std::fs::read_to_string("/proc/stat") else { return (0, 0) };
+    let Some(line) = stat.lines().next() else { return (0, 0) };
+    let v: Vec<u64> = line.split_whitespace().skip(1).take(8).filter_map(|f| f.parse().ok()).collect();
+    // idle + iowait, over user nice system idle iowait irq softirq steal
+    let idle = v.get(3).copied().unwrap_or(0) + v.get(4).copied().unwrap_or(0);
+    (idle, v.iter().sum())
 }
 
 #[cfg(target_os = "linux")]
