@@ -42,24 +42,8 @@ struct Routed {
 
 impl Routed {
     fn start() -> Self {
-        let mut lab = Lab::new(LabOptions::default());
-        let api = TlsApi::start(lab.env.path(), TARGET);
-        let cluster = json!({
-            "id": "c1", "tenant": "t-test",
-            "facts": {"distribution": "openshift4", "jumphost": lab.jumphost()},
-            "dynamicFacts": {
-                "openshiftBaseDomain": "c1.example",
-                "openshiftApiURL": format!("https://{TARGET}:{}", api.port),
-                "talosAPICertificateAuthorityData": api.ca_base64,
-            }
-        });
-        let inventory = lab.env.write("inventory.json", &inventory::to_json(&[cluster]));
-        let agent = lab.agent.socket().display().to_string();
-        let daemon = Kharond::start_with(
-            &lab.env,
-            &["--inventory", inventory.to_str().unwrap(), "--ssh-config", lab.ssh_config.to_str().unwrap()],
-            &[("SSH_AUTH_SOCK", agent.as_str())],
-        );
+        let crate::kubeconfig::JumpCluster { mut lab, api, daemon, inventory, .. } =
+            crate::kubeconfig::JumpCluster::start();
         let listen = daemon.socks_addr().to_string();
         lab.daemon = Some(daemon);
         let kubeconfig = lab.env.path().join("kubeconfig");

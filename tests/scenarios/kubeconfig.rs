@@ -406,16 +406,16 @@ fn kubectl_get_version_through_kharond_with_exec_token() {
 
 /// A cluster whose TLS API (and OAuth) server resolves only behind a real OpenSSH jump host
 /// (`jumphost::Lab`), and kharond routing to it.
-struct JumpCluster {
-    lab: crate::jumphost::Lab,
-    api: TlsApi,
-    daemon: Kharond,
-    inventory: PathBuf,
+pub(crate) struct JumpCluster {
+    pub(crate) lab: crate::jumphost::Lab,
+    pub(crate) api: TlsApi,
+    pub(crate) daemon: Kharond,
+    pub(crate) inventory: PathBuf,
     cert: PathBuf,
 }
 
 impl JumpCluster {
-    fn start() -> Self {
+    pub(crate) fn start() -> Self {
         use crate::jumphost::{Lab, LabOptions, TARGET};
         let lab = Lab::new(LabOptions::default());
         let api = TlsApi::start(lab.env.path(), TARGET);
