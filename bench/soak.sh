@@ -10,6 +10,7 @@
 #   --smoke      2 minutes, one round of every fault, 20 s warm-up; checks that the script works
 #                (its figures say nothing about weeks), writes to the work directory unless --out
 #   --out        the report (default docs/soak.md; the plot goes beside it as .png)
+#   KEEP=1       keep the work directory (kharond's log, every request, fault and stream as JSON lines)
 #
 # Topology (all made here, removed on exit or Ctrl-C; nothing is routed off the machine):
 #   khs-c  kharond, the load driver (bench/soak/driver.py), the direct route's sink; no default
@@ -67,8 +68,8 @@ cleanup() {
     ip netns del "$ns" 2>/dev/null
     rm -rf "/etc/netns/$ns"
   done
-  if [ "$SMOKE" = 1 ] && [ "${KEEP:-0}" != 1 ]; then
-    echo "== smoke report: $OUT (work directory kept: $W)"
+  if [ "$SMOKE" = 1 ] || [ "${KEEP:-0}" = 1 ]; then
+    echo "== report: $OUT (work directory kept: $W, with records.jsonl, faults.jsonl, streams.jsonl)"
   else
     rm -rf "$W"
   fi

@@ -476,8 +476,13 @@ def analyse(soak):
         )
 
     outside = [x for x in recs if not x.ok and not in_window(x.route, x.start, x.end)]
+    # A stream notices a loss only when a line is not back within STREAM_DEADLINE: what broke it
+    # may have begun that long before (the second run counted route c's streams, which timed out
+    # 2 s after its link fault's window, as broken on an untouched route).
     broken_unaffected = [
-        s for s in soak.streams if s.broke is not None and not in_window(s.route, s.broke, s.broke)
+        s
+        for s in soak.streams
+        if s.broke is not None and not in_window(s.route, s.broke - STREAM_DEADLINE, s.broke)
     ]
     return outside, broken_unaffected
 
@@ -645,9 +650,10 @@ def report(soak, out_md, png, interrupted, command):
         lines.append("")
     open(out_md, "w").write("\n".join(lines))
     plot(soak, png)
-    with open(os.path.join(soak.args.work, "records.jsonl"), "w") as f:
-        for x in soak.records:
-            f.write(json.dumps(x.__dict__) + "\n")
+    for name, items in (("records", soak.records), ("faults", soak.faults), ("streams", soak.streams)):
+        with open(os.path.join(soak.args.work, f"{name}.jsonl"), "w") as f:
+            for x in items:
+                f.write(json.dumps(x.__dict__, default=str) + "\n")
     return passed
 
 
