@@ -17,7 +17,7 @@ use std::net::SocketAddr;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use kharon_shared::routing::Via;
+use kharon_shared::routing::{RoutingTable, Via};
 use tokio::net::TcpStream;
 use tokio::time::Instant as Deadline;
 use tracing::{debug, info};
@@ -76,11 +76,14 @@ pub async fn serve(state: Arc<State>, stream: TcpStream, peer: SocketAddr, hands
 
     // One route per connection, from one table snapshot: a reload in the middle changes nothing
     // for it.
-    let route = Route::of(&state.table().table, target);
+    let table = state.table();
+    let route = Route::of(&table.table, target);
     tracked.routed(route.jumphost());
     if let Some(t) = &tracer {
-        t.note("route", route_decision(&state, target, &route));
+        // The same snapshot explains the decision: a reload meanwhile must not change the story.
+        t.note("route", route_decision(&table.table, target, &route));
     }
+    drop(table);
     let started = Instant::now();
     let upstream = match Box::pin(route::along(&state, &route, target)).await {
         Ok(upstream) => upstream,
@@ -109,7 +112,6 @@ pub async fn serve(state: Arc<State>, stream: TcpStream, peer: SocketAddr, hands
     }
     let via = route.via();
 
-    let _open = state.stats.open(via);
     let bound = match &upstream {
         Upstream::Tcp(tcp) => tcp.local_addr().unwrap_or(SocketAddr::from(([0, 0, 0, 0], 0))),
         Upstream::Tunnel(_) => SocketAddr::from(([0, 0, 0, 0], 0)),
@@ -152,12 +154,11 @@ pub async fn serve(state: Arc<State>, stream: TcpStream, peer: SocketAddr, hands
 }
 
 /// The route decision as a trace tells it: which rule of the table decided.
-fn route_decision(state: &State, target: &Target, route: &Route) -> String {
+fn route_decision(table: &RoutingTable, target: &Target, route: &Route) -> String {
     let Target::Name(host, _) = target else {
         return format!("{target} is an address the client resolved: directly (no name to route by)");
     };
-    let loaded = state.table();
-    let explained = loaded.table.explain(host);
+    let explained = table.explain(host);
     match (route, explained.cluster) {
         (Route::Jumphost(jumphost), Some(cluster)) => {
             format!("via jump host {jumphost} (cluster {cluster}): {}", explained.reason)

@@ -257,6 +257,11 @@ impl pb::control_server::Control for Control {
         let routes = state.registry.routes();
         let (bytes_up, bytes_down) =
             routes.iter().fold((0, 0), |(up, down), r| (up + r.bytes_up, down + r.bytes_down));
+        let (direct, routed): (Vec<_>, Vec<_>) = routes.iter().partition(|r| r.route.is_none());
+        let sum = |routes: &[&crate::registry::RouteSummary],
+                   f: fn(&crate::registry::RouteSummary) -> u64| {
+            routes.iter().map(|r| f(r)).sum::<u64>()
+        };
         let now = SystemTime::now();
         Ok(Response::new(pb::StatusResponse {
             version: kharon_shared::VERSION.to_owned(),
@@ -267,10 +272,10 @@ impl pb::control_server::Control for Control {
             control_socket: state.control_socket.display().to_string(),
             inventory: Some(inventory_info(state, &loaded)),
             connections: Some(pb::ConnectionStats {
-                open_direct: stats.open_direct.load(Ordering::Relaxed),
-                open_jumphost: stats.open_jumphost.load(Ordering::Relaxed),
-                total_direct: stats.total_direct.load(Ordering::Relaxed),
-                total_jumphost: stats.total_jumphost.load(Ordering::Relaxed),
+                open_direct: sum(&direct, |r| r.open),
+                open_jumphost: sum(&routed, |r| r.open),
+                total_direct: sum(&direct, |r| r.total),
+                total_jumphost: sum(&routed, |r| r.total),
                 failed: stats.failed.load(Ordering::Relaxed),
                 bytes_up,
                 bytes_down,

@@ -16,8 +16,6 @@ use std::time::{Duration, SystemTime};
 
 use arc_swap::ArcSwap;
 
-use kharon_shared::routing::Via;
-
 use crate::credentials::Credentials;
 use crate::registry::Registry;
 use crate::ssh;
@@ -34,47 +32,16 @@ pub struct ProxySettings {
     pub max_connections: usize,
 }
 
-/// Connection counters. Relaxed ordering: they are statistics, not synchronisation.
+/// Connections that failed before they had a route (handshake) or on it (dial). Open and total
+/// connections per route are the registry's (`registry.rs`); `Status` sums them from there.
 #[derive(Debug, Default)]
 pub struct Stats {
-    pub open_direct: AtomicU64,
-    pub open_jumphost: AtomicU64,
-    pub total_direct: AtomicU64,
-    pub total_jumphost: AtomicU64,
     pub failed: AtomicU64,
 }
 
 impl Stats {
-    /// Counts a connection as open via `via` until the returned guard is dropped.
-    pub fn open(self: &Arc<Self>, via: Via) -> OpenGuard {
-        let (open, total) = self.counters(via);
-        open.fetch_add(1, Ordering::Relaxed);
-        total.fetch_add(1, Ordering::Relaxed);
-        OpenGuard { stats: Arc::clone(self), via }
-    }
-
     pub fn failed(&self) {
         self.failed.fetch_add(1, Ordering::Relaxed);
-    }
-
-    fn counters(&self, via: Via) -> (&AtomicU64, &AtomicU64) {
-        match via {
-            Via::Direct => (&self.open_direct, &self.total_direct),
-            Via::Jumphost => (&self.open_jumphost, &self.total_jumphost),
-        }
-    }
-}
-
-/// Decrements the open-connection counter when the connection ends, however it ends.
-#[derive(Debug)]
-pub struct OpenGuard {
-    stats: Arc<Stats>,
-    via: Via,
-}
-
-impl Drop for OpenGuard {
-    fn drop(&mut self) {
-        self.stats.counters(self.via).0.fetch_sub(1, Ordering::Relaxed);
     }
 }
 
