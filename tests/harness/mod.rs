@@ -117,8 +117,12 @@ pub fn bin(name: &str) -> PathBuf {
 }
 
 /// Appends everything `reader` produces (a child's stderr) to `log`, on a thread of its own, so
-/// a failing test can print what the child said.
-pub fn collect_output(mut reader: impl std::io::Read + Send + 'static, log: Arc<Mutex<String>>) {
+/// a failing test can print what the child said. The thread ends at EOF; join it to be sure the
+/// log holds everything.
+pub fn collect_output(
+    mut reader: impl std::io::Read + Send + 'static,
+    log: Arc<Mutex<String>>,
+) -> std::thread::JoinHandle<()> {
     std::thread::spawn(move || {
         let mut buf = [0u8; 4096];
         while let Ok(n) = reader.read(&mut buf) {
@@ -129,7 +133,25 @@ pub fn collect_output(mut reader: impl std::io::Read + Send + 'static, log: Arc<
                 log.push_str(&String::from_utf8_lossy(&buf[..n]));
             }
         }
+    })
+}
+
+/// Waits for `child` to exit and collects its output, for at most `limit`; past that the child is
+/// killed (SIGKILL) and `None` comes back, so a hung client fails its test instead of the suite.
+pub fn output_within(child: std::process::Child, limit: Duration) -> Option<std::process::Output> {
+    let pid = child.id();
+    let (tx, rx) = std::sync::mpsc::channel();
+    std::thread::spawn(move || {
+        let _ = tx.send(child.wait_with_output());
     });
+    match rx.recv_timeout(limit) {
+        Ok(out) => Some(out.expect("collect the child's output")),
+        Err(_) => {
+            // SAFETY: kill(2) on our own child, which has not been reaped (its waiter still runs).
+            unsafe { libc::kill(pid as i32, libc::SIGKILL) };
+            None
+        }
+    }
 }
 
 /// Polls `condition` every 20 ms until it holds or `limit` passes. Returns whether it held.

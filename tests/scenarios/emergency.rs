@@ -215,18 +215,8 @@ impl World {
         let mut input = child.stdin.take().unwrap();
         input.write_all(stdin.as_bytes()).unwrap();
         drop(input);
-        let pid = child.id();
-        let (tx, rx) = std::sync::mpsc::channel();
-        std::thread::spawn(move || {
-            let _ = tx.send(child.wait_with_output());
-        });
-        let out = match rx.recv_timeout(Duration::from_secs(120)) {
-            Ok(out) => out.expect("kharonctl output"),
-            Err(_) => {
-                // SAFETY: kill(2) on our own child.
-                unsafe { libc::kill(pid as i32, libc::SIGKILL) };
-                panic!("kharonctl emergency-credentials did not finish within 120 s\n{}", self.daemon.log());
-            }
+        let Some(out) = kharon_e2e::output_within(child, Duration::from_secs(120)) else {
+            panic!("kharonctl emergency-credentials did not finish within 120 s\n{}", self.daemon.log());
         };
         Output {
             code: out.status.code(),
@@ -245,7 +235,6 @@ impl World {
         extra: &[(&str, String)],
         answers: &[(&str, &dyn Fn() -> String)],
     ) -> (Option<i32>, String) {
-        use std::io::Read as _;
         use std::sync::{Arc, Mutex};
         let quote = |a: &str| format!("'{}'", a.replace('\'', "'\\''"));
         let mut line = vec![quote(kharon_e2e::bin("kharonctl").to_str().unwrap())];
@@ -266,18 +255,8 @@ impl World {
         }
         let mut child = cmd.spawn().expect("run script (util-linux)");
         let shown = Arc::new(Mutex::new(String::new()));
-        let mut stdout = child.stdout.take().unwrap();
-        let sink = Arc::clone(&shown);
         // Ends at EOF, when script exits.
-        let reader = std::thread::spawn(move || {
-            let mut buf = [0u8; 4096];
-            while let Ok(n) = stdout.read(&mut buf) {
-                if n == 0 {
-                    break;
-                }
-                sink.lock().unwrap().push_str(&String::from_utf8_lossy(&buf[..n]));
-            }
-        });
+        let reader = kharon_e2e::collect_output(child.stdout.take().unwrap(), Arc::clone(&shown));
         let mut input = child.stdin.take().unwrap();
         let mut seen = 0;
         for (prompt, answer) in answers {

@@ -2,7 +2,7 @@
 //! script making the tag the Homebrew formula and the Arch PKGBUILD build from (run in a throwaway
 //! clone), and the zsh completion loader completing from the first TAB in a real zsh on a pty.
 
-use std::io::{Read as _, Write as _};
+use std::io::Write as _;
 use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
 use std::sync::{Arc, Mutex};
@@ -204,17 +204,8 @@ fn zsh_loader_completes_from_the_first_tab() {
         .spawn()
         .expect("run script (util-linux) and zsh");
     let shown = Arc::new(Mutex::new(String::new()));
-    let mut stdout = child.stdout.take().unwrap();
-    let sink = Arc::clone(&shown);
-    let reader = std::thread::spawn(move || {
-        let mut buf = [0u8; 4096];
-        while let Ok(n) = stdout.read(&mut buf) {
-            if n == 0 {
-                break;
-            }
-            sink.lock().unwrap().push_str(&String::from_utf8_lossy(&buf[..n]));
-        }
-    });
+    // Ends at EOF, when script exits.
+    let reader = kharon_e2e::collect_output(child.stdout.take().unwrap(), Arc::clone(&shown));
     let mut input = child.stdin.take().unwrap();
     let has_line = |want: &str| shown.lock().unwrap().split(['\r', '\n']).any(|l| l.trim() == want);
     let mut outcome = Vec::new();

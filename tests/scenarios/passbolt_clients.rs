@@ -53,19 +53,9 @@ fn python_client(env: &Env, fake: &FakePassbolt, key: &SignedSecretKey, otp: &st
         .stderr(Stdio::piped())
         .spawn()
         .expect("run python3 (pip install passbolt-python-api, see .ci/run)");
-    let pid = child.id();
-    let (tx, rx) = std::sync::mpsc::channel();
-    std::thread::spawn(move || {
-        let _ = tx.send(child.wait_with_output());
-    });
-    let out = match rx.recv_timeout(Duration::from_secs(120)) {
-        Ok(out) => out.expect("python client output"),
-        Err(_) => {
-            // SAFETY: kill(2) on our own child.
-            unsafe { libc::kill(pid as i32, libc::SIGKILL) };
-            let _ = Command::new("gpgconf").arg("--kill").arg("all").env("GNUPGHOME", &gnupg).status();
-            panic!("passbolt-python-api did not finish within 120 s; fake saw {:?}", fake.log());
-        }
+    let Some(out) = kharon_e2e::output_within(child, Duration::from_secs(120)) else {
+        let _ = Command::new("gpgconf").arg("--kill").arg("all").env("GNUPGHOME", &gnupg).status();
+        panic!("passbolt-python-api did not finish within 120 s; fake saw {:?}", fake.log());
     };
     Output {
         code: out.status.code(),
