@@ -182,35 +182,6 @@ pub fn is_glob(pattern: &str) -> bool {
     pattern.contains(['*', '?'])
 }
 
-/// Shell-style matching of a whole id: `*` is any run of characters, `?` exactly one.
-pub fn glob_match(pattern: &str, text: &str) -> bool {
-    let (p, t): (Vec<char>, Vec<char>) = (pattern.chars().collect(), text.chars().collect());
-    // Iterative matcher with one backtrack point for the last `*`: linear for our short ids.
-    let (mut pi, mut ti) = (0, 0);
-    let mut star: Option<(usize, usize)> = None;
-    while ti < t.len() {
-        match p.get(pi) {
-            Some('*') => {
-                star = Some((pi, ti));
-                pi += 1;
-            }
-            Some(&c) if c == '?' || c == t[ti] => {
-                pi += 1;
-                ti += 1;
-            }
-            _ => match star {
-                Some((sp, st)) => {
-                    pi = sp + 1;
-                    ti = st + 1;
-                    star = Some((sp, st + 1));
-                }
-                None => return false,
-            },
-        }
-    }
-    p[pi..].iter().all(|&c| c == '*')
-}
-
 /// The clusters whose id matches `filter` (a glob, or a substring when it has no glob characters)
 /// and whose tenant is `tenant`.
 pub fn filter<'a>(clusters: &'a [Cluster], filter: Option<&str>, tenant: Option<&str>) -> Vec<&'a Cluster> {
@@ -219,7 +190,7 @@ pub fn filter<'a>(clusters: &'a [Cluster], filter: Option<&str>, tenant: Option<
         .filter(|c| tenant.is_none_or(|t| c.tenant == t))
         .filter(|c| match filter {
             None => true,
-            Some(f) if is_glob(f) => glob_match(f, &c.id),
+            Some(f) if is_glob(f) => kharon_shared::wildcard::matches(&c.id, f),
             Some(f) => c.id.contains(f) || c.display_name.as_deref().is_some_and(|d| d.contains(f)),
         })
         .collect()
@@ -327,6 +298,7 @@ mod tests {
 
     #[test]
     fn globs_match_whole_ids() {
+        let glob_match = |pattern: &str, id: &str| kharon_shared::wildcard::matches(id, pattern);
         assert!(glob_match("c-*", "c-foo-1"));
         assert!(glob_match("c-???-1", "c-foo-1"));
         assert!(glob_match("*-1", "c-foo-1"));

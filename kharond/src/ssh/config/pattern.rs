@@ -8,28 +8,7 @@ use std::path::{Path, PathBuf};
 /// OpenSSH `match_pattern`: `*` matches any run (also empty), `?` exactly one character, everything
 /// else itself. Case-sensitive, like OpenSSH 9.2 (`ssh -G FOO` does not match `Host foo`).
 pub(crate) fn wildcard(text: &str, pattern: &str) -> bool {
-    let text: Vec<char> = text.chars().collect();
-    let pattern: Vec<char> = pattern.chars().collect();
-    // Iterative matcher with one backtrack point: the last `*` and where it started matching.
-    // Linear in practice and never recursive, so hostile patterns cannot blow the stack.
-    let (mut t, mut p) = (0, 0);
-    let mut star: Option<(usize, usize)> = None;
-    while t < text.len() {
-        if p < pattern.len() && (pattern[p] == '?' || pattern[p] == text[t]) {
-            t += 1;
-            p += 1;
-        } else if p < pattern.len() && pattern[p] == '*' {
-            star = Some((p, t));
-            p += 1;
-        } else if let Some((sp, st)) = star {
-            p = sp + 1;
-            t = st + 1;
-            star = Some((sp, st + 1));
-        } else {
-            return false;
-        }
-    }
-    pattern[p..].iter().all(|&c| c == '*')
+    kharon_shared::wildcard::matches(text, pattern)
 }
 
 /// OpenSSH `match_pattern_list` with lowercasing (used for `IgnoreUnknown`): a comma-separated
