@@ -47,11 +47,19 @@ pub fn run(
             console_url: c.console_url(),
         })
         .collect();
+    if rows.is_empty() && (filter.is_some() || tenant.is_some()) {
+        // An empty table alone reads like a broken listing; say what matched nothing.
+        let what: Vec<String> = filter
+            .map(|f| format!("the filter {f:?}"))
+            .into_iter()
+            .chain(tenant.map(|t| format!("tenant {t:?}")))
+            .collect();
+        eprintln!("kharonctl: no cluster of {} matches {}", all.len(), what.join(" and "));
+    }
     let dash = |v: Option<&str>| v.unwrap_or("-").to_owned();
     match format {
         ListFormat::Json => crate::output::json(&rows)?,
-        // output.rs has no YAML yet; the listing is the only YAML on stdout.
-        ListFormat::Yaml => print!("{}", serde_norway::to_string(&rows)?),
+        ListFormat::Yaml => crate::output::yaml(&rows)?,
         ListFormat::Table | ListFormat::Wide => {
             let wide = format == ListFormat::Wide;
             let mut headers = vec!["ID", "DISPLAY NAME", "TENANT", "DISTRIBUTION", "JUMPHOST", "API URL"];
