@@ -10,7 +10,7 @@ theirs, kharond and the direct sink beside itself, then for --duration seconds:
   30 s, route c's link down 30 s, kharond frozen 20 s (a laptop lid), an inventory file replaced
   mid-write (a reload of the torn file must fail and keep the table), and a reload every 10 s
   alternating two inventories and two ssh configs;
-- samples kharond's RSS, descriptors and CPU every 5 s.
+- samples kharond's RSS (anonymous and file-backed apart), descriptors and CPU every 5 s.
 Then it writes the report (Markdown + gnuplot PNG) with every figure computed from the records,
 and exits 1 if a criterion of issue 21 is not met.
 """
@@ -400,11 +400,12 @@ async def sampler(soak):
     tick = os.sysconf("SC_CLK_TCK")
     while not soak.stopping:
         try:
-            rss = next(int(l.split()[1]) for l in open(f"/proc/{pid}/status") if l.startswith("VmRSS:"))
+            status = dict(l.split(":", 1) for l in open(f"/proc/{pid}/status") if ":" in l)
+            rss, anon, file = (int(status[k].split()[0]) for k in ("VmRSS", "RssAnon", "RssFile"))
             fds = len(os.listdir(f"/proc/{pid}/fd"))
             stat = open(f"/proc/{pid}/stat").read().rsplit(")", 1)[1].split()
             cpu = (int(stat[11]) + int(stat[12])) / tick
-            soak.samples.append((now() - soak.t0, rss, fds, cpu))
+            soak.samples.append((now() - soak.t0, rss, fds, cpu, anon, file))
         except OSError:
             pass
         await asyncio.sleep(SAMPLE_EVERY)
@@ -500,8 +501,8 @@ def growth(samples, idx, warm):
 def plot(soak, png):
     work = soak.args.work
     with open(os.path.join(work, "samples.dat"), "w") as f:
-        for t, rss, fds, _ in soak.samples:
-            f.write(f"{t:.1f} {rss / 1024:.2f} {fds}\n")
+        for t, rss, fds, _, anon, file in soak.samples:
+            f.write(f"{t:.1f} {rss / 1024:.2f} {fds} {anon / 1024:.2f} {file / 1024:.2f}\n")
     buckets = {}
     for x in soak.records:
         b = int(x.start // 10) * 10
@@ -526,7 +527,7 @@ set ytics nomirror
 set y2tics
 set key top left
 set xrange [0:{soak.args.duration:.0f}]
-plot '{work}/samples.dat' using 1:2 with lines lw 2 title 'RSS', '' using 1:3 axes x1y2 with lines lw 2 title 'descriptors'
+plot '{work}/samples.dat' using 1:2 with lines lw 2 title 'RSS', '' using 1:4 with lines lw 1 title 'anonymous (heap)', '' using 1:5 with lines lw 1 title 'file-backed (program text)', '' using 1:3 axes x1y2 with lines lw 2 title 'descriptors'
 set ylabel 'requests per 10 s (by start)'
 unset y2label
 unset y2tics
@@ -553,6 +554,7 @@ def report(soak, out_md, png, interrupted, command):
     cpu = s[-1][3] - s[0][3] if len(s) > 1 else float("nan")
     span = s[-1][0] - s[0][0] if len(s) > 1 else float("nan")
     rss_g, fd_g = growth(s, 1, soak.args.warmup), growth(s, 2, soak.args.warmup)
+    anon_g, file_g = growth(s, 4, soak.args.warmup), growth(s, 5, soak.args.warmup)
     opened = len(soak.streams)
     broke = [x for x in soak.streams if x.broke is not None]
     growth_rule = f"≤ {GROWTH_LIMIT:.0%}" + (" (not judged in smoke mode)" if soak.args.smoke else "")
@@ -564,6 +566,9 @@ def report(soak, out_md, png, interrupted, command):
         # Two minutes hold no warm-up worth the name: growth is shown, judged only in a real run.
         ("RSS growth after warm-up", rss_g, growth_rule,
          soak.args.smoke or (rss_g == rss_g and rss_g <= GROWTH_LIMIT)),
+        ("anonymous RSS growth (the heaps)", anon_g, growth_rule,
+         soak.args.smoke or (anon_g == anon_g and anon_g <= GROWTH_LIMIT)),
+        ("file-backed RSS growth (program text)", file_g, "shown", True),
         ("descriptor growth after warm-up", fd_g, growth_rule,
          soak.args.smoke or (fd_g == fd_g and fd_g <= GROWTH_LIMIT)),
         ("long streams broken on routes no fault touched", len(broken), "0", len(broken) == 0),
@@ -636,7 +641,8 @@ def report(soak, out_md, png, interrupted, command):
         "## Resources",
         "",
         f"kharond used {cpu:.1f} s of CPU over {span:.0f} s ({cpu / span * 3600 if span else float('nan'):.0f} CPU s per hour "
-        f"of this load). RSS {s[0][1] / 1024:.1f} → {s[-1][1] / 1024:.1f} MiB (max {max(x[1] for x in s) / 1024:.1f}), "
+        f"of this load). RSS {s[0][1] / 1024:.1f} → {s[-1][1] / 1024:.1f} MiB (max {max(x[1] for x in s) / 1024:.1f}; "
+        f"anonymous {s[0][4] / 1024:.1f} → {s[-1][4] / 1024:.1f}, file-backed {s[0][5] / 1024:.1f} → {s[-1][5] / 1024:.1f}), "
         f"descriptors {s[0][2]} → {s[-1][2]} (max {max(x[2] for x in s)}); growth compares the mean of the first "
         f"and the last tenth of the samples after the {soak.args.warmup:.0f} s warm-up."
         if s else "no samples",
