@@ -3,10 +3,11 @@
 # OpenSSH sshd, same cipher, measured in the same run. Not a test.
 #
 #   [HOPS=1|2|3] [CIPHER=…|default] [RTT_MS=… [MBIT=…]] [RATE_CONNS=…] [PAGES=…] [JSON=FILE]
-#     bench/routed.sh [SIZE_MIB] [CONNECTIONS] [RUNS]
+#   [KHAROND=PATH] bench/routed.sh [SIZE_MIB] [CONNECTIONS] [RUNS]
 #
 # Defaults: 1024 MiB, 500 connections, 9 runs; HOPS 1; CIPHER aes256-gcm@openssh.com (each sshd
-# offers only that one, so both clients use it); RTT_MS 0 (loopback), MBIT 1000.
+# offers only that one, so both clients use it); RTT_MS 0 (loopback), MBIT 1000. KHAROND measures
+# another kharond binary (e.g. one built from another branch) in place of this tree's release build.
 #
 # CIPHER=default configures no cipher anywhere: sshd offers OpenSSH's list, `ssh -D` and kharond
 # each propose their own default order, which is what users get. The first sshd then logs at
@@ -150,7 +151,7 @@ fi
 
 echo '[{"id":"c1","facts":{"distribution":"openshift4","jumphost":"bench"},"dynamicFacts":{"openshiftBaseDomain":"c1.example"}}]' > "$W/inventory.json"
 env -i PATH="$PATH" HOME="$W/home" USER="$USER_NAME" XDG_RUNTIME_DIR="$W" RUST_LOG=warn \
-  "$BIN/kharond" --listen 127.0.0.1:"$KH_PORT" --control-socket "$W/k.sock" \
+  "${KHAROND:-$BIN/kharond}" --listen 127.0.0.1:"$KH_PORT" --control-socket "$W/k.sock" \
   --inventory "$W/inventory.json" --ssh-config "$W/home/.ssh/config" 2>"$W/kharond.log" &
 KPID=$!; PIDS+=("$KPID")
 SSH_CIPHER=(-c "$CIPHER"); [ "$CIPHER" != default ] || SSH_CIPHER=()
