@@ -398,6 +398,9 @@ plot "{data}" using 2:1:(0.01):2:($1-0.35):($1+0.35):5:ytic(6) with boxxyerror l
     os.remove(data)
 
 
+KEPT = "<!-- bench/report.py writes the page above this line and keeps what follows -->"
+
+
 def main():
     results, md, png = sys.argv[1:4]
     rec = load(results)
@@ -405,7 +408,13 @@ def main():
     direct_figures(rec, figures)
     routed_figures(rec, figures)
     memory_figures(rec, figures)
-    open(md, "w").write(page(rec, figures))
+    text = page(rec, figures)
+    # What follows KEPT on the page (bench/idle.sh's section, one-off measurements written by
+    # hand) is not this script's: a regenerated page keeps it.
+    old = open(md).read() if os.path.exists(md) else ""
+    if KEPT in old:
+        text = text.rstrip("\n") + "\n\n" + KEPT + old.split(KEPT, 1)[1]
+    open(md, "w").write(text)
     plot(figures, png)
 
 
