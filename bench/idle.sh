@@ -40,20 +40,7 @@ ssh-keygen -q -t ed25519 -N '' -f "$W/host_key"
 ssh-keygen -q -t ed25519 -N '' -f "$W/home/.ssh/id_idle"
 cp "$W/home/.ssh/id_idle.pub" "$W/authorized_keys"
 SSHD_PORT=$(free_port); TARGET_PORT=$(free_port); KH_PORT=$(free_port)
-cat >"$W/sshd_config" <<CFG
-Port $SSHD_PORT
-ListenAddress 127.0.0.1
-HostKey $W/host_key
-PidFile none
-AuthorizedKeysFile $W/authorized_keys
-StrictModes no
-UsePAM no
-PasswordAuthentication no
-PermitRootLogin prohibit-password
-AllowTcpForwarding yes
-ClientAliveInterval 0
-LogLevel ERROR
-CFG
+write_sshd_config "$W/sshd_config" "$SSHD_PORT" "ClientAliveInterval 0" "LogLevel ERROR"
 # sshd has its own /etc/hosts (a private mount namespace): the clusters' names resolve only there.
 { echo "127.0.0.1 localhost"; for i in $(seq "$N"); do echo "127.0.0.1 api.c$i.idle"; done; } >"$W/hosts"
 unshare -m sh -c "mount --bind $W/hosts /etc/hosts && exec $SSHD -D -e -f $W/sshd_config" 2>"$W/sshd.log" &

@@ -18,3 +18,15 @@ wait_port() {
   tail -n 20 "$3" >&2 || true
   exit 1
 }
+
+# write_sshd_config FILE PORT [OPTION…]: a bench jump host's sshd_config on 127.0.0.1:PORT: key-only
+# login with $W's host_key and authorized_keys, TCP forwarding allowed; each further argument is
+# one more line ("LogLevel ERROR").
+write_sshd_config() {
+  local file=$1 port=$2
+  shift 2
+  printf '%s\n' "Port $port" "ListenAddress 127.0.0.1" "HostKey $W/host_key" "PidFile none" \
+    "AuthorizedKeysFile $W/authorized_keys" "StrictModes no" "UsePAM no" "PasswordAuthentication no" \
+    "KbdInteractiveAuthentication no" "PermitRootLogin prohibit-password" "AllowTcpForwarding yes" \
+    "$@" >"$file"
+}

@@ -72,22 +72,11 @@ TARGET=bench.c1.example
 printf '127.0.0.1 localhost\n127.0.0.1 %s\n' "$TARGET" > "$W/hosts"
 SSHD_PIDS=()
 for i in $(seq "$HOPS"); do
-  cat > "$W/sshd_config.$i" <<CFG
-Port ${SSHD_PORTS[$((i - 1))]}
-ListenAddress 127.0.0.1
-HostKey $W/host_key
-PidFile none
-AuthorizedKeysFile $W/authorized_keys
-StrictModes no
-UsePAM no
-PasswordAuthentication no
-PermitRootLogin prohibit-password
-AllowTcpForwarding yes
-Ciphers $CIPHER
-LogLevel $([ "$CIPHER" = default ] && [ "$i" = 1 ] && echo DEBUG || echo ERROR)
-CFG
-  # A named cipher is the only one sshd offers; "default" leaves OpenSSH's list.
-  if [ "$CIPHER" = default ]; then sed -i '/^Ciphers /d' "$W/sshd_config.$i"; fi
+  # A named cipher is the only one sshd offers; "default" leaves OpenSSH's list (and the first
+  # sshd logs the negotiation).
+  CIPHERS=("Ciphers $CIPHER"); [ "$CIPHER" != default ] || CIPHERS=()
+  write_sshd_config "$W/sshd_config.$i" "${SSHD_PORTS[$((i - 1))]}" "${CIPHERS[@]}" \
+    "LogLevel $([ "$CIPHER" = default ] && [ "$i" = 1 ] && echo DEBUG || echo ERROR)"
   if [ "$i" = "$HOPS" ]; then
     unshare -m sh -c "mount --bind $W/hosts /etc/hosts && exec $SSHD -D -e -f $W/sshd_config.$i" 2>"$W/sshd.$i.log" &
   else
