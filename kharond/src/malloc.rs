@@ -18,12 +18,26 @@
 //! past the relay's 256 KiB buffers after the first connection; so it is set to where it would
 //! have gone, and the buffers keep coming from the heap instead of a fresh mmap each.
 
+//!
+//! The number of heaps (arenas) is capped at two. glibc gives each thread that meets contention a
+//! heap of its own, up to eight per core, and a heap only ever returns whole free pages: in the
+//! 30-minute soak (bench/soak.sh, issue 21) kharond's two runtime workers each had a heap of
+//! 4.8–6.0 MB holding 1.4–1.8 MB of live data, spread thin by short-lived packets and relay
+//! buffers among longer-lived small allocations. The live data stayed at 3.5 MB between two
+//! samples eight minutes apart, `malloc_trim` returned nothing, and yet RSS crept up as
+//! allocations landed on pages the heaps had not touched since their peak (+11 % over 25 minutes).
+//! Two heaps (the main thread's and one shared by every other thread) pack the same data into
+//! fewer pages.
+
 /// Free space a heap keeps at its top instead of returning it to the kernel.
 #[cfg(all(target_os = "linux", target_env = "gnu"))]
 const TRIM_THRESHOLD: libc::c_int = 4 * 1024 * 1024;
 /// Allocations from this size up get their own mapping.
 #[cfg(all(target_os = "linux", target_env = "gnu"))]
 const MMAP_THRESHOLD: libc::c_int = 1024 * 1024;
+/// Heaps in all; see above.
+#[cfg(all(target_os = "linux", target_env = "gnu"))]
+const ARENA_MAX: libc::c_int = 2;
 
 /// Returns the free memory inside the heaps to the kernel. For after a large, short-lived peak:
 /// loading a 50,000-cluster inventory parses ~200 MB of JSON values to keep ~80 MB of table, and
@@ -46,6 +60,7 @@ pub fn tune() {
         let ok = unsafe {
             libc::mallopt(libc::M_TRIM_THRESHOLD, TRIM_THRESHOLD) == 1
                 && libc::mallopt(libc::M_MMAP_THRESHOLD, MMAP_THRESHOLD) == 1
+                && libc::mallopt(libc::M_ARENA_MAX, ARENA_MAX) == 1
         };
         if !ok {
             tracing::debug!("glibc refused the allocator settings; keeping its defaults");
