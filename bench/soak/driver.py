@@ -42,6 +42,8 @@ SAMPLE_EVERY = 5.0
 RELOAD_EVERY = 10.0
 RECOVERY_LIMIT = 20.0
 GROWTH_LIMIT = 0.05
+# The faults repeat every CYCLE seconds after the warm-up.
+CYCLE = 150.0
 
 
 def now():
@@ -365,7 +367,7 @@ def schedule(soak):
     """The faults, in cycles after a warm-up (one cycle in smoke mode)."""
     d = soak.args.duration
     warm = soak.args.warmup
-    cycle = 150.0 if not soak.args.smoke else d
+    cycle = CYCLE if not soak.args.smoke else d
     # kharond's freeze waits until route c's link has been up for the whole recovery limit: the
     # first 30-minute run froze kharond 8 s after the link came back, and route c's recovery
     # then counted the 20 s freeze as its own (28 s, and 44 s in a second run). The smoke run
@@ -488,13 +490,24 @@ def analyse(soak):
     return outside, broken_unaffected
 
 
-def growth(samples, idx, warm):
-    after = [s for s in samples if s[0] >= warm]
+def growth_from(args):
+    """Where growth is measured from: the warm-up and then one whole cycle of faults. The first
+    time each fault happens its code allocates what it needs (a session dialled anew, a failed
+    dial's error, a reload's table); a later cycle that needs more is growth, the first is not."""
+    return args.warmup if args.smoke else args.warmup + CYCLE
+
+
+def growth(samples, idx, start):
+    """Growth of the median of the last tenth of the samples over the first tenth's, after
+    `start`. Medians, because RSS also carries the buffers of work in flight (a bulk transfer
+    holds a window's worth of packets: spikes of +3 MiB for a few seconds): a tenth that happens
+    to catch more of them is not a leak, a floor that rises is."""
+    after = [s for s in samples if s[0] >= start]
     if len(after) < 4:
         return float("nan")
     n = max(1, len(after) // 10)
-    first = statistics.mean(s[idx] for s in after[:n])
-    last = statistics.mean(s[idx] for s in after[-n:])
+    first = statistics.median(s[idx] for s in after[:n])
+    last = statistics.median(s[idx] for s in after[-n:])
     return last / first - 1 if first else float("nan")
 
 
@@ -553,8 +566,9 @@ def report(soak, out_md, png, interrupted, command):
     s = soak.samples
     cpu = s[-1][3] - s[0][3] if len(s) > 1 else float("nan")
     span = s[-1][0] - s[0][0] if len(s) > 1 else float("nan")
-    rss_g, fd_g = growth(s, 1, soak.args.warmup), growth(s, 2, soak.args.warmup)
-    anon_g, file_g = growth(s, 4, soak.args.warmup), growth(s, 5, soak.args.warmup)
+    since = growth_from(soak.args)
+    rss_g, fd_g = growth(s, 1, since), growth(s, 2, since)
+    anon_g, file_g = growth(s, 4, since), growth(s, 5, since)
     opened = len(soak.streams)
     broke = [x for x in soak.streams if x.broke is not None]
     growth_rule = f"≤ {GROWTH_LIMIT:.0%}" + (" (not judged in smoke mode)" if soak.args.smoke else "")
@@ -564,12 +578,12 @@ def report(soak, out_md, png, interrupted, command):
         ("recovery after a fault, max (s)", max(rec) if rec else float("nan"), f"≤ {RECOVERY_LIMIT:.0f}",
          bool(rec) and max(rec) <= RECOVERY_LIMIT),
         # Two minutes hold no warm-up worth the name: growth is shown, judged only in a real run.
-        ("RSS growth after warm-up", rss_g, growth_rule,
+        ("RSS growth after the first fault cycle", rss_g, growth_rule,
          soak.args.smoke or (rss_g == rss_g and rss_g <= GROWTH_LIMIT)),
         ("anonymous RSS growth (the heaps)", anon_g, growth_rule,
          soak.args.smoke or (anon_g == anon_g and anon_g <= GROWTH_LIMIT)),
         ("file-backed RSS growth (program text)", file_g, "shown", True),
-        ("descriptor growth after warm-up", fd_g, growth_rule,
+        ("descriptor growth after the first fault cycle", fd_g, growth_rule,
          soak.args.smoke or (fd_g == fd_g and fd_g <= GROWTH_LIMIT)),
         ("long streams broken on routes no fault touched", len(broken), "0", len(broken) == 0),
     ]
@@ -643,8 +657,10 @@ def report(soak, out_md, png, interrupted, command):
         f"kharond used {cpu:.1f} s of CPU over {span:.0f} s ({cpu / span * 3600 if span else float('nan'):.0f} CPU s per hour "
         f"of this load). RSS {s[0][1] / 1024:.1f} → {s[-1][1] / 1024:.1f} MiB (max {max(x[1] for x in s) / 1024:.1f}; "
         f"anonymous {s[0][4] / 1024:.1f} → {s[-1][4] / 1024:.1f}, file-backed {s[0][5] / 1024:.1f} → {s[-1][5] / 1024:.1f}), "
-        f"descriptors {s[0][2]} → {s[-1][2]} (max {max(x[2] for x in s)}); growth compares the mean of the first "
-        f"and the last tenth of the samples after the {soak.args.warmup:.0f} s warm-up."
+        f"descriptors {s[0][2]} → {s[-1][2]} (max {max(x[2] for x in s)}); growth compares the median of the first "
+        f"and the last tenth of the samples from {growth_from(soak.args):.0f} s on (the {soak.args.warmup:.0f} s "
+        "warm-up and then one cycle of faults: the first of each fault allocates what it needs; medians, "
+        "because the buffers of transfers in flight add short spikes)."
         if s else "no samples",
         "",
         f"![RSS, descriptors and requests over time]({os.path.basename(png)})",
