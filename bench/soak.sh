@@ -38,6 +38,13 @@ while [ $# -gt 0 ]; do
   esac
 done
 [ "$(id -u)" = 0 ] || { echo "soak.sh: needs root (network namespaces)" >&2; exit 2; }
+# One soak at a time: a second one's leftover cleanup (below) would delete this one's namespaces.
+PIDFILE=/run/kharon-soak.pid
+if [ -f "$PIDFILE" ] && kill -0 "$(cat "$PIDFILE")" 2>/dev/null; then
+  echo "soak.sh: another soak is running (pid $(cat "$PIDFILE")); let it finish or stop it first" >&2
+  exit 2
+fi
+echo $$ >"$PIDFILE"
 
 need=()
 [ -x /usr/sbin/sshd ] || need+=(openssh-server)
@@ -60,6 +67,7 @@ DRIVER=
 
 cleanup() {
   set +e
+  [ "$(cat "$PIDFILE" 2>/dev/null)" != $$ ] || rm -f "$PIDFILE"
   [ -z "$DRIVER" ] || { kill -TERM "$DRIVER" 2>/dev/null; wait "$DRIVER" 2>/dev/null; }
   for ns in "${NAMESPACES[@]}"; do
     # Anything still running in a namespace (the driver kills its own children; this is for a
