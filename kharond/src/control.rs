@@ -183,6 +183,23 @@ pub fn fetch_status(e: &object_fetch::Error) -> Status {
 type TraceStream =
     std::pin::Pin<Box<dyn futures::Stream<Item = Result<pb::TraceEvent, Status>> + Send + 'static>>;
 
+/// `Status`'s connection totals, summed from the registry's per-route ones (direct and every jump
+/// host), so the two views cannot disagree.
+fn connection_stats(routes: &[crate::registry::RouteSummary], failed: u64) -> pb::ConnectionStats {
+    let mut stats = pb::ConnectionStats { failed, ..Default::default() };
+    for r in routes {
+        let (open, total) = match r.route {
+            None => (&mut stats.open_direct, &mut stats.total_direct),
+            Some(_) => (&mut stats.open_jumphost, &mut stats.total_jumphost),
+        };
+        *open += r.open;
+        *total += r.total;
+        stats.bytes_up += r.bytes_up;
+        stats.bytes_down += r.bytes_down;
+    }
+    stats
+}
+
 fn route_totals(summary: crate::registry::RouteSummary) -> pb::RouteTotals {
     pb::RouteTotals {
         route: summary.route.unwrap_or_else(|| "direct".to_owned()),
@@ -255,13 +272,6 @@ impl pb::control_server::Control for Control {
         let mut probes = state.pool.round_trips(STATUS_PROBE).await;
         let history = state.reload_history();
         let routes = state.registry.routes();
-        let (bytes_up, bytes_down) =
-            routes.iter().fold((0, 0), |(up, down), r| (up + r.bytes_up, down + r.bytes_down));
-        let (direct, routed): (Vec<_>, Vec<_>) = routes.iter().partition(|r| r.route.is_none());
-        let sum = |routes: &[&crate::registry::RouteSummary],
-                   f: fn(&crate::registry::RouteSummary) -> u64| {
-            routes.iter().map(|r| f(r)).sum::<u64>()
-        };
         let now = SystemTime::now();
         Ok(Response::new(pb::StatusResponse {
             version: kharon_shared::VERSION.to_owned(),
@@ -271,15 +281,7 @@ impl pb::control_server::Control for Control {
             listen_address: state.listen.to_string(),
             control_socket: state.control_socket.display().to_string(),
             inventory: Some(inventory_info(state, &loaded)),
-            connections: Some(pb::ConnectionStats {
-                open_direct: sum(&direct, |r| r.open),
-                open_jumphost: sum(&routed, |r| r.open),
-                total_direct: sum(&direct, |r| r.total),
-                total_jumphost: sum(&routed, |r| r.total),
-                failed: stats.failed.load(Ordering::Relaxed),
-                bytes_up,
-                bytes_down,
-            }),
+            connections: Some(connection_stats(&routes, stats.failed.load(Ordering::Relaxed))),
             chains: state
                 .pool
                 .status()
