@@ -43,8 +43,11 @@ mod tests {
     fn stars_and_question_marks_match_whole_texts() {
         assert!(matches("c-foo-1", "c-*"));
         assert!(matches("c-foo-1", "c-???-1"));
+        assert!(matches("c-foo-1", "*-1"));
         assert!(matches("c-a-b-1", "c-*-*-1"));
         assert!(matches("", "*"));
+        assert!(!matches("d-foo", "c-*"));
+        assert!(!matches("c-ab", "c-?"));
         assert!(!matches("foo-1", "foo"));
         assert!(!matches("db10.prod", "db?.prod"));
     }
