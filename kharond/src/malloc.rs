@@ -17,7 +17,6 @@
 //! Setting the trim threshold also freezes glibc's mmap threshold, which would otherwise grow
 //! past the relay's 256 KiB buffers after the first connection; so it is set to where it would
 //! have gone, and the buffers keep coming from the heap instead of a fresh mmap each.
-
 //!
 //! The number of heaps (arenas) is capped at two. glibc gives each thread that meets contention a
 //! heap of its own, up to eight per core, and a heap only ever returns whole free pages: in the
