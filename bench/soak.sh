@@ -67,7 +67,6 @@ DRIVER=
 
 cleanup() {
   set +e
-  [ "$(cat "$PIDFILE" 2>/dev/null)" != $$ ] || rm -f "$PIDFILE"
   [ -z "$DRIVER" ] || { kill -TERM "$DRIVER" 2>/dev/null; wait "$DRIVER" 2>/dev/null; }
   for ns in "${NAMESPACES[@]}"; do
     # Anything still running in a namespace (the driver kills its own children; this is for a
@@ -81,6 +80,8 @@ cleanup() {
   else
     rm -rf "$W"
   fi
+  # Last: until the namespaces are gone, a new soak must not start.
+  [ "$(cat "$PIDFILE" 2>/dev/null)" != $$ ] || rm -f "$PIDFILE"
 }
 trap cleanup EXIT
 trap 'exit 130' INT TERM
