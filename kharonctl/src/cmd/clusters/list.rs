@@ -54,7 +54,12 @@ pub fn run(
             .into_iter()
             .chain(tenant.map(|t| format!("tenant {t:?}")))
             .collect();
-        eprintln!("kharonctl: no cluster of {} matches {}", all.len(), what.join(" and "));
+        let what = what.join(" and ");
+        match all.len() {
+            0 => eprintln!("kharonctl: there are no clusters to match {what}"),
+            1 => eprintln!("kharonctl: the one cluster does not match {what}"),
+            n => eprintln!("kharonctl: none of the {n} clusters matches {what}"),
+        }
     }
     let dash = |v: Option<&str>| v.unwrap_or("-").to_owned();
     match format {
