@@ -54,6 +54,8 @@ SSHD=$(find_tool sshd)
 [ -n "$SSHD" ] || { echo "bench/routed.sh needs OpenSSH's sshd (apt-get install openssh-server)" >&2; exit 1; }
 cargo build --release -q -p kharond -p kharon-bench
 BIN=$PWD/target/release
+KHAROND=${KHAROND:-$BIN/kharond}
+[ -x "$KHAROND" ] || { echo "bench/routed.sh: KHAROND=$KHAROND is not an executable file" >&2; exit 2; }
 
 W=$(mktemp -d /tmp/khbench.XXXXXX)
 
@@ -140,7 +142,7 @@ fi
 
 echo '[{"id":"c1","facts":{"distribution":"openshift4","jumphost":"bench"},"dynamicFacts":{"openshiftBaseDomain":"c1.example"}}]' > "$W/inventory.json"
 env -i PATH="$PATH" HOME="$W/home" USER="$USER_NAME" XDG_RUNTIME_DIR="$W" RUST_LOG=warn \
-  "${KHAROND:-$BIN/kharond}" --listen 127.0.0.1:"$KH_PORT" --control-socket "$W/k.sock" \
+  "$KHAROND" --listen 127.0.0.1:"$KH_PORT" --control-socket "$W/k.sock" \
   --inventory "$W/inventory.json" --ssh-config "$W/home/.ssh/config" 2>"$W/kharond.log" &
 KPID=$!; PIDS+=("$KPID")
 SSH_CIPHER=(-c "$CIPHER"); [ "$CIPHER" != default ] || SSH_CIPHER=()
