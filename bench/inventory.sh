@@ -2,7 +2,10 @@
 # A large inventory: kharond's start time, resident memory and PAC size with CLUSTERS clusters,
 # next to the same figures for the small example inventory, measured in the same run. Not a test.
 #
-#   [JSON=FILE] bench/inventory.sh [CLUSTERS] [RUNS]      (defaults: 50000 clusters, 3 runs)
+#   [JSON=FILE] [KHAROND=PATH] bench/inventory.sh [CLUSTERS] [RUNS]   (defaults: 50000 clusters, 3 runs)
+#
+# KHAROND measures another kharond binary (e.g. one built from another commit) in place of this
+# tree's release build.
 #
 # The inventory is generated here, shaped like a large Lieutenant (as shared/benches/routing.rs):
 # each cluster with an OpenShift base domain, apps domain, API and console URLs, half of them with
@@ -14,6 +17,8 @@ cd "$(dirname "$0")/.."
 . bench/lib.sh
 CLUSTERS=${1:-50000}; RUNS=${2:-3}
 cargo build --release -q -p kharond
+KHAROND=${KHAROND:-$PWD/target/release/kharond}
+[ -x "$KHAROND" ] || { echo "bench/inventory.sh: KHAROND=$KHAROND is not an executable file" >&2; exit 2; }
 W=$(mktemp -d /tmp/khinventory.XXXXXX)
 python3 - "$CLUSTERS" > "$W/large.json" <<'PY'
 import json, sys
@@ -33,7 +38,7 @@ for i in range(n):
 json.dump(clusters, sys.stdout)
 PY
 mkdir -p "$W/run" && chmod 700 "$W/run"
-python3 - "$PWD/target/release/kharond" "$W" "$RUNS" "${JSON:-}" contrib/examples/inventory.json "$W/large.json" "$CLUSTERS" <<'PY'
+python3 - "$KHAROND" "$W" "$RUNS" "${JSON:-}" contrib/examples/inventory.json "$W/large.json" "$CLUSTERS" <<'PY'
 import json, os, socket, statistics, subprocess, sys, time
 kharond, work, runs, out, small, large, clusters = sys.argv[1], sys.argv[2], int(sys.argv[3]), sys.argv[4], sys.argv[5], sys.argv[6], int(sys.argv[7])
 

@@ -18,7 +18,8 @@
 //!   [`peer`]: which local process holds a client's socket; [`trace`]: per-request traces on demand;
 //!   [`observe`]: what the `Connections` and `Trace` RPCs answer.
 //! - [`state`]: routing table snapshot, SSH pool, counters. [`table`]: which inventory the table is
-//!   read from, and loading it. [`endpoints`]: the cluster URLs `Test` checks.
+//!   read from, and loading it. [`endpoints`]: the cluster URLs `Test` checks. [`catalog`]: the
+//!   table's clusters as the `Clusters` RPC answers them, kept compressed.
 //! - [`http`] + [`pac`]: `GET /proxy.pac` on the SOCKS port; [`pac`] renders it.
 //! - [`activation`]: listeners passed by systemd. [`malloc`]: allocator settings for the data path.
 //! - [`logging`]: stderr log, RUST_LOG, and the cap on targets that could log secrets.
@@ -30,6 +31,7 @@
 
 mod activation;
 mod backoff;
+mod catalog;
 mod connection;
 mod control;
 mod credentials;

@@ -14,6 +14,7 @@ use std::time::SystemTime;
 use kharon_shared::routing::RoutingTable;
 use kharon_shared::{cache, inventory};
 
+use crate::catalog::Catalog;
 use crate::endpoints::{self, Endpoint};
 
 /// Which inventory the table is read from.
@@ -57,12 +58,11 @@ pub struct LoadedTable {
     /// The source is the cache and it does not exist yet: the table is empty and every host goes
     /// direct until `kharonctl update` writes it and reloads.
     pub missing: bool,
-    /// The clusters this table was compiled from, `kharonIgnore`d ones left out, as a Lieutenant
-    /// `/clusters` JSON array: what the `Clusters` RPC answers, so that kharonctl sees the very
-    /// clusters kharond routes by (the file may have changed since). Kept serialized, the most
-    /// compact form at hand, since the parsed clusters are freed after compiling. `Err`: they could
-    /// not be serialized (not expected: facts are JSON already).
-    pub clusters_json: Result<Box<[u8]>, String>,
+    /// The clusters this table was compiled from: what the `Clusters` RPC answers, so that
+    /// kharonctl sees the very clusters kharond routes by (the file may have changed since). Kept
+    /// serialized and compressed (`catalog.rs`), since the parsed clusters are freed after
+    /// compiling. `Err`: they could not be serialized (not expected: facts are JSON already).
+    pub catalog: Result<Catalog, String>,
 }
 
 impl LoadedTable {
@@ -75,15 +75,9 @@ impl LoadedTable {
             endpoints: endpoints::of(clusters),
             pac: std::sync::OnceLock::new(),
             missing,
-            clusters_json: catalog_json(clusters),
+            catalog: Catalog::of(clusters),
         }
     }
-}
-
-/// `clusters` minus the ignored ones, as the JSON array the inventory file and the cache hold.
-fn catalog_json(clusters: &[inventory::Cluster]) -> Result<Box<[u8]>, String> {
-    let kept: Vec<&inventory::Cluster> = clusters.iter().filter(|c| !c.is_ignored()).collect();
-    serde_json::to_vec(&kept).map(Vec::into_boxed_slice).map_err(|e| e.to_string())
 }
 
 #[derive(Debug, thiserror::Error)]
@@ -173,12 +167,12 @@ mod tests {
         let loaded = load(&Inventory::File(file.clone())).unwrap();
         // The file changes afterwards: the table in force still answers what it was compiled from.
         std::fs::write(&file, "[]").unwrap();
-        let kept = inventory::parse_clusters(loaded.clusters_json.as_ref().unwrap()).unwrap();
+        let kept = inventory::parse_clusters(&loaded.catalog.as_ref().unwrap().json().unwrap()).unwrap();
         let ids: Vec<&str> = kept.iter().map(|c| c.id.as_str()).collect();
         assert_eq!(ids, ["c-b", "c-a"]);
         assert_eq!(kept[0].fact_str("jumphost"), Some("jump-b"));
         assert_eq!(kept[0].dynamic_facts["x"]["y"], 1);
         let empty = load_at_start(&Inventory::Cache(cache::path(&dir.path().join("none")))).unwrap();
-        assert_eq!(empty.clusters_json.as_deref(), Ok(&b"[]"[..]));
+        assert_eq!(empty.catalog.unwrap().json().unwrap(), b"[]");
     }
 }
