@@ -200,6 +200,10 @@ fn connection_stats(routes: &[crate::registry::RouteSummary], failed: u64) -> pb
     stats
 }
 
+fn memory(m: crate::memory::Memory) -> pb::Memory {
+    pb::Memory { resident_bytes: m.resident, heap_in_use_bytes: m.heap_in_use, heap_bytes: m.heap }
+}
+
 fn route_totals(summary: crate::registry::RouteSummary) -> pb::RouteTotals {
     pb::RouteTotals {
         route: summary.route.unwrap_or_else(|| "direct".to_owned()),
@@ -295,6 +299,7 @@ impl pb::control_server::Control for Control {
             last_reload: history.last.as_ref().map(reload_record),
             last_failed_reload: history.last_failed.as_ref().map(reload_record),
             routes: routes.into_iter().map(route_totals).collect(),
+            memory: Some(memory(crate::memory::now())),
         }))
     }
 

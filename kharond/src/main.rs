@@ -22,6 +22,7 @@
 //!   table's clusters as the `Clusters` RPC answers them, kept compressed.
 //! - [`http`] + [`pac`]: `GET /proxy.pac` on the SOCKS port; [`pac`] renders it.
 //! - [`activation`]: listeners passed by systemd. [`malloc`]: allocator settings for the data path.
+//!   [`memory`]: how much memory the daemon holds (`Status`).
 //! - [`logging`]: stderr log, RUST_LOG, and the cap on targets that could log secrets.
 //! - [`control`]: the gRPC control API. [`reachability`]: the `Test` RPC's checks.
 //!   [`ssh`]: the SSH engine (sessions kept alive in [`ssh::keepalive`]).
@@ -46,6 +47,7 @@ mod listener;
 mod logging;
 mod malloc;
 mod man_page;
+mod memory;
 mod object_fetch;
 mod observe;
 mod pac;

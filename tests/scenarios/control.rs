@@ -29,10 +29,34 @@ fn status_and_route_describe_the_daemon() {
     assert_eq!(status["inventory"]["clusters_total"], 2);
     assert_eq!(status["inventory"]["clusters_routed"], 1);
     assert_eq!(status["pid"], daemon.pid());
+    // Memory as the kernel counts it (within a factor of two: the daemon allocates meanwhile),
+    // and the heap's live bytes within what the heaps hold.
+    let vm_rss = std::fs::read_to_string(format!("/proc/{}/status", daemon.pid())).unwrap();
+    let vm_rss: u64 = vm_rss
+        .lines()
+        .find_map(|l| l.strip_prefix("VmRSS:"))
+        .unwrap()
+        .trim()
+        .trim_end_matches(" kB")
+        .parse::<u64>()
+        .unwrap()
+        * 1024;
+    let memory = &status["memory"];
+    let resident = memory["resident_bytes"].as_u64().unwrap();
+    assert!(resident > vm_rss / 2 && resident < vm_rss * 2, "{memory} against VmRSS {vm_rss}");
+    let (in_use, heap) =
+        (memory["heap_in_use_bytes"].as_u64().unwrap(), memory["heap_bytes"].as_u64().unwrap());
+    assert!(in_use > 0 && in_use <= heap && heap < resident * 4, "{memory}");
 
     let human = kharonctl::run(&env, &["status"]);
     assert!(human.success(), "{}", human.stderr);
     assert!(human.stdout.contains(&format!("socks5h://{}", daemon.socks_addr())), "{}", human.stdout);
+    let memory_line = human.stdout.lines().find(|l| l.starts_with("memory: ")).unwrap_or_default();
+    assert!(
+        memory_line.contains(" MiB resident; heap ") && memory_line.contains(" in use of "),
+        "{}",
+        human.stdout
+    );
 
     let routed = kharonctl::run(&env, &["route", "API.A.example.", "--output", "json"]).json();
     assert_eq!(routed["host"], "api.a.example");

@@ -95,6 +95,20 @@ fn reload_json(r: Option<&pb::ReloadRecord>) -> serde_json::Value {
 }
 
 /// One reload as a sentence: when, who asked, what came of it.
+/// "memory: 12.3 MiB resident; heap 3.1 MiB in use of 5.0 MiB", the heap part only where kharond's
+/// C library counts it.
+fn memory_text(m: &pb::Memory) -> String {
+    let resident = format!("memory: {} resident", output::bytes(m.resident_bytes));
+    if m.heap_bytes == 0 {
+        return resident;
+    }
+    format!(
+        "{resident}; heap {} in use of {}",
+        output::bytes(m.heap_in_use_bytes),
+        output::bytes(m.heap_bytes)
+    )
+}
+
 fn reload_text(r: &pb::ReloadRecord) -> String {
     let mut text = format!("{} ago ({}): {}", age_of(r.at_ms), r.trigger, reload_result(r));
     if !r.error.is_empty() {
@@ -178,6 +192,10 @@ pub async fn run(args: Args, ctx: &Context) -> anyhow::Result<ExitCode> {
             "chains": chains,
             "last_reload": reload_json(s.last_reload.as_ref()),
             "last_failed_reload": reload_json(s.last_failed_reload.as_ref()),
+            "memory": s.memory.map(|m| json!({
+                "resident_bytes": m.resident_bytes, "heap_in_use_bytes": m.heap_in_use_bytes,
+                "heap_bytes": m.heap_bytes,
+            })),
         }))
         .map(|()| ExitCode::SUCCESS);
     }
@@ -186,6 +204,9 @@ pub async fn run(args: Args, ctx: &Context) -> anyhow::Result<ExitCode> {
     let auth = if s.socks_auth_required { " (username/password required)" } else { "" };
     println!("listening on socks5h://{}{auth}", s.listen_address);
     println!("control socket {}", s.control_socket);
+    if let Some(m) = &s.memory {
+        println!("{}", memory_text(m));
+    }
     if inv.missing {
         println!(
             "inventory: {NO_INVENTORY_YET} ({} {} does not exist; every host goes direct until then)",
