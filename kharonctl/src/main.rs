@@ -17,8 +17,10 @@
 //!   [`openshift_login`]: OpenShift tokens, the exec credential and the web login.
 //! - [`emergency`]: emergency credentials (bucket list, objects, tokens, where the key lives);
 //!   [`passbolt`]: the Passbolt client (GPGAuth, MFA, resources); [`openpgp`]: decrypting with the key.
-//! - [`exit`]: the exit codes `--help` lists. [`reload_outcome`]: what a partial reload left out.
+//! - [`exit`]: the exit codes `--help` lists. [`broken_pipe`]: ending quietly when the reader of
+//!   our output goes away. [`reload_outcome`]: what a partial reload left out.
 
+mod broken_pipe;
 mod browser;
 mod catalog;
 mod child;
@@ -63,7 +65,8 @@ use crate::context::Context;
         Exit codes: 0 success; 1 the command failed; 2 bad usage or settings, or a part of a cluster id \
         that several clusters match while output is not a terminal (they are listed); 3 kharond is not \
         running; 4 reload (and update) only partly applied: the routing table is in, but the new ssh \
-        config could not be read or refuses some jump hosts."
+        config could not be read or refuses some jump hosts; 141 the reader of the output went away \
+        (`kharonctl clusters | head`)."
 )]
 struct Cli {
     /// kharond's control socket [env: KHARON_CONTROL_SOCKET] [default: $XDG_RUNTIME_DIR/kharon/kharond.sock]
@@ -127,6 +130,7 @@ enum Command {
 }
 
 fn main() -> ExitCode {
+    broken_pipe::quiet_on_closed_output();
     // Completion requests (`COMPLETE=bash kharonctl …`) are answered and exit here, before anything
     // else can print (crates.md §7).
     clap_complete::CompleteEnv::with_factory(Cli::command)

@@ -58,6 +58,21 @@ fn status_and_route_describe_the_daemon() {
         human.stdout
     );
 
+    // A reader that went away (`kharonctl status | head`): a quiet end with the shell's status
+    // for a broken pipe, not a panic. The pipe's read end is closed before kharonctl starts.
+    let (reader, writer) = std::io::pipe().unwrap();
+    drop(reader);
+    let piped = Command::new(kharon_e2e::bin("kharonctl"))
+        .env_clear()
+        .envs(env.vars())
+        .env("KHARON_CONTROL_SOCKET", env.control_socket())
+        .arg("status")
+        .stdout(writer)
+        .output()
+        .unwrap();
+    let stderr = String::from_utf8_lossy(&piped.stderr);
+    assert_eq!((piped.status.code(), stderr.as_ref()), (Some(141), ""));
+
     let routed = kharonctl::run(&env, &["route", "API.A.example.", "--output", "json"]).json();
     assert_eq!(routed["host"], "api.a.example");
     assert_eq!(routed["via"], "jumphost");
