@@ -10,7 +10,8 @@ theirs, kharond and the direct sink beside itself, then for --duration seconds:
   30 s, route c's link down 30 s, kharond frozen 20 s (a laptop lid), an inventory file replaced
   mid-write (a reload of the torn file must fail and keep the table), and a reload every 10 s
   alternating two inventories and two ssh configs;
-- samples kharond's RSS (anonymous and file-backed apart), descriptors and CPU every 5 s.
+- samples kharond's RSS (anonymous and file-backed apart), descriptors and CPU every 5 s, and
+  what `kharonctl status` says its heaps hold (live allocations, and the heaps' size).
 Then it writes the report (Markdown + gnuplot PNG) with every figure computed from the records,
 and exits 1 if a criterion of issue 21 is not met.
 """
@@ -48,13 +49,16 @@ CYCLE = 150.0
 
 
 class Sample(NamedTuple):
-    """kharond every SAMPLE_EVERY seconds; memory in KiB, as /proc gives it."""
+    """kharond every SAMPLE_EVERY seconds; memory in KiB, as /proc gives it. The heap figures come
+    from `kharonctl status` (glibc's count); None while kharond cannot answer (frozen)."""
     t: float
     rss: int
     fds: int
     cpu: float
     anon: int
     file: int
+    live: int | None
+    heap: int | None
 
 
 def now():
@@ -409,6 +413,16 @@ def schedule(soak):
     return tasks
 
 
+def heap_of(soak):
+    """(live, held) KiB of kharond's heaps from `kharonctl status`, or (None, None)."""
+    try:
+        out = kctl(soak, "status", "-o", "json", timeout=SAMPLE_EVERY / 2)
+        memory = json.loads(out.stdout)["memory"]
+        return memory["heap_in_use_bytes"] // 1024, memory["heap_bytes"] // 1024
+    except (subprocess.TimeoutExpired, ValueError, KeyError, TypeError):
+        return None, None
+
+
 async def sampler(soak):
     pid = soak.kharond.pid
     tick = os.sysconf("SC_CLK_TCK")
@@ -419,7 +433,9 @@ async def sampler(soak):
             fds = len(os.listdir(f"/proc/{pid}/fd"))
             stat = open(f"/proc/{pid}/stat").read().rsplit(")", 1)[1].split()
             cpu = (int(stat[11]) + int(stat[12])) / tick
-            soak.samples.append(Sample(now() - soak.t0, rss, fds, cpu, anon, file))
+            t = now() - soak.t0
+            live, heap = await asyncio.to_thread(heap_of, soak)
+            soak.samples.append(Sample(t, rss, fds, cpu, anon, file, live, heap))
         except OSError:
             pass
         await asyncio.sleep(SAMPLE_EVERY)
@@ -514,7 +530,7 @@ def growth(samples, field, start):
     `start`. Medians, because RSS also carries the buffers of work in flight (a bulk transfer
     holds a window's worth of packets: spikes of +3 MiB for a few seconds): a tenth that happens
     to catch more of them is not a leak, a floor that rises is."""
-    after = [getattr(s, field) for s in samples if s.t >= start]
+    after = [v for s in samples if s.t >= start and (v := getattr(s, field)) is not None]
     if len(after) < 4:
         return float("nan")
     n = max(1, len(after) // 10)
@@ -527,7 +543,8 @@ def plot(soak, png):
     work = soak.args.work
     with open(os.path.join(work, "samples.dat"), "w") as f:
         for x in soak.samples:
-            f.write(f"{x.t:.1f} {x.rss / 1024:.2f} {x.fds} {x.anon / 1024:.2f} {x.file / 1024:.2f}\n")
+            live = "NaN" if x.live is None else f"{x.live / 1024:.2f}"
+            f.write(f"{x.t:.1f} {x.rss / 1024:.2f} {x.fds} {x.anon / 1024:.2f} {x.file / 1024:.2f} {live}\n")
     buckets = {}
     for x in soak.records:
         b = int(x.start // 10) * 10
@@ -552,7 +569,7 @@ set ytics nomirror
 set y2tics
 set key top left
 set xrange [0:{soak.args.duration:.0f}]
-plot '{work}/samples.dat' using 1:2 with lines lw 2 title 'RSS', '' using 1:4 with lines lw 1 title 'anonymous (heap)', '' using 1:5 with lines lw 1 title 'file-backed (program text)', '' using 1:3 axes x1y2 with lines lw 2 title 'descriptors'
+plot '{work}/samples.dat' using 1:2 with lines lw 2 title 'RSS', '' using 1:4 with lines lw 1 title 'anonymous', '' using 1:5 with lines lw 1 title 'file-backed (program text)', '' using 1:6 with lines lw 1 title 'live heap (allocations held)', '' using 1:3 axes x1y2 with lines lw 2 title 'descriptors'
 set ylabel 'requests per 10 s (by start)'
 unset y2label
 unset y2tics
@@ -561,6 +578,21 @@ plot '{work}/requests.dat' using ($1+5):2 with boxes fs solid 0.6 title 'succeed
 unset multiplot
 """
     subprocess.run(["gnuplot"], input=script, text=True, check=True)
+
+
+def heap_text(samples):
+    """The heap figures of the Resources section, and how to read them against RSS."""
+    known = [x for x in samples if x.live is not None]
+    if not known:
+        return "kharond's heaps: not known (kharonctl status gave no memory figures)."
+    a, b = known[0], known[-1]
+    return (
+        f"kharond's heaps (glibc's count, from `kharonctl status`, {len(known)} of {len(samples)} samples; "
+        f"none while kharond was frozen): live allocations {a.live / 1024:.1f} → {b.live / 1024:.1f} MiB "
+        f"(max {max(x.live for x in known) / 1024:.1f}), held by the heaps {a.heap / 1024:.1f} → "
+        f"{b.heap / 1024:.1f} MiB. A leak is live allocations that keep growing; the resident set can "
+        "also grow while they stay flat, when the allocator keeps pages it once needed, which it bounds "
+        "(kharond/src/malloc.rs).")
 
 
 def report(soak, out_md, png, interrupted, command):
@@ -579,7 +611,8 @@ def report(soak, out_md, png, interrupted, command):
     cpu = s[-1].cpu - s[0].cpu if len(s) > 1 else float("nan")
     span = s[-1].t - s[0].t if len(s) > 1 else float("nan")
     since = growth_from(soak.args)
-    rss_g, fd_g, anon_g, file_g = (growth(s, f, since) for f in ("rss", "fds", "anon", "file"))
+    rss_g, fd_g, anon_g, file_g, live_g, heap_g = (
+        growth(s, f, since) for f in ("rss", "fds", "anon", "file", "live", "heap"))
     opened = len(soak.streams)
     broke = [x for x in soak.streams if x.broke is not None]
     growth_rule = f"≤ {GROWTH_LIMIT:.0%}" + (" (not judged in smoke mode)" if soak.args.smoke else "")
@@ -592,7 +625,10 @@ def report(soak, out_md, png, interrupted, command):
         ("recovery after a fault, max (s)", max(rec) if rec else float("nan"), f"≤ {RECOVERY_LIMIT:.0f}",
          bool(rec) and max(rec) <= RECOVERY_LIMIT),
         (f"RSS growth {after}", rss_g, growth_rule, grew_ok(rss_g)),
-        ("anonymous RSS growth (the heaps)", anon_g, growth_rule, grew_ok(anon_g)),
+        (f"live heap growth {after} (allocations kharond holds: a leak shows here)", live_g, growth_rule,
+         grew_ok(live_g)),
+        ("heap size growth (what the heaps hold for them)", heap_g, "shown", True),
+        ("anonymous RSS growth (heaps, stacks, pipes' pages)", anon_g, "shown", True),
         ("file-backed RSS growth (program text)", file_g, "shown", True),
         (f"descriptor growth {after}", fd_g, growth_rule, grew_ok(fd_g)),
         ("long streams broken on routes no fault touched", len(broken), "0", len(broken) == 0),
@@ -673,6 +709,8 @@ def report(soak, out_md, png, interrupted, command):
            f"the {soak.args.warmup:.0f} s warm-up and then one cycle of faults: the first of each fault allocates what it needs")
         + "; medians, because the buffers of transfers in flight add short spikes)."
         if s else "no samples",
+        "",
+        heap_text(s),
         "",
         f"![RSS, descriptors and requests over time]({os.path.basename(png)})",
         "",
