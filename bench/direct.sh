@@ -12,7 +12,9 @@
 # ephemeral port, and runs kharon-bench against it (see bench/client/main.rs for what is measured).
 # When installed (apt-get install microsocks dante-server), microsocks and dante are measured in
 # the same run as further baselines: what other SOCKS5 servers get on the same cores. So is
-# thin-relay (Linux), a bare blocking-splice relay: the most a relay can get on this machine.
+# thin-relay (Linux), a bare blocking-splice relay: the most a relay can get on this machine; and
+# thin-epoll, the same relay driven by epoll readiness on one thread per connection: the most an
+# event loop such as kharond's can get (bench/client/thin_relay.rs, --epoll).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 . bench/lib.sh
@@ -36,6 +38,8 @@ if [ "$(uname)" = Linux ]; then
   # The thinnest relay we could write (bench/client/thin_relay.rs): roughly the ceiling here.
   P=$(free_port); "$BIN/thin-relay" "127.0.0.1:$P" 2>"$W/thin-relay.log" & PIDS+=($!)
   baseline thin-relay "$P" "$!"
+  P=$(free_port); "$BIN/thin-relay" --epoll "127.0.0.1:$P" 2>"$W/thin-epoll.log" & PIDS+=($!)
+  baseline thin-epoll "$P" "$!"
 fi
 MICROSOCKS=$(find_tool microsocks)
 if [ -n "$MICROSOCKS" ]; then

@@ -13,7 +13,8 @@
 //! It starts its own sink (sends the N bytes asked for), echo (1 byte back) and holder (keeps
 //! connections open) servers on loopback, then, per phase:
 //! - bulk: `--bytes` over 1 stream, or split over N parallel streams, direct vs through each
-//!   proxy; with `--proxy-pid`, the proxy's own CPU time per GiB moved;
+//!   proxy; with `--proxy-pid`, the proxy's own CPU time per GiB moved; for every path, the whole
+//!   machine's CPU time per GiB (this client and the sink included, the same for every path);
 //! - conn: sequential connect + SOCKS handshake + 1-byte echo + close, by IP literal and by name
 //!   (resolved by the proxy), p50/p99 and the cost added to the direct connection;
 //! - rate: connections per second with `--rate-workers` threads doing the same, and each
@@ -264,12 +265,18 @@ fn bulk(o: &mut Options) -> anyhow::Result<()> {
         let mut cpu = vec![Duration::ZERO; o.paths.len()];
         // Each run's CPU per GiB too, so a ratio of two relays' CPU has a run-pair spread.
         let mut cpu_runs = vec![Vec::new(); o.paths.len()];
+        // The whole machine's CPU per GiB of each run: the proxy's process figure counts the
+        // kernel's TCP work for whichever socket it ran in (on loopback a send also delivers), so
+        // two relays can split the same work differently; this figure cannot be split.
+        let mut machine_runs = vec![Vec::new(); o.paths.len()];
         let run_gib = o.bytes as f64 / (1u64 << 30) as f64;
         for _ in 0..o.runs {
             for (i, path) in o.paths.iter().enumerate() {
                 let before = path.pid.map(sys::cpu_time).transpose()?;
+                let machine_before = sys::machine_busy_seconds();
                 let speed = parallel_download(o, path.socks, sink, streams)
                     .with_context(|| format!("bulk, {streams} stream(s), via {}", path.name))?;
+                machine_runs[i].push((sys::machine_busy_seconds() - machine_before) / run_gib);
                 speeds[i].push(speed);
                 if let (Some(pid), Some(before)) = (path.pid, before) {
                     let spent = sys::cpu_time(pid)?.saturating_sub(before);
@@ -285,14 +292,17 @@ fn bulk(o: &mut Options) -> anyhow::Result<()> {
             let (lo, hi) = min_max(&speeds[i]);
             let cpu_per_gib = path.pid.map(|_| cpu[i].as_secs_f64() / gib);
             let cpu_text = cpu_per_gib.map(|c| format!("  {c:.3} s CPU per GiB")).unwrap_or_default();
+            let machine = median(&machine_runs[i]);
             println!(
-                "bulk x{streams} {:<18} median {m:8.1} MiB/s  (min {lo:.1}, max {hi:.1})  {:5.1} % of {}{cpu_text}",
+                "bulk x{streams} {:<18} median {m:8.1} MiB/s  (min {lo:.1}, max {hi:.1})  {:5.1} % of {}{cpu_text}  \
+                 machine {machine:.3} s per GiB",
                 path.name,
                 100.0 * m / first,
                 o.paths[0].name
             );
             let record = json!({"phase": "bulk", "streams": streams, "path": path.name,
-                "mib_s": speeds[i], "cpu_s_per_gib": cpu_per_gib, "cpu_s_per_gib_runs": cpu_runs[i]});
+                "mib_s": speeds[i], "cpu_s_per_gib": cpu_per_gib, "cpu_s_per_gib_runs": cpu_runs[i],
+                "machine_s_per_gib_runs": machine_runs[i]});
             o.emit(record)?;
         }
     }

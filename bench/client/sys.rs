@@ -120,6 +120,13 @@ pub fn machine_ticks() -> (u64, u64) {
     (idle, v.iter().sum())
 }
 
+/// CPU seconds the whole machine has been busy so far (every core, every process, the kernel's
+/// own work included): what a battery pays for.
+pub fn machine_busy_seconds() -> f64 {
+    let (idle, all) = machine_ticks();
+    all.saturating_sub(idle) as f64 / clock_ticks_per_second()
+}
+
 #[cfg(target_os = "linux")]
 fn clock_ticks_per_second() -> f64 {
     // SAFETY: sysconf only reads a system constant.
