@@ -157,7 +157,9 @@ mod linux {
             let events = libc::EPOLLIN | libc::EPOLLOUT | libc::EPOLLRDHUP | libc::EPOLLET;
             let mut event = libc::epoll_event { events: events as u32, u64: socket.as_raw_fd() as u64 };
             // SAFETY: both descriptors outlive the registration (closing them removes it).
-            if unsafe { libc::epoll_ctl(ep.as_raw_fd(), libc::EPOLL_CTL_ADD, socket.as_raw_fd(), &mut event) } < 0 {
+            if unsafe { libc::epoll_ctl(ep.as_raw_fd(), libc::EPOLL_CTL_ADD, socket.as_raw_fd(), &mut event) }
+                < 0
+            {
                 return Err(std::io::Error::last_os_error().into());
             }
         }
