@@ -94,7 +94,6 @@ fn reload_json(r: Option<&pb::ReloadRecord>) -> serde_json::Value {
            "refused": refused})
 }
 
-/// One reload as a sentence: when, who asked, what came of it.
 /// "memory: 12.3 MiB resident; heap 3.1 MiB in use of 5.0 MiB", the heap part only where kharond's
 /// C library counts it.
 fn memory_text(m: &pb::Memory) -> String {
@@ -109,6 +108,7 @@ fn memory_text(m: &pb::Memory) -> String {
     )
 }
 
+/// One reload as a sentence: when, who asked, what came of it.
 fn reload_text(r: &pb::ReloadRecord) -> String {
     let mut text = format!("{} ago ({}): {}", age_of(r.at_ms), r.trigger, reload_result(r));
     if !r.error.is_empty() {
