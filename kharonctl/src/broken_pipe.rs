@@ -9,8 +9,7 @@
 
 use std::panic::PanicHookInfo;
 
-/// The exit status of a process ended by SIGPIPE, as shells report it.
-pub const STATUS: i32 = 128 + 13;
+use crate::exit;
 
 /// Installs the hook: the broken-pipe panic of standard output or standard error exits quietly,
 /// every other panic is reported as before.
@@ -18,7 +17,7 @@ pub fn quiet_on_closed_output() {
     let report = std::panic::take_hook();
     std::panic::set_hook(Box::new(move |info| {
         if is_closed_output(info) {
-            std::process::exit(STATUS);
+            std::process::exit(i32::from(exit::BROKEN_PIPE));
         }
         report(info);
     }));
