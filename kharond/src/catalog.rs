@@ -7,7 +7,7 @@
 //! start). Inventory JSON repeats its keys and domains, so deflate at its fastest level keeps a
 //! tenth of that, and the JSON is inflated again only when a `Clusters` request comes.
 
-use std::io::{BufWriter, Read, Write};
+use std::io::{BufWriter, Read};
 
 use flate2::Compression;
 use flate2::read::DeflateDecoder;
@@ -29,11 +29,11 @@ impl Catalog {
         let kept: Vec<&Cluster> = clusters.iter().filter(|c| !c.is_ignored()).collect();
         let encoder = DeflateEncoder::new(Vec::new(), Compression::fast());
         // serde writes a few bytes at a time, and the encoder runs its compressor on every write.
-        let mut writer = BufWriter::with_capacity(64 * 1024, Counted { inner: encoder, count: 0 });
+        let mut writer = BufWriter::with_capacity(64 * 1024, encoder);
         serde_json::to_writer(&mut writer, &kept).map_err(|e| e.to_string())?;
-        let counted = writer.into_inner().map_err(|e| e.error().to_string())?;
-        let json_len = counted.count;
-        let deflated = counted.inner.finish().map_err(|e| e.to_string())?.into_boxed_slice();
+        let encoder = writer.into_inner().map_err(|e| e.error().to_string())?;
+        let json_len = usize::try_from(encoder.total_in()).map_err(|e| e.to_string())?;
+        let deflated = encoder.finish().map_err(|e| e.to_string())?.into_boxed_slice();
         Ok(Catalog { deflated, json_len })
     }
 
@@ -48,23 +48,6 @@ impl Catalog {
     #[cfg(test)]
     pub fn held(&self) -> usize {
         self.deflated.len()
-    }
-}
-
-/// A writer that counts what passes through it.
-struct Counted<W> {
-    inner: W,
-    count: usize,
-}
-
-impl<W: Write> Write for Counted<W> {
-    fn write(&mut self, buf: &[u8]) -> std::io::Result<usize> {
-        let n = self.inner.write(buf)?;
-        self.count += n;
-        Ok(n)
-    }
-    fn flush(&mut self) -> std::io::Result<()> {
-        self.inner.flush()
     }
 }
 
