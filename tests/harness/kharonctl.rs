@@ -24,10 +24,17 @@ impl Output {
     }
 }
 
-/// Runs `kharonctl ARGS` with the env's variables (and `extra`).
-pub fn run_with(env: &Env, args: &[&str], extra: &[(&str, &str)]) -> Output {
+/// `kharonctl ARGS` with the env's variables and control socket and nothing else from ours, not
+/// started: for a scenario that needs its own stdio, variables or a pseudo-terminal.
+pub fn command(env: &Env, args: &[&str]) -> Command {
     let mut cmd = Command::new(crate::bin("kharonctl"));
     cmd.env_clear().envs(env.vars()).env("KHARON_CONTROL_SOCKET", env.control_socket()).args(args);
+    cmd
+}
+
+/// Runs `kharonctl ARGS` with the env's variables (and `extra`).
+pub fn run_with(env: &Env, args: &[&str], extra: &[(&str, &str)]) -> Output {
+    let mut cmd = command(env, args);
     for (k, v) in extra {
         cmd.env(k, v);
     }

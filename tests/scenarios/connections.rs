@@ -230,11 +230,7 @@ fn connections_lists_curl_and_kubectl_with_their_routes_and_exact_bytes_while_th
 
 /// Runs `kharonctl route HOST --trace -o json` and hands back its steps as they are printed.
 fn spawn_trace(env: &Env, host: &str, timeout: &str) -> (Child, mpsc::Receiver<Value>) {
-    let mut child = Command::new(kharon_e2e::bin("kharonctl"))
-        .env_clear()
-        .envs(env.vars())
-        .env("KHARON_CONTROL_SOCKET", env.control_socket())
-        .args(["route", host, "--trace", "--timeout", timeout, "-o", "json"])
+    let mut child = kharonctl::command(env, &["route", host, "--trace", "--timeout", timeout, "-o", "json"])
         .stdout(Stdio::piped())
         .stderr(Stdio::piped())
         .spawn()

@@ -31,16 +31,7 @@ fn status_and_route_describe_the_daemon() {
     assert_eq!(status["pid"], daemon.pid());
     // Memory as the kernel counts it (within a factor of two: the daemon allocates meanwhile),
     // and the heap's live bytes within what the heaps hold.
-    let vm_rss = std::fs::read_to_string(format!("/proc/{}/status", daemon.pid())).unwrap();
-    let vm_rss: u64 = vm_rss
-        .lines()
-        .find_map(|l| l.strip_prefix("VmRSS:"))
-        .unwrap()
-        .trim()
-        .trim_end_matches(" kB")
-        .parse::<u64>()
-        .unwrap()
-        * 1024;
+    let vm_rss = daemon.rss_kib() * 1024;
     let memory = &status["memory"];
     let resident = memory["resident_bytes"].as_u64().unwrap();
     assert!(resident > vm_rss / 2 && resident < vm_rss * 2, "{memory} against VmRSS {vm_rss}");
@@ -62,14 +53,7 @@ fn status_and_route_describe_the_daemon() {
     // for a broken pipe, not a panic. The pipe's read end is closed before kharonctl starts.
     let (reader, writer) = std::io::pipe().unwrap();
     drop(reader);
-    let piped = Command::new(kharon_e2e::bin("kharonctl"))
-        .env_clear()
-        .envs(env.vars())
-        .env("KHARON_CONTROL_SOCKET", env.control_socket())
-        .arg("status")
-        .stdout(writer)
-        .output()
-        .unwrap();
+    let piped = kharonctl::command(&env, &["status"]).stdout(writer).output().unwrap();
     let stderr = String::from_utf8_lossy(&piped.stderr);
     assert_eq!((piped.status.code(), stderr.as_ref()), (Some(141), ""));
 

@@ -11,7 +11,7 @@ use std::process::{Command, Stdio};
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 use base64::Engine as _;
-use kharon_e2e::kharonctl::Output;
+use kharon_e2e::kharonctl::{self, Output};
 use kharon_e2e::kharond::Kharond;
 use kharon_e2e::moto::{Keys, Moto};
 use kharon_e2e::passbolt::{self, FakePassbolt, Options};
@@ -192,18 +192,12 @@ impl World {
     /// `kharonctl clusters --inventory INV CLUSTER emergency-credentials ARGS` with `extra`
     /// variables and `stdin`; bounded to 120 s.
     fn run(&self, cluster: &str, args: &[&str], extra: &[(&str, String)], stdin: &str) -> Output {
-        let mut cmd = Command::new(kharon_e2e::bin("kharonctl"));
-        cmd.env_clear()
-            .envs(self.env().vars())
-            .env("KHARON_CONTROL_SOCKET", self.env().control_socket())
-            .env("KHARON_PASSBOLT_URL", self.passbolt.url())
-            .args([
-                "clusters",
-                "--inventory",
-                self.inventory.to_str().unwrap(),
-                cluster,
-                "emergency-credentials",
-            ])
+        let inventory = self.inventory.to_str().unwrap();
+        let mut cmd = kharonctl::command(
+            self.env(),
+            &["clusters", "--inventory", inventory, cluster, "emergency-credentials"],
+        );
+        cmd.env("KHARON_PASSBOLT_URL", self.passbolt.url())
             .args(args)
             .stdin(Stdio::piped())
             .stdout(Stdio::piped())

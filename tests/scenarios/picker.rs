@@ -4,9 +4,8 @@
 //! terminal exit with 2 listing the matches.
 
 use std::path::{Path, PathBuf};
-use std::process::Command;
 
-use kharon_e2e::kharonctl::{Output, run_with};
+use kharon_e2e::kharonctl::{self, Output, run_with};
 use kharon_e2e::{Env, inventory};
 use rexpect::process::WaitStatus;
 use rexpect::session::PtySession;
@@ -53,14 +52,8 @@ fn current_context(kubeconfig: &Path) -> String {
 /// `kharonctl ARGS` on a pseudo-terminal of its own (stdin, stdout and stderr), colours off so the
 /// screen reads as text.
 fn on_terminal(env: &Env, args: &[&str], kubeconfig: &Path) -> PtySession {
-    let mut cmd = Command::new(kharon_e2e::bin("kharonctl"));
-    cmd.env_clear()
-        .envs(env.vars())
-        .env("KHARON_CONTROL_SOCKET", env.control_socket())
-        .env("KUBECONFIG", kubeconfig)
-        .env("NO_COLOR", "1")
-        .env("TERM", "xterm")
-        .args(args);
+    let mut cmd = kharonctl::command(env, args);
+    cmd.env("KUBECONFIG", kubeconfig).env("NO_COLOR", "1").env("TERM", "xterm");
     rexpect::session::spawn_command(cmd, Some(SCREEN_TIMEOUT_MS))
         .expect("start kharonctl on a pseudo-terminal")
 }
