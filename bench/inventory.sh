@@ -17,8 +17,7 @@ cd "$(dirname "$0")/.."
 . bench/lib.sh
 CLUSTERS=${1:-50000}; RUNS=${2:-3}
 cargo build --release -q -p kharond
-KHAROND=${KHAROND:-$PWD/target/release/kharond}
-[ -x "$KHAROND" ] || { echo "bench/inventory.sh: KHAROND=$KHAROND is not an executable file" >&2; exit 2; }
+use_kharond bench/inventory.sh
 W=$(mktemp -d /tmp/khinventory.XXXXXX)
 python3 - "$CLUSTERS" > "$W/large.json" <<'PY'
 import json, sys

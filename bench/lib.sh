@@ -11,6 +11,14 @@ free_port() { python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",
 # Path of a program also looked for in sbin (not on a normal user's PATH), or nothing.
 find_tool() { command -v "$1" 2>/dev/null || { [ -x "/usr/sbin/$1" ] && echo "/usr/sbin/$1"; } || true; }
 
+# use_kharond SCRIPT: KHAROND is the kharond binary to measure, this tree's release build unless the
+# caller named another (e.g. one built from another commit); anything but an executable file ends
+# SCRIPT at once, by name.
+use_kharond() {
+  KHAROND=${KHAROND:-$PWD/target/release/kharond}
+  [ -x "$KHAROND" ] || { echo "$1: KHAROND=$KHAROND is not an executable file" >&2; exit 2; }
+}
+
 # wait_port PORT WHAT LOG: waits up to 10 s for a listener; else names it and shows its log.
 wait_port() {
   for _ in $(seq 200); do (exec 3<>/dev/tcp/127.0.0.1/"$1") 2>/dev/null && return 0; sleep 0.05; done

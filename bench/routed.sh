@@ -54,8 +54,7 @@ SSHD=$(find_tool sshd)
 [ -n "$SSHD" ] || { echo "bench/routed.sh needs OpenSSH's sshd (apt-get install openssh-server)" >&2; exit 1; }
 cargo build --release -q -p kharond -p kharon-bench
 BIN=$PWD/target/release
-KHAROND=${KHAROND:-$BIN/kharond}
-[ -x "$KHAROND" ] || { echo "bench/routed.sh: KHAROND=$KHAROND is not an executable file" >&2; exit 2; }
+use_kharond bench/routed.sh
 
 W=$(mktemp -d /tmp/khbench.XXXXXX)
 
