@@ -41,7 +41,6 @@ const FIRST_BYTE_WAIT: Duration = Duration::from_secs(60);
 /// span; they never reach the accept loop. Until `handshake` is dropped, the listener may close
 /// this connection to make room for a new client (eviction.rs).
 pub async fn serve(state: Arc<State>, stream: TcpStream, peer: SocketAddr, handshake: Handshake) {
-    let _ = stream.set_nodelay(true);
     let tracked = state.registry.track(peer);
     // Taken once, at accept: the whole handshake, whatever its protocol, shares it.
     let timeout = state.proxy.handshake_timeout;
