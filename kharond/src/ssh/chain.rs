@@ -28,6 +28,7 @@ use tokio::net::TcpStream;
 use tokio::sync::watch;
 
 use super::config::{Chain, Hop, Transport};
+use super::gather::Gathered;
 use super::{auth, known_hosts, proxy_command};
 
 /// The per-channel receive window is sized for each session from the round trip to its hop.
@@ -56,14 +57,6 @@ const SMALL_MESSAGE: usize = 16 * 1024;
 
 /// OpenSSH's packet size; russh complains above 64 KiB (crates.md §1.1).
 const PACKET: u32 = 32 * 1024;
-
-/// Read buffer in front of a first hop's socket. russh reads every packet with two exact reads,
-/// 65k recv(2) per GiB (OpenSSH's client makes 4.4k), each followed by the QUICKACK re-arm; through
-/// this buffer one recv and one re-arm serve up to eight packets. Same-run A/B on loopback, 1 GiB,
-/// 8 runs each, against `ssh -D` through the same sshd: with cubic 1.04-1.10x (without: 0.89-0.95x)
-/// and 0.40 s CPU per GiB (without: 0.48-0.52 s; `ssh -D` 0.43-0.44 s); with bbr 1.01-1.04x
-/// (without: 1.07x). 64 KiB saved less CPU (0.42 s) and was no faster under bbr.
-const FIRST_HOP_READ_BUFFER: usize = 256 * 1024;
 
 /// The receive window for a session whose hop is `rtt` away; unknown (a `ProxyCommand`
 /// transport) gets the largest, since a slow far link costs more than a busy near sshd.
@@ -529,8 +522,7 @@ async fn dial_hop(
             let (tcp, connect) = tcp_connect(&hop.host_name, hop.port).await?;
             transport = started.elapsed();
             let config = client_config(hop, measured(id, connect.max(first_byte(&tcp).await)));
-            let stream =
-                tokio::io::BufReader::with_capacity(FIRST_HOP_READ_BUFFER, super::quickack::QuickAck(tcp));
+            let stream = Gathered::new(super::quickack::QuickAck(tcp));
             client::connect_stream(config, stream, handler).await
         }
         (None, Transport::Command(command)) => {
@@ -538,7 +530,7 @@ async fn dial_hop(
                 proxy_command::spawn(command, settings.env).map_err(ErrorKind::ProxyCommand)?;
             stderr = Some(tail);
             transport = started.elapsed();
-            client::connect_stream(client_config(hop, window_for(None)), stream, handler).await
+            client::connect_stream(client_config(hop, window_for(None)), Gathered::new(stream), handler).await
         }
     };
     let mut handle = connected.map_err(|e| match e {

@@ -16,6 +16,8 @@
 //! - [`proxy_command`]: a `ProxyCommand` child process as the first hop's transport.
 //! - [`tunnel`]: one channel as a byte stream, pumped so a slow reader cannot stall its session.
 //! - [`quickack`]: the first hop's TCP stream, ACKing at once (sshd leaves Nagle on).
+//! - [`gather`]: the first hop's transport as russh sees it: a large read buffer, and writes
+//!   gathered until the session waits for input.
 //!
 //! The engine knows nothing of SOCKS: failures carry an [`std::io::ErrorKind`] so the caller can
 //! pick a reply code.
@@ -24,6 +26,7 @@ pub mod auth;
 pub mod chain;
 pub mod config;
 pub mod error;
+pub mod gather;
 pub mod health;
 pub mod keepalive;
 pub mod known_hosts;

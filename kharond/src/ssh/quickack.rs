@@ -5,7 +5,7 @@
 //! acknowledged; Linux delays our ACK by up to 40 ms when we have nothing to send back. Measured
 //! with bench/routed.sh: every warm routed connection took ~44 ms to open and ~44 ms per small
 //! round trip. Linux leaves quick-ack mode on its own, so it is re-armed after every read (one
-//! per recv: chain.rs reads the socket through a buffer, not once per SSH packet). Hops
+//! per recv: gather.rs reads the socket through a buffer, not once per SSH packet). Hops
 //! behind another hop get the same effect from `chain::Handler::answer`.
 
 use std::io;
