@@ -116,8 +116,8 @@ pub async fn serve(state: Arc<State>, stream: TcpStream, peer: SocketAddr, hands
         Upstream::Tunnel(_) => SocketAddr::from(([0, 0, 0, 0], 0)),
     };
     let replying = Instant::now();
-    let mut client = match request.succeed(bound).await {
-        Ok(client) => client,
+    let (mut client, early) = match request.succeed(bound).await {
+        Ok(accepted) => accepted,
         Err(e) => {
             if let Some(t) = &tracer {
                 t.note("closed", format!("the client left before the reply: {e}"));
@@ -138,8 +138,8 @@ pub async fn serve(state: Arc<State>, stream: TcpStream, peer: SocketAddr, hands
 
     let counters = &tracked.entry().counters;
     let result = match upstream {
-        Upstream::Tcp(mut tcp) => relay::tcp(&mut client, &mut tcp, counters).await,
-        Upstream::Tunnel(mut tunnel) => relay::stream(&mut client, &mut tunnel, counters).await,
+        Upstream::Tcp(mut tcp) => relay::tcp(&mut client, &mut tcp, &early, counters).await,
+        Upstream::Tunnel(mut tunnel) => relay::stream(&mut client, &mut tunnel, &early, counters).await,
     };
     let elapsed = started.elapsed();
     match result {

@@ -9,10 +9,12 @@
 //!
 //! # One head reader
 //! [`read_head`] reads a request head, and not one byte past it: it peeks at what arrived and
-//! takes only the bytes up to the head's end. What a CONNECT client sends right after its head
-//! (a TLS ClientHello, without waiting for our 200) stays in the socket for the relay, exactly as
-//! after a SOCKS request, and is relayed and counted like every other byte. The parse that finds
-//! the head's end also decides what it asks for ([`request::judge`]); nothing parses it again.
+//! takes only the bytes up to the head's end. Only the first read of a connection (which tells
+//! SOCKS from HTTP, [`proxy::accept`](crate::proxy::accept)) may have taken more: what a CONNECT
+//! client sent right after its head (a TLS ClientHello, without waiting for our 200) is then
+//! handed back, and otherwise stays in the socket; either way it is relayed and counted like
+//! every other byte, exactly as after a SOCKS request. The parse that finds the head's end also
+//! decides what it asks for ([`request::judge`]); nothing parses it again.
 //!
 //! # Who may read the PAC
 //! The PAC lists every cluster domain, so it is for the browser's proxy resolver (and for tools
@@ -95,46 +97,54 @@ impl PacRequest {
     }
 }
 
-/// Reads one request head from `stream` into `head`: every byte up to and including the empty
+/// Reads one request head from `stream` into `head`, which holds what was already read from it
+/// (maybe nothing): every byte up to and including the empty
 /// line that ends it, and none after it (see the module doc); the same parse decides what it asks
 /// for. When the head does not end (the client closed, it is over [`MAX_REQUEST`], or malformed),
 /// `head` holds what was looked at and the answer says why. `head` may hold a
-/// `Proxy-Authorization`: the caller wipes it. Takes no deadline: the caller's covers the whole
-/// handshake.
+/// `Proxy-Authorization`: the caller wipes it. Also returns the bytes already read past the head
+/// (only ever from what `head` held). Takes no deadline: the caller's covers the whole handshake.
 pub async fn read_head(
     stream: &mut TcpStream,
     head: &mut Vec<u8>,
     credentials: Option<&Credentials>,
-) -> io::Result<Head> {
-    head.clear();
+) -> io::Result<(Head, Vec<u8>)> {
+    // `head[..taken]` is read from the socket; anything after it only peeked at.
+    let mut taken = head.len();
     loop {
-        let start = head.len();
-        head.resize(start + (MAX_REQUEST - start).min(PEEK), 0);
-        let n = stream.peek(&mut head[start..]).await?;
-        head.truncate(start + n);
+        let judged = match head.is_empty() {
+            true => Judged::Partial,
+            false => judge(head, |request| connect::decide(request, credentials)),
+        };
+        let (len, judged) = match judged {
+            Judged::Partial => (head.len(), None),
+            Judged::Connect { len, verdict } => (len, Some(Head::Connect(verdict))),
+            Judged::Answer { len: Some(len), reply } => (len, Some(Head::Answer(reply))),
+            // Refused before its end; the rest is read away after the answer.
+            Judged::Answer { len: None, reply } => return Ok((Head::Answer(reply), Vec::new())),
+        };
+        if len > taken {
+            // Peeked, so already here: this read does not wait.
+            stream.read_exact(&mut head[taken..len]).await?;
+            taken = len;
+        }
+        if let Some(judged) = judged {
+            // Bytes past the head can only be ones the caller had read before.
+            let past = head[len..taken].to_vec();
+            head.truncate(len);
+            return Ok((judged, past));
+        }
+        // No end in sight: all of it belongs to the head.
+        head.resize(taken + (MAX_REQUEST - taken.min(MAX_REQUEST)).min(PEEK), 0);
+        let n = stream.peek(&mut head[taken..]).await?;
+        head.truncate(taken + n);
         if n == 0 {
             // The client closed: whatever arrived is not a request. (The caller saw a first byte,
             // so there always is something.)
             if head.is_empty() {
                 return Err(io::ErrorKind::UnexpectedEof.into());
             }
-            return Ok(Head::Answer(Reply::bad_request()));
-        }
-        let (take, judged) = match judge(head, |request| connect::decide(request, credentials)) {
-            // No end in sight: all of it belongs to the head.
-            Judged::Partial => (n, None),
-            Judged::Connect { len, verdict } => (len.saturating_sub(start), Some(Head::Connect(verdict))),
-            Judged::Answer { len: Some(len), reply } => {
-                (len.saturating_sub(start), Some(Head::Answer(reply)))
-            }
-            // Refused before its end; the rest is read away after the answer.
-            Judged::Answer { len: None, reply } => return Ok(Head::Answer(reply)),
-        };
-        // Peeked, so already here: this read does not wait.
-        stream.read_exact(&mut head[start..start + take]).await?;
-        head.truncate(start + take);
-        if let Some(judged) = judged {
-            return Ok(judged);
+            return Ok((Head::Answer(Reply::bad_request()), Vec::new()));
         }
     }
 }

@@ -15,6 +15,7 @@ use std::fmt;
 use std::net::SocketAddr;
 use std::time::Duration;
 
+use tokio::io::AsyncReadExt;
 use tokio::net::TcpStream;
 use tokio::time::Instant;
 use zeroize::Zeroizing;
@@ -55,7 +56,8 @@ enum Protocol {
 
 /// What the handshake found.
 enum Handshake {
-    Proxy(Target, Protocol),
+    /// The target, and what the client sent after its request.
+    Proxy(Target, Protocol, Vec<u8>),
     Http(http::request::Reply),
 }
 
@@ -64,7 +66,15 @@ pub struct Request {
     pub target: Target,
     client: TcpStream,
     protocol: Protocol,
+    /// What the client sent after its request, without waiting for our answer (a TLS
+    /// ClientHello, say): read with the request, it goes upstream first.
+    early: Vec<u8>,
 }
+
+/// The most the first read takes: a SOCKS greeting (at most 257 bytes) and usually the request
+/// a client pipelines with it, or the start of an HTTP head. Under 1 KiB: glibc serves larger
+/// requests from its large bins, after consolidating its fast bins (`relay/spare.rs`).
+const FIRST_READ: usize = 512;
 
 /// Reads the client's handshake, whatever its protocol, within `deadline`. A refusal (bad
 /// input, wrong password) has been answered and the connection closed when this returns it.
@@ -75,19 +85,21 @@ pub async fn accept(
     timeout: Duration,
 ) -> Result<Accepted, Error> {
     let handshake = async {
-        let mut first = [0u8; 1];
-        if client.peek(&mut first).await? == 0 {
+        // It may hold a password or a Proxy-Authorization: wiped when dropped.
+        let mut received = Zeroizing::new(Vec::with_capacity(FIRST_READ));
+        if client.read_buf(&mut *received).await? == 0 {
             return Err(Error::Closed);
         }
-        if !http::looks_like_http(first[0]) {
-            return Ok(Handshake::Proxy(socks::negotiate(&mut client, auth).await?, Protocol::Socks5));
+        if !http::looks_like_http(received[0]) {
+            let target = socks::negotiate(&mut client, &mut received, auth).await?;
+            return Ok(Handshake::Proxy(target, Protocol::Socks5, received.to_vec()));
         }
-        // It may hold a Proxy-Authorization: wiped when dropped.
-        let mut head = Zeroizing::new(Vec::with_capacity(1024));
-        match http::read_head(&mut client, &mut head, auth).await? {
-            http::Head::Answer(reply) => Ok(Handshake::Http(reply)),
-            http::Head::Connect(Ok(target)) => Ok(Handshake::Proxy(target, Protocol::HttpConnect)),
-            http::Head::Connect(Err(e)) => {
+        match http::read_head(&mut client, &mut received, auth).await? {
+            (http::Head::Answer(reply), _) => Ok(Handshake::Http(reply)),
+            (http::Head::Connect(Ok(target)), early) => {
+                Ok(Handshake::Proxy(target, Protocol::HttpConnect, early))
+            }
+            (http::Head::Connect(Err(e)), _) => {
                 http::connect::refuse(&mut client, &e).await?;
                 Err(e.into())
             }
@@ -97,8 +109,8 @@ pub async fn accept(
     match outcome {
         Err(_) => Err(Error::Deadline(timeout)),
         Ok(Ok(Handshake::Http(reply))) => Ok(Accepted::Http(http::PacRequest::new(client, reply))),
-        Ok(Ok(Handshake::Proxy(target, protocol))) => {
-            Ok(Accepted::Proxy(Request { target, client, protocol }))
+        Ok(Ok(Handshake::Proxy(target, protocol, early))) => {
+            Ok(Accepted::Proxy(Request { target, client, protocol, early }))
         }
         Ok(Err(e)) => {
             if e.answered() {
@@ -127,13 +139,14 @@ impl Request {
     }
 
     /// Tells the client its connection is up (`bound` is our side of it, for protocols that
-    /// report one) and hands back the stream to relay on.
-    pub async fn succeed(mut self, bound: SocketAddr) -> std::io::Result<TcpStream> {
+    /// report one) and hands back the stream to relay on, with what the client already sent
+    /// past its request (to go upstream first).
+    pub async fn succeed(mut self, bound: SocketAddr) -> std::io::Result<(TcpStream, Vec<u8>)> {
         match self.protocol {
             Protocol::Socks5 => socks::reply_success(&mut self.client, bound).await?,
             Protocol::HttpConnect => http::connect::reply_success(&mut self.client).await?,
         }
-        Ok(self.client)
+        Ok((self.client, self.early))
     }
 
     /// Tells the client why its connection failed, then closes it. `why` names the route and
@@ -181,10 +194,13 @@ mod tests {
             panic!("not a proxy request")
         };
         assert_eq!(request.target, Target::Name("api.example".into(), 443));
-        let mut relay = request.succeed("127.0.0.1:1".parse().unwrap()).await.unwrap();
-        let mut payload = [0u8; 5];
-        let read = tokio::time::timeout(Duration::from_secs(10), relay.read_exact(&mut payload)).await;
+        let (mut relay, early) = request.succeed("127.0.0.1:1".parse().unwrap()).await.unwrap();
+        // Read with the head, or still in the socket: either way it reaches the relay, in order.
+        let mut payload = early;
+        let mut rest = vec![0u8; 5 - payload.len()];
+        let read = tokio::time::timeout(Duration::from_secs(10), relay.read_exact(&mut rest)).await;
         read.expect("the payload was lost").unwrap();
+        payload.extend_from_slice(&rest);
         assert_eq!(&payload, b"hello");
         let mut answer = [0u8; 39];
         client.read_exact(&mut answer).await.unwrap();

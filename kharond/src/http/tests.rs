@@ -235,7 +235,7 @@ async fn tcp_pair() -> (TcpStream, TcpStream) {
 fn serve_tcp(mut server: TcpStream) -> tokio::task::JoinHandle<io::Result<Vec<u8>>> {
     tokio::spawn(async move {
         let mut head = Vec::new();
-        let Head::Answer(reply) = read_head(&mut server, &mut head, None).await? else {
+        let (Head::Answer(reply), _) = read_head(&mut server, &mut head, None).await? else {
             panic!("a CONNECT request")
         };
         answer(&mut server, reply, Duration::from_secs(5), Bytes::new).await?;
@@ -260,15 +260,45 @@ async fn the_head_reader_takes_the_head_and_not_a_byte_more() {
             client
         });
         let mut got = Vec::new();
-        tokio::time::timeout(Duration::from_secs(10), read_head(&mut server, &mut got, None))
+        let (_, past) = tokio::time::timeout(Duration::from_secs(10), read_head(&mut server, &mut got, None))
             .await
             .expect("head read in time")
             .expect("head");
         assert_eq!(got, head, "split at {split}");
+        assert!(past.is_empty(), "split at {split}: read past the head");
         let _client = writer.await.expect("join");
         let mut left = vec![0u8; payload.len()];
         server.read_exact(&mut left).await.expect("payload still in the socket");
         assert_eq!(left, payload, "split at {split}");
+    }
+}
+
+/// The first read of a connection (which tells SOCKS from HTTP) may have taken more than the
+/// head: what it took past the head comes back, and nothing more is read from the socket.
+#[tokio::test]
+async fn bytes_read_before_the_head_reader_are_judged_first_and_the_rest_comes_back() {
+    let head = b"CONNECT api.example:443 HTTP/1.1\r\nHost: api.example:443\r\n\r\n";
+    let payload = b"\x16\x03\x01 hello";
+    let half = head.len() / 2;
+    // (already read, still in the socket, expected back past the head)
+    let cases: [(Vec<u8>, Vec<u8>, &[u8]); 2] = [
+        ([&head[..], &payload[..5]].concat(), payload[5..].to_vec(), &payload[..5]),
+        (head[..half].to_vec(), [&head[half..], &payload[..]].concat(), b""),
+    ];
+    for (read, in_socket, expected_past) in cases {
+        let (mut client, mut server) = tcp_pair().await;
+        client.write_all(&in_socket).await.expect("write");
+        let mut got = read.clone();
+        let (judged, past) =
+            tokio::time::timeout(Duration::from_secs(10), read_head(&mut server, &mut got, None))
+                .await
+                .expect("head read in time")
+                .expect("head");
+        assert!(matches!(judged, Head::Connect(Ok(_))), "{read:?}");
+        assert_eq!((&got[..], &past[..]), (&head[..], expected_past), "{read:?}");
+        let mut left = vec![0u8; payload.len() - past.len()];
+        server.read_exact(&mut left).await.expect("the rest still in the socket");
+        assert_eq!(left, &payload[past.len()..], "{read:?}");
     }
 }
 

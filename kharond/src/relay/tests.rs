@@ -17,20 +17,26 @@ enum Path {
     SpliceWith(&'static pipes::Pipes),
 }
 
-/// Relays along `path`; the live counters must agree with the totals it returns, and a relay
-/// that ended well has ended both ways.
-async fn relay(path: Path, client: &mut TcpStream, upstream: &mut TcpStream) -> std::io::Result<Transfer> {
+/// Relays along `path`, `early` first; the live counters must agree with the totals it returns,
+/// and a relay that ended well has ended both ways.
+async fn relay(
+    path: Path,
+    early: &[u8],
+    client: &mut TcpStream,
+    upstream: &mut TcpStream,
+) -> std::io::Result<Transfer> {
     let counters = Counters::default();
     let transfer = match path {
-        Path::Splice => tcp(client, upstream, &counters).await,
-        Path::Generic => stream(client, upstream, &counters).await,
+        Path::Splice => tcp(client, upstream, early, &counters).await,
+        Path::Generic => stream(client, upstream, early, &counters).await,
         #[cfg(target_os = "linux")]
         Path::SpliceWith(pool) => {
+            let sent = send_early(upstream, early, &counters).await?;
             let (up, down) = tokio::try_join!(
                 splice::one_way(client, upstream, pool, &counters, Way::Up),
                 splice::one_way(upstream, client, pool, &counters, Way::Down)
             )?;
-            Ok(Transfer { up, down })
+            Ok(Transfer { up: sent + up, down })
         }
     }?;
     let counted = Transfer {
@@ -42,11 +48,13 @@ async fn relay(path: Path, client: &mut TcpStream, upstream: &mut TcpStream) -> 
     Ok(transfer)
 }
 
-/// The client half-closes after sending; the target still answers in full.
+/// The client half-closes after sending; the target gets what the handshake read (early) before
+/// the rest, and still answers in full.
 async fn half_close_delivers_reply(path: Path) {
     let (mut client, mut proxy_side) = pair().await;
     let (mut upstream, mut target) = pair().await;
-    let relay = tokio::spawn(async move { relay(path, &mut proxy_side, &mut upstream).await.unwrap() });
+    let relay =
+        tokio::spawn(async move { relay(path, b"early ", &mut proxy_side, &mut upstream).await.unwrap() });
     let reply: Vec<u8> = (0..(3 << 20)).map(|i| (i % 251) as u8).collect();
     let expected = reply.clone();
     let target_task = tokio::spawn(async move {
@@ -61,9 +69,9 @@ async fn half_close_delivers_reply(path: Path) {
     let mut got = Vec::new();
     client.read_to_end(&mut got).await.unwrap();
     assert_eq!(got, expected);
-    assert_eq!(target_task.await.unwrap(), b"request");
+    assert_eq!(target_task.await.unwrap(), b"early request");
     let t = relay.await.unwrap();
-    assert_eq!(t, Transfer { up: 7, down: 3 << 20 });
+    assert_eq!(t, Transfer { up: 13, down: 3 << 20 });
 }
 
 #[tokio::test]
@@ -147,7 +155,9 @@ mod pool {
         let (mut client, mut proxy_side) = pair().await;
         let (mut upstream, mut target) = pair().await;
         let relay =
-            tokio::spawn(async move { relay(Path::SpliceWith(pipes), &mut proxy_side, &mut upstream).await });
+            tokio::spawn(
+                async move { relay(Path::SpliceWith(pipes), b"", &mut proxy_side, &mut upstream).await },
+            );
         for round in 0..3u8 {
             client.write_all(&[round; 1000]).await.unwrap();
             let mut got = [0u8; 1000];
@@ -174,7 +184,9 @@ mod pool {
         let (client, mut proxy_side) = pair().await;
         let (mut upstream, mut target) = pair().await;
         let relay =
-            tokio::spawn(async move { relay(Path::SpliceWith(pipes), &mut proxy_side, &mut upstream).await });
+            tokio::spawn(
+                async move { relay(Path::SpliceWith(pipes), b"", &mut proxy_side, &mut upstream).await },
+            );
         // More than the client's receive buffer and the pipe can take: the drain blocks.
         let reply = vec![7u8; 16 << 20];
         let writer = tokio::spawn(async move {

@@ -19,15 +19,31 @@ struct Client {
     chunks: Vec<usize>,
     reads: usize,
     written: Vec<u8>,
+    /// What the handshake read past the request and handed back for the relay.
+    early: Vec<u8>,
 }
 
 impl Client {
     fn new(input: &[u8], chunks: &[usize]) -> Self {
-        Client { input: input.to_vec(), read: 0, chunks: chunks.to_vec(), reads: 0, written: Vec::new() }
+        Client {
+            input: input.to_vec(),
+            read: 0,
+            chunks: chunks.to_vec(),
+            reads: 0,
+            written: Vec::new(),
+            early: Vec::new(),
+        }
     }
 
-    fn unread(&self) -> &[u8] {
-        &self.input[self.read..]
+    /// What the relay gets from the client: what the handshake read past the request, then what
+    /// it left unread.
+    fn for_relay(&self) -> Vec<u8> {
+        [&self.early[..], &self.input[self.read..]].concat()
+    }
+
+    /// How many bytes the handshake took as its own.
+    fn consumed(&self) -> usize {
+        self.read - self.early.len()
     }
 }
 
@@ -66,10 +82,15 @@ fn creds() -> Credentials {
     Credentials::new(&SocksAuth { username: "kh".into(), password: "s3cret".into() })
 }
 
-/// Runs the handshake; returns the outcome and the client (what we wrote, what is left unread).
+/// Runs the handshake; returns the outcome and the client (what we wrote, what is left for the
+/// relay).
 fn run(input: &[u8], chunks: &[usize], auth: Option<&Credentials>) -> (Result<Target, Error>, Client) {
     let mut client = Client::new(input, chunks);
-    let outcome = block_on(negotiate(&mut client, auth));
+    let mut received = Vec::new();
+    let outcome = block_on(negotiate(&mut client, &mut received, auth));
+    if outcome.is_ok() {
+        client.early = received;
+    }
     (outcome, client)
 }
 
@@ -118,7 +139,8 @@ fn name(host: &str, port: u16) -> Target {
 
 // === the parsers, message by message ===
 
-/// Every proper prefix asks for more without asking past the message; the whole is decided.
+/// Every proper prefix asks for more without asking past the message; the whole is decided, with
+/// its length.
 fn assert_needs_exactly<T: std::fmt::Debug>(message: &[u8], parse: fn(&[u8]) -> Result<Parse<T>, Violation>) {
     for cut in 0..message.len() {
         match parse(&message[..cut]) {
@@ -128,7 +150,17 @@ fn assert_needs_exactly<T: std::fmt::Debug>(message: &[u8], parse: fn(&[u8]) -> 
             other => panic!("{message:?} cut at {cut}: {other:?}"),
         }
     }
-    assert!(matches!(parse(message), Ok(Parse::Done(_))), "{message:?}: {:?}", parse(message));
+    assert!(
+        matches!(parse(message), Ok(Parse::Done(_, len)) if len == message.len()),
+        "{message:?}: {:?}",
+        parse(message)
+    );
+    // Bytes after the message change nothing: it is as long as before.
+    let followed = [message, &[0x05, 0x01, 0x00][..]].concat();
+    assert!(
+        matches!(parse(&followed), Ok(Parse::Done(_, len)) if len == message.len()),
+        "{message:?} followed"
+    );
 }
 
 #[test]
@@ -163,7 +195,7 @@ fn each_message_split_into_single_bytes_works() {
     let (outcome, client) = run(&input, &[1], None);
     assert_eq!(outcome.unwrap(), name("api.example.com", 6443));
     assert_eq!(client.written, [5, 0]);
-    assert!(client.unread().is_empty());
+    assert!(client.for_relay().is_empty());
 
     let input = cat(&[&greeting(&[0, 2]), &auth_message(b"kh", b"s3cret"), &connect_v4([10, 1, 2, 3], 80)]);
     let (outcome, client) = run(&input, &[1], Some(&creds()));
@@ -184,7 +216,7 @@ fn pipelined_bytes_after_the_request_are_left_for_the_relay() {
         // One segment holding everything, as a pipelining client sends it.
         let (outcome, client) = run(&input, &[4096], auth.as_ref());
         assert_eq!(outcome.unwrap(), Target::Ip("[::1]:8443".parse().unwrap()));
-        assert_eq!(client.unread(), payload);
+        assert_eq!(client.for_relay(), payload);
     }
 }
 
@@ -343,7 +375,8 @@ fn replies_carry_the_bound_address_and_the_failure_code() {
 // === properties ===
 
 /// What a handshake did, comparable across chunkings: the outcome, what the client was told and,
-/// on success, how much was read (after a refusal, a chunk may have brought more of the bad message).
+/// on success, how much it took as the handshake's (after a refusal, a chunk may have brought more
+/// of the bad message).
 fn summary(
     input: &[u8],
     chunks: &[usize],
@@ -351,7 +384,7 @@ fn summary(
 ) -> (Result<(Target, usize), String>, Vec<u8>) {
     let (outcome, client) = run(input, chunks, auth);
     assert!(client.read <= input.len());
-    (outcome.map(|target| (target, client.read)).map_err(|e| e.to_string()), client.written)
+    (outcome.map(|target| (target, client.consumed())).map_err(|e| e.to_string()), client.written)
 }
 
 fn valid_name() -> impl Strategy<Value = String> {
@@ -376,9 +409,9 @@ proptest! {
     }
 
     /// A valid handshake followed by anything: the target, and every byte after the request
-    /// still unread, whatever the chunking.
+    /// handed to the relay in order, whatever the chunking.
     #[test]
-    fn a_valid_handshake_never_reads_past_the_request(
+    fn a_valid_handshake_hands_every_byte_past_the_request_to_the_relay(
         host in valid_name(),
         port in 1u16..,
         extra_methods in proptest::collection::vec(any::<u8>(), 0..20),
@@ -398,6 +431,6 @@ proptest! {
         let (outcome, client) = run(&input, &chunks, auth.as_ref());
         let expected = host.strip_suffix('.').unwrap_or(&host).to_ascii_lowercase();
         prop_assert_eq!(outcome.map_err(|e| e.to_string()), Ok(name(&expected, port)));
-        prop_assert_eq!(client.unread(), &trailing[..]);
+        prop_assert_eq!(client.for_relay(), trailing);
     }
 }

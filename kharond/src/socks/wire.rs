@@ -1,10 +1,10 @@
 //! SOCKS5 (RFC 1928) and its username/password subnegotiation (RFC 1929) on the wire: what each
 //! client message must look like, and the bytes of each answer. No I/O.
 //!
-//! Each parser looks at the bytes of one message read so far and either decides (a message or a
-//! [`Violation`]) or says how many more bytes the message has *at least* ([`Parse::Need`]). The
-//! reader reads no more than that, so it never takes a byte past the message: what a client
-//! pipelines after its request belongs to the relay.
+//! Each parser looks at the bytes read so far from the start of one message and either decides
+//! (a message and its length, or a [`Violation`]) or says how many more bytes the message has *at
+//! least* ([`Parse::Need`]). Bytes past the message are not looked at: the reader may read more
+//! than one message at once, and what a client pipelines after its request belongs to the relay.
 //!
 //! A version byte is judged as soon as it arrives (another protocol's framing is unknown); every
 //! other field once its message is complete, so a message cut short is never answered.
@@ -51,7 +51,8 @@ const MIN_REQUEST: usize = 4 + 1 + 2;
 /// The outcome of looking at the bytes of one message read so far.
 #[derive(Debug, PartialEq, Eq)]
 pub enum Parse<T> {
-    Done(T),
+    /// The message, and how many bytes it took.
+    Done(T, usize),
     /// The message has at least this many more bytes (never 0).
     Need(usize),
 }
@@ -138,10 +139,11 @@ pub fn greeting(buf: &[u8]) -> Result<Parse<Greeting>, Violation> {
                 return Err(Violation::NoMethods);
             }
             let methods = &methods[..count];
-            Ok(Parse::Done(Greeting {
+            let greeting = Greeting {
                 none: methods.contains(&METHOD_NONE),
                 password: methods.contains(&METHOD_PASSWORD),
-            }))
+            };
+            Ok(Parse::Done(greeting, 2 + count))
         }
     }
 }
@@ -165,7 +167,7 @@ pub fn credentials(buf: &[u8]) -> Result<Parse<Credentials>, Violation> {
     if plen == 0 {
         return Err(Violation::EmptyPassword);
     }
-    Ok(Parse::Done(Credentials { username: 2..plen_at, password: plen_at + 1..end }))
+    Ok(Parse::Done(Credentials { username: 2..plen_at, password: plen_at + 1..end }, end))
 }
 
 /// `VER CMD RSV ATYP DST.ADDR DST.PORT` (RFC 1928 §4).
@@ -202,7 +204,7 @@ pub fn request(buf: &[u8]) -> Result<Parse<ConnectRequest>, Violation> {
         _ => Address::Name(5..4 + address_len),
     };
     let port = u16::from_be_bytes([buf[end - 2], buf[end - 1]]);
-    Ok(Parse::Done(ConnectRequest { address, port }))
+    Ok(Parse::Done(ConnectRequest { address, port }, end))
 }
 
 /// `VER 00 RSV ATYP BND.ADDR BND.PORT`: the connection is up.
