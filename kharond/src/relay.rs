@@ -23,6 +23,7 @@
 //! - `splice.rs`: one direction of the direct path, one pipe lease per fill/drain cycle.
 //! - `pipes.rs`: the shared pipe pool and its bounds ([`PIPE_DESCRIPTORS`]).
 //! - `copy.rs`: both directions of a user-space copy, with buffers allocated only while data moves.
+//! - `spare.rs`: a few spare first buffers per thread for `copy.rs`.
 //! - `counters.rs`: the live byte counts both shapes add to.
 
 mod copy;

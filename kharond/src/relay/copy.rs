@@ -8,7 +8,8 @@
 //! buffers. Here a direction's buffer starts at [`START`], is allocated uninitialised (`BytesMut`,
 //! filled by `tokio_util::io::poll_read_buf`), doubles up to [`MAX`] each time a read fills it,
 //! and is given back whenever the direction waits with nothing buffered, so an idle connection
-//! holds no buffer at all.
+//! holds no buffer at all. A first buffer given back is kept for the next one on this thread
+//! (`spare.rs`).
 //!
 //! The contract is the one of the rest of the relay: when one side ends its stream, the other
 //! side's writing half is shut down after everything read was written, and the other direction
@@ -23,6 +24,7 @@ use bytes::{Buf, BytesMut};
 use tokio::io::{AsyncRead, AsyncWrite};
 
 use super::counters::{Counters, Way};
+use super::spare;
 
 /// A direction's first buffer: a small request or response fits in one read.
 pub const START: usize = 16 * 1024;
@@ -104,13 +106,16 @@ impl Direction {
                     ready!(writer.as_mut().poll_shutdown(cx))?;
                     counters.end(way);
                     self.state = Stage::Done;
-                    self.buffer = None;
+                    self.give_back();
                     continue;
                 }
                 Stage::Copying => {}
             }
             let size = self.size;
-            let buffer = self.buffer.get_or_insert_with(|| BytesMut::with_capacity(size));
+            let buffer = self.buffer.get_or_insert_with(|| match size {
+                START => spare::take(),
+                _ => BytesMut::with_capacity(size),
+            });
             // Empty here: rewinding lets the allocation be reused instead of growing it.
             buffer.clear();
             buffer.reserve(size);
@@ -119,7 +124,7 @@ impl Direction {
                 Poll::Pending => {
                     // Nothing to write while we wait: hand the buffer back, and make sure what
                     // was written reaches the other side before this direction sleeps.
-                    self.buffer = None;
+                    self.give_back();
                     ready!(writer.as_mut().poll_flush(cx))?;
                     return Poll::Pending;
                 }
@@ -131,6 +136,15 @@ impl Direction {
                     }
                 }
             }
+        }
+    }
+}
+
+impl Direction {
+    /// Drops the buffer; a first one is kept as a spare.
+    fn give_back(&mut self) {
+        if let Some(buffer) = self.buffer.take() {
+            spare::give(buffer);
         }
     }
 }
