@@ -84,6 +84,7 @@ impl Tunnel {
         let stalled = Arc::new(Mutex::new(None));
         tokio::spawn(pump(read_half, write_half, tx, stalled.clone(), dropped, chain.clone()));
         counters.open.fetch_add(1, Ordering::Relaxed);
+        chain.channel_opened();
         Tunnel {
             inbound,
             current: Bytes::new(),
@@ -169,6 +170,7 @@ async fn pump(
 impl Drop for Tunnel {
     fn drop(&mut self) {
         self.counters.open.fetch_sub(1, Ordering::Relaxed);
+        self.chain.channel_closed();
         if let Some(dropped) = self.dropped.take() {
             let _ = dropped.send(self.eof_sent);
         }
