@@ -27,7 +27,7 @@ use super::counters::{Counters, Way};
 use super::spare;
 
 /// A direction's first buffer: a small request or response fits in one read.
-pub const START: usize = 16 * 1024;
+pub const START: usize = spare::SIZE;
 /// The most a direction's buffer grows to: large enough that syscalls are not the bottleneck of
 /// a bulk transfer.
 pub const MAX: usize = 256 * 1024;

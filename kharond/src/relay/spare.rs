@@ -1,21 +1,21 @@
 //! Spare first buffers for the user-space copy (`copy.rs`), a few per thread.
 //!
 //! Why: a direction hands its buffer back whenever it waits with nothing buffered, so a short
-//! routed connection allocated its [`START`] buffer four or five times. glibc serves a request
+//! routed connection allocated its first buffer ([`SIZE`]) four or five times. glibc serves a request
 //! that large from its large bins, and consolidates its fast bins first: in the 64-worker rate
 //! phase of `bench/routed.sh`, 11 % of kharond's samples were in the allocator, 2 % in
 //! `malloc_consolidate` alone. A spare buffer makes that a pop and a push.
 //!
-//! Bounded: at most [`KEEP`] per thread, [`START`] bytes each: 128 KiB per runtime worker (one per
-//! core). A buffer that grew past [`START`] is freed as before, and an idle connection still
+//! Bounded: at most [`KEEP`] per thread, [`SIZE`] bytes each: 128 KiB per runtime worker (one per
+//! core). A buffer that grew past [`SIZE`] is freed as before, and an idle connection still
 //! holds nothing.
 
 use std::cell::RefCell;
 
 use bytes::BytesMut;
 
-use super::copy::START;
-
+/// The size of the buffers kept: the copy's first buffer (`copy::START` is this).
+pub const SIZE: usize = 16 * 1024;
 /// Spare buffers kept per thread.
 pub const KEEP: usize = 8;
 
@@ -23,21 +23,21 @@ thread_local! {
     static SPARE: RefCell<Vec<BytesMut>> = const { RefCell::new(Vec::new()) };
 }
 
-/// An empty buffer of [`START`] bytes: a spare one if this thread has one.
+/// An empty buffer of [`SIZE`] bytes: a spare one if this thread has one.
 pub fn take() -> BytesMut {
     SPARE
         .try_with(|spare| spare.borrow_mut().pop())
         .ok()
         .flatten()
-        .unwrap_or_else(|| BytesMut::with_capacity(START))
+        .unwrap_or_else(|| BytesMut::with_capacity(SIZE))
 }
 
 /// Keeps `buffer` for the next [`take`] on this thread, if it is a first buffer and there is room.
 pub fn give(mut buffer: BytesMut) {
     buffer.clear();
     // Rewinds to the start of its allocation (no allocation: it is empty).
-    buffer.reserve(START);
-    if buffer.capacity() >= 2 * START {
+    buffer.reserve(SIZE);
+    if buffer.capacity() >= 2 * SIZE {
         return;
     }
     let _ = SPARE.try_with(|spare| {
@@ -63,14 +63,14 @@ mod tests {
             first.advance(2);
             give(first);
             let again = take();
-            assert!(again.is_empty() && again.capacity() >= START);
+            assert!(again.is_empty() && again.capacity() >= SIZE);
             assert_eq!(again.as_ptr(), base, "not the same allocation, rewound");
 
             // A grown buffer is not kept; nor is one past KEEP.
-            give(BytesMut::with_capacity(4 * START));
+            give(BytesMut::with_capacity(4 * SIZE));
             assert_eq!(SPARE.with(|s| s.borrow().len()), 0);
             for _ in 0..KEEP + 3 {
-                give(BytesMut::with_capacity(START));
+                give(BytesMut::with_capacity(SIZE));
             }
             assert_eq!(SPARE.with(|s| s.borrow().len()), KEEP);
         })
