@@ -328,6 +328,42 @@ fn refused_and_unresolvable_targets_get_distinct_socks_replies() {
     assert_eq!(lab.hello().unwrap(), "hello from target");
 }
 
+/// A client that sends its greeting, its request and its first bytes in one write, without
+/// waiting for our answers. kharond reads each handshake message whole, so those bytes come in
+/// with the request: they must reach the target first and in order, directly (spliced) and
+/// through the jump host (an SSH channel), and be counted as sent up.
+#[test]
+fn a_socks_client_pipelining_its_request_and_payload_is_relayed_in_order() {
+    let mut lab = Lab::new(LabOptions::default());
+    lab.start_daemon();
+    let direct = HttpServer::start("direct");
+    let payload = "GET /hello HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n";
+    let bytes_up = |lab: &Lab| {
+        kharonctl::run(&lab.env, &["status", "-o", "json"]).json()["connections"]["bytes_up"]
+            .as_u64()
+            .unwrap_or(0)
+    };
+    for (host, port, name) in [("localhost", direct.port(), "direct"), (TARGET, lab.target.port(), "target")]
+    {
+        let before = bytes_up(&lab);
+        let sent =
+            [&[5u8, 1, 0][..], &socks::connect_request(host.as_bytes(), port), payload.as_bytes()].concat();
+        let answer = socks::exchange(lab.daemon().socks_addr(), &sent);
+        // Method choice, then a success reply whose bound address is IPv4 or IPv6.
+        assert_eq!(answer.get(..4), Some(&[5, 0, 5, 0][..]), "{host}: {answer:?}");
+        let reply_len = 4 + if answer.get(5) == Some(&4) { 16 } else { 4 } + 2;
+        let response = String::from_utf8_lossy(answer.get(2 + reply_len..).unwrap_or_default());
+        assert!(response.starts_with("HTTP/1.1 200 OK\r\n"), "{host}: {response}");
+        assert!(response.ends_with(&format!("hello from {name}")), "{host}: {response}");
+        let expected = before + payload.len() as u64;
+        assert!(
+            wait_until(Duration::from_secs(10), || bytes_up(&lab) == expected),
+            "{host}: {} bytes up, expected {expected}",
+            bytes_up(&lab)
+        );
+    }
+}
+
 #[test]
 fn unencrypted_key_file_works_without_agent_and_encrypted_one_names_ssh_add() {
     let mut lab = Lab::new(LabOptions::default());
