@@ -242,9 +242,7 @@ fn a_payload_sent_with_the_connect_head_reaches_the_target_and_is_counted() {
         (format!("localhost:{}", direct.port()), "direct"),
         (format!("{TARGET}:{}", lab.target.port()), "target"),
     ] {
-        let up_before = kharonctl::run(&lab.env, &["status", "-o", "json"]).json()["connections"]["bytes_up"]
-            .as_u64()
-            .unwrap_or(0);
+        let up_before = lab.bytes_up();
         let answer = raw(lab.daemon(), (connect_head(&authority) + payload).as_bytes());
         assert!(
             answer.starts_with("HTTP/1.1 200 Connection established\r\n\r\nHTTP/1.1 200 OK\r\n"),
@@ -252,13 +250,12 @@ fn a_payload_sent_with_the_connect_head_reaches_the_target_and_is_counted() {
         );
         assert!(answer.ends_with(&format!("hello from {name}")), "{answer}");
         // Counted like any relayed byte: the payload, and not one byte of the head.
-        let up = || {
-            kharonctl::run(&lab.env, &["status", "-o", "json"]).json()["connections"]["bytes_up"]
-                .as_u64()
-                .unwrap_or(0)
-        };
         let expected = up_before + payload.len() as u64;
-        assert!(wait_until(Duration::from_secs(10), || up() == expected), "{} != {expected}", up());
+        assert!(
+            wait_until(Duration::from_secs(10), || lab.bytes_up() == expected),
+            "{} != {expected}",
+            lab.bytes_up()
+        );
     }
 }
 

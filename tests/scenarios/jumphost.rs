@@ -166,6 +166,13 @@ impl Lab {
             .expect("run curl")
     }
 
+    /// Bytes kharond has relayed up (client to target) so far, from `kharonctl status`.
+    pub fn bytes_up(&self) -> u64 {
+        kharonctl::run(&self.env, &["status", "-o", "json"]).json()["connections"]["bytes_up"]
+            .as_u64()
+            .unwrap_or(0)
+    }
+
     pub fn hello(&self) -> Result<String, String> {
         let out = self.curl("/hello", 20);
         if out.status.success() {
@@ -338,14 +345,9 @@ fn a_socks_client_pipelining_its_request_and_payload_is_relayed_in_order() {
     lab.start_daemon();
     let direct = HttpServer::start("direct");
     let payload = "GET /hello HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n";
-    let bytes_up = |lab: &Lab| {
-        kharonctl::run(&lab.env, &["status", "-o", "json"]).json()["connections"]["bytes_up"]
-            .as_u64()
-            .unwrap_or(0)
-    };
     for (host, port, name) in [("localhost", direct.port(), "direct"), (TARGET, lab.target.port(), "target")]
     {
-        let before = bytes_up(&lab);
+        let before = lab.bytes_up();
         let sent =
             [&[5u8, 1, 0][..], &socks::connect_request(host.as_bytes(), port), payload.as_bytes()].concat();
         let answer = socks::exchange(lab.daemon().socks_addr(), &sent);
@@ -357,9 +359,9 @@ fn a_socks_client_pipelining_its_request_and_payload_is_relayed_in_order() {
         assert!(response.ends_with(&format!("hello from {name}")), "{host}: {response}");
         let expected = before + payload.len() as u64;
         assert!(
-            wait_until(Duration::from_secs(10), || bytes_up(&lab) == expected),
+            wait_until(Duration::from_secs(10), || lab.bytes_up() == expected),
             "{host}: {} bytes up, expected {expected}",
-            bytes_up(&lab)
+            lab.bytes_up()
         );
     }
 }
