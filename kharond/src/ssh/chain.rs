@@ -79,6 +79,9 @@ pub struct Settings<'a> {
     pub ssh_config: &'a Path,
     /// Per-hop limit when the hop has no `ConnectTimeout`.
     pub connect_timeout: Duration,
+    /// How many channels the jump host's tunnels hold open (their `Counters::open`): the first
+    /// hop's transport reads it (gather.rs).
+    pub open_channels: &'a Arc<AtomicU32>,
 }
 
 /// Which hop failed, as a user finds it in their ssh_config.
@@ -352,9 +355,6 @@ pub struct Dialled {
     /// Channels we had to close before the server did; russh keeps each one's state until the
     /// session ends (tunnel.rs, "Who closes"), so the pool retires a session with too many.
     abandoned: AtomicU64,
-    /// Channels open on the chain now (the tunnels count them); the first hop's transport reads
-    /// it (gather.rs).
-    channels: Arc<AtomicU32>,
 }
 
 impl Dialled {
@@ -366,16 +366,6 @@ impl Dialled {
     /// Each hop's set-up times, first to last.
     pub fn timings(&self) -> impl Iterator<Item = &HopTiming> {
         self.sessions.iter().map(|s| &s.timing)
-    }
-
-    /// Counts a channel opened on this chain, until [`Dialled::channel_closed`].
-    pub fn channel_opened(&self) {
-        self.channels.fetch_add(1, Ordering::Relaxed);
-    }
-
-    /// A channel counted by [`Dialled::channel_opened`] has ended.
-    pub fn channel_closed(&self) {
-        self.channels.fetch_sub(1, Ordering::Relaxed);
     }
 
     /// Counts a channel closed by us first (see [`Dialled::abandoned`]).
@@ -485,11 +475,10 @@ fn client_config(hop: &Hop, window: u32) -> Arc<client::Config> {
 /// whole.
 pub async fn dial(chain: &Chain, settings: Settings<'_>) -> Result<Dialled, Error> {
     let mut sessions: Vec<Session> = Vec::with_capacity(chain.hops.len());
-    let channels = Arc::new(AtomicU32::new(0));
     for (i, hop) in chain.hops.iter().enumerate() {
         let id = HopId::new(chain, i);
         let limit = hop.connect_timeout.unwrap_or(settings.connect_timeout);
-        let step = dial_hop(hop, sessions.last(), &id, &channels, settings);
+        let step = dial_hop(hop, sessions.last(), &id, settings);
         let session = match tokio::time::timeout(limit, step).await {
             Ok(Ok(s)) => s,
             Ok(Err(kind)) => return Err(Error { hop: id, kind }),
@@ -498,15 +487,13 @@ pub async fn dial(chain: &Chain, settings: Settings<'_>) -> Result<Dialled, Erro
         tracing::debug!(hop = %id, "hop connected");
         sessions.push(session);
     }
-    Ok(Dialled { sessions, established: Instant::now(), abandoned: AtomicU64::new(0), channels })
+    Ok(Dialled { sessions, established: Instant::now(), abandoned: AtomicU64::new(0) })
 }
 
-/// `channels`: the chain's open channels, for the first hop's transport (gather.rs).
 async fn dial_hop(
     hop: &Hop,
     previous: Option<&Session>,
     id: &HopId,
-    channels: &Arc<AtomicU32>,
     settings: Settings<'_>,
 ) -> Result<Session, ErrorKind> {
     let (tx, rx) = watch::channel(None);
@@ -538,7 +525,7 @@ async fn dial_hop(
             let (tcp, connect) = tcp_connect(&hop.host_name, hop.port).await?;
             transport = started.elapsed();
             let config = client_config(hop, measured(id, connect.max(first_byte(&tcp).await)));
-            let stream = Gathered::new(super::quickack::QuickAck(tcp), channels.clone());
+            let stream = Gathered::new(super::quickack::QuickAck(tcp), settings.open_channels.clone());
             client::connect_stream(config, stream, handler).await
         }
         (None, Transport::Command(command)) => {
@@ -546,7 +533,7 @@ async fn dial_hop(
                 proxy_command::spawn(command, settings.env).map_err(ErrorKind::ProxyCommand)?;
             stderr = Some(tail);
             transport = started.elapsed();
-            let stream = Gathered::new(stream, channels.clone());
+            let stream = Gathered::new(stream, settings.open_channels.clone());
             client::connect_stream(client_config(hop, window_for(None)), stream, handler).await
         }
     };

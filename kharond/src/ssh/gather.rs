@@ -14,7 +14,7 @@
 //! the loop reaches every turn it has nothing else to do: answers to a burst of packets leave in
 //! one write. If more has arrived by then, it goes at once (a window adjustment must not wait
 //! behind a bulk download). If nothing has, the session is about to wait; when other channels of
-//! the chain are open, the task first yields once (it wakes itself, and the runtime runs the tasks
+//! the jump host are open, the task first yields once (it wakes itself, and the runtime runs the tasks
 //! already queued before it), so the channels about to speak join the same write: 0.6 writes per
 //! routed connection instead of 1.9 without the yield. With one channel there is no one to wait
 //! for, and the yield is not free: the self-wake also wakes an idle worker thread, which cost a
@@ -56,12 +56,12 @@ pub struct Gathered<S> {
     sent: usize,
     /// Whether the session already yielded once for what is gathered (see the module doc).
     yielded: bool,
-    /// The chain's open channels: the yield only pays when there are others to wait for.
+    /// The jump host's open channels: the yield only pays when there are others to wait for.
     channels: Arc<AtomicU32>,
 }
 
 impl<S> Gathered<S> {
-    /// `channels`: how many channels the session's chain has open (the tunnels count them).
+    /// `channels`: how many channels the jump host has open (its tunnels count them).
     pub fn new(inner: S, channels: Arc<AtomicU32>) -> Self {
         Self::with_read_buffer(inner, READ_BUFFER, channels)
     }

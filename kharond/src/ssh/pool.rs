@@ -456,6 +456,7 @@ async fn dial(
         env: &settings.env,
         ssh_config: &ssh_config,
         connect_timeout: settings.connect_timeout,
+        open_channels: &slot.counters.open,
     };
     let result =
         match tokio::time::timeout(settings.connect_timeout, chain::dial(&slot.chain, dial_settings)).await {

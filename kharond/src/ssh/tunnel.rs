@@ -54,7 +54,8 @@ pub const CLOSE_WAIT: Duration = Duration::from_secs(1);
 /// Per-chain counters for `Status`.
 #[derive(Debug, Default)]
 pub struct Counters {
-    pub open: AtomicU32,
+    /// Shared with the first hop's transport, which reads it (gather.rs).
+    pub open: Arc<AtomicU32>,
     pub up: AtomicU64,
     pub down: AtomicU64,
 }
@@ -84,7 +85,6 @@ impl Tunnel {
         let stalled = Arc::new(Mutex::new(None));
         tokio::spawn(pump(read_half, write_half, tx, stalled.clone(), dropped, chain.clone()));
         counters.open.fetch_add(1, Ordering::Relaxed);
-        chain.channel_opened();
         Tunnel {
             inbound,
             current: Bytes::new(),
@@ -170,7 +170,6 @@ async fn pump(
 impl Drop for Tunnel {
     fn drop(&mut self) {
         self.counters.open.fetch_sub(1, Ordering::Relaxed);
-        self.chain.channel_closed();
         if let Some(dropped) = self.dropped.take() {
             let _ = dropped.send(self.eof_sent);
         }
