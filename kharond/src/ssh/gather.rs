@@ -31,7 +31,7 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicU32, Ordering};
 use std::task::{Context, Poll, ready};
 
-use tokio::io::{AsyncRead, AsyncWrite, ReadBuf};
+use tokio::io::{AsyncRead, AsyncWrite, BufReader, ReadBuf};
 
 /// Bytes read from the socket at most per read. russh reads every packet with two exact reads,
 /// 65k recv(2) per GiB (OpenSSH's client makes 4.4k), each followed by the QUICKACK re-arm; through
@@ -46,11 +46,7 @@ pub const GATHER_LIMIT: usize = 256 * 1024;
 
 /// `inner` with a read buffer and gathered writes (see the module doc).
 pub struct Gathered<S> {
-    inner: S,
-    read: Box<[u8]>,
-    /// `read[start..end]` is read from the socket and not yet taken.
-    start: usize,
-    end: usize,
+    inner: BufReader<S>,
     /// `out[sent..]` is gathered and not yet written.
     out: Vec<u8>,
     sent: usize,
@@ -60,7 +56,7 @@ pub struct Gathered<S> {
     channels: Arc<AtomicU32>,
 }
 
-impl<S> Gathered<S> {
+impl<S: AsyncRead> Gathered<S> {
     /// `channels`: how many channels the jump host has open (its tunnels count them).
     pub fn new(inner: S, channels: Arc<AtomicU32>) -> Self {
         Self::with_read_buffer(inner, READ_BUFFER, channels)
@@ -68,10 +64,7 @@ impl<S> Gathered<S> {
 
     fn with_read_buffer(inner: S, size: usize, channels: Arc<AtomicU32>) -> Self {
         Gathered {
-            inner,
-            read: vec![0; size].into_boxed_slice(),
-            start: 0,
-            end: 0,
+            inner: BufReader::with_capacity(size, inner),
             out: Vec::new(),
             sent: 0,
             yielded: false,
@@ -84,7 +77,7 @@ impl<S> Gathered<S> {
     }
 }
 
-impl<S: AsyncWrite + Unpin> Gathered<S> {
+impl<S: AsyncRead + AsyncWrite + Unpin> Gathered<S> {
     /// Writes what is gathered until all is sent (`Ready`) or the socket is full (`Pending`, with
     /// this task registered for when it can take more).
     fn poll_send(&mut self, cx: &mut Context<'_>) -> Poll<io::Result<()>> {
@@ -105,39 +98,23 @@ impl<S: AsyncWrite + Unpin> Gathered<S> {
 impl<S: AsyncRead + AsyncWrite + Unpin> AsyncRead for Gathered<S> {
     fn poll_read(self: Pin<&mut Self>, cx: &mut Context<'_>, buf: &mut ReadBuf<'_>) -> Poll<io::Result<()>> {
         let this = self.get_mut();
-        if buf.remaining() == 0 {
-            // Nothing asked for: reading now would take bytes this call cannot hand over.
-            return Poll::Ready(Ok(()));
+        if !this.inner.buffer().is_empty() || this.gathered() == 0 {
+            return Pin::new(&mut this.inner).poll_read(cx, buf);
         }
-        if this.start == this.end {
-            let mut fill = ReadBuf::new(&mut this.read);
-            let read = Pin::new(&mut this.inner).poll_read(cx, &mut fill);
-            let n = fill.filled().len();
-            if this.gathered() > 0 {
-                // The session has taken all it read: send now, or yield once first if it is
-                // about to wait and other channels may join (see the module doc).
-                if read.is_pending() && !this.yielded && this.channels.load(Ordering::Relaxed) > 1 {
-                    this.yielded = true;
-                    cx.waker().wake_by_ref();
-                } else if let Poll::Ready(Err(e)) = this.poll_send(cx) {
-                    return Poll::Ready(Err(e));
-                }
-            }
-            ready!(read)?;
-            if n == 0 {
-                return Poll::Ready(Ok(()));
-            }
-            this.start = 0;
-            this.end = n;
+        // The session has taken all it read, so this reads the socket: send now, or yield once
+        // first if it is about to wait and other channels may join (see the module doc).
+        let read = Pin::new(&mut this.inner).poll_read(cx, buf);
+        if read.is_pending() && !this.yielded && this.channels.load(Ordering::Relaxed) > 1 {
+            this.yielded = true;
+            cx.waker().wake_by_ref();
+        } else if let Poll::Ready(Err(e)) = this.poll_send(cx) {
+            return Poll::Ready(Err(e));
         }
-        let n = (this.end - this.start).min(buf.remaining());
-        buf.put_slice(&this.read[this.start..this.start + n]);
-        this.start += n;
-        Poll::Ready(Ok(()))
+        read
     }
 }
 
-impl<S: AsyncWrite + Unpin> AsyncWrite for Gathered<S> {
+impl<S: AsyncRead + AsyncWrite + Unpin> AsyncWrite for Gathered<S> {
     fn poll_write(self: Pin<&mut Self>, cx: &mut Context<'_>, data: &[u8]) -> Poll<io::Result<usize>> {
         let this = self.get_mut();
         if this.gathered() >= GATHER_LIMIT {
