@@ -112,9 +112,10 @@ pub async fn read_head(
     // `head[..taken]` is read from the socket; anything after it only peeked at.
     let mut taken = head.len();
     loop {
-        let judged = match head.is_empty() {
-            true => Judged::Partial,
-            false => judge(head, |request| connect::decide(request, credentials)),
+        let judged = if head.is_empty() {
+            Judged::Partial
+        } else {
+            judge(head, |request| connect::decide(request, credentials))
         };
         let (len, judged) = match judged {
             Judged::Partial => (head.len(), None),

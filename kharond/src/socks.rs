@@ -119,8 +119,8 @@ where
 }
 
 /// Reads until `buf` starts with a whole message, and parses it: the message and its length.
-/// Each read takes what the client sent, up to [`READ`] bytes or what the message still needs,
-/// so `buf` stays bounded. A violation is answered here (when it has an answer) before it is
+/// Each read takes what the client sent into at least [`READ`] bytes of room (or what the message
+/// still needs), so `buf` stays within a few times a message's size. A violation is answered here (when it has an answer) before it is
 /// returned.
 async fn read_message<S, T>(
     client: &mut S,
@@ -134,11 +134,8 @@ where
         match parse(buf) {
             Ok(Parse::Done(message, len)) => return Ok((message, len)),
             Ok(Parse::Need(more)) => {
-                let start = buf.len();
-                buf.resize(start + more.max(READ), 0);
-                let n = client.read(&mut buf[start..]).await;
-                buf.truncate(start + n.as_ref().map_or(0, |n| *n));
-                if n? == 0 {
+                buf.reserve(more.max(READ));
+                if client.read_buf(buf).await? == 0 {
                     return Err(Error::CutShort);
                 }
             }
