@@ -276,11 +276,12 @@ if [ "$RATE_CONNS" -gt 0 ]; then
   RATE_JSON=(); [ -z "$JSON" ] || RATE_JSON=(--json "$W/rate.jsonl")
   # The CPU each process spends per connection (kharond or ssh, every sshd, the client and its
   # echo server): on 2 cores the rate is what these add up to, so the report can tell a proxy
-  # that is slow from a rig that is full.
+  # that is slow from a rig that is full. Nine alternating runs: one run of either proxy moves by
+  # up to 30 % with the machine's phase, so the median needs more pairs than the bulk phase.
   "$BIN/kharon-bench" --socks 127.0.0.1:"$KH_PORT" --proxy-pid "$KPID" --baseline "ssh -D=127.0.0.1:$SSHD_D_PORT/$SPID" \
     --cpu-of "sshd=$(IFS=,; echo "${SSHD_PIDS[*]}")" \
     --no-direct --name "$TARGET" --phases rate --rate-workers 64 --rate-conns "$RATE_CONNS" \
-    --runs "$(( RUNS < 5 ? RUNS : 5 ))" "${RATE_JSON[@]}"
+    --runs "$(( RUNS < 9 ? RUNS : 9 ))" "${RATE_JSON[@]}"
   [ -z "$JSON" ] || tag "$W/rate.jsonl"
 fi
 
