@@ -138,8 +138,8 @@ pub async fn serve(state: Arc<State>, stream: TcpStream, peer: SocketAddr, hands
 
     let counters = &tracked.entry().counters;
     let result = match upstream {
-        Upstream::Tcp(mut tcp) => relay::tcp(&mut client, &mut tcp, &early, counters).await,
-        Upstream::Tunnel(mut tunnel) => relay::stream(&mut client, &mut tunnel, &early, counters).await,
+        Upstream::Tcp(mut tcp) => relay::tcp(&mut client, &mut tcp, early, counters).await,
+        Upstream::Tunnel(mut tunnel) => relay::stream(&mut client, &mut tunnel, early, counters).await,
     };
     let elapsed = started.elapsed();
     match result {

@@ -11,7 +11,8 @@
 //!   extra buffering task here measured 0.67× `ssh -D` throughput against 0.96× without it.
 //!
 //! Both take `early`: what the client sent with its request, read by the handshake; it goes
-//! upstream first, counted like the rest.
+//! upstream first, counted like the rest, and is freed once sent rather than held for the life
+//! of the connection.
 //!
 //! Bytes are counted live in a [`Counters`] the caller owns (the connection registry shows them
 //! while the connection runs): one relaxed add per chunk the loops already handle, never per byte,
@@ -58,7 +59,7 @@ pub struct Transfer {
 pub async fn tcp(
     client: &mut TcpStream,
     upstream: &mut TcpStream,
-    early: &[u8],
+    early: Vec<u8>,
     counters: &Counters,
 ) -> std::io::Result<Transfer> {
     let sent = send_early(upstream, early, counters).await?;
@@ -83,7 +84,7 @@ pub async fn tcp(
 pub async fn stream<U>(
     client: &mut TcpStream,
     upstream: &mut U,
-    early: &[u8],
+    early: Vec<u8>,
     counters: &Counters,
 ) -> std::io::Result<Transfer>
 where
@@ -97,13 +98,13 @@ where
 /// Writes what the client sent with its request upstream, before anything else it sends.
 async fn send_early<U: AsyncWrite + Unpin>(
     upstream: &mut U,
-    early: &[u8],
+    early: Vec<u8>,
     counters: &Counters,
 ) -> std::io::Result<u64> {
     if early.is_empty() {
         return Ok(0);
     }
-    upstream.write_all(early).await?;
+    upstream.write_all(&early).await?;
     counters.add(Way::Up, early.len() as u64);
     Ok(early.len() as u64)
 }

@@ -27,11 +27,11 @@ async fn relay(
 ) -> std::io::Result<Transfer> {
     let counters = Counters::default();
     let transfer = match path {
-        Path::Splice => tcp(client, upstream, early, &counters).await,
-        Path::Generic => stream(client, upstream, early, &counters).await,
+        Path::Splice => tcp(client, upstream, early.to_vec(), &counters).await,
+        Path::Generic => stream(client, upstream, early.to_vec(), &counters).await,
         #[cfg(target_os = "linux")]
         Path::SpliceWith(pool) => {
-            let sent = send_early(upstream, early, &counters).await?;
+            let sent = send_early(upstream, early.to_vec(), &counters).await?;
             let (up, down) = tokio::try_join!(
                 splice::one_way(client, upstream, pool, &counters, Way::Up),
                 splice::one_way(upstream, client, pool, &counters, Way::Down)
