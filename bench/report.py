@@ -309,6 +309,7 @@ def routed_figures(rec, figures):
         if "p50_ms" in k and "p50_ms" in s:
             note += f"; per connection p50 {k['p50_ms']:.1f} / {s['p50_ms']:.1f} ms"
         kc, sc = k.get("cpu_us_per_conn", {}), s.get("cpu_us_per_conn", {})
+        target = 1.3
         ceiling = None
         parts = ("proxy", "proxy_system", "sshd", "client", "echo")
         if all(p in kc for p in parts) and all(p in sc for p in parts):
@@ -331,15 +332,15 @@ def routed_figures(rec, figures):
             whole = sc["proxy"] + shared
             if floor > 0:
                 c = whole / floor
-                budget = whole / 1.3 - floor
+                budget = whole / target - floor
                 note += (f"; ceiling on this rig {c:.2f}×, which leaves a proxy {budget:.0f} µs of user space per "
-                         f"connection for 1.3× (kharond {kc['proxy'] - kc['proxy_system']:.0f})")
+                         f"connection for {target}× (kharond {kc['proxy'] - kc['proxy_system']:.0f})")
                 ceiling = (c, f"a proxy with no user-space work at all would reach {c:.2f}× ssh -D: sshd, client "
                               f"and echo server cost {shared:.0f} µs per connection (mean of both paths) and any "
                               f"proxy's sockets {kernel:.0f} µs of kernel time, against {whole:.0f} µs for the whole "
                               f"ssh -D path")
         figures.append(ratio_figure("routed, connections per second, 64 workers: kharond / ssh -D",
-                                    pair_ratios(k["conn_s"], s["conn_s"]), 1.3, ceiling=ceiling,
+                                    pair_ratios(k["conn_s"], s["conn_s"]), target, ceiling=ceiling,
                                     note=note + " (target from issue 24)"))
     pages = {r["path"]: r for r in rec.get("page", []) if "hops" in r}
     if "kharond" in pages and "ssh -D" in pages:
