@@ -6,9 +6,11 @@
 //!   payload never enters user space (targets.md §0: 1.7–3× a userspace copy); elsewhere a copy
 //!   with large buffers. The pipes are shared and bounded (`pipes.rs`): a connection holds one
 //!   only while data moves, so an idle connection costs its two sockets and nothing more.
-//! - [`stream`]: TCP ↔ any stream (an SSH channel), a user-space copy (`copy.rs`). The channel side
-//!   protects its shared session from slow readers itself (ssh/tunnel.rs, crates.md §1.8); an
-//!   extra buffering task here measured 0.67× `ssh -D` throughput against 0.96× without it.
+//! - [`stream`]: TCP ↔ a stream that receives in owned chunks (an SSH channel): up is a user-space
+//!   copy (`copy.rs`), down writes the chunks themselves, several per `writev` (`chunked.rs`). The
+//!   channel side protects its shared session from slow readers itself (ssh/tunnel.rs, crates.md
+//!   §1.8); an extra buffering task here measured 0.67× `ssh -D` throughput against 0.96×
+//!   without it.
 //!
 //! Both take `early`: what the client sent with its request, read by the handshake; it goes
 //! upstream first, counted like the rest, and is freed once sent rather than held for the life
@@ -24,9 +26,11 @@
 //! - `splice.rs`: one direction of the direct path, one pipe lease per fill/drain cycle.
 //! - `pipes.rs`: the shared pipe pool and its bounds ([`PIPE_DESCRIPTORS`]).
 //! - `copy.rs`: both directions of a user-space copy, with buffers allocated only while data moves.
+//! - `chunked.rs`: the down direction of [`stream`], from the upstream's own chunks.
 //! - `spare.rs`: a few spare first buffers per thread for `copy.rs`.
 //! - `counters.rs`: the live byte counts both shapes add to.
 
+mod chunked;
 mod copy;
 mod counters;
 #[cfg(target_os = "linux")]
@@ -35,9 +39,10 @@ mod spare;
 #[cfg(target_os = "linux")]
 mod splice;
 
-use tokio::io::{AsyncRead, AsyncWrite, AsyncWriteExt};
+use tokio::io::{AsyncWrite, AsyncWriteExt};
 use tokio::net::TcpStream;
 
+pub use chunked::{ChunkQueue, Chunked};
 pub use counters::{Counters, Way};
 
 /// The most descriptors the relay holds beyond each connection's two sockets (its shared
@@ -79,8 +84,8 @@ pub async fn tcp(
     }
 }
 
-/// Relays between a TCP client and any upstream stream until both directions finish, `early`
-/// first, counting into `counters`.
+/// Relays between a TCP client and an upstream that receives in owned chunks until both
+/// directions finish, `early` first, counting into `counters`.
 pub async fn stream<U>(
     client: &mut TcpStream,
     upstream: &mut U,
@@ -88,10 +93,10 @@ pub async fn stream<U>(
     counters: &Counters,
 ) -> std::io::Result<Transfer>
 where
-    U: AsyncRead + AsyncWrite + Unpin,
+    U: Chunked + AsyncWrite + Unpin,
 {
     let sent = send_early(upstream, early, counters).await?;
-    let (up, down) = copy::bidirectional(client, upstream, counters).await?;
+    let (up, down) = chunked::bidirectional(client, upstream, counters).await?;
     Ok(Transfer { up: sent + up, down })
 }
 

@@ -15,7 +15,6 @@
 //! side's writing half is shut down after everything read was written, and the other direction
 //! goes on until it ends too (half-close). The first error ends both directions.
 
-use std::future::poll_fn;
 use std::io;
 use std::pin::Pin;
 use std::task::{Context, Poll, ready};
@@ -34,13 +33,16 @@ pub const MAX: usize = 256 * 1024;
 
 /// Copies `a` → `b` and `b` → `a` until both directions have ended; returns the bytes written
 /// each way (`a` → `b`, `b` → `a`), and counts each write into `counters` (`a` → `b` is up).
+/// The direct path's relay where there is no splice(2); on Linux only its tests use both
+/// directions, and the routed relay uses [`Direction`] for its up direction (`chunked.rs`).
+#[cfg(any(test, not(target_os = "linux")))]
 pub async fn bidirectional<A, B>(a: &mut A, b: &mut B, counters: &Counters) -> io::Result<(u64, u64)>
 where
     A: AsyncRead + AsyncWrite + Unpin + ?Sized,
     B: AsyncRead + AsyncWrite + Unpin + ?Sized,
 {
     let (mut forward, mut back) = (Direction::default(), Direction::default());
-    poll_fn(|cx| {
+    std::future::poll_fn(|cx| {
         let ab = forward.poll(cx, Pin::new(&mut *a), Pin::new(&mut *b), counters, Way::Up)?;
         let ba = back.poll(cx, Pin::new(&mut *b), Pin::new(&mut *a), counters, Way::Down)?;
         match (ab, ba) {
@@ -53,7 +55,7 @@ where
 
 /// One direction's progress.
 #[derive(Debug)]
-struct Direction {
+pub(super) struct Direction {
     /// Read but not yet written; `None` while the direction waits with nothing buffered.
     buffer: Option<BytesMut>,
     /// The size of the next buffer allocated.
@@ -77,7 +79,7 @@ impl Default for Direction {
 }
 
 impl Direction {
-    fn poll<R, W>(
+    pub(super) fn poll<R, W>(
         &mut self,
         cx: &mut Context<'_>,
         mut reader: Pin<&mut R>,

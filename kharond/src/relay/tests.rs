@@ -1,4 +1,8 @@
+use std::pin::Pin;
+use std::task::{Context, Poll, ready};
+
 use super::*;
+use bytes::BytesMut;
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::TcpListener;
 
@@ -7,6 +11,64 @@ async fn pair() -> (TcpStream, TcpStream) {
     let addr = listener.local_addr().unwrap();
     let (a, b) = tokio::join!(TcpStream::connect(addr), listener.accept());
     (a.unwrap(), b.unwrap().0)
+}
+
+/// A TCP stream read into owned chunks of varying sizes, as an SSH channel hands over its
+/// packets, for the routed relay's shape.
+struct Chunking<'s> {
+    stream: &'s mut TcpStream,
+    queue: ChunkQueue,
+    ended: bool,
+    reads: usize,
+}
+
+impl<'s> Chunking<'s> {
+    fn new(stream: &'s mut TcpStream) -> Self {
+        Chunking { stream, queue: ChunkQueue::default(), ended: false, reads: 0 }
+    }
+}
+
+impl Chunked for Chunking<'_> {
+    fn poll_chunks<'a>(
+        &'a mut self,
+        cx: &mut Context<'_>,
+        out: &mut [std::io::IoSlice<'a>],
+    ) -> Poll<std::io::Result<usize>> {
+        // Read until the queue holds a few chunks or the socket has nothing more.
+        while !self.ended && self.queue.len() < 3 {
+            self.reads += 1;
+            let mut chunk = BytesMut::with_capacity(1000 + 3000 * (self.reads % 5));
+            match tokio_util::io::poll_read_buf(Pin::new(&mut *self.stream), cx, &mut chunk) {
+                Poll::Ready(Ok(0)) => self.ended = true,
+                Poll::Ready(Ok(_)) => self.queue.push(chunk.freeze()),
+                Poll::Ready(Err(e)) => return Poll::Ready(Err(e)),
+                Poll::Pending if self.queue.is_empty() => return Poll::Pending,
+                Poll::Pending => break,
+            }
+        }
+        Poll::Ready(Ok(self.queue.slices(out)))
+    }
+
+    fn consume(&mut self, n: usize) {
+        self.queue.consume(n);
+    }
+}
+
+impl AsyncWrite for Chunking<'_> {
+    fn poll_write(
+        mut self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+        data: &[u8],
+    ) -> Poll<std::io::Result<usize>> {
+        Pin::new(&mut *self.stream).poll_write(cx, data)
+    }
+    fn poll_flush(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<std::io::Result<()>> {
+        Pin::new(&mut *self.stream).poll_flush(cx)
+    }
+    fn poll_shutdown(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<std::io::Result<()>> {
+        ready!(Pin::new(&mut *self.stream).poll_shutdown(cx))?;
+        Poll::Ready(Ok(()))
+    }
 }
 
 #[derive(Clone, Copy)]
@@ -28,7 +90,7 @@ async fn relay(
     let counters = Counters::default();
     let transfer = match path {
         Path::Splice => tcp(client, upstream, early.to_vec(), &counters).await,
-        Path::Generic => stream(client, upstream, early.to_vec(), &counters).await,
+        Path::Generic => stream(client, &mut Chunking::new(upstream), early.to_vec(), &counters).await,
         #[cfg(target_os = "linux")]
         Path::SpliceWith(pool) => {
             let sent = send_early(upstream, early.to_vec(), &counters).await?;

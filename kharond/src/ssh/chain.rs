@@ -56,7 +56,7 @@ const WINDOW_PER_RTT_SECOND: f64 = 2.0 * 125_000_000.0;
 const SMALL_MESSAGE: usize = 16 * 1024;
 
 /// OpenSSH's packet size; russh complains above 64 KiB (crates.md §1.1).
-const PACKET: u32 = 32 * 1024;
+pub(super) const PACKET: u32 = 32 * 1024;
 
 /// The receive window for a session whose hop is `rtt` away; unknown (a `ProxyCommand`
 /// transport) gets the largest, since a slow far link costs more than a busy near sshd.

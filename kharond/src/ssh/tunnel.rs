@@ -35,15 +35,17 @@ use std::sync::{Arc, Mutex};
 use std::task::{Context, Poll, ready};
 use std::time::Duration;
 
-use bytes::{Buf, Bytes};
+use bytes::Bytes;
 use russh::client::Msg;
 use russh::{Channel, ChannelMsg, ChannelReadHalf, ChannelWriteHalf};
 use tokio::io::{AsyncRead, AsyncWrite, ReadBuf};
 use tokio::sync::{mpsc, oneshot};
 
-use super::chain::Dialled;
+use super::chain::{Dialled, PACKET};
+use crate::relay::{ChunkQueue, Chunked};
 
-/// Packets (up to 32 KiB each) a tunnel buffers for a consumer slower than the SSH link.
+/// Packets (up to 32 KiB each, `chain::PACKET`) a tunnel buffers for a consumer slower than the
+/// SSH link.
 pub const BUFFER_PACKETS: usize = 1024;
 /// How long a full buffer may wait for its consumer before the channel is given up.
 pub const GRACE: Duration = Duration::from_secs(3);
@@ -63,7 +65,8 @@ pub struct Counters {
 /// A relayed channel to the target. Counts bytes and open channels for its chain.
 pub struct Tunnel {
     inbound: mpsc::Receiver<Bytes>,
-    current: Bytes,
+    /// Packets taken off `inbound` and not yet handed on.
+    queued: ChunkQueue,
     writer: Pin<Box<dyn AsyncWrite + Send>>,
     /// Set by the pump when it gave up on a consumer that stopped reading.
     stalled: Arc<Mutex<Option<String>>>,
@@ -87,7 +90,7 @@ impl Tunnel {
         counters.open.fetch_add(1, Ordering::Relaxed);
         Tunnel {
             inbound,
-            current: Bytes::new(),
+            queued: ChunkQueue::default(),
             writer,
             stalled,
             dropped: Some(dropped_tx),
@@ -176,44 +179,67 @@ impl Drop for Tunnel {
     }
 }
 
+impl Tunnel {
+    /// Makes sure a packet is queued, taking what else is already waiting (up to `most` packets
+    /// in all): `Ready(Ok(false))` once the channel has ended and everything was handed on.
+    fn poll_fill(&mut self, cx: &mut Context<'_>, most: usize) -> Poll<std::io::Result<bool>> {
+        if self.queued.is_empty() {
+            match ready!(self.inbound.poll_recv(cx)) {
+                Some(data) => self.queued.push(data),
+                None => {
+                    let stalled = self.stalled.lock().ok().and_then(|mut s| s.take());
+                    return Poll::Ready(match stalled {
+                        Some(why) => Err(std::io::Error::new(std::io::ErrorKind::TimedOut, why)),
+                        None => Ok(false),
+                    });
+                }
+            }
+        }
+        // Hand over every packet already queued, not just one: the caller then writes (and wakes
+        // its client) once per batch instead of once per 32 KiB packet.
+        while self.queued.len() < most {
+            match self.inbound.try_recv() {
+                Ok(next) => self.queued.push(next),
+                Err(_) => break,
+            }
+        }
+        Poll::Ready(Ok(true))
+    }
+}
+
+/// The routed relay's down direction: packets go to the client as they are (relay/chunked.rs).
+impl Chunked for Tunnel {
+    fn poll_chunks<'a>(
+        &'a mut self,
+        cx: &mut Context<'_>,
+        out: &mut [std::io::IoSlice<'a>],
+    ) -> Poll<std::io::Result<usize>> {
+        if !ready!(self.poll_fill(cx, out.len()))? {
+            return Poll::Ready(Ok(0));
+        }
+        Poll::Ready(Ok(self.queued.slices(out)))
+    }
+
+    fn consume(&mut self, n: usize) {
+        self.queued.consume(n);
+        self.counters.down.fetch_add(n as u64, Ordering::Relaxed);
+    }
+}
+
+/// For callers that want a plain byte stream (an HTTP exchange over the tunnel): a copy.
 impl AsyncRead for Tunnel {
     fn poll_read(
         mut self: Pin<&mut Self>,
         cx: &mut Context<'_>,
         buf: &mut ReadBuf<'_>,
     ) -> Poll<std::io::Result<()>> {
-        loop {
-            if !self.current.is_empty() {
-                // Hand over every packet already queued that fits, not just one: the caller then
-                // writes (and wakes its client) once per batch instead of once per 32 KiB packet.
-                let before = buf.remaining();
-                loop {
-                    let n = self.current.len().min(buf.remaining());
-                    buf.put_slice(&self.current[..n]);
-                    self.current.advance(n);
-                    if buf.remaining() == 0 {
-                        break;
-                    }
-                    match self.inbound.try_recv() {
-                        Ok(next) => self.current = next,
-                        Err(_) => break,
-                    }
-                }
-                let moved = before - buf.remaining();
-                self.counters.down.fetch_add(moved as u64, Ordering::Relaxed);
-                return Poll::Ready(Ok(()));
-            }
-            match ready!(self.inbound.poll_recv(cx)) {
-                Some(data) => self.current = data,
-                None => {
-                    let stalled = self.stalled.lock().ok().and_then(|mut s| s.take());
-                    return Poll::Ready(match stalled {
-                        Some(why) => Err(std::io::Error::new(std::io::ErrorKind::TimedOut, why)),
-                        None => Ok(()),
-                    });
-                }
-            }
+        let this = &mut *self;
+        let most = buf.remaining().div_ceil(PACKET as usize).max(1);
+        if ready!(this.poll_fill(cx, most))? {
+            let moved = this.queued.copy_to(buf);
+            this.counters.down.fetch_add(moved as u64, Ordering::Relaxed);
         }
+        Poll::Ready(Ok(()))
     }
 }
 
