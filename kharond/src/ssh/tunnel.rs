@@ -183,28 +183,41 @@ impl Tunnel {
     /// Makes sure a packet is queued, taking what else is already waiting (up to `most` packets
     /// in all): `Ready(Ok(false))` once the channel has ended and everything was handed on.
     fn poll_fill(&mut self, cx: &mut Context<'_>, most: usize) -> Poll<std::io::Result<bool>> {
-        if self.queued.is_empty() {
-            match ready!(self.inbound.poll_recv(cx)) {
-                Some(data) => self.queued.push(data),
-                None => {
-                    let stalled = self.stalled.lock().ok().and_then(|mut s| s.take());
-                    return Poll::Ready(match stalled {
-                        Some(why) => Err(std::io::Error::new(std::io::ErrorKind::TimedOut, why)),
-                        None => Ok(false),
-                    });
-                }
-            }
+        if ready!(fill(&mut self.queued, &mut self.inbound, cx, most)) {
+            return Poll::Ready(Ok(true));
         }
-        // Hand over every packet already queued, not just one: the caller then writes (and wakes
-        // its client) once per batch instead of once per 32 KiB packet.
-        while self.queued.len() < most {
-            match self.inbound.try_recv() {
-                Ok(next) => self.queued.push(next),
-                Err(_) => break,
-            }
-        }
-        Poll::Ready(Ok(true))
+        let stalled = self.stalled.lock().ok().and_then(|mut s| s.take());
+        Poll::Ready(match stalled {
+            Some(why) => Err(std::io::Error::new(std::io::ErrorKind::TimedOut, why)),
+            None => Ok(false),
+        })
     }
+}
+
+/// Queues a packet from `inbound` unless one is queued, then every packet already waiting, up to
+/// `most` in all: the caller then writes (and wakes its client) once per batch instead of once
+/// per 32 KiB packet. `Ready(false)`: `inbound` has ended and nothing is queued.
+fn fill(
+    queued: &mut ChunkQueue,
+    inbound: &mut mpsc::Receiver<Bytes>,
+    cx: &mut Context<'_>,
+    most: usize,
+) -> Poll<bool> {
+    // A loop: an empty data packet is legal and queues nothing, and an empty queue offered to
+    // the relay would read as the end of the stream.
+    while queued.is_empty() {
+        match ready!(inbound.poll_recv(cx)) {
+            Some(data) => queued.push(data),
+            None => return Poll::Ready(false),
+        }
+    }
+    while queued.len() < most {
+        match inbound.try_recv() {
+            Ok(next) => queued.push(next),
+            Err(_) => break,
+        }
+    }
+    Poll::Ready(true)
 }
 
 /// The routed relay's down direction: packets go to the client as they are (relay/chunked.rs).
@@ -262,5 +275,35 @@ impl AsyncWrite for Tunnel {
         let r = ready!(self.writer.as_mut().poll_shutdown(cx));
         self.eof_sent |= r.is_ok();
         Poll::Ready(r)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn an_empty_packet_is_skipped_not_taken_for_the_end_and_a_batch_stops_at_most() {
+        let waker = futures::task::noop_waker();
+        let mut cx = Context::from_waker(&waker);
+        let (tx, mut inbound) = mpsc::channel(8);
+        for packet in [&b""[..], b"one", b"", b"two", b"three"] {
+            tx.try_send(Bytes::copy_from_slice(packet)).unwrap();
+        }
+        let mut queued = ChunkQueue::default();
+        assert_eq!(fill(&mut queued, &mut inbound, &mut cx, 2), Poll::Ready(true));
+        assert_eq!(queued.len(), 2, "one, two: the empty packets queue nothing");
+        queued.consume(6);
+        assert_eq!(fill(&mut queued, &mut inbound, &mut cx, 2), Poll::Ready(true));
+        assert_eq!(queued.len(), 1);
+        queued.consume(5);
+        assert!(fill(&mut queued, &mut inbound, &mut cx, 2).is_pending(), "nothing waiting yet");
+        tx.try_send(Bytes::new()).unwrap();
+        drop(tx);
+        assert_eq!(
+            fill(&mut queued, &mut inbound, &mut cx, 2),
+            Poll::Ready(false),
+            "the end, after an empty packet"
+        );
     }
 }
