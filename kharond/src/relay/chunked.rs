@@ -127,9 +127,7 @@ where
 #[derive(Debug, Default)]
 struct Direction {
     written: u64,
-    /// The upstream ended: the client's writing half is being shut down.
-    ended: bool,
-    done: bool,
+    state: copy::Stage,
 }
 
 impl Direction {
@@ -145,14 +143,8 @@ impl Direction {
         W: AsyncWrite + ?Sized,
     {
         loop {
-            if self.done {
+            if ready!(self.state.poll_end(cx, writer.as_mut(), counters, Way::Down))? {
                 return Poll::Ready(Ok(self.written));
-            }
-            if self.ended {
-                ready!(writer.as_mut().poll_shutdown(cx))?;
-                counters.end(Way::Down);
-                self.done = true;
-                continue;
             }
             let mut slices = [IoSlice::new(&[]); WRITE_CHUNKS];
             let offered = match reader.poll_chunks(cx, &mut slices) {
@@ -163,7 +155,7 @@ impl Direction {
                 }
                 Poll::Ready(Err(e)) => return Poll::Ready(Err(e)),
                 Poll::Ready(Ok(0)) => {
-                    self.ended = true;
+                    self.state = copy::Stage::ShuttingDown;
                     continue;
                 }
                 Poll::Ready(Ok(offered)) => offered,

@@ -64,12 +64,37 @@ pub(super) struct Direction {
     state: Stage,
 }
 
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-enum Stage {
+/// Where a direction is in its life; shared with `chunked.rs`'s direction.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub(super) enum Stage {
+    #[default]
     Copying,
     /// The reader ended; what is buffered is written, then the writer is shut down.
     ShuttingDown,
     Done,
+}
+
+impl Stage {
+    /// Past `Copying` (and with nothing left to write): shuts `writer` down once and counts `way`
+    /// as ended. `Ready(true)` when the direction is done, `Ready(false)` while it still copies.
+    pub(super) fn poll_end<W: AsyncWrite + ?Sized>(
+        &mut self,
+        cx: &mut Context<'_>,
+        writer: Pin<&mut W>,
+        counters: &Counters,
+        way: Way,
+    ) -> Poll<io::Result<bool>> {
+        match self {
+            Stage::Copying => Poll::Ready(Ok(false)),
+            Stage::ShuttingDown => {
+                ready!(writer.poll_shutdown(cx))?;
+                counters.end(way);
+                *self = Stage::Done;
+                Poll::Ready(Ok(true))
+            }
+            Stage::Done => Poll::Ready(Ok(true)),
+        }
+    }
 }
 
 impl Default for Direction {
@@ -102,16 +127,9 @@ impl Direction {
                 counters.add(way, n as u64);
                 continue;
             }
-            match self.state {
-                Stage::Done => return Poll::Ready(Ok(self.written)),
-                Stage::ShuttingDown => {
-                    ready!(writer.as_mut().poll_shutdown(cx))?;
-                    counters.end(way);
-                    self.state = Stage::Done;
-                    self.give_back();
-                    continue;
-                }
-                Stage::Copying => {}
+            if ready!(self.state.poll_end(cx, writer.as_mut(), counters, way))? {
+                self.give_back();
+                return Poll::Ready(Ok(self.written));
             }
             let size = self.size;
             let buffer = self.buffer.get_or_insert_with(|| match size {
