@@ -247,6 +247,8 @@ impl AsyncRead for Tunnel {
         buf: &mut ReadBuf<'_>,
     ) -> Poll<std::io::Result<()>> {
         let this = &mut *self;
+        // No more packets off the pump's queue than the caller's buffer can take (each carries at
+        // most PACKET bytes): packets left there are how the pump sees a reader that stalled.
         let most = buf.remaining().div_ceil(PACKET as usize).max(1);
         if ready!(this.poll_fill(cx, most))? {
             let moved = this.queued.copy_to(buf);
