@@ -251,11 +251,7 @@ fn a_payload_sent_with_the_connect_head_reaches_the_target_and_is_counted() {
         assert!(answer.ends_with(&format!("hello from {name}")), "{answer}");
         // Counted like any relayed byte: the payload, and not one byte of the head.
         let expected = up_before + payload.len() as u64;
-        assert!(
-            wait_until(Duration::from_secs(10), || lab.bytes_up() == expected),
-            "{} != {expected}",
-            lab.bytes_up()
-        );
+        assert_eq!(lab.bytes_up_reaching(expected), expected, "{authority}: bytes up");
     }
 }
 

@@ -173,6 +173,17 @@ impl Lab {
             .unwrap_or(0)
     }
 
+    /// Waits up to 10 s for [`Lab::bytes_up`] to reach `expected` (a relay counts what it wrote,
+    /// which may be after the client already has its answer); returns the count last seen.
+    pub fn bytes_up_reaching(&self, expected: u64) -> u64 {
+        let mut seen = self.bytes_up();
+        wait_until(Duration::from_secs(10), || {
+            seen = self.bytes_up();
+            seen == expected
+        });
+        seen
+    }
+
     pub fn hello(&self) -> Result<String, String> {
         let out = self.curl("/hello", 20);
         if out.status.success() {
@@ -358,11 +369,7 @@ fn a_socks_client_pipelining_its_request_and_payload_is_relayed_in_order() {
         assert!(response.starts_with("HTTP/1.1 200 OK\r\n"), "{host}: {response}");
         assert!(response.ends_with(&format!("hello from {name}")), "{host}: {response}");
         let expected = before + payload.len() as u64;
-        assert!(
-            wait_until(Duration::from_secs(10), || lab.bytes_up() == expected),
-            "{host}: {} bytes up, expected {expected}",
-            lab.bytes_up()
-        );
+        assert_eq!(lab.bytes_up_reaching(expected), expected, "{host}: bytes up");
     }
 }
 
