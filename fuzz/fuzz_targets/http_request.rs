@@ -1,4 +1,4 @@
-//! The PAC port's request judge (kharond/src/http/request.rs), driven as `read_head` drives it:
+//! The PAC port's request judge (kharond/src/proxy/http/request.rs), driven as `read_head` drives it:
 //! on a growing prefix of what arrived. Besides "no panic", it checks what the reader relies on:
 //! once a prefix holds a complete head, every longer prefix gives the same head length and the
 //! same verdict (the reader peeks, and must not change its mind when more bytes come); a prefix
@@ -7,7 +7,7 @@
 //! page sent.
 #![no_main]
 
-use kharon_fuzz::http::request::{self, Body, Judged, MAX_REQUEST};
+use kharon_fuzz::proxy::http::request::{self, Body, Judged, MAX_REQUEST};
 use libfuzzer_sys::fuzz_target;
 
 fuzz_target!(|input: &[u8]| {

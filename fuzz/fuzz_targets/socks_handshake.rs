@@ -1,4 +1,4 @@
-//! The SOCKS5 handshake parsers (kharond/src/socks/wire.rs), driven as kharond's reader drives
+//! The SOCKS5 handshake parsers (kharond/src/proxy/socks/wire.rs), driven as kharond's reader drives
 //! them: each message grows by what arrived (at least what the parser says it still needs), and
 //! the next message starts where the parser said the last one ended. Besides "no panic", it
 //! checks what the reader relies on: `Need` is never 0, a parsed message's length lies inside the
@@ -6,7 +6,7 @@
 //! arrived (one at a time, exactly what was asked for, or everything at once).
 #![no_main]
 
-use kharon_fuzz::socks::wire::{self, Address, Parse, Violation};
+use kharon_fuzz::proxy::socks::wire::{self, Address, Parse, Violation};
 use libfuzzer_sys::fuzz_target;
 
 /// How the client's bytes arrive.

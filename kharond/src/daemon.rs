@@ -10,8 +10,8 @@ use tokio::net::{TcpListener, UnixListener, UnixStream};
 use tokio::signal::unix::{SignalKind, signal};
 use tracing::{info, warn};
 
-use crate::control::Control;
-use crate::listener;
+use crate::control::service::Control;
+use crate::proxy::listener;
 use crate::state::State;
 
 #[derive(Debug, thiserror::Error)]
@@ -79,7 +79,10 @@ pub async fn run(
 
     let control_server = tonic::transport::Server::builder()
         .add_service(Control::new(Arc::clone(&state)).into_service())
-        .serve_with_incoming_shutdown(crate::backoff::unix_incoming(control), stopped(stop_rx.clone()));
+        .serve_with_incoming_shutdown(
+            crate::process::backoff::unix_incoming(control),
+            stopped(stop_rx.clone()),
+        );
     let control_task = tokio::spawn(control_server);
     let socks_task = tokio::spawn(listener::run(socks, Arc::clone(&state), stopped(stop_rx.clone())));
 

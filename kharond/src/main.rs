@@ -3,67 +3,34 @@
 //! A startup problem is one line on stderr and a non-zero exit code, never a panic or a trace.
 //!
 //! # Layout
-//! - [`daemon`]: runs listener, control server and signals; the only file that knows them all.
-//! - [`listener`]: accept loop, connection limit, shutdown drain. [`eviction`]: which unfinished
-//!   handshake makes room when every slot is taken. [`connection`]: the per-client spine.
-//! - [`proxy`]: which protocol a client speaks, one handshake deadline, the protocol-independent
-//!   request and its answer. [`socks`]: the SOCKS5 handshake and replies. [`http::connect`]:
-//!   HTTP CONNECT. [`target`]: what a client asked to reach, and why it is unreachable.
-//!   [`credentials`]: the `[socks]` username and password check of both protocols.
-//!   [`linger`]: closing after an answer without losing it.
-//! - [`route`]: where a request is routed (direct or a jump host) and the dial along that route.
-//!   [`dial`]: the two ways to connect. [`relay`]: moving bytes (splice, large-buffer copy).
-//! - [`fd_limit`]: the descriptor limit and how many connections fit in it.
-//! - [`registry`]: the open connections and per-route totals (`kharonctl connections`, `status`);
-//!   [`peer`]: which local process holds a client's socket; [`trace`]: per-request traces on demand;
-//!   [`observe`]: what the `Connections` and `Trace` RPCs answer.
-//! - [`state`]: routing table snapshot, SSH pool, counters. [`table`]: which inventory the table is
-//!   read from, and loading it. [`endpoints`]: the cluster URLs `Test` checks. [`catalog`]: the
-//!   table's clusters as the `Clusters` RPC answers them, kept compressed.
-//! - [`http`] + [`pac`]: `GET /proxy.pac` on the SOCKS port; [`pac`] renders it.
-//! - [`activation`]: listeners passed by systemd. [`malloc`]: allocator settings for the data path.
-//!   [`memory`]: how much memory the daemon holds (`Status`).
-//! - [`logging`]: stderr log, RUST_LOG, and the cap on targets that could log secrets.
-//! - [`control`]: the gRPC control API. [`reachability`]: the `Test` RPC's checks.
-//!   [`ssh`]: the SSH engine (sessions kept alive in [`ssh::keepalive`]).
-//! - [`reload`]: how a reload runs (off the async threads, one at a time, with a deadline).
-//! - [`backoff`]: waiting after a failed accept, for every listener.
-//! - [`object_fetch`]: the S3 GetObject of emergency credentials, through the daemon's routing.
+//! The subsystems, in the order a client connection meets them:
+//! - [`proxy`]: the client side. The accept loop and its connection slots, which protocol a client
+//!   speaks (SOCKS5, HTTP CONNECT, or `GET /proxy.pac`), its handshake and credentials, and the
+//!   per-connection spine ([`proxy::connection`]) that strings the other subsystems together.
+//! - [`routing`]: where a request goes. The routing table in force (and the inventory it is read
+//!   from, and how a reload replaces it), the lookup of a target in it, and the dial along the route.
+//! - [`ssh`]: the SSH engine. ssh_config, known_hosts, the shared sessions per jump host chain,
+//!   kept alive and re-established, and the channels a routed connection rides on.
+//! - [`relay`]: moving bytes both ways until both directions are closed.
+//! - [`observe`]: what connections are doing, recorded as they go: the open connections and
+//!   per-route totals, traces on demand, which local process holds a client's socket.
+//! - [`control`]: the gRPC control API `kharonctl` talks to, and the checks and fetches it runs
+//!   through the daemon's own routing (`Test`, `FetchObject`).
+//! - [`process`]: the process itself: its log, allocator, descriptor limit and memory, listeners
+//!   handed over by systemd, the accept backoff, its man page.
+//!
+//! Two files stand beside them: [`state`], what every subsystem shares while the daemon runs, and
+//! [`daemon`], the only one that knows them all and runs them until shutdown.
 
-mod activation;
-mod backoff;
-mod catalog;
-mod connection;
 mod control;
-mod credentials;
 mod daemon;
-mod dial;
-mod endpoints;
-mod eviction;
-mod fd_limit;
-mod http;
-mod linger;
-mod listener;
-mod logging;
-mod malloc;
-mod man_page;
-mod memory;
-mod object_fetch;
 mod observe;
-mod pac;
-mod peer;
+mod process;
 mod proxy;
-mod reachability;
-mod registry;
 mod relay;
-mod reload;
-mod route;
-mod socks;
+mod routing;
 mod ssh;
 mod state;
-mod table;
-mod target;
-mod trace;
 
 use std::collections::HashMap;
 use std::path::PathBuf;
@@ -143,10 +110,10 @@ fn fail(code: u8) -> impl FnOnce(anyhow::Error) -> Exit {
 fn main() -> ExitCode {
     let cli = Cli::parse();
     if let Some(dir) = &cli.man_pages {
-        return man_page::run(<Cli as clap::CommandFactory>::command(), dir);
+        return process::man_page::run(<Cli as clap::CommandFactory>::command(), dir);
     }
-    logging::init(cli.verbose);
-    malloc::tune();
+    process::logging::init(cli.verbose);
+    process::malloc::tune();
     let runtime = match tokio::runtime::Builder::new_multi_thread().enable_all().build() {
         Ok(rt) => rt,
         Err(e) => {
@@ -189,21 +156,21 @@ async fn start(cli: Cli) -> Result<(), Exit> {
     let wanted = config
         .max_connections
         .as_ref()
-        .map_or(listener::MAX_CONNECTIONS, |m| m.value.min(listener::MAX_CONNECTIONS));
-    let max_connections = fd_limit::connection_limit(wanted);
+        .map_or(proxy::listener::MAX_CONNECTIONS, |m| m.value.min(proxy::listener::MAX_CONNECTIONS));
+    let max_connections = process::fd_limit::connection_limit(wanted);
 
     let source = match &config.inventory {
-        Some(file) => table::Inventory::File(file.value.clone()),
-        None => table::Inventory::Cache(kharon_shared::cache::path(&config.cache_dir.value)),
+        Some(file) => routing::table::Inventory::File(file.value.clone()),
+        None => routing::table::Inventory::Cache(kharon_shared::cache::path(&config.cache_dir.value)),
     };
-    let table = table::load_at_start(&source).map_err(|e| {
+    let table = routing::table::load_at_start(&source).map_err(|e| {
         // The cache error already says to run `kharonctl update`; add the other way in.
         let hint = match &source {
-            table::Inventory::Cache(_) => {
+            routing::table::Inventory::Cache(_) => {
                 "; or start with --inventory FILE (a Lieutenant /clusters JSON such as \
                  contrib/examples/inventory.json)"
             }
-            table::Inventory::File(_) => "",
+            routing::table::Inventory::File(_) => "",
         };
         fail(exit::CONFIG)(anyhow::anyhow!("{e}{hint}"))
     })?;
@@ -256,7 +223,7 @@ async fn start(cli: Cli) -> Result<(), Exit> {
     }
 
     // Listeners handed over by systemd (socket activation) take the place of our own.
-    let activated = activation::take().map_err(|e| fail(exit::CONFIG)(e.into()))?;
+    let activated = process::activation::take().map_err(|e| fail(exit::CONFIG)(e.into()))?;
     let listen = config.listen.value;
     if let Some(name) = &config.listen_name
         && activated.socks.is_none()
@@ -316,7 +283,7 @@ async fn start(cli: Cli) -> Result<(), Exit> {
     };
 
     let proxy = state::ProxySettings {
-        auth: config.socks_auth.as_ref().map(|s| credentials::Credentials::new(&s.value)),
+        auth: config.socks_auth.as_ref().map(|s| proxy::credentials::Credentials::new(&s.value)),
         handshake_timeout: config.handshake_timeout.value,
         connect_timeout: config.connect_timeout.value,
         max_connections,

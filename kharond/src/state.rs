@@ -16,10 +16,10 @@ use std::time::{Duration, SystemTime};
 
 use arc_swap::ArcSwap;
 
-use crate::credentials::Credentials;
-use crate::registry::Registry;
+use crate::observe::registry::Registry;
+use crate::proxy::credentials::Credentials;
+use crate::routing::table::{Inventory, LoadedTable};
 use crate::ssh;
-use crate::table::{Inventory, LoadedTable};
 
 /// Settings of the SOCKS side, fixed at start.
 #[derive(Debug, Clone)]
@@ -58,7 +58,7 @@ pub struct State {
     pub registry: Registry,
     pub started_at: SystemTime,
     table: ArcSwap<LoadedTable>,
-    reloads: crate::reload::Reloads,
+    reloads: crate::routing::reload::Reloads,
     reload_deadline: Duration,
     reload_history: std::sync::Mutex<ReloadHistory>,
 }
@@ -82,13 +82,13 @@ impl State {
             registry: Registry::default(),
             started_at: SystemTime::now(),
             table: ArcSwap::from_pointee(table),
-            reloads: crate::reload::Reloads::default(),
-            reload_deadline: crate::reload::DEADLINE,
+            reloads: crate::routing::reload::Reloads::default(),
+            reload_deadline: crate::routing::reload::DEADLINE,
             reload_history: std::sync::Mutex::default(),
         }
     }
 
-    /// A reload deadline other than [`crate::reload::DEADLINE`]: for tests only, so that a
+    /// A reload deadline other than [`crate::routing::reload::DEADLINE`]: for tests only, so that a
     /// reload stuck past it takes seconds rather than half a minute.
     pub fn with_reload_deadline(mut self, deadline: Duration) -> Self {
         self.reload_deadline = deadline;
@@ -176,7 +176,7 @@ pub struct ReloadHistory {
 #[derive(Debug, thiserror::Error)]
 pub enum ReloadError {
     #[error("inventory not reloaded, the old routing table stays: {0}")]
-    Inventory(#[from] crate::table::Error),
+    Inventory(#[from] crate::routing::table::Error),
     #[error(
         "nothing reloaded, the old routing table and ssh config stay: reading {} and the ssh config \
          and resolving every jump host (Match exec, canonicalization) did not finish within \
@@ -206,7 +206,7 @@ struct Abandoned;
 impl State {
     /// Re-reads the inventory and the ssh config and resolves every jump host, then installs
     /// the table and the chains together, within the reload deadline and one reload at a time
-    /// (see [`crate::reload`]). A failure or a reload past its deadline installs nothing;
+    /// (see [`crate::routing::reload`]). A failure or a reload past its deadline installs nothing;
     /// connections already relaying are never touched either way. The outcome is recorded for
     /// `Status`.
     pub async fn reload(self: &Arc<Self>, trigger: Trigger) -> Result<ReloadOutcome, ReloadError> {
@@ -220,12 +220,12 @@ impl State {
         let result = match loaded {
             Ok(Ok(outcome)) => Ok(outcome),
             // Only reachable when the deadline passed between the last check and the answer.
-            Ok(Err(Abandoned)) | Err(crate::reload::Failure::Deadline) => {
+            Ok(Err(Abandoned)) | Err(crate::routing::reload::Failure::Deadline) => {
                 Err(ReloadError::Deadline { path: path(), deadline })
             }
-            Err(crate::reload::Failure::Load(e)) => Err(e),
-            Err(crate::reload::Failure::Busy) => Err(ReloadError::Busy { path: path(), deadline }),
-            Err(crate::reload::Failure::Panicked(why)) => Err(ReloadError::Panicked(why)),
+            Err(crate::routing::reload::Failure::Load(e)) => Err(e),
+            Err(crate::routing::reload::Failure::Busy) => Err(ReloadError::Busy { path: path(), deadline }),
+            Err(crate::routing::reload::Failure::Panicked(why)) => Err(ReloadError::Panicked(why)),
         };
         self.record(trigger, &result);
         result
@@ -257,8 +257,8 @@ impl State {
 
     /// The blocking half: reads the inventory and the ssh config, then resolves every jump host;
     /// changes nothing. Stops early once the caller gave up.
-    fn prepare(&self, job: &crate::reload::Job) -> Result<Result<Fresh, Abandoned>, ReloadError> {
-        let table = crate::table::load(&self.source)?;
+    fn prepare(&self, job: &crate::routing::reload::Job) -> Result<Result<Fresh, Abandoned>, ReloadError> {
+        let table = crate::routing::table::load(&self.source)?;
         // The pool asks first right after reading the ssh config file: from then on only
         // resolving is left, which is bounded, so the loader slot goes back (reload.rs).
         let prepared = self.pool.prepare(&table.table.jumphosts(), &|| {

@@ -4,7 +4,7 @@
 
 use kharon_shared::inventory::{self, fact};
 
-use crate::target::Target;
+use crate::routing::target::Target;
 
 /// One URL of a cluster that `Test` checks, from one fact.
 #[derive(Debug, Clone, PartialEq, Eq)]

@@ -10,7 +10,7 @@
 //! # One head reader
 //! [`read_head`] reads a request head, and not one byte past it: it peeks at what arrived and
 //! takes only the bytes up to the head's end. Only the first read of a connection (which tells
-//! SOCKS from HTTP, [`proxy::accept`](crate::proxy::accept)) may have taken more: what a CONNECT
+//! SOCKS from HTTP, [`handshake::accept`](crate::proxy::handshake::accept)) may have taken more: what a CONNECT
 //! client sent right after its head (a TLS ClientHello, without waiting for our 200) is then
 //! handed back, and otherwise stays in the socket; either way it is relayed and counted like
 //! every other byte, exactly as after a SOCKS request. The parse that finds the head's end also
@@ -47,11 +47,11 @@ use tokio::io::{AsyncRead, AsyncReadExt, AsyncWrite, AsyncWriteExt};
 use tokio::net::TcpStream;
 use tokio::time::Instant;
 
-use crate::credentials::Credentials;
-use crate::linger::{LINGER, linger};
-use crate::pac;
+use crate::proxy::credentials::Credentials;
+use crate::proxy::linger::{LINGER, linger};
+use crate::proxy::pac;
+use crate::routing::target::Target;
 use crate::state::State;
-use crate::target::Target;
 
 pub mod connect;
 pub mod request;
@@ -170,7 +170,7 @@ pub async fn serve(state: &State, request: PacRequest) -> io::Result<()> {
 fn shared_pac(cell: &OnceLock<Bytes>, table: &RoutingTable, listen: SocketAddr) -> Bytes {
     cell.get_or_init(|| {
         let pac = Bytes::from(pac::render(table, listen));
-        crate::malloc::release_free();
+        crate::process::malloc::release_free();
         pac
     })
     .clone()

@@ -3,7 +3,7 @@
 //! other side of it: why a target could not be reached ([`Unreachable`]), in words every proxy
 //! protocol can answer with.
 //!
-//! The protocols (`socks`, `http::connect`) and what routes and dials (`proxy`, `route`, `dial`)
+//! The protocols (`socks`, `http::connect`) and what routes and dials (`proxy::handshake`, `route`, `dial`)
 //! all use this module, and it uses nothing of theirs: it needs only std, so the fuzz crate
 //! compiles it as it is.
 

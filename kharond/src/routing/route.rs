@@ -6,9 +6,9 @@ use std::fmt;
 
 use kharon_shared::routing::{self, RoutingTable, Via};
 
-use crate::dial::{self, Upstream};
+use crate::routing::dial::{self, Upstream};
+use crate::routing::target::Target;
 use crate::state::State;
-use crate::target::Target;
 
 /// How a target is reached. Owned: it outlives the table snapshot it was read from.
 #[derive(Debug, Clone, PartialEq, Eq)]

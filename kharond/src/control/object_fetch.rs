@@ -24,10 +24,10 @@ use kharon_shared::Secret;
 use tokio::io::{AsyncRead, AsyncWrite};
 use tokio_rustls::rustls;
 
-use crate::dial::Upstream;
-use crate::route::{self, Route};
+use crate::routing::dial::Upstream;
+use crate::routing::route::{self, Route};
+use crate::routing::target::Target;
 use crate::state::State;
-use crate::target::Target;
 
 /// The largest object we return. Emergency credential objects hold a few armored messages (a few
 /// KiB each); a larger answer is not one of them, and the whole body travels in one gRPC message.
@@ -487,7 +487,7 @@ mod tests {
             err.to_string(),
             "no object \"em-abc\" in bucket \"emergency\" at objects.example.net:9000 (NoSuchKey)"
         );
-        assert_eq!(crate::control::fetch_status(&err).code(), tonic::Code::NotFound);
+        assert_eq!(crate::control::service::fetch_status(&err).code(), tonic::Code::NotFound);
 
         let xml = "<Error><Code>SignatureDoesNotMatch</Code></Error>";
         let answer = format!("HTTP/1.1 403 Forbidden\r\nContent-Length: {}\r\n\r\n{xml}", xml.len());
@@ -497,7 +497,7 @@ mod tests {
                 && err.to_string().contains("SignatureDoesNotMatch"),
             "{err}"
         );
-        assert_eq!(crate::control::fetch_status(&err).code(), tonic::Code::PermissionDenied);
+        assert_eq!(crate::control::service::fetch_status(&err).code(), tonic::Code::PermissionDenied);
     }
 
     #[tokio::test]

@@ -2,7 +2,7 @@
 //! tell the protocol from the first byte, run its handshake, and hand back a [`Request`] (the
 //! [`Target`] plus a way to answer "success" or why it is [`Unreachable`]).
 //!
-//! Two protocols share the port: SOCKS5 ([`socks`](crate::socks), first byte 0x05) and HTTP
+//! Two protocols share the port: SOCKS5 ([`socks`], first byte 0x05) and HTTP
 //! (first byte a letter), where the request line tells `CONNECT host:port`
 //! ([`http::connect`]), a proxy request like a SOCKS one, from the PAC fetch ([`http`]).
 //!
@@ -20,11 +20,11 @@ use tokio::net::TcpStream;
 use tokio::time::Instant;
 use zeroize::Zeroizing;
 
-use crate::credentials::Credentials;
-use crate::http;
-use crate::linger::{LINGER, linger};
-use crate::socks;
-use crate::target::{Target, Unreachable};
+use crate::proxy::credentials::Credentials;
+use crate::proxy::http;
+use crate::proxy::linger::{LINGER, linger};
+use crate::proxy::socks;
+use crate::routing::target::{Target, Unreachable};
 
 /// What the first bytes of a connection turned out to be.
 pub enum Accepted {

@@ -8,8 +8,8 @@ use std::time::Duration;
 use futures::{Stream, StreamExt as _};
 use kharon_shared::proto::v1 as pb;
 
-use crate::endpoints::Endpoint;
-use crate::route;
+use crate::routing::endpoints::Endpoint;
+use crate::routing::route;
 use crate::state::State;
 
 /// How many endpoints are checked at once: a dead jump host costs a connect timeout, not N of them

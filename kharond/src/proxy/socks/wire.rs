@@ -12,7 +12,7 @@
 use std::net::{IpAddr, Ipv4Addr, Ipv6Addr, SocketAddr};
 use std::ops::Range;
 
-use crate::target::Unreachable;
+use crate::routing::target::Unreachable;
 
 pub const VERSION: u8 = 5;
 const AUTH_VERSION: u8 = 1;

@@ -14,8 +14,8 @@ use std::time::SystemTime;
 use kharon_shared::routing::RoutingTable;
 use kharon_shared::{cache, inventory};
 
-use crate::catalog::Catalog;
-use crate::endpoints::{self, Endpoint};
+use crate::routing::catalog::Catalog;
+use crate::routing::endpoints::{self, Endpoint};
 
 /// Which inventory the table is read from.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -114,7 +114,7 @@ pub fn load(source: &Inventory) -> Result<LoadedTable, Error> {
     };
     let loaded = LoadedTable::compile(&clusters, modified_at, false);
     drop(clusters);
-    crate::malloc::release_free();
+    crate::process::malloc::release_free();
     Ok(loaded)
 }
 

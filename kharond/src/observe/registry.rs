@@ -25,9 +25,9 @@ use std::sync::atomic::{AtomicBool, AtomicU8, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard, OnceLock, PoisonError};
 use std::time::Instant;
 
+use crate::observe::trace::Traces;
 use crate::relay;
-use crate::target::Target;
-use crate::trace::Traces;
+use crate::routing::target::Target;
 
 /// A route as the registry keys it: `None` for direct, else the jump host alias. (Not
 /// `route::Route`: that module dials, and the registry must not depend on what it watches.)

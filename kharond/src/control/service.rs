@@ -1,9 +1,9 @@
-//! The control API (gRPC over the Unix socket): `Status`, `Reload`, `Route`, `Test`,
-//! `FetchObject`, `Connections`, `Trace` and `Clusters`. It converts between proto messages and daemon types,
-//! maps errors to gRPC codes, and calls the modules that do the work: [`State`] (table, reload,
-//! counters), the SSH pool, [`reachability`] (Test's checks), [`object_fetch`] and [`observe`]
-//! (open connections, traces). Only the user who runs the daemon may call
-//! it (peer credentials are checked on every request).
+//! The control API's RPCs (gRPC over the Unix socket): `Status`, `Reload`, `Route`, `Test`,
+//! `FetchObject`, `Connections`, `Trace` and `Clusters`. It converts between proto messages and
+//! daemon types, maps errors to gRPC codes, and calls the modules that do the work: [`State`]
+//! (table, reload, counters), the SSH pool, [`reachability`] (Test's checks), [`object_fetch`] and
+//! [`live`] (open connections, traces). Only the user who runs the daemon may call it (peer
+//! credentials are checked on every request).
 
 use std::sync::Arc;
 use std::sync::atomic::Ordering;
@@ -13,12 +13,12 @@ use kharon_shared::proto::v1 as pb;
 use kharon_shared::routing::{self, Via};
 use tonic::{Request, Response, Status};
 
-use crate::object_fetch;
-use crate::observe;
-use crate::reachability;
+use crate::control::live;
+use crate::control::object_fetch;
+use crate::control::reachability;
+use crate::routing::table::LoadedTable;
 use crate::ssh;
 use crate::state::{ReloadError, ReloadRecord, ReloadResult, State, Trigger};
-use crate::table::LoadedTable;
 
 pub struct Control {
     state: Arc<State>,
@@ -185,7 +185,7 @@ type TraceStream =
 
 /// `Status`'s connection totals, summed from the registry's per-route ones (direct and every jump
 /// host), so the two views cannot disagree.
-fn connection_stats(routes: &[crate::registry::RouteSummary], failed: u64) -> pb::ConnectionStats {
+fn connection_stats(routes: &[crate::observe::registry::RouteSummary], failed: u64) -> pb::ConnectionStats {
     let mut stats = pb::ConnectionStats { failed, ..Default::default() };
     for r in routes {
         let (open, total) = match r.route {
@@ -200,11 +200,11 @@ fn connection_stats(routes: &[crate::registry::RouteSummary], failed: u64) -> pb
     stats
 }
 
-fn memory(m: crate::memory::Memory) -> pb::Memory {
+fn memory(m: crate::process::memory::Memory) -> pb::Memory {
     pb::Memory { resident_bytes: m.resident, heap_in_use_bytes: m.heap_in_use, heap_bytes: m.heap }
 }
 
-fn route_totals(summary: crate::registry::RouteSummary) -> pb::RouteTotals {
+fn route_totals(summary: crate::observe::registry::RouteSummary) -> pb::RouteTotals {
     pb::RouteTotals {
         route: summary.route.unwrap_or_else(|| "direct".to_owned()),
         open: summary.open,
@@ -228,14 +228,14 @@ impl pb::control_server::Control for Control {
         request: Request<pb::ConnectionsRequest>,
     ) -> Result<Response<pb::ConnectionsResponse>, Status> {
         authorize(&request)?;
-        Ok(Response::new(observe::connections(&self.state).await))
+        Ok(Response::new(live::connections(&self.state).await))
     }
 
     async fn trace(&self, request: Request<pb::TraceRequest>) -> Result<Response<TraceStream>, Status> {
         authorize(&request)?;
         let r = request.into_inner();
         let wait = Duration::from_millis(r.timeout_ms);
-        let events = observe::trace(Arc::clone(&self.state), &r.host, r.port, wait)?;
+        let events = live::trace(Arc::clone(&self.state), &r.host, r.port, wait)?;
         Ok(Response::new(Box::pin(events)))
     }
 
@@ -254,7 +254,7 @@ impl pb::control_server::Control for Control {
                 names.join(", ")
             )));
         }
-        let endpoints: Vec<crate::endpoints::Endpoint> = loaded
+        let endpoints: Vec<crate::routing::endpoints::Endpoint> = loaded
             .endpoints
             .iter()
             .filter(|e| wanted.is_empty() || wanted.contains(&e.cluster))
@@ -299,7 +299,7 @@ impl pb::control_server::Control for Control {
             last_reload: history.last.as_ref().map(reload_record),
             last_failed_reload: history.last_failed.as_ref().map(reload_record),
             routes: routes.into_iter().map(route_totals).collect(),
-            memory: Some(memory(crate::memory::now())),
+            memory: Some(memory(crate::process::memory::now())),
         }))
     }
 

@@ -16,7 +16,7 @@ use std::time::{Duration, Instant};
 
 use tokio::sync::mpsc;
 
-use crate::target::Target;
+use crate::routing::target::Target;
 
 /// One step of a traced connection.
 #[derive(Debug, Clone, PartialEq, Eq)]

@@ -8,7 +8,7 @@
 //! reads per routed connection before, 4 after). So it may read past a message: the bytes after
 //! one message are where the next one starts, and the bytes a client pipelines after its request
 //! are handed back for the relay to send first. The deadline is the caller's
-//! ([`proxy::accept`](crate::proxy::accept)); BIND and UDP ASSOCIATE are "command not supported".
+//! ([`handshake::accept`](crate::proxy::handshake::accept)); BIND and UDP ASSOCIATE are "command not supported".
 
 mod wire;
 
@@ -19,8 +19,8 @@ use std::net::SocketAddr;
 
 use tokio::io::{AsyncRead, AsyncReadExt, AsyncWrite, AsyncWriteExt};
 
-use crate::credentials::{Credentials, matches};
-use crate::target::{self, Target, Unreachable};
+use crate::proxy::credentials::{Credentials, matches};
+use crate::routing::target::{self, Target, Unreachable};
 use wire::{Address, Parse, Violation};
 
 #[derive(Debug, thiserror::Error)]

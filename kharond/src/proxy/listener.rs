@@ -4,7 +4,7 @@
 //! kharond serves at most `limit` clients at once: [`MAX_CONNECTIONS`], lowered to what the
 //! descriptor limit fits (`fd_limit`) and to the `max_connections` config key. A client counts
 //! from accept until its connection closes. When every slot is taken, a new client makes room by
-//! closing the oldest unfinished handshake, or waits ([`eviction`](crate::eviction)).
+//! closing the oldest unfinished handshake, or waits ([`eviction`](crate::proxy::eviction)).
 //!
 //! Every client socket gets TCP_NODELAY (a SOCKS reply or a short response must not wait for an
 //! ACK). On Linux an accepted socket inherits it from the listener, so it is set once there
@@ -19,8 +19,8 @@ use tokio::net::TcpListener;
 use tokio::sync::Semaphore;
 use tracing::{debug, info, warn};
 
-use crate::connection;
-use crate::eviction::Handshakes;
+use crate::proxy::connection;
+use crate::proxy::eviction::Handshakes;
 use crate::state::State;
 
 /// At most this many clients at once, whatever the descriptor limit allows.

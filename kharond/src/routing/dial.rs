@@ -1,6 +1,6 @@
 //! The two ways to reach a target: [`direct`] (resolve here, connect over TCP) and
 //! [`via_jumphost`] (a direct-tcpip channel from the chain's last hop, which resolves the name).
-//! Which one a target takes is [`route`](crate::route)'s business.
+//! Which one a target takes is [`route`](crate::routing::route)'s business.
 //!
 //! Knows nothing of SOCKS: a failure carries an [`std::io::ErrorKind`] the caller maps to a reply.
 
@@ -10,8 +10,8 @@ use std::time::Duration;
 
 use tokio::net::TcpStream;
 
+use crate::routing::target::Target;
 use crate::ssh;
-use crate::target::Target;
 
 /// A deadline that never comes in practice, for a timeout too large to add to `now`.
 const FAR_FUTURE: Duration = Duration::from_secs(86_400 * 365);

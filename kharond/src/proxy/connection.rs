@@ -1,7 +1,7 @@
 //! The spine of one client connection, top to bottom:
 //!
 //! ```text
-//! proxy::accept      protocol, greeting, optional auth, request, one deadline → Request (Target)
+//! handshake::accept  protocol, greeting, optional auth, request, one deadline → Request (Target)
 //!                    (SOCKS5 or HTTP CONNECT; or the PAC request, answered here)
 //! route::dial        the current table snapshot                          → Route (direct | jumphost)
 //!                    direct TCP, or a channel from the chain's last hop  → Upstream
@@ -22,16 +22,16 @@ use tokio::net::TcpStream;
 use tokio::time::Instant as Deadline;
 use tracing::{debug, info};
 
-use crate::dial::Upstream;
-use crate::eviction::Handshake;
-use crate::http;
-use crate::proxy::{self, Accepted};
-use crate::registry::Protocol;
+use crate::observe::registry::Protocol;
+use crate::observe::trace::Tracer;
+use crate::proxy::eviction::Handshake;
+use crate::proxy::handshake::{self, Accepted};
+use crate::proxy::http;
 use crate::relay;
-use crate::route::{self, Route};
+use crate::routing::dial::Upstream;
+use crate::routing::route::{self, Route};
+use crate::routing::target::{Target, Unreachable};
 use crate::state::State;
-use crate::target::{Target, Unreachable};
-use crate::trace::Tracer;
 
 /// How long a trace waits for the target's first byte after the reply; a connection that stays
 /// quiet longer (the target waits for the client) ends the trace with that said.
@@ -48,21 +48,22 @@ pub async fn serve(state: Arc<State>, stream: TcpStream, peer: SocketAddr, hands
     // Boxed, as are the dial, the refusal and the PAC answer: a task is as large as its largest
     // stage, and a relayed connection lives long in the smallest. Inline, the refusal's 4 KiB
     // discard buffer alone made every connection's task 5.7 KB.
-    let request = match Box::pin(proxy::accept(stream, state.proxy.auth.as_ref(), deadline, timeout)).await {
-        Ok(Accepted::Proxy(request)) => request,
-        Ok(Accepted::Http(request)) => {
-            tracked.http();
-            if let Err(e) = Box::pin(http::serve(&state, request)).await {
-                debug!(client.addr = %peer, "PAC request failed: {e}");
+    let request =
+        match Box::pin(handshake::accept(stream, state.proxy.auth.as_ref(), deadline, timeout)).await {
+            Ok(Accepted::Proxy(request)) => request,
+            Ok(Accepted::Http(request)) => {
+                tracked.http();
+                if let Err(e) = Box::pin(http::serve(&state, request)).await {
+                    debug!(client.addr = %peer, "PAC request failed: {e}");
+                }
+                return;
             }
-            return;
-        }
-        Err(e) => {
-            state.stats.failed();
-            debug!(client.addr = %peer, "handshake failed: {e}");
-            return;
-        }
-    };
+            Err(e) => {
+                state.stats.failed();
+                debug!(client.addr = %peer, "handshake failed: {e}");
+                return;
+            }
+        };
     drop(handshake);
     let protocol = if request.is_socks() { Protocol::Socks5 } else { Protocol::HttpConnect };
     let target = tracked.requested(protocol, request.target.clone());
@@ -220,7 +221,7 @@ fn trace_dial(t: &Tracer, route: &Route, upstream: &Upstream, started: Instant) 
 }
 
 /// Waits (bounded) for the target's first byte to reach the client, then ends the trace.
-fn follow_first_byte(t: Tracer, entry: Arc<crate::registry::Entry>) {
+fn follow_first_byte(t: Tracer, entry: Arc<crate::observe::registry::Entry>) {
     tokio::spawn(async move {
         let waited = tokio::time::timeout(FIRST_BYTE_WAIT, entry.counters.first_down.notified()).await;
         let (up, down) = entry.bytes();

@@ -12,11 +12,11 @@ use tokio::sync::mpsc;
 use tokio::time::Instant;
 use tonic::Status;
 
-use crate::peer;
-use crate::registry::{Entry, Phase};
+use crate::observe::peer;
+use crate::observe::registry::{Entry, Phase};
+use crate::observe::trace::Step;
+use crate::routing::target::Target;
 use crate::state::State;
-use crate::target::Target;
-use crate::trace::Step;
 
 /// How long a trace waits when the caller names no timeout.
 pub const TRACE_DEFAULT_WAIT: Duration = Duration::from_secs(30);

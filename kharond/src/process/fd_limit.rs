@@ -85,7 +85,7 @@ pub fn connection_limit(wanted: usize) -> usize {
              `ulimit -n {needed}` where kharond starts{refused}",
             raised.now.soft
         );
-    } else if limit < crate::listener::MAX_CONNECTIONS {
+    } else if limit < crate::proxy::listener::MAX_CONNECTIONS {
         tracing::info!("serving at most {limit} connections at once (max_connections)");
     }
     limit
@@ -154,7 +154,7 @@ mod tests {
             let out = std::process::Command::new(exe)
                 .args([
                     "--exact",
-                    "fd_limit::tests::raise_lifts_the_soft_limit_to_the_hard_limit",
+                    "process::fd_limit::tests::raise_lifts_the_soft_limit_to_the_hard_limit",
                     "--nocapture",
                 ])
                 .env("KHAROND_FD_LIMIT_CHILD", "1")

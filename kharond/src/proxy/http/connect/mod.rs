@@ -4,7 +4,7 @@
 //! This module only reads the request and writes the answers. The target goes through the same
 //! checks as a SOCKS name ([`Target::from_host`]: normalised, IP literals recognised, anything
 //! that is not a DNS name refused), and the request then takes the same path as a SOCKS one
-//! ([`proxy::Request`](crate::proxy::Request)): routing, dial, deadlines, relay, counters, logs.
+//! ([`proxy::Request`](crate::proxy::handshake::Request)): routing, dial, deadlines, relay, counters, logs.
 //! A failure to reach the target is answered with the status for its [`Unreachable`] and one line
 //! naming the route; a refusal before that (bad target, credentials) with 400 or 407.
 //!
@@ -36,8 +36,8 @@ use tokio::io::{AsyncWrite, AsyncWriteExt};
 use zeroize::Zeroizing;
 
 use super::response::{TEXT, response_head};
-use crate::credentials::{self, Credentials};
-use crate::target::{self, Shown, Target, Unreachable};
+use crate::proxy::credentials::{self, Credentials};
+use crate::routing::target::{self, Shown, Target, Unreachable};
 
 /// The answer that opens the tunnel. RFC 9110 §9.3.6: no Content-Length, no body.
 const ESTABLISHED: &[u8] = b"HTTP/1.1 200 Connection established\r\n\r\n";

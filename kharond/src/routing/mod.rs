@@ -1,0 +1,28 @@
+//! Where a request goes, and the dial along that way.
+//!
+//! - [`target`]: what a client asked to reach, checked as untrusted input, and why it could not be
+//!   reached ([`target::Unreachable`]): the type every proxy protocol hands over and answers with.
+//! - [`route`]: the one lookup of a target in the table in force (direct, or which jump host) and
+//!   the one dial along it, shared by client connections, `Test` and `FetchObject`.
+//! - [`dial`]: the two ways to connect: TCP from here, or a channel from a jump host chain's last
+//!   hop ([`ssh`](crate::ssh)).
+//! - [`table`]: which inventory the table is read from, and the table compiled from it with what
+//!   hangs off it: [`endpoints`] (the cluster URLs `Test` checks) and [`catalog`] (the clusters
+//!   the `Clusters` RPC answers with).
+//! - [`reload`]: how a reload replaces table and ssh config: off the async threads, one at a time,
+//!   within a deadline, everything or nothing.
+//!
+//! The routing rules themselves (suffixes, longest first, exclusions) are the shared library's
+//! (`kharon_shared::routing`), so kharonctl's `route` answers as kharond routes.
+//!
+//! Owns: the table in force and the way to an upstream. Must not know: the proxy protocols (a
+//! failure is an [`std::io::ErrorKind`] or an [`Unreachable`](target::Unreachable) the caller
+//! answers with) and the control API.
+
+pub mod catalog;
+pub mod dial;
+pub mod endpoints;
+pub mod reload;
+pub mod route;
+pub mod table;
+pub mod target;
