@@ -1,6 +1,6 @@
 //! The user's browser: opening a URL in it, and the one request it sends back to a loopback port
 //! when a login redirects there. Both logins that send the user to a browser use this: Lieutenant's
-//! OIDC login ([`crate::oidc::callback`]) and the OpenShift web login ([`crate::openshift_login`]);
+//! OIDC login ([`crate::lieutenant::oidc::callback`]) and the OpenShift web login ([`crate::kube::openshift_login`]);
 //! `clusters NAME console` only opens one.
 //!
 //! The callback side speaks just enough HTTP/1.1 for one `GET` per connection: the request head is

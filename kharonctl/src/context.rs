@@ -145,20 +145,23 @@ impl Context {
         )
     }
 
-    pub fn oidc_overrides(&self) -> crate::oidc::Overrides {
-        crate::oidc::Overrides {
+    pub fn oidc_overrides(&self) -> crate::lieutenant::oidc::Overrides {
+        crate::lieutenant::oidc::Overrides {
             client_id: self.config.oidc_client.as_ref().map(|s| s.value.clone()),
             discovery_url: self.config.oidc_discovery_url.as_ref().map(|s| s.value.clone()),
         }
     }
 
-    pub fn oidc_places(&self) -> crate::oidc::Places {
+    pub fn oidc_places(&self) -> crate::lieutenant::oidc::Places {
         let var = |name: &str| std::env::var(name).ok().filter(|v| !v.is_empty());
         let xdg_cache = var("XDG_CACHE_HOME").map(std::path::PathBuf::from);
         let home = var("HOME").map(std::path::PathBuf::from);
-        crate::oidc::Places {
-            token_file: crate::oidc::store::path(&self.config.cache_dir.value),
-            commodore_file: crate::oidc::store::commodore_path(xdg_cache.as_deref(), home.as_deref()),
+        crate::lieutenant::oidc::Places {
+            token_file: crate::lieutenant::oidc::store::path(&self.config.cache_dir.value),
+            commodore_file: crate::lieutenant::oidc::store::commodore_path(
+                xdg_cache.as_deref(),
+                home.as_deref(),
+            ),
             kharon_browser: var("KHARON_BROWSER"),
             browser: var("BROWSER"),
         }

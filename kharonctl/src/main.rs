@@ -2,29 +2,27 @@
 //! clusters themselves (kubeconfigs, shells, OpenShift logins, emergency credentials).
 //!
 //! # Layout
-//! - [`cmd`]: one file per command (`cmd/clusters/`: one per action of `clusters NAME`); commands
-//!   import nothing from each other, what several share lives in the modules below.
-//! - [`context`]: merged settings handed to every command. [`daemon`]: the control-socket client
-//!   (only user of tonic). [`output`]: tables and JSON.
-//! - [`lieutenant`]: the Lieutenant HTTP client. [`oidc`]: login flows and the 0600 token cache.
-//!   [`browser`]: opening the browser and answering the login redirect it brings back.
+//! - [`cmd`]: one file per command (`cmd/clusters/`: one per action of `clusters NAME`, and what
+//!   only those actions share); commands import nothing from each other, what several share lives
+//!   in the modules below.
+//! - [`context`]: merged settings handed to every command. [`output`]: tables and JSON.
+//!   [`exit`]: the exit codes `--help` lists. [`broken_pipe`]: ending quietly when the reader of
+//!   our output goes away.
+//! - [`daemon`]: the control-socket client (only user of tonic), and what a partial reload left out.
+//! - [`lieutenant`]: the Lieutenant HTTP client, and [`lieutenant::oidc`]: logging in to it and
+//!   the 0600 token cache. [`browser`]: opening the browser and answering the login redirect it
+//!   brings back.
+//! - [`catalog`]: the clusters of the inventory: loading, filtering, finding one by id, and the
+//!   fuzzy [`catalog::picker`].
+//! - [`kube`]: building and merging kubeconfigs, where they are written, and the OpenShift tokens
+//!   their exec entries hand out ([`kube::openshift_login`]).
+//! - [`emergency`]: emergency credentials: the key, the Passbolt client, OpenPGP, the buckets.
 //! - [`completion`]: dynamic shell completion (cluster ids from the cache). [`service`]: systemd and
 //!   launchd files for `service-install`.
-//! - [`catalog`]: the clusters of the inventory: loading, filtering, finding one by id.
-//!   [`cluster_action`]: what an action of `clusters NAME` works with. [`child`]: the programs run
-//!   for a cluster (environment, exit codes).
-//! - [`kube`]: building and merging kubeconfigs; [`kube::destination`]: where they are written.
-//!   [`openshift_login`]: OpenShift tokens, the exec credential and the web login.
-//! - [`emergency`]: emergency credentials (bucket list, objects, tokens, where the key lives);
-//!   [`passbolt`]: the Passbolt client (GPGAuth, MFA, resources); [`openpgp`]: decrypting with the key.
-//! - [`exit`]: the exit codes `--help` lists. [`broken_pipe`]: ending quietly when the reader of
-//!   our output goes away. [`reload_outcome`]: what a partial reload left out.
 
 mod broken_pipe;
 mod browser;
 mod catalog;
-mod child;
-mod cluster_action;
 mod cmd;
 mod completion;
 mod context;
@@ -33,13 +31,7 @@ mod emergency;
 mod exit;
 mod kube;
 mod lieutenant;
-mod oidc;
-mod openpgp;
-mod openshift_login;
 mod output;
-mod passbolt;
-mod picker;
-mod reload_outcome;
 mod service;
 
 use std::path::PathBuf;

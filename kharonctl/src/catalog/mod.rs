@@ -8,7 +8,12 @@
 //! A cache that exists but cannot be used is an error, never a reason to ask kharond instead: the
 //! user would act on other clusters than the ones they fetched, without a word.
 //!
-//! It knows nothing of kubeconfigs (`kube.rs`) or of how clusters are printed (`cmd/clusters/list.rs`).
+//! [`picker`]: choosing one of them, fuzzily on a terminal, or the listing when nobody is there.
+//!
+//! It knows nothing of kubeconfigs ([`crate::kube`]) or of how clusters are printed
+//! (`cmd/clusters/list.rs`).
+
+pub mod picker;
 
 use std::path::{Path, PathBuf};
 

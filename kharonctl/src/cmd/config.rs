@@ -11,7 +11,7 @@ use serde::Serialize;
 
 use crate::catalog::Catalog;
 use crate::context::Context;
-use crate::oidc::store;
+use crate::lieutenant::oidc::store;
 use crate::output::{self, Format};
 
 #[derive(Debug, clap::Args)]

@@ -6,8 +6,8 @@ use std::process::ExitCode;
 use std::time::Duration;
 
 use crate::context::Context;
+use crate::lieutenant::oidc::{self, Auth};
 use crate::lieutenant::{self, Lieutenant};
-use crate::oidc::{self, Auth};
 
 #[derive(Debug, clap::Args)]
 pub struct Args {

@@ -5,7 +5,7 @@
 use std::process::ExitCode;
 
 use crate::context::Context;
-use crate::oidc::store::{self, TokenFile};
+use crate::lieutenant::oidc::store::{self, TokenFile};
 
 #[derive(Debug, clap::Args)]
 pub struct Args {

@@ -37,6 +37,6 @@ pub async fn run(_args: Args, ctx: &Context) -> anyhow::Result<ExitCode> {
             c.suffix, winner.cluster, winner.jumphost
         );
     }
-    Ok(crate::reload_outcome::partial(&reply)
+    Ok(crate::daemon::reload_outcome::partial(&reply)
         .map_or(ExitCode::SUCCESS, |()| ExitCode::from(crate::exit::PARTIAL)))
 }

@@ -10,9 +10,9 @@ use std::process::ExitCode;
 use kharon_shared::inventory::Cluster;
 
 use crate::catalog::Catalog;
+use crate::catalog::picker::{self, Marks};
 use crate::context::Context;
 use crate::kube::{self, Kubeconfig};
-use crate::picker::{self, Marks};
 
 #[derive(clap::Args, Debug)]
 #[command(after_help = "Examples:\n  kharonctl switch              # pick on the terminal\n  \

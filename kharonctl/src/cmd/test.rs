@@ -17,11 +17,11 @@ use indicatif::{ProgressBar, ProgressStyle};
 use kharon_shared::proto::v1 as pb;
 use serde::Serialize;
 
+use crate::catalog::picker::{self, Marks};
 use crate::catalog::{self, Catalog};
 use crate::context::Context;
 use crate::daemon::Daemon;
 use crate::output::{self, Format};
-use crate::picker::{self, Marks};
 
 #[derive(Debug, clap::Args)]
 pub struct Args {

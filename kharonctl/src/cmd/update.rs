@@ -19,8 +19,8 @@ use kharon_shared::routing::RoutingTable;
 
 use crate::context::Context;
 use crate::daemon::{self, Daemon};
+use crate::lieutenant::oidc::{self, Auth};
 use crate::lieutenant::{self, Lieutenant};
-use crate::oidc::{self, Auth};
 use crate::output;
 
 #[derive(Debug, clap::Args)]
@@ -129,7 +129,7 @@ async fn reload(daemon: &mut Daemon, cache_path: &Path) -> anyhow::Result<bool> 
     let reply = daemon.reload().await.context("the cache was written, but kharond could not reload it")?;
     let inv = reply.inventory.clone().unwrap_or_default();
     println!("kharond reloaded: {} clusters, {} routed", inv.clusters_total, inv.clusters_routed);
-    Ok(crate::reload_outcome::partial(&reply).is_some())
+    Ok(crate::daemon::reload_outcome::partial(&reply).is_some())
 }
 
 /// Whether two paths name the same file; a path that cannot be resolved is compared as written.

@@ -1,11 +1,14 @@
 //! The gRPC client on kharond's control socket, and the only file here that touches tonic.
 //! A missing socket or a refused connection becomes "kharond is not running; start it with …"
-//! instead of a transport error dump.
+//! instead of a transport error dump. [`reload_outcome`]: what a reload left out, told the same
+//! way by `reload` and `update`.
 //!
 //! Only a daemon of our own user is talked to: the path must be a socket we own (checked before
 //! connecting), and the process listening on it must run as us (checked on the connected socket,
 //! before any request is sent). Another user's daemon could answer with lies or collect what we
 //! send it.
+
+pub mod reload_outcome;
 
 use std::path::{Path, PathBuf};
 use std::time::Duration;

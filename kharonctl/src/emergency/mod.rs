@@ -3,13 +3,16 @@
 //! jump host), and the one `secrets[].data` entry of each object that our key decrypts.
 //!
 //! - [`key`]: where the user's Passbolt key comes from and where it is kept.
+//! - [`passbolt`]: the Passbolt client (GPGAuth, MFA, resources and their secrets).
+//! - [`openpgp`]: reading the key and decrypting with it; no network, no disk.
 //! - here: the bucket list format, the object name, the object format, and collecting the tokens
 //!   (a failing bucket is one line in [`Outcome::failures`], never the end of the run).
 //!
-//! Passbolt itself is `crate::passbolt`, OpenPGP `crate::openpgp`, the command
-//! `cmd/clusters/emergency.rs`.
+//! The command is `cmd/clusters/emergency_credentials.rs`.
 
 pub mod key;
+pub mod openpgp;
+pub mod passbolt;
 
 use kharon_shared::Secret;
 use kharon_shared::proto::v1 as pb;
@@ -17,7 +20,7 @@ use serde::Deserialize;
 use sha2::{Digest as _, Sha256};
 
 use crate::daemon::Daemon;
-use crate::openpgp::{self, PrivateKey};
+use crate::emergency::openpgp::PrivateKey;
 
 /// The Passbolt resource holding the bucket list. The typo is the real name (protocols.md §3.1).
 pub const BUCKETS_RESOURCE: &str = "emergency-cedentials-buckets";
@@ -197,8 +200,8 @@ fn strip_daemon_prefix(text: &str) -> &str {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::openpgp::Passphrase;
-    use crate::openpgp::tests::{armored_secret, encrypt_to, new_key};
+    use crate::emergency::openpgp::Passphrase;
+    use crate::emergency::openpgp::tests::{armored_secret, encrypt_to, new_key};
 
     #[test]
     fn object_key_is_em_and_sha256_hex_of_the_id() {

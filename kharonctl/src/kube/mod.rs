@@ -13,10 +13,12 @@
 //! 4. otherwise an empty user: the user brings their own credentials.
 //!
 //! Where a kubeconfig goes (stdout, `-o FILE`, `--merge`, each cluster's own file) is
-//! [`destination`]. It knows nothing of where clusters come from (`catalog.rs`) or of running
-//! kubectl (`cmd/`).
+//! [`destination`]. The OpenShift tokens the exec entry of case 3 hands out, and the web login that
+//! gets them, are [`openshift_login`]. It knows nothing of where clusters come from
+//! ([`crate::catalog`]) or of running kubectl (`cmd/`).
 
 pub mod destination;
+pub mod openshift_login;
 
 use std::path::{Path, PathBuf};
 

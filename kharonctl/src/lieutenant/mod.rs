@@ -5,6 +5,10 @@
 //! 401 is its own variant because the caller reacts to it (refresh, then log in again). The HTTP
 //! client ignores `HTTP(S)_PROXY`: users export `HTTPS_PROXY=socks5h://…` pointing at kharond,
 //! which must not carry its own inventory fetch (crates.md §5), and it follows no redirects.
+//!
+//! [`oidc`]: logging in to Lieutenant (browser or device code) and keeping the tokens (0600).
+
+pub mod oidc;
 
 use std::time::Duration;
 

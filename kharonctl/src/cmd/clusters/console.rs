@@ -3,7 +3,7 @@
 
 use std::process::ExitCode;
 
-use crate::cluster_action::Run;
+use crate::cmd::clusters::run::Run;
 
 pub async fn run(run: &Run<'_>) -> anyhow::Result<ExitCode> {
     let cluster = run.one()?;

@@ -4,7 +4,7 @@
 //! The steps, and who does them: the cluster (API URL, CA) from the cached inventory, no
 //! Lieutenant call; kharond's listen address (for `proxy-url`) from `Status`; the key, passphrase
 //! and TOTP here ([`crate::emergency::key`], hidden prompts); the Passbolt login and bucket list
-//! ([`crate::passbolt`]); each bucket's object downloaded by kharond through its routing, and
+//! ([`crate::emergency::passbolt`]); each bucket's object downloaded by kharond through its routing, and
 //! decrypted here ([`crate::emergency`]). The kubeconfig is built whole and written atomically,
 //! 0600, with the same rules as `kharonctl kubeconfig` (stdout, `-o FILE`, `--merge`); nothing is
 //! written unless at least one token decrypted.
@@ -20,11 +20,11 @@ use std::time::{SystemTime, UNIX_EPOCH};
 use anyhow::Context as _;
 use serde_norway::{Mapping, Value};
 
-use crate::cluster_action::Run;
+use crate::cmd::clusters::run::Run;
+use crate::emergency::openpgp::{Passphrase, PrivateKey};
+use crate::emergency::passbolt;
 use crate::emergency::{self, key};
 use crate::kube;
-use crate::openpgp::{Passphrase, PrivateKey};
-use crate::passbolt;
 
 const PASSPHRASE_ENVS: [&str; 2] = ["KHARON_PASSBOLT_PASSPHRASE", "EMR_PASSPHRASE"];
 const TOTP_ENVS: [&str; 2] = ["KHARON_PASSBOLT_TOTP", "EMR_TOTP_TOKEN"];
@@ -187,11 +187,12 @@ fn token_user(token: &str) -> Value {
 
 /// "expires 2026-12-24T10:00:00Z (in 29d 23h)", or why there is no date.
 fn expiry_text(token: &str, now: SystemTime) -> String {
-    let Some(exp) = crate::oidc::token::expiry(token) else {
+    let Some(exp) = crate::lieutenant::oidc::token::expiry(token) else {
         return "no expiry in the token (not a JWT with exp)".to_owned();
     };
-    let at =
-        crate::openshift_login::rfc3339(exp.duration_since(UNIX_EPOCH).map(|d| d.as_secs()).unwrap_or(0));
+    let at = crate::kube::openshift_login::rfc3339(
+        exp.duration_since(UNIX_EPOCH).map(|d| d.as_secs()).unwrap_or(0),
+    );
     match exp.duration_since(now) {
         Ok(left) => format!("expires {at} (in {})", crate::output::age(left.as_secs())),
         Err(_) => format!("EXPIRED at {at}: ask for the credentials to be renewed"),
@@ -247,7 +248,7 @@ mod tests {
 
     #[test]
     fn expiry_is_a_date_and_a_duration() {
-        let jwt = crate::oidc::token::tests::jwt(serde_json::json!({"exp": 1_767_225_600}));
+        let jwt = crate::lieutenant::oidc::token::tests::jwt(serde_json::json!({"exp": 1_767_225_600}));
         let now = UNIX_EPOCH + Duration::from_secs(1_767_225_600 - 2 * 86_400 - 3600);
         assert_eq!(expiry_text(&jwt, now), "expires 2026-01-01T00:00:00Z (in 2d 1h)");
         let later = UNIX_EPOCH + Duration::from_secs(1_767_225_600 + 1);

@@ -3,7 +3,7 @@
 
 use std::process::ExitCode;
 
-use crate::cluster_action::Run;
+use crate::cmd::clusters::run::Run;
 use crate::kube;
 use crate::kube::destination::{self, Destination};
 

@@ -9,8 +9,8 @@ use std::process::ExitCode;
 
 use anyhow::Context as _;
 
-use crate::cluster_action::Run;
-use crate::openshift_login as ocp;
+use crate::cmd::clusters::run::Run;
+use crate::kube::openshift_login as ocp;
 
 #[derive(clap::Args, Debug)]
 pub struct Args {

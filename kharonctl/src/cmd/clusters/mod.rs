@@ -6,18 +6,22 @@
 //! - [`tool`]: `kubectl …` / `oc …` with that kubeconfig, exit code passed through;
 //! - [`console`]: open the web console;
 //! - [`token`]: the exec credential plugin the OpenShift kubeconfig entries run;
-//! - [`login`]: store a token for an OpenShift cluster (the web login is `openshift_login.rs`);
+//! - [`login`]: store a token for an OpenShift cluster (the web login is [`crate::kube::openshift_login`]);
 //! - [`emergency_credentials`]: the cluster's emergency credentials from Passbolt and object storage;
 //!
-//! and without an action, [`list`] prints the clusters. This file only parses and dispatches:
-//! what the actions share lives outside `cmd/` ([`crate::cluster_action::Run`], [`crate::catalog`],
-//! [`crate::kube`]), so no command imports another.
+//! and without an action, [`list`] prints the clusters. This file only parses and dispatches.
+//! What only these actions share is here too: [`run::Run`] (the cluster, catalog and context an
+//! action works with) and [`child`] (the environment and exit status of the programs they run).
+//! What other commands share lives outside `cmd/` ([`crate::catalog`], [`crate::kube`]), so no
+//! command imports another.
 
+mod child;
 pub mod console;
 pub mod emergency_credentials;
 pub mod kubeconfig;
 pub mod list;
 pub mod login;
+mod run;
 pub mod shell;
 pub mod token;
 pub mod tool;
@@ -25,11 +29,11 @@ pub mod tool;
 use std::path::PathBuf;
 use std::process::ExitCode;
 
+use crate::catalog::picker;
 use crate::catalog::{self, Catalog};
-use crate::cluster_action::Run;
+use crate::cmd::clusters::run::Run;
 use crate::context::Context;
 use crate::kube;
-use crate::picker;
 use list::ListFormat;
 
 #[derive(clap::Args, Debug)]

@@ -6,10 +6,10 @@ use std::path::PathBuf;
 
 use kharon_shared::inventory::Cluster;
 
+use crate::catalog::picker;
 use crate::catalog::{self, Catalog};
 use crate::context::{Context, Proxy};
 use crate::kube;
-use crate::picker;
 
 pub struct Run<'a> {
     pub ctx: &'a Context,

@@ -13,8 +13,8 @@ use std::process::{Command, ExitCode, Stdio};
 use anyhow::Context as _;
 use kharon_shared::inventory::Cluster;
 
-use crate::child;
-use crate::cluster_action::Run;
+use crate::cmd::clusters::child;
+use crate::cmd::clusters::run::Run;
 
 #[derive(clap::Args, Debug)]
 pub struct Args {

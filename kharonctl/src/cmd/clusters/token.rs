@@ -8,8 +8,8 @@ use std::time::SystemTime;
 
 use kharon_shared::inventory::Distribution;
 
-use crate::cluster_action::Run;
-use crate::openshift_login as ocp;
+use crate::cmd::clusters::run::Run;
+use crate::kube::openshift_login as ocp;
 
 #[derive(clap::Args, Debug)]
 pub struct Args {

@@ -5,8 +5,8 @@ use std::process::ExitCode;
 
 use anyhow::Context as _;
 
-use crate::child;
-use crate::cluster_action::Run;
+use crate::cmd::clusters::child;
+use crate::cmd::clusters::run::Run;
 
 #[derive(clap::Args, Debug)]
 pub struct Args {

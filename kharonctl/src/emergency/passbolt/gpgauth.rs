@@ -12,7 +12,7 @@
 use serde_json::json;
 
 use super::{Error, Session};
-use crate::openpgp;
+use crate::emergency::openpgp;
 
 /// Session cookie names of the Passbolt flavours (self-hosted, older, cloud).
 const SESSION_COOKIES: [&str; 3] = ["passbolt_session", "CAKEPHP", "PHPSESSID"];

@@ -31,7 +31,7 @@ use std::time::{Duration, SystemTime};
 use serde::Deserialize;
 use serde_json::Value;
 
-use crate::openpgp::PrivateKey;
+use crate::emergency::openpgp::PrivateKey;
 
 const CONNECT_TIMEOUT: Duration = Duration::from_secs(10);
 const REQUEST_TIMEOUT: Duration = Duration::from_secs(30);
@@ -71,7 +71,7 @@ pub enum Error {
     #[error("Passbolt's login challenge is not what GPGAuth sends: {0}")]
     BadChallenge(String),
     #[error("cannot decrypt {what} with your key: {cause}")]
-    Decrypt { what: String, cause: crate::openpgp::Error },
+    Decrypt { what: String, cause: crate::emergency::openpgp::Error },
     #[error(
         "Passbolt at {url} answered /users/me.json with a different key ({theirs}, yours is {ours}); \
          refusing to go on: something between you and Passbolt is not Passbolt"
@@ -383,7 +383,8 @@ mod tests {
 
     #[test]
     fn urls_have_one_slash_between_base_and_path() {
-        let armored = crate::openpgp::tests::armored_secret(&crate::openpgp::tests::new_key("p"));
+        let armored =
+            crate::emergency::openpgp::tests::armored_secret(&crate::emergency::openpgp::tests::new_key("p"));
         let session = |url: &str| {
             let key = PrivateKey::parse(&armored).unwrap();
             Session::new(url, key, Box::new(|| Ok(String::new())))

@@ -13,7 +13,7 @@ use serde::Deserialize;
 use serde_json::Value;
 
 use super::{Error, Session};
-use crate::openpgp::{self, Passphrase, PrivateKey};
+use crate::emergency::openpgp::{self, Passphrase, PrivateKey};
 
 #[derive(Debug, Deserialize)]
 struct Resource {
