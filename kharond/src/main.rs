@@ -128,7 +128,8 @@ fn main() -> ExitCode {
     match outcome {
         Ok(()) => ExitCode::SUCCESS,
         Err(Exit { code, error }) => {
-            eprintln!("kharond: {error:#}");
+            // Each cause once: many of our errors already quote their source.
+            eprintln!("kharond: {}", kharon_shared::errors::chain(error.as_ref()));
             ExitCode::from(code)
         }
     }
@@ -293,6 +294,9 @@ async fn start(cli: Cli) -> Result<(), Exit> {
         state = state.with_reload_deadline(std::time::Duration::from_millis(ms));
     }
     let state = Arc::new(state);
+    // Before serving: what will fail (a jump host no Host block names that does not resolve, no
+    // ssh-agent and no usable key) is said now, not at the first connection through it.
+    state.preflight().await;
     daemon::run(state, socks, control, owns_socket, std::future::pending())
         .await
         .map_err(|e| fail(exit::RUNTIME)(e.into()))
