@@ -283,22 +283,15 @@ pub async fn run(args: Args, ctx: &Context) -> anyhow::Result<ExitCode> {
                 last_error,
             ]
         });
-        println!(
-            "{}",
-            output::table(
-                &[
-                    "jump host",
-                    "hops",
-                    "state",
-                    "since",
-                    "round trip",
-                    "channels",
-                    "bytes up/down",
-                    "last error"
-                ],
-                rows
-            )
+        // Eight columns cannot fold into 80 without breaking "connected" and user@host:port in
+        // two: this one is not folded when piped (a terminal still folds it to its width), and
+        // its state never is.
+        let mut table = output::wide_table(
+            &["jump host", "hops", "state", "since", "round trip", "channels", "bytes up/down", "last error"],
+            rows,
         );
+        output::keep_whole(&mut table, &[2]);
+        println!("{table}");
         for c in s.chains.iter().filter(|c| !c.config_error.is_empty()) {
             println!("jump host {} is not used: {}", c.jumphost, c.config_error);
         }

@@ -19,7 +19,7 @@ use std::time::{Duration, SystemTime};
 
 use futures::StreamExt as _;
 
-use super::config::{DEFAULT_IDENTITY_FILES, Hop, IdentityAgent, Transport};
+use super::config::{Hop, IdentityAgent, Transport};
 use super::pool::Pool;
 
 /// Name lookups run at once at most this many.
@@ -69,7 +69,7 @@ impl Findings {
 pub async fn run(pool: &Pool, jumphosts: &[String]) -> Findings {
     let resolved = chains(pool, jumphosts);
     let settings = pool.settings();
-    let credentials = credentials(&resolved, &settings.env, &settings.home);
+    let credentials = credentials(&resolved, &settings.env);
     let unresolved = unresolved(&resolved, &settings.ssh_config).await;
     Findings { at: SystemTime::now(), unresolved, credentials }
 }
@@ -78,7 +78,7 @@ pub async fn run(pool: &Pool, jumphosts: &[String]) -> Findings {
 /// kharond, if they will.
 pub fn credentials_of(pool: &Pool, jumphosts: &[String]) -> Option<String> {
     let settings = pool.settings();
-    credentials(&chains(pool, jumphosts), &settings.env, &settings.home)
+    credentials(&chains(pool, jumphosts), &settings.env)
 }
 
 /// The hops of each of `jumphosts` the pool gives a chain.
@@ -184,8 +184,9 @@ fn judge(jumphost: &str, hop: &Hop, found: &Lookup, ssh_config: &Path) -> Option
 
 /// Why no jump host of `chains` could authenticate, if that is so: kharond has no ssh-agent that
 /// answers, and some jump host's hops have no agent of their own and no key file usable without
-/// one. With no jump hosts yet (no inventory), the default key files (`~/.ssh/id_*`) stand in.
-fn credentials(chains: &[(String, Vec<Hop>)], env: &HashMap<String, String>, home: &Path) -> Option<String> {
+/// one. With no jump hosts yet (no inventory) there is nothing to authenticate to: the reload
+/// that brings them (`kharonctl update`) says it.
+fn credentials(chains: &[(String, Vec<Hop>)], env: &HashMap<String, String>) -> Option<String> {
     let agent = env.get("SSH_AUTH_SOCK").filter(|s| !s.is_empty());
     if let Some(socket) = agent {
         return match std::os::unix::net::UnixStream::connect(socket) {
@@ -197,25 +198,20 @@ fn credentials(chains: &[(String, Vec<Hop>)], env: &HashMap<String, String>, hom
             )),
         };
     }
-    let defaults: Vec<PathBuf> = DEFAULT_IDENTITY_FILES.iter().map(|f| home.join(".ssh").join(f)).collect();
     let mut checked: HashMap<PathBuf, KeyFile> = HashMap::new();
     let mut usable = |files: &[PathBuf]| {
         files.iter().any(|f| *checked.entry(f.clone()).or_insert_with(|| key_file(f)) == KeyFile::Usable)
     };
-    let stuck: Vec<&str> = if chains.is_empty() {
-        if usable(&defaults) { Vec::new() } else { vec!["(every jump host)"] }
-    } else {
-        chains
-            .iter()
-            .filter(|(_, hops)| {
-                hops.iter().any(|hop| {
-                    !matches!(&hop.identity_agent, IdentityAgent::Path(p) if p.exists())
-                        && !usable(&hop.identity_files)
-                })
+    let stuck: Vec<&str> = chains
+        .iter()
+        .filter(|(_, hops)| {
+            hops.iter().any(|hop| {
+                !matches!(&hop.identity_agent, IdentityAgent::Path(p) if p.exists())
+                    && !usable(&hop.identity_files)
             })
-            .map(|(jumphost, _)| jumphost.as_str())
-            .collect()
-    };
+        })
+        .map(|(jumphost, _)| jumphost.as_str())
+        .collect();
     if stuck.is_empty() {
         return None;
     }
@@ -225,18 +221,14 @@ fn credentials(chains: &[(String, Vec<Hop>)], env: &HashMap<String, String>, hom
         .map(|(p, _)| p.display().to_string())
         .collect();
     let keys = if encrypted.is_empty() {
-        "no key file exists (IdentityFile, or ~/.ssh/id_ed25519 and the other defaults)".to_owned()
+        "no key file exists (its IdentityFile, or ~/.ssh/id_ed25519 and the other defaults)".to_owned()
     } else {
         format!("its key files are encrypted ({}), which only an agent can use", encrypted.join(", "))
     };
-    let who = if chains.is_empty() {
-        "jump hosts".to_owned()
-    } else {
-        let named: Vec<&str> = stuck.iter().take(NAMED_AT_MOST).copied().collect();
-        let more = stuck.len().saturating_sub(NAMED_AT_MOST);
-        let more = if more > 0 { format!(" and {more} more") } else { String::new() };
-        format!("jump host {}{more}", named.join(", "))
-    };
+    let named: Vec<&str> = stuck.iter().take(NAMED_AT_MOST).copied().collect();
+    let more = stuck.len().saturating_sub(NAMED_AT_MOST);
+    let more = if more > 0 { format!(" and {more} more") } else { String::new() };
+    let who = format!("jump host {}{more}", named.join(", "));
     Some(format!(
         "kharond has no ssh-agent (SSH_AUTH_SOCK was not set when it started) and {keys}: {who} will \
          refuse it. {RESTART_ADVICE}"
@@ -334,7 +326,7 @@ mod tests {
         let missing = dir.path().join("id_missing");
         let env = HashMap::new();
         let chains = vec![("jump-a".to_owned(), vec![hop("jump-a", "h", true, None, vec![missing.clone()])])];
-        let why = credentials(&chains, &env, dir.path()).unwrap();
+        let why = credentials(&chains, &env).unwrap();
         assert!(why.contains("no ssh-agent") && why.contains("jump host jump-a"), "{why}");
         // A key file usable without an agent is enough.
         let key = dir.path().join("id_plain");
@@ -346,12 +338,12 @@ mod tests {
         std::fs::write(&key, pair.to_openssh(russh::keys::ssh_key::LineEnding::LF).unwrap().as_bytes())
             .unwrap();
         let chains = vec![("jump-a".to_owned(), vec![hop("jump-a", "h", true, None, vec![missing, key])])];
-        assert_eq!(credentials(&chains, &env, dir.path()), None);
+        assert_eq!(credentials(&chains, &env), None);
         // An agent that answers is enough; one that does not is said.
         let gone = [("SSH_AUTH_SOCK".to_owned(), dir.path().join("gone.sock").display().to_string())].into();
-        let why = credentials(&chains, &gone, dir.path()).unwrap();
+        let why = credentials(&chains, &gone).unwrap();
         assert!(why.contains("does not answer"), "{why}");
-        // No jump hosts yet: the default key files of ~/.ssh stand in.
-        assert!(credentials(&[], &env, dir.path()).is_some());
+        // No jump hosts yet: nothing to authenticate to, nothing to say.
+        assert_eq!(credentials(&[], &env), None);
     }
 }

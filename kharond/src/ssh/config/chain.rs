@@ -28,7 +28,7 @@ use super::{Chain, Error, Hop, IdentityAgent, Origin, SshConfig, StrictHostKeyCh
 const DEFAULT_SERVER_ALIVE_INTERVAL: Duration = Duration::from_secs(15);
 const DEFAULT_SERVER_ALIVE_COUNT_MAX: u32 = 3;
 /// OpenSSH 9.2's `fill_default_options` list, in its order (`ssh -G` prints it).
-pub(crate) const DEFAULT_IDENTITY_FILES: [&str; 7] =
+const DEFAULT_IDENTITY_FILES: [&str; 7] =
     ["id_rsa", "id_ecdsa", "id_ecdsa_sk", "id_ed25519", "id_ed25519_sk", "id_xmss", "id_dsa"];
 const DEFAULT_GLOBAL_KNOWN_HOSTS: [&str; 2] = ["/etc/ssh/ssh_known_hosts", "/etc/ssh/ssh_known_hosts2"];
 

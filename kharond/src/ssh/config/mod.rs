@@ -75,7 +75,6 @@ pub(crate) mod pattern;
 mod tests;
 
 pub use algorithms::Algorithms;
-pub(crate) use chain::DEFAULT_IDENTITY_FILES;
 pub use error::{Error, Origin};
 pub use hop::{Chain, Hop, IdentityAgent, StrictHostKeyChecking, Transport};
 pub use machine::Machine;
