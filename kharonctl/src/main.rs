@@ -56,9 +56,10 @@ use crate::context::Context;
         kharonctl login\n  kharonctl update\n  kharonctl config\n  kharonctl switch\n\n\
         A cluster id may be given as any part of it that only one cluster has; when several have it, \
         a picker opens on a terminal.\n\n\
-        Exit codes: 0 success; 1 the command failed; 2 bad usage or settings, or a part of a cluster id \
+        Exit codes: 0 success; 1 the command failed, a cluster id no cluster has included (the closest \
+        ids are suggested); 2 bad usage or settings, or a part of a cluster id \
         that several clusters match while output is not a terminal (they are listed); 3 kharond is not \
-        running; 4 reload (and update) only partly applied: the routing table is in, but the new ssh \
+        running (no control socket, or a stale one a killed kharond left); 4 reload (and update) only partly applied: the routing table is in, but the new ssh \
         config could not be read or refuses some jump hosts; 141 the reader of the output went away \
         (`kharonctl clusters | head`)."
 )]
