@@ -8,7 +8,7 @@
 use std::io::IsTerminal as _;
 
 use comfy_table::presets::UTF8_FULL_CONDENSED;
-use comfy_table::{ColumnConstraint, ContentArrangement, Table, Width};
+use comfy_table::{ColumnConstraint, ContentArrangement, Table};
 use serde::Serialize;
 
 /// How wide a table may be when stdout is no terminal: a mail, a ticket, a pager, `less -S` aside.
@@ -63,13 +63,6 @@ where
     table.set_header(headers.iter().copied());
     for row in rows {
         table.add_row(row);
-    }
-    // A header is never folded: a column is at least as wide as its name.
-    for (index, header) in headers.iter().enumerate() {
-        let width = u16::try_from(header.chars().count()).unwrap_or(u16::MAX);
-        if let Some(column) = table.column_mut(index) {
-            column.set_constraint(ColumnConstraint::LowerBoundary(Width::Fixed(width)));
-        }
     }
     table
 }

@@ -153,7 +153,7 @@ fn without_a_cache_the_clusters_are_the_daemons_table() {
     let file = env.path().join("all.kubeconfig");
     let written = run(&env, &["kubeconfig", "-o", file.to_str().unwrap()]);
     ok(&written);
-    assert!(written.stderr.contains("Wrote 3 context(s)"), "{}", written.stderr);
+    assert!(written.stderr.contains("Wrote 3 contexts"), "{}", written.stderr);
     let contexts = std::process::Command::new("kubectl")
         .args(["config", "get-contexts", "-o", "name", "--kubeconfig", file.to_str().unwrap()])
         .output()

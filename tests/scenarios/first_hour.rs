@@ -351,3 +351,16 @@ fn kharond_on_an_inventory_file_adds_no_notice_to_cluster_commands() {
     assert!(config.stdout.contains("kharond's routing table"), "{}", config.stdout);
     assert!(text.contains("1 cluster"), "{}", config.stdout);
 }
+
+/// Beyond the list: kharond started a second time (the README's command, run again) says that
+/// kharond is already running, not "is another proxy or kharond using that port?".
+#[test]
+fn kharond_started_twice_says_it_is_already_running() {
+    let env = Env::new();
+    let listen = format!("127.0.0.1:{}", kharon_e2e::free_port());
+    let _first = Kharond::start(&env, &["--listen", &listen]);
+    let second = Kharond::try_start(&env, &["--listen", &listen], &[]).err().expect("the second must exit");
+    assert_eq!(second.code, Some(3), "{}", second.stderr);
+    assert!(second.stderr.contains("kharond is already running"), "{}", second.stderr);
+    assert!(second.stderr.contains("kharonctl status"), "{}", second.stderr);
+}

@@ -34,9 +34,9 @@ pub fn builder(ca_pem: Option<&[u8]>) -> Result<reqwest::ClientBuilder, reqwest:
 /// Both `test` and `clusters ID login` say it, each adding that the other refuses it too.
 pub fn explain(error: &str, host: &str, has_cluster_ca: bool) -> Option<String> {
     let roots = if has_cluster_ca {
-        "the system's CAs and the cluster's own CA from the inventory"
+        "the system's CAs, or the cluster's own CA from the inventory"
     } else {
-        "the system's CAs (SSL_CERT_FILE and SSL_CERT_DIR count)"
+        "the system's CAs, or those SSL_CERT_FILE or SSL_CERT_DIR name"
     };
     let why = if error.contains("CaUsedAsEndEntity") {
         "the server presents a CA certificate (basic constraints CA:TRUE) as its own; kharonctl \

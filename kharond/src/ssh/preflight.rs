@@ -228,7 +228,8 @@ fn credentials(chains: &[(String, Vec<Hop>)], env: &HashMap<String, String>) -> 
     let named: Vec<&str> = stuck.iter().take(NAMED_AT_MOST).copied().collect();
     let more = stuck.len().saturating_sub(NAMED_AT_MOST);
     let more = if more > 0 { format!(" and {more} more") } else { String::new() };
-    let who = format!("jump host {}{more}", named.join(", "));
+    let noun = if stuck.len() == 1 { "jump host" } else { "jump hosts" };
+    let who = format!("{noun} {}{more}", named.join(", "));
     Some(format!(
         "kharond has no ssh-agent (SSH_AUTH_SOCK was not set when it started) and {keys}: {who} will \
          refuse it. {RESTART_ADVICE}"
