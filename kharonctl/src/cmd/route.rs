@@ -61,10 +61,18 @@ struct Target {
     given: Option<String>,
 }
 
-/// The host of a URL (`scheme://host[:port]/…`), of `host:port` or `[v6]:port`, or the text itself.
+/// The host of a URL (`scheme://host[:port]/…`), of `host:port` or `[v6]:port` (a path after
+/// either is dropped too: `host/version`), or the text itself.
 fn target(text: &str) -> Target {
     let text = text.trim();
     let given = Some(text.to_owned());
+    if !text.contains("://")
+        && let Some((authority, _path)) = text.split_once('/')
+        && !authority.is_empty()
+    {
+        let inner = target(authority);
+        return Target { host: inner.host, port: inner.port, given };
+    }
     if text.contains("://") {
         if let Ok(url) = url::Url::parse(text)
             && let Some(host) = url.host_str()
@@ -235,6 +243,14 @@ mod tests {
         );
         assert_eq!(target("[::1]:443"), t("::1", Some(443), Some("[::1]:443")));
         assert_eq!(target("https://[::1]:8443/x"), t("::1", Some(8443), Some("https://[::1]:8443/x")));
+        assert_eq!(
+            target("api.c-x.example/version"),
+            t("api.c-x.example", None, Some("api.c-x.example/version"))
+        );
+        assert_eq!(
+            target("api.c-x.example:6443/x"),
+            t("api.c-x.example", Some(6443), Some("api.c-x.example:6443/x"))
+        );
         // What is a host already stays as it is.
         assert_eq!(target("api.c-x.example"), t("api.c-x.example", None, None));
         assert_eq!(target("::1"), t("::1", None, None));
