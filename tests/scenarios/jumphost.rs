@@ -374,7 +374,7 @@ fn a_socks_client_pipelining_its_request_and_payload_is_relayed_in_order() {
 }
 
 #[test]
-fn unencrypted_key_file_works_without_agent_and_encrypted_one_names_ssh_add() {
+fn unencrypted_key_file_works_without_agent_and_encrypted_one_says_what_to_do() {
     let mut lab = Lab::new(LabOptions::default());
     // Plain key file, agent explicitly off.
     let text =
