@@ -138,8 +138,9 @@ impl Context {
             .or_else(|| kharon_shared::paths::config_file().ok())
             .unwrap_or_else(|| "the config file".into());
         anyhow::anyhow!(
-            "{e:#}\n{} is the default Lieutenant; for another one pass --lieutenant-url, set \
+            "{}\n{} is the default Lieutenant; for another one pass --lieutenant-url, set \
              LIEUTENANT_URL (or commodore's COMMODORE_API_URL), or put lieutenant_url = \"https://…\" in {}",
+            kharon_shared::errors::chain(e.as_ref()),
             setting.value,
             file.display()
         )

@@ -5,7 +5,8 @@
 //! - [`cmd`]: one file per command (`cmd/clusters/`: one per action of `clusters NAME`, and what
 //!   only those actions share); commands import nothing from each other, what several share lives
 //!   in the modules below.
-//! - [`context`]: merged settings handed to every command. [`output`]: tables and JSON.
+//! - [`context`]: merged settings handed to every command. [`output`]: tables and JSON, counts
+//!   and units. [`duration`]: durations as flags take them (`30`, `1s`, `2m`).
 //!   [`exit`]: the exit codes `--help` lists. [`broken_pipe`]: ending quietly when the reader of
 //!   our output goes away.
 //! - [`daemon`]: the control-socket client (only user of tonic), and what a partial reload left out.
@@ -27,6 +28,7 @@ mod cmd;
 mod completion;
 mod context;
 mod daemon;
+mod duration;
 mod emergency;
 mod exit;
 mod kube;
@@ -54,9 +56,10 @@ use crate::context::Context;
         kharonctl login\n  kharonctl update\n  kharonctl config\n  kharonctl switch\n\n\
         A cluster id may be given as any part of it that only one cluster has; when several have it, \
         a picker opens on a terminal.\n\n\
-        Exit codes: 0 success; 1 the command failed; 2 bad usage or settings, or a part of a cluster id \
+        Exit codes: 0 success; 1 the command failed, a cluster id no cluster has included (the closest \
+        ids are suggested); 2 bad usage or settings, or a part of a cluster id \
         that several clusters match while output is not a terminal (they are listed); 3 kharond is not \
-        running; 4 reload (and update) only partly applied: the routing table is in, but the new ssh \
+        running (no control socket, or a stale one a killed kharond left); 4 reload (and update) only partly applied: the routing table is in, but the new ssh \
         config could not be read or refuses some jump hosts; 141 the reader of the output went away \
         (`kharonctl clusters | head`)."
 )]
@@ -179,7 +182,8 @@ fn main() -> ExitCode {
     match result {
         Ok(code) => code,
         Err(e) => {
-            eprintln!("kharonctl: {e:#}");
+            // Each cause once: many of our errors already quote their source.
+            eprintln!("kharonctl: {}", kharon_shared::errors::chain(e.as_ref()));
             if matches!(e.downcast_ref::<daemon::Error>(), Some(daemon::Error::NotRunning { .. })) {
                 ExitCode::from(exit::NOT_RUNNING)
             } else if matches!(e.downcast_ref::<catalog::Error>(), Some(catalog::Error::Ambiguous { .. })) {

@@ -1,9 +1,18 @@
 //! How results are printed for `-o`: tables for people, JSON for scripts. Commands build data;
 //! only this module turns it into text on stdout.
+//!
+//! Tables fit the terminal they are printed on, and 80 columns (or `$COLUMNS`) when the output is
+//! piped or written to a file: a cell that is too long folds onto more lines, it is never cut.
+//! Columns that must stay whole (cluster ids, which people copy) say so with [`keep_whole`].
+
+use std::io::IsTerminal as _;
 
 use comfy_table::presets::UTF8_FULL_CONDENSED;
-use comfy_table::{ContentArrangement, Table};
+use comfy_table::{ColumnConstraint, ContentArrangement, Table};
 use serde::Serialize;
+
+/// How wide a table may be when stdout is no terminal: a mail, a ticket, a pager, `less -S` aside.
+const PIPED_WIDTH: u16 = 80;
 
 /// The output formats most commands accept.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq, clap::ValueEnum)]
@@ -29,8 +38,22 @@ pub enum Listing {
     Yaml,
 }
 
-/// A table with our house style; `headers` first, then rows.
+/// A table with our house style; `headers` first, then rows. Folded to fit (see the module doc).
 pub fn table<I, R>(headers: &[&str], rows: I) -> Table
+where
+    I: IntoIterator<Item = R>,
+    R: IntoIterator<Item = String>,
+{
+    let mut table = wide_table(headers, rows);
+    if !std::io::stdout().is_terminal() {
+        table.set_width(piped_width(std::env::var("COLUMNS").ok().as_deref()));
+    }
+    table
+}
+
+/// A table for `-o wide`, which asks for every column: it fits a terminal, and is not folded
+/// when piped (scripts and `less -S` read it whole).
+pub fn wide_table<I, R>(headers: &[&str], rows: I) -> Table
 where
     I: IntoIterator<Item = R>,
     R: IntoIterator<Item = String>,
@@ -42,6 +65,31 @@ where
         table.add_row(row);
     }
     table
+}
+
+/// `$COLUMNS` when it is a sensible width, else [`PIPED_WIDTH`].
+fn piped_width(columns: Option<&str>) -> u16 {
+    columns.and_then(|c| c.trim().parse::<u16>().ok()).filter(|w| *w >= 40).unwrap_or(PIPED_WIDTH)
+}
+
+/// Columns `indexes` are never folded (ids people copy, short words); the others fold around them.
+pub fn keep_whole(table: &mut Table, indexes: &[usize]) {
+    for &index in indexes {
+        if let Some(column) = table.column_mut(index) {
+            column.set_constraint(ColumnConstraint::ContentWidth);
+        }
+    }
+}
+
+/// "1 cluster", "2 clusters", "0 suffixes": a count with its noun in the right number.
+pub fn count(n: impl Into<u64>, noun: &str) -> String {
+    let n = n.into();
+    if n == 1 {
+        return format!("1 {noun}");
+    }
+    let ending =
+        if noun.ends_with(['s', 'x']) || noun.ends_with("ch") || noun.ends_with("sh") { "es" } else { "s" };
+    format!("{n} {noun}{ending}")
 }
 
 /// Prints `value` as pretty JSON on stdout.
@@ -104,6 +152,33 @@ mod tests {
         assert_eq!(super::bytes(1536), "1.5 KiB");
         assert_eq!(super::bytes(3 * 1024 * 1024 + 200 * 1024), "3.2 MiB");
         assert_eq!(super::bytes(u64::MAX), "16777216.0 TiB");
+    }
+
+    #[test]
+    fn counts_agree_with_their_noun() {
+        assert_eq!(super::count(1u32, "cluster"), "1 cluster");
+        assert_eq!(super::count(0u32, "cluster"), "0 clusters");
+        assert_eq!(super::count(2u64, "jump host"), "2 jump hosts");
+        assert_eq!(super::count(1u32, "jump host"), "1 jump host");
+        assert_eq!(super::count(3u32, "suffix"), "3 suffixes");
+        assert_eq!(super::count(1u32, "suffix"), "1 suffix");
+    }
+
+    #[test]
+    fn piped_tables_fold_to_80_columns_or_columns() {
+        assert_eq!(super::piped_width(None), 80);
+        assert_eq!(super::piped_width(Some("132")), 132);
+        assert_eq!(super::piped_width(Some("7")), 80, "too narrow to be meant");
+        assert_eq!(super::piped_width(Some("wide")), 80);
+        let mut t = super::table(
+            &["ID", "TEXT"],
+            [vec!["c-a-very-long-cluster-id-01".to_owned(), "word ".repeat(40)]],
+        );
+        t.set_width(40);
+        super::keep_whole(&mut t, &[0]);
+        let text = t.to_string();
+        assert!(text.lines().all(|l| l.chars().count() <= 40), "{text}");
+        assert!(text.contains("c-a-very-long-cluster-id-01"), "the id stays whole:\n{text}");
     }
 
     #[test]

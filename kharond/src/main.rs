@@ -37,7 +37,6 @@ use std::path::PathBuf;
 use std::process::ExitCode;
 use std::sync::Arc;
 
-use anyhow::Context as _;
 use clap::Parser;
 use kharon_shared::config::{Config, Overrides};
 
@@ -128,7 +127,8 @@ fn main() -> ExitCode {
     match outcome {
         Ok(()) => ExitCode::SUCCESS,
         Err(Exit { code, error }) => {
-            eprintln!("kharond: {error:#}");
+            // Each cause once: many of our errors already quote their source.
+            eprintln!("kharond: {}", kharon_shared::errors::chain(error.as_ref()));
             ExitCode::from(code)
         }
     }
@@ -160,7 +160,10 @@ async fn start(cli: Cli) -> Result<(), Exit> {
     let max_connections = process::fd_limit::connection_limit(wanted);
 
     let source = match &config.inventory {
-        Some(file) => routing::table::Inventory::File(file.value.clone()),
+        // Absolute: status and kharonctl (in another directory) name the file it is.
+        Some(file) => routing::table::Inventory::File(
+            std::path::absolute(&file.value).unwrap_or_else(|_| file.value.clone()),
+        ),
         None => routing::table::Inventory::Cache(kharon_shared::cache::path(&config.cache_dir.value)),
     };
     let table = routing::table::load_at_start(&source).map_err(|e| {
@@ -246,16 +249,28 @@ async fn start(cli: Cli) -> Result<(), Exit> {
             tracing::info!(%addr, "using the SOCKS listener passed by the service manager");
             tokio::net::TcpListener::from_std(std_listener).map_err(|e| fail(exit::RUNTIME)(e.into()))?
         }
-        None => tokio::net::TcpListener::bind(listen)
-            .await
-            .with_context(|| {
-                format!(
+        None => match tokio::net::TcpListener::bind(listen).await {
+            Ok(listener) => listener,
+            // Started twice (the port is the first thing both want): say it is kharond, not a guess.
+            Err(e)
+                if e.kind() == std::io::ErrorKind::AddrInUse
+                    && tokio::net::UnixStream::connect(&config.control_socket.value).await.is_ok() =>
+            {
+                return Err(fail(exit::UNAVAILABLE)(anyhow::anyhow!(
+                    "kharond is already running: its control socket {} answers and {listen} is \
+                     taken (`kharonctl status` shows it); stop it first, or start this one with \
+                     another --listen and --control-socket",
+                    config.control_socket.value.display()
+                )));
+            }
+            Err(e) => {
+                return Err(fail(exit::UNAVAILABLE)(anyhow::Error::new(e).context(format!(
                     "cannot listen on {listen} (from {}); is another proxy or kharond using that port? \
                      pick another with --listen",
                     config.listen.source
-                )
-            })
-            .map_err(fail(exit::UNAVAILABLE))?,
+                ))));
+            }
+        },
     };
     let listen = socks.local_addr().map_err(|e| fail(exit::RUNTIME)(e.into()))?;
     let (control, control_path, owns_socket) = match activated.control {
@@ -293,6 +308,9 @@ async fn start(cli: Cli) -> Result<(), Exit> {
         state = state.with_reload_deadline(std::time::Duration::from_millis(ms));
     }
     let state = Arc::new(state);
+    // Before serving: what will fail (a jump host no Host block names that does not resolve, no
+    // ssh-agent and no usable key) is said now, not at the first connection through it.
+    state.preflight().await;
     daemon::run(state, socks, control, owns_socket, std::future::pending())
         .await
         .map_err(|e| fail(exit::RUNTIME)(e.into()))

@@ -61,6 +61,8 @@ pub struct State {
     reloads: crate::routing::reload::Reloads,
     reload_deadline: Duration,
     reload_history: std::sync::Mutex<ReloadHistory>,
+    /// What the last preflight check found (start, then every reload), for `Status`.
+    preflight: std::sync::Mutex<ssh::preflight::Findings>,
 }
 
 impl State {
@@ -85,7 +87,23 @@ impl State {
             reloads: crate::routing::reload::Reloads::default(),
             reload_deadline: crate::routing::reload::DEADLINE,
             reload_history: std::sync::Mutex::default(),
+            preflight: std::sync::Mutex::default(),
         }
+    }
+
+    /// Checks the chains of the table in force for what will fail before a connection does
+    /// ([`ssh::preflight`]), logs it, and keeps it for `Status`.
+    pub async fn preflight(&self) -> ssh::preflight::Findings {
+        let jumphosts = self.table().table.jumphosts();
+        let findings = ssh::preflight::run(&self.pool, &jumphosts).await;
+        findings.log();
+        *self.preflight.lock().unwrap_or_else(std::sync::PoisonError::into_inner) = findings.clone();
+        findings
+    }
+
+    /// What the last [`State::preflight`] found.
+    pub fn preflight_findings(&self) -> ssh::preflight::Findings {
+        self.preflight.lock().unwrap_or_else(std::sync::PoisonError::into_inner).clone()
     }
 
     /// A reload deadline other than [`crate::routing::reload::DEADLINE`]: for tests only, so that a
@@ -122,6 +140,8 @@ pub struct ReloadOutcome {
     pub ssh_config_error: Option<String>,
     /// Jump hosts of the new inventory that the ssh config in force gives no chain.
     pub refused: Vec<(String, ssh::health::Refusal)>,
+    /// What will fail although it is in force (not a partial reload): the preflight check after it.
+    pub preflight: ssh::preflight::Findings,
 }
 
 impl ReloadOutcome {
@@ -218,7 +238,10 @@ impl State {
             .await;
         let path = || self.source.path().to_owned();
         let result = match loaded {
-            Ok(Ok(outcome)) => Ok(outcome),
+            Ok(Ok(mut outcome)) => {
+                outcome.preflight = self.preflight().await;
+                Ok(outcome)
+            }
             // Only reachable when the deadline passed between the last check and the answer.
             Ok(Err(Abandoned)) | Err(crate::routing::reload::Failure::Deadline) => {
                 Err(ReloadError::Deadline { path: path(), deadline })
@@ -287,6 +310,7 @@ impl State {
             routes_removed: old_routes.difference(&new_routes).cloned().collect(),
             ssh_config_error: installed.config_error,
             refused: installed.refused,
+            preflight: ssh::preflight::Findings::default(),
         }
     }
 }

@@ -4,6 +4,7 @@
 //! - [`inventory`]: Lieutenant `/clusters` JSON → [`inventory::Cluster`] and the routing facts of each.
 //! - [`routing`]: compiles clusters once into a [`routing::RoutingTable`]; `lookup` is the hot path.
 //! - [`cache`]: the versioned local inventory cache `kharonctl update` writes and kharond reads.
+//! - [`errors`]: an error and its causes as one line, each said once (what both binaries print).
 //! - [`config`]: the TOML schema and defaults, merged with env and flags into one validated `Config`.
 //! - [`files`]: reading user-named files without blocking on a FIFO; naming file types.
 //! - [`paths`]: every on-disk location (config, cache, control socket); the only user of `directories`.
@@ -14,6 +15,7 @@
 
 pub mod cache;
 pub mod config;
+pub mod errors;
 pub mod files;
 pub mod inventory;
 pub mod man_pages;

@@ -21,8 +21,26 @@ pub struct Exited {
     pub stderr: String,
 }
 
-fn spawn(env: &Env, args: &[&str], extra: &[(&str, &str)]) -> (Child, Arc<Mutex<String>>) {
+fn spawn(
+    env: &Env,
+    args: &[&str],
+    extra: &[(&str, &str)],
+    nofile: Option<u64>,
+) -> (Child, Arc<Mutex<String>>) {
     let mut cmd = Command::new(crate::bin("kharond"));
+    if let Some(limit) = nofile {
+        use std::os::unix::process::CommandExt as _;
+        let rlimit = libc::rlimit { rlim_cur: limit as libc::rlim_t, rlim_max: limit as libc::rlim_t };
+        // SAFETY: setrlimit in the forked child before exec; it only reads the struct we pass.
+        unsafe {
+            cmd.pre_exec(move || {
+                if libc::setrlimit(libc::RLIMIT_NOFILE, &rlimit) != 0 {
+                    return Err(std::io::Error::last_os_error());
+                }
+                Ok(())
+            });
+        }
+    }
     cmd.env_clear()
         .envs(env.vars())
         .env("RUST_LOG", "info,kharond=debug")
@@ -59,9 +77,27 @@ impl Kharond {
         }
     }
 
+    /// Starts the daemon with its descriptor limit (soft and hard) at `nofile`, as a shell's
+    /// `ulimit -n` would leave it; panics as [`Kharond::start`] does.
+    pub fn start_with_nofile(env: &Env, args: &[&str], extra: &[(&str, &str)], nofile: u64) -> Self {
+        match Self::try_start_limited(env, args, extra, Some(nofile)) {
+            Ok(daemon) => daemon,
+            Err(exited) => panic!("kharond exited with {:?}:\n{}", exited.code, exited.stderr),
+        }
+    }
+
     /// Starts the daemon; if it exits on its own instead, returns its exit code and stderr.
     pub fn try_start(env: &Env, args: &[&str], extra: &[(&str, &str)]) -> Result<Self, Exited> {
-        let (mut child, log) = spawn(env, args, extra);
+        Self::try_start_limited(env, args, extra, None)
+    }
+
+    fn try_start_limited(
+        env: &Env,
+        args: &[&str],
+        extra: &[(&str, &str)],
+        nofile: Option<u64>,
+    ) -> Result<Self, Exited> {
+        let (mut child, log) = spawn(env, args, extra, nofile);
         let socket = env.control_socket();
         let mut exited = None;
         let ready = wait_until(Duration::from_secs(20), || {

@@ -326,8 +326,9 @@ fn trace_times_out_cleanly_and_bad_input_or_no_daemon_get_clear_errors() {
     assert!(out.stderr.contains("no connection to nothing.example came within 1s"), "{}", out.stderr);
     assert!(started.elapsed() < Duration::from_secs(15), "took {:?}", started.elapsed());
 
+    // Not a host: the command line's fault, exit 2 as for `route` without --trace (issue 35).
     let bad = kharonctl::run(&env, &["route", "bad host!", "--trace", "--timeout", "1"]);
-    assert_eq!(bad.code, Some(1), "{bad:?}");
+    assert_eq!(bad.code, Some(2), "{bad:?}");
     assert!(bad.stderr.contains("cannot trace invalid target host"), "{}", bad.stderr);
     let usage = kharonctl::run(&env, &["route", "a.example", "--port", "443"]);
     assert_eq!(usage.code, Some(2), "--port without --trace: {usage:?}");

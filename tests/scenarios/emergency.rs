@@ -438,7 +438,7 @@ fn emergency_credentials_through_a_jump_host_reach_the_api_with_kubectl() {
         &[("Passphrase of your Passbolt key: ", &passphrase), ("Passbolt TOTP code: ", &code)],
     );
     assert_eq!(exit, Some(0), "{shown}");
-    assert!(shown.contains(&format!("Merged 1 context(s) into {}", mine.display())), "{shown}");
+    assert!(shown.contains(&format!("Merged 1 context into {}", mine.display())), "{shown}");
     let merged = yaml(&mine);
     assert_eq!(merged["current-context"], "mine");
     assert_eq!(item(&merged, "users", "me")["user"]["token"], "t");

@@ -113,7 +113,7 @@ fn without_a_cache_kharond_serves_direct_and_the_first_update_makes_it_route() {
         &[("LIEUTENANT_URL", lieutenant.url()), ("KHARON_BROWSER", browser.as_str())],
     );
     assert!(update.success(), "{}\n{}", update.stdout, update.stderr);
-    assert!(update.stdout.contains("kharond reloaded: 1 clusters, 1 routed"), "{}", update.stdout);
+    assert!(update.stdout.contains("kharond reloaded: 1 cluster, 1 routed"), "{}", update.stdout);
     assert!(cache.exists());
     let status = ctl_json(env, &["status", "-o", "json"]);
     assert_eq!(status["inventory"]["missing"], false, "{status}");

@@ -374,7 +374,7 @@ fn a_socks_client_pipelining_its_request_and_payload_is_relayed_in_order() {
 }
 
 #[test]
-fn unencrypted_key_file_works_without_agent_and_encrypted_one_names_ssh_add() {
+fn unencrypted_key_file_works_without_agent_and_encrypted_one_says_what_to_do() {
     let mut lab = Lab::new(LabOptions::default());
     // Plain key file, agent explicitly off.
     let text =
@@ -397,8 +397,11 @@ fn unencrypted_key_file_works_without_agent_and_encrypted_one_names_ssh_add() {
     lab.start_daemon();
     let (code, _, _) = lab.socks_connect(lab.target.port());
     assert_ne!(code, 0);
-    let expected =
-        format!("{} is encrypted; add it to your agent with `ssh-add {}`", enc.display(), enc.display());
+    // `ssh-add` would not help: this hop has `IdentityAgent none` (issue 35: the advice fits).
+    let expected = format!(
+        "{} is encrypted and the ssh config gives this hop no agent (IdentityAgent none)",
+        enc.display()
+    );
     let chain = lab.chain_status();
     assert!(chain["last_error"].as_str().unwrap_or("").contains(&expected), "{chain}");
     drop(lab.daemon.take());

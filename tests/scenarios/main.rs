@@ -14,6 +14,7 @@ mod faults_half_close;
 mod faults_hops;
 mod faults_leaks;
 mod faults_local_user;
+mod first_hour;
 mod first_start;
 mod host_keys;
 mod hostile_input;

@@ -6,7 +6,18 @@
 use kharon_e2e::kharond::Kharond;
 use kharon_e2e::{inventory, kharonctl, sshd};
 
-use crate::jumphost::{Lab, LabOptions, TARGET, TlsServer};
+use crate::jumphost::{Lab, LabOptions, TARGET};
+use crate::kubeconfig::TlsApi;
+
+/// A TLS API server for TARGET with a CA-signed certificate, and the fact that makes kharonctl
+/// trust that CA (`test` verifies certificates as `clusters ID login` does).
+fn api(lab: &Lab) -> TlsApi {
+    let dir = lab.env.path().join("api");
+    std::fs::create_dir_all(&dir).unwrap();
+    TlsApi::start(&dir, TARGET)
+}
+
+const CA_FACT: &str = "talosAPICertificateAuthorityData";
 
 /// The row of `-o json` for this cluster, endpoint and check.
 fn find(rows: &[serde_json::Value], cluster: &str, endpoint: &str, check: &str) -> serde_json::Value {
@@ -19,7 +30,7 @@ fn find(rows: &[serde_json::Value], cluster: &str, endpoint: &str, check: &str) 
 #[test]
 fn test_checks_each_cluster_through_its_tunnel_and_names_the_broken_hop() {
     let lab = Lab::new(LabOptions::default());
-    let tls = TlsServer::start(lab.env.path());
+    let tls = api(&lab);
     // A second jump host that nobody listens for.
     let dead_port = kharon_e2e::free_port();
     let mut config = std::fs::read_to_string(&lab.ssh_config).unwrap();
@@ -28,6 +39,7 @@ fn test_checks_each_cluster_through_its_tunnel_and_names_the_broken_hop() {
 
     let mut healthy = inventory::routed("c-ok", &lab.jumphost(), "c1.example");
     healthy["dynamicFacts"]["openshiftApiURL"] = format!("https://{TARGET}:{}", tls.port).into();
+    healthy["dynamicFacts"][CA_FACT] = tls.ca_base64.clone().into();
     let broken = inventory::routed("c-broken", "hop-dead", "c2.example");
     let inv = lab.env.write("inventory.json", &inventory::to_json(&[healthy, broken]));
     let agent = lab.agent.socket().display().to_string();
@@ -81,16 +93,18 @@ fn test_checks_each_cluster_through_its_tunnel_and_names_the_broken_hop() {
 #[test]
 fn test_checks_api_console_and_oauth_and_names_a_malformed_url() {
     let lab = Lab::new(LabOptions::default());
-    let tls = TlsServer::start(lab.env.path());
+    let tls = api(&lab);
     let target = format!("{TARGET}:{}", tls.port);
     let mut full = inventory::routed("c-full", &lab.jumphost(), "c1.example");
     full["dynamicFacts"]["openshiftApiURL"] = format!("https://{target}").into();
     full["dynamicFacts"]["openshiftConsoleURL"] = format!("https://{target}/console").into();
     // Steward's fact is a host name; a port is allowed in it like in any host:port.
     full["dynamicFacts"]["openshiftOAuthRoute"] = target.clone().into();
+    full["dynamicFacts"][CA_FACT] = tls.ca_base64.clone().into();
     let mut bad = inventory::routed("c-bad", &lab.jumphost(), "c2.example");
     bad["dynamicFacts"]["openshiftApiURL"] = format!("https://{target}").into();
     bad["dynamicFacts"]["openshiftConsoleURL"] = "https://console.apps.c2.example:99999/".into();
+    bad["dynamicFacts"][CA_FACT] = tls.ca_base64.clone().into();
     let inv = lab.env.write("inventory.json", &inventory::to_json(&[full.clone(), bad]));
     let agent = lab.agent.socket().display().to_string();
     let _daemon = Kharond::start_with(
@@ -117,7 +131,7 @@ fn test_checks_api_console_and_oauth_and_names_a_malformed_url() {
     }
     let malformed = find(rows, "c-bad", "console", "url");
     assert_eq!((&malformed["ok"], &malformed["fact"]), (&false.into(), &"openshiftConsoleURL".into()));
-    let why = malformed["error"].as_str().unwrap();
+    let why = malformed["error"].as_str().unwrap().to_owned();
     assert!(why.contains("openshiftConsoleURL") && why.contains("console.apps.c2.example:99999"), "{why}");
     assert_eq!(find(rows, "c-bad", "api", "https")["ok"], true, "{rows:#?}");
     // kharond's agent, not this shell's: checked and fine.
@@ -131,10 +145,15 @@ fn test_checks_api_console_and_oauth_and_names_a_malformed_url() {
         .collect();
     assert_eq!(failed, [("(local)", "inventory"), ("c-bad", "url")], "{rows:#?}");
 
+    // The table marks the failing row; its note under the table names the fact, once.
     let table = kharonctl::run(&lab.env, &["test"]);
     let line = table.stdout.lines().find(|l| l.contains("c-bad") && l.contains("FAILED")).unwrap_or_default();
-    assert!(line.contains("console") && line.contains("openshiftConsoleURL"), "{}", table.stdout);
-    assert!(table.stdout.contains(&format!("oauth https://{target}")), "{}", table.stdout);
+    assert!(line.contains("console url") && line.contains("[2]"), "{}", table.stdout);
+    let note = table.stdout.lines().find(|l| l.starts_with("[2] c-bad console")).unwrap_or_default();
+    assert!(note.contains("openshiftConsoleURL"), "{}", table.stdout);
+    let said = format!("{}{}", table.stdout, table.stderr);
+    assert_eq!(said.matches(why.as_str()).count(), 1, "the error once:\n{said}");
+    assert!(table.stdout.contains("oauth https"), "{}", table.stdout);
 
     // Without the malformed cluster everything passes, still with no agent in this shell.
     std::fs::write(&inv, inventory::to_json(&[full])).unwrap();
@@ -142,4 +161,70 @@ fn test_checks_api_console_and_oauth_and_names_a_malformed_url() {
     assert!(reload.success(), "{}", reload.stderr);
     let out = kharonctl::run(&lab.env, &["test"]);
     assert_eq!(out.code, Some(0), "{}\n{}", out.stdout, out.stderr);
+}
+
+/// `test` verifies the API's certificate as `clusters ID login` does (issue 35 item 4): the same
+/// roots (the system's and the cluster's CA fact) and the same verifier. A server that presents a
+/// CA certificate as its own (what `openssl req -x509` makes) fails both even with that CA
+/// trusted; a certificate the CA issued passes. The refusal is said once, in words.
+#[test]
+fn test_refuses_the_certificate_login_refuses_and_says_it_once() {
+    let lab = Lab::new(LabOptions {
+        last_hop_hosts: vec![("api.c2.example".to_owned(), "127.0.0.1".to_owned())],
+        ..LabOptions::default()
+    });
+    let good_dir = lab.env.path().join("good");
+    std::fs::create_dir_all(&good_dir).unwrap();
+    let good = TlsApi::start(&good_dir, "api.c2.example");
+    let leaf_dir = lab.env.path().join("ca-as-leaf");
+    std::fs::create_dir_all(&leaf_dir).unwrap();
+    let ca_as_leaf = crate::jumphost::TlsServer::start(&leaf_dir);
+    let own_cert = crate::kubeconfig::base64_encode(&std::fs::read(leaf_dir.join("cert.pem")).unwrap());
+
+    let mut leaf = inventory::routed("c-leaf", &lab.jumphost(), "c1.example");
+    leaf["dynamicFacts"]["openshiftApiURL"] = format!("https://{TARGET}:{}", ca_as_leaf.port).into();
+    leaf["dynamicFacts"][CA_FACT] = own_cert.into();
+    let mut fine = inventory::routed("c-good", &lab.jumphost(), "c2.example");
+    fine["dynamicFacts"]["openshiftApiURL"] = format!("https://api.c2.example:{}", good.port).into();
+    fine["dynamicFacts"][CA_FACT] = good.ca_base64.clone().into();
+    let inv = lab.env.write("inventory.json", &inventory::to_json(&[leaf, fine]));
+    let agent = lab.agent.socket().display().to_string();
+    let _daemon = Kharond::start_with(
+        &lab.env,
+        &["--inventory", inv.to_str().unwrap(), "--ssh-config", lab.ssh_config.to_str().unwrap()],
+        &[("SSH_AUTH_SOCK", agent.as_str())],
+    );
+
+    let out = kharonctl::run(&lab.env, &["test", "-o", "json"]);
+    assert_eq!(out.code, Some(1), "{}\n{}", out.stdout, out.stderr);
+    let rows = out.json();
+    let rows = rows.as_array().unwrap();
+    assert_eq!(find(rows, "c-good", "api", "https")["ok"], true, "{rows:#?}");
+    assert_eq!(find(rows, "c-leaf", "api", "connect")["ok"], true, "the path works: {rows:#?}");
+    let refused = find(rows, "c-leaf", "api", "https");
+    assert_eq!(refused["ok"], false, "{refused}");
+    let why = refused["error"].as_str().unwrap_or_default();
+    assert!(why.contains("a CA certificate (basic constraints CA:TRUE) as its own"), "{why}");
+    assert!(
+        why.contains("CaUsedAsEndEntity") && why.contains("`kharonctl clusters c-leaf login` refuses it too"),
+        "{why}"
+    );
+
+    // Said once: in the note under the table, not also on the live lines.
+    let table = kharonctl::run(&lab.env, &["test"]);
+    assert_eq!(table.code, Some(1));
+    let said = format!("{}{}", table.stdout, table.stderr);
+    assert_eq!(said.matches("CaUsedAsEndEntity").count(), 1, "{said}");
+
+    // `login` refuses that server the same way (the web login's first request), and says it once.
+    let login =
+        kharonctl::run_with(&lab.env, &["clusters", "c-leaf", "login"], &[("KHARON_BROWSER", "true")]);
+    assert_eq!(login.code, Some(1), "{login:?}");
+    assert_eq!(login.stderr.matches("CaUsedAsEndEntity").count(), 1, "{}", login.stderr);
+    assert!(login.stderr.contains("oauth-authorization-server"), "{}", login.stderr);
+    assert!(
+        login.stderr.contains("a CA certificate (basic constraints CA:TRUE) as its own"),
+        "{}",
+        login.stderr
+    );
 }

@@ -63,6 +63,8 @@ pub enum Error {
     Unknown { name: String, suggestions: Vec<String> },
     #[error("no cluster matches {filter:?}{}", tenant_note(tenant.as_deref()))]
     NoMatch { filter: String, tenant: Option<String> },
+    #[error("no cluster is in tenant {tenant:?}{}", did_you_mean(suggestions))]
+    NoTenant { tenant: String, suggestions: Vec<String> },
     /// A partial id or glob that several clusters match, where one is wanted and nobody is at a
     /// terminal to pick: exit code 2 (`main`), the matches listed one a line.
     #[error(
@@ -75,7 +77,7 @@ pub enum Error {
 
 fn did_you_mean(suggestions: &[String]) -> String {
     if suggestions.is_empty() {
-        "; `kharonctl clusters` lists them".to_owned()
+        "; `kharonctl clusters` lists them (`kharonctl update` fetches new ones)".to_owned()
     } else {
         format!("; did you mean {}?", suggestions.join(", "))
     }
@@ -156,11 +158,20 @@ impl Catalog {
         }
     }
 
-    /// A line on stderr when the clusters are kharond's rather than this shell's own inventory: a
-    /// person who expected their cache should learn there is none.
+    /// A line on stderr when the clusters are kharond's and that may surprise: kharond reads an
+    /// inventory cache, but not the one this shell would (another cache dir), so this shell's
+    /// `kharonctl update` would not change what it lists. kharond on an inventory file (the
+    /// README's first command, `kharond --inventory FILE`) is no surprise and goes unmentioned;
+    /// `kharonctl config` shows the source either way.
     pub fn print_source(&self) {
-        if let Source::Daemon { cache, .. } = &self.source {
-            eprintln!("kharonctl: no inventory cache at {}; clusters from {}", cache.display(), self.source);
+        if let Source::Daemon { cache, kind, path } = &self.source
+            && kind == "cache"
+        {
+            eprintln!(
+                "kharonctl: no inventory cache at {}; clusters from kharond's, {path} (kharond and \
+                 kharonctl use different cache directories: give both the same cache_dir)",
+                cache.display()
+            );
         }
     }
 }
@@ -180,6 +191,44 @@ async fn from_daemon(socket: &Path, cache: PathBuf) -> Result<(Vec<Cluster>, Sou
 
 fn absolute(path: &Path) -> PathBuf {
     std::path::absolute(path).unwrap_or_else(|_| path.to_owned())
+}
+
+/// The clusters a listing selects (`clusters [FILTER]`, `kubeconfig [FILTER]`): [`filter`], and
+/// when a filter or tenant selects none, the error a single cluster gets: an id no cluster has is
+/// [`Error::Unknown`] with the closest ids, as `switch ID` and `clusters ID …` say it; a glob is
+/// [`Error::NoMatch`]; a tenant with no cluster, [`Error::NoTenant`]. No filter and no tenant
+/// select every cluster, however few.
+pub fn select<'a>(
+    clusters: &'a [Cluster],
+    name: Option<&str>,
+    tenant: Option<&str>,
+) -> Result<Vec<&'a Cluster>, Error> {
+    let found = filter(clusters, name, tenant);
+    if !found.is_empty() {
+        return Ok(found);
+    }
+    let of_tenant = || clusters.iter().filter(|c| tenant.is_none_or(|t| c.tenant == t));
+    match name {
+        None => match tenant {
+            None => Ok(found),
+            Some(tenant) => {
+                let mut tenants: Vec<&str> = clusters.iter().map(|c| c.tenant.as_str()).collect();
+                tenants.sort_unstable();
+                tenants.dedup();
+                Err(Error::NoTenant {
+                    tenant: tenant.to_owned(),
+                    suggestions: suggest(tenant, tenants.into_iter()),
+                })
+            }
+        },
+        Some(glob) if is_glob(glob) => {
+            Err(Error::NoMatch { filter: glob.to_owned(), tenant: tenant.map(str::to_owned) })
+        }
+        Some(name) => Err(Error::Unknown {
+            name: name.to_owned(),
+            suggestions: suggest(name, of_tenant().map(|c| c.id.as_str())),
+        }),
+    }
 }
 
 /// Whether `pattern` contains glob characters.
@@ -309,6 +358,21 @@ mod tests {
         assert_eq!(ids(filter(&all, Some("b"), None)), ["c-b-2", "c-ab-3"]);
         assert_eq!(ids(filter(&all, None, Some("t-x"))), ["c-a-1", "c-ab-3"]);
         assert!(matches!(candidates(&all, "z*", None, |_| true), Err(Error::NoMatch { .. })));
+    }
+
+    #[test]
+    fn a_listing_that_selects_nothing_is_an_error_worded_as_for_one_cluster() {
+        let all = vec![cluster("c-green-tree-1", "t-a"), cluster("c-red-3", "t-b")];
+        let one = find(&all, "c-gren-tree-1").unwrap_err().to_string();
+        let listed = select(&all, Some("c-gren-tree-1"), None).unwrap_err().to_string();
+        assert_eq!(listed, one, "`clusters ID` and `switch ID` say the same");
+        assert_eq!(one, "unknown cluster \"c-gren-tree-1\"; did you mean c-green-tree-1?");
+        assert!(matches!(select(&all, Some("c-x*"), None), Err(Error::NoMatch { .. })));
+        let tenant = select(&all, None, Some("t-c")).unwrap_err().to_string();
+        assert!(tenant.contains("did you mean t-a, t-b?"), "{tenant}");
+        assert_eq!(select(&all, None, None).unwrap().len(), 2);
+        assert!(select(&[], None, None).unwrap().is_empty(), "an empty inventory lists as empty");
+        assert_eq!(select(&all, Some("red"), None).unwrap().len(), 1);
     }
 
     #[test]

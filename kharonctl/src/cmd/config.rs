@@ -41,15 +41,19 @@ fn opt_row<T>(setting: &'static str, s: &Option<Setting<T>>, show: impl Fn(&T) -
 }
 
 /// Where the cluster commands read their clusters from right now ([`Catalog::load`]), or why they
-/// cannot.
-async fn clusters_row(ctx: &Context) -> Row {
+/// cannot: in the table, only that they cannot (a cell is no place for a paragraph); the whole
+/// reason and what to do follow below it. JSON has the whole reason in `source`.
+async fn clusters_row(ctx: &Context) -> (Row, Option<String>) {
     match Catalog::load(None, &ctx.config).await {
-        Ok(catalog) => Row {
-            setting: "clusters",
-            value: Some(format!("{} cluster(s)", catalog.clusters().len())),
-            source: catalog.source().to_string(),
-        },
-        Err(e) => Row { setting: "clusters", value: None, source: e.to_string() },
+        Ok(catalog) => (
+            Row {
+                setting: "clusters",
+                value: Some(output::count(catalog.clusters().len() as u64, "cluster")),
+                source: catalog.source().to_string(),
+            },
+            None,
+        ),
+        Err(e) => (Row { setting: "clusters", value: None, source: e.to_string() }, Some(e.to_string())),
     }
 }
 
@@ -62,6 +66,7 @@ pub async fn run(args: Args, ctx: &Context) -> anyhow::Result<ExitCode> {
         value: Some(value),
         source: format!("from cache_dir ({})", c.cache_dir.source),
     };
+    let (clusters, clusters_error) = clusters_row(ctx).await;
     let rows = vec![
         Row {
             setting: "config_file",
@@ -84,7 +89,7 @@ pub async fn run(args: Args, ctx: &Context) -> anyhow::Result<ExitCode> {
         row("handshake_timeout", &c.handshake_timeout, |d| format!("{}s", d.as_secs())),
         row("connect_timeout", &c.connect_timeout, |d| format!("{}s", d.as_secs())),
         opt_row("max_connections", &c.max_connections, ToString::to_string),
-        clusters_row(ctx).await,
+        clusters,
     ];
     match args.output {
         Format::Json => output::json(&rows)?,
@@ -92,14 +97,17 @@ pub async fn run(args: Args, ctx: &Context) -> anyhow::Result<ExitCode> {
             let table = output::table(
                 &["SETTING", "VALUE", "SOURCE"],
                 rows.iter().map(|r| {
-                    vec![
-                        r.setting.to_owned(),
-                        r.value.clone().unwrap_or_else(|| "(not set)".into()),
-                        r.source.clone(),
-                    ]
+                    let source = match (r.setting, &clusters_error) {
+                        ("clusters", Some(_)) => "none found (below)".to_owned(),
+                        _ => r.source.clone(),
+                    };
+                    vec![r.setting.to_owned(), r.value.clone().unwrap_or_else(|| "(not set)".into()), source]
                 }),
             );
             println!("{table}");
+            if let Some(why) = &clusters_error {
+                println!("clusters: {why}");
+            }
         }
     }
     Ok(ExitCode::SUCCESS)

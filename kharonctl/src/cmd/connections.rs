@@ -24,13 +24,17 @@ pub struct Args {
     /// Output format: a table, the wide table (every column, exact byte counts), JSON or YAML
     #[arg(short, long, value_enum, default_value_t)]
     pub output: Listing,
-    /// Show the list again every --interval seconds until interrupted (JSON and YAML: one document each time)
+    /// Show the list again every --interval until interrupted (JSON and YAML: one document each time)
     #[arg(short, long)]
     pub watch: bool,
-    /// Seconds between two lists with --watch
-    #[arg(long, value_name = "SECS", default_value_t = 2,
-          value_parser = clap::value_parser!(u64).range(1..=3600))]
-    pub interval: u64,
+    /// Time between two lists with --watch: seconds, or with a unit (500ms, 5s, 1m)
+    #[arg(long, value_name = "DURATION", default_value = "2s", value_parser = interval)]
+    pub interval: Duration,
+}
+
+/// `--interval`: at least 100 ms (a redraw costs a little), at most an hour.
+fn interval(text: &str) -> Result<Duration, String> {
+    crate::duration::within(text, Duration::from_millis(100), Duration::from_secs(3600))
 }
 
 /// One connection; also the JSON and YAML shape (a stable interface for scripts).
@@ -145,12 +149,18 @@ fn render(rows: &[Row], wide: bool) -> String {
             "bytes down",
             "age",
         ];
-        output::table(&headers, lines).to_string()
+        output::wide_table(&headers, lines).to_string()
     } else {
+        // The client as "pid program": one column, so the table fits 80 columns.
+        let client = |r: &Row| match (r.pid, &r.program) {
+            (Some(pid), Some(program)) => format!("{pid} {program}"),
+            (Some(pid), None) => pid.to_string(),
+            (None, Some(program)) => program.clone(),
+            (None, None) => "-".to_owned(),
+        };
         let lines = rows.iter().map(|r| {
             vec![
-                pid(r),
-                text(r.program.as_ref()),
+                client(r),
                 r.protocol.clone(),
                 text(r.destination.as_ref()),
                 route_text(r),
@@ -160,8 +170,11 @@ fn render(rows: &[Row], wide: bool) -> String {
                 age(r),
             ]
         });
-        let headers = ["pid", "program", "proto", "destination", "route", "state", "up", "down", "age"];
-        output::table(&headers, lines).to_string()
+        let headers = ["client", "proto", "destination", "route", "state", "up", "down", "age"];
+        let mut table = output::table(&headers, lines);
+        // Short words, the route and numbers stay whole; the client and destination fold.
+        output::keep_whole(&mut table, &[1, 3, 4, 5, 6, 7]);
+        table.to_string()
     }
 }
 
@@ -189,7 +202,10 @@ pub async fn run(args: Args, ctx: &Context) -> anyhow::Result<ExitCode> {
                 if redraw {
                     // Clear the screen and start at the top, as watch(1) does.
                     print!("\x1b[H\x1b[2J");
-                    println!("every {}s: kharonctl connections (Ctrl-C to stop)\n", args.interval);
+                    println!(
+                        "every {}: kharonctl connections (Ctrl-C to stop)\n",
+                        crate::duration::show(args.interval)
+                    );
                 } else if args.watch {
                     println!();
                 }
@@ -199,7 +215,7 @@ pub async fn run(args: Args, ctx: &Context) -> anyhow::Result<ExitCode> {
         if !args.watch {
             return Ok(ExitCode::SUCCESS);
         }
-        tokio::time::sleep(Duration::from_secs(args.interval)).await;
+        tokio::time::sleep(args.interval).await;
     }
 }
 

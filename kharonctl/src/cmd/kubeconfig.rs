@@ -30,10 +30,13 @@ pub struct Args {
 pub async fn run(args: Args, ctx: &Context) -> anyhow::Result<ExitCode> {
     let catalog = Catalog::load(args.inventory.as_deref(), &ctx.config).await?;
     catalog.print_source();
+    // Which clusters first: an id no cluster has is said alone, as by `switch` and `clusters`.
+    let selected = catalog::select(catalog.clusters(), args.filter.as_deref(), args.tenant.as_deref())?;
     let settings =
         args.destination.settings(kube::Settings::new(ctx.proxy().await, catalog.inventory_file())?);
     let mut entries = Vec::new();
-    for cluster in catalog::filter(catalog.clusters(), args.filter.as_deref(), args.tenant.as_deref()) {
+    let matched = selected.len();
+    for cluster in selected {
         match kube::entry(cluster, &settings) {
             Ok(entry) => {
                 entry.print_warnings();
@@ -45,7 +48,12 @@ pub async fn run(args: Args, ctx: &Context) -> anyhow::Result<ExitCode> {
         }
     }
     if entries.is_empty() {
-        anyhow::bail!("no cluster with an API URL matches");
+        anyhow::bail!(
+            "{} {} but none has an API URL (fact openshiftApiURL or talosApiURL), so \
+             there is nothing to connect to",
+            crate::output::count(matched as u64, "cluster"),
+            if matched == 1 { "matches" } else { "match" }
+        );
     }
     destination::emit(&entries, args.destination)?;
     Ok(ExitCode::SUCCESS)

@@ -14,16 +14,16 @@ pub struct Args {
     /// Log in with a device code shown here and entered on any other device
     #[arg(long)]
     pub device: bool,
-    /// Seconds to wait for the login to complete
-    #[arg(long, value_name = "SECS", default_value_t = oidc::DEFAULT_LOGIN_TIMEOUT.as_secs())]
-    pub timeout: u64,
+    /// How long to wait for the login to complete: seconds, or with a unit (90s, 3m)
+    #[arg(long, value_name = "DURATION", default_value = oidc::DEFAULT_LOGIN_TIMEOUT, value_parser = crate::duration::parse)]
+    pub timeout: Duration,
 }
 
 pub async fn run(args: Args, ctx: &Context) -> anyhow::Result<ExitCode> {
     let api_url = ctx.lieutenant_url();
     let http = lieutenant::http_client()?;
     let lieutenant = Lieutenant::new(api_url, http.clone())?;
-    let options = oidc::LoginOptions { device: args.device, timeout: Duration::from_secs(args.timeout) };
+    let options = oidc::LoginOptions { device: args.device, timeout: args.timeout };
     let mut auth = Auth::new(api_url, &lieutenant, http, ctx.oidc_overrides(), ctx.oidc_places(), options);
     auth.login().await.map_err(|e| ctx.with_lieutenant_hint(e.into()))?;
     println!("logged in; tokens cached in {}", ctx.oidc_places().token_file.display());

@@ -7,19 +7,26 @@
 use std::process::ExitCode;
 
 use crate::context::Context;
+use crate::output;
 
 #[derive(Debug, clap::Args)]
 #[command(after_help = "Exit codes: 0 reloaded; 4 partial: the routing table was reloaded, but the new \
     ssh config could not be read (the old one stays) or it refuses some jump hosts (named, with \
-    file:line); 1 nothing was reloaded (the old table and ssh config stay); 3 kharond is not running.")]
+    file:line); 1 nothing was reloaded (the old table and ssh config stay); 3 kharond is not running.\n\n\
+    Warnings (exit code 0: everything is in force) name what will fail all the same: a jump host \
+    no Host block names whose name does not resolve (with the closest Host name), and no \
+    ssh-agent with no key file usable without one.")]
 pub struct Args {}
 
 pub async fn run(_args: Args, ctx: &Context) -> anyhow::Result<ExitCode> {
     let reply = ctx.daemon().await?.reload().await?;
     let inv = reply.inventory.clone().unwrap_or_default();
     println!(
-        "reloaded {} ({} clusters, {} routed, {} suffixes)",
-        inv.source_path, inv.clusters_total, inv.clusters_routed, inv.include_suffixes
+        "reloaded {} ({}, {} routed, {})",
+        inv.source_path,
+        output::count(inv.clusters_total, "cluster"),
+        inv.clusters_routed,
+        output::count(inv.include_suffixes, "suffix")
     );
     for route in &reply.routes_added {
         println!("  + {route}");
@@ -37,6 +44,7 @@ pub async fn run(_args: Args, ctx: &Context) -> anyhow::Result<ExitCode> {
             c.suffix, winner.cluster, winner.jumphost
         );
     }
+    crate::daemon::reload_outcome::warnings(&reply);
     Ok(crate::daemon::reload_outcome::partial(&reply)
         .map_or(ExitCode::SUCCESS, |()| ExitCode::from(crate::exit::PARTIAL)))
 }

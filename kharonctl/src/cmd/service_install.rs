@@ -156,8 +156,9 @@ pub async fn run(args: Args, ctx: &Context) -> anyhow::Result<ExitCode> {
     match started {
         Ok(message) => println!("{message}"),
         Err(e) => eprintln!(
-            "note: the service manager is not reachable ({e:#}); the files are installed, start the service \
+            "note: the service manager is not reachable ({}); the files are installed, start the service \
              with: {}",
+            kharon_shared::errors::chain(e.as_ref()),
             start_hint(platform, &files)
         ),
     }
@@ -191,7 +192,10 @@ pub async fn run_uninstall(args: UninstallArgs, _ctx: &Context) -> anyhow::Resul
             Platform::Macos => launchctl(&["bootout", &format!("gui/{}/{}", uid(), launchd::LABEL)]),
         };
         if let Err(e) = stopped {
-            eprintln!("note: could not stop the service ({e:#}); removing its files anyway");
+            eprintln!(
+                "note: could not stop the service ({}); removing its files anyway",
+                kharon_shared::errors::chain(e.as_ref())
+            );
         }
     }
     for path in &installed {

@@ -1,5 +1,7 @@
 //! `kharonctl status`: the daemon, its listener, the inventory and its age, connection counters
-//! (with totals per route: direct and each jump host) and the health of every jump host chain.
+//! (with totals per route: direct and each jump host) and the health of every jump host chain,
+//! and what kharond's last check found will fail before a connection does (a jump host no Host
+//! block names that does not resolve, no credentials), with its age.
 
 use std::process::ExitCode;
 use std::time::{SystemTime, UNIX_EPOCH};
@@ -196,6 +198,11 @@ pub async fn run(args: Args, ctx: &Context) -> anyhow::Result<ExitCode> {
                 "resident_bytes": m.resident_bytes, "heap_in_use_bytes": m.heap_in_use_bytes,
                 "heap_bytes": m.heap_bytes,
             })),
+            "preflight": s.preflight.as_ref().map(|p| json!({
+                "checked_at_ms": p.checked_at_ms,
+                "unresolved": p.unresolved.iter().map(|u| json!({"jumphost": u.jumphost, "reason": u.reason})).collect::<Vec<_>>(),
+                "credentials": p.credentials,
+            })),
         }))
         .map(|()| ExitCode::SUCCESS);
     }
@@ -214,14 +221,14 @@ pub async fn run(args: Args, ctx: &Context) -> anyhow::Result<ExitCode> {
         );
     } else {
         println!(
-            "inventory: {} {} — {} clusters ({} routed, {} ignored), {} suffixes, {} jump hosts, data age {}",
+            "inventory: {} {} — {} ({} routed, {} ignored), {}, {}, data age {}",
             inv.source_kind,
             inv.source_path,
-            inv.clusters_total,
+            output::count(inv.clusters_total, "cluster"),
             inv.clusters_routed,
             inv.clusters_ignored,
-            inv.include_suffixes,
-            inv.jumphosts,
+            output::count(inv.include_suffixes, "suffix"),
+            output::count(inv.jumphosts, "jump host"),
             age_of(inv.modified_at_ms)
         );
     }
@@ -272,28 +279,30 @@ pub async fn run(args: Args, ctx: &Context) -> anyhow::Result<ExitCode> {
                 age_of(c.since_ms),
                 probe_text(c.probe.as_ref()),
                 c.open_channels.to_string(),
-                format!("{} / {}", c.bytes_up, c.bytes_down),
+                format!("{} / {}", output::bytes(c.bytes_up), output::bytes(c.bytes_down)),
                 last_error,
             ]
         });
-        println!(
-            "{}",
-            output::table(
-                &[
-                    "jump host",
-                    "hops",
-                    "state",
-                    "since",
-                    "round trip",
-                    "channels",
-                    "bytes up/down",
-                    "last error"
-                ],
-                rows
-            )
+        // Eight columns cannot fold into 80 without breaking "connected" and user@host:port in
+        // two: this one is not folded when piped (a terminal still folds it to its width), and
+        // its state never is.
+        let mut table = output::wide_table(
+            &["jump host", "hops", "state", "since", "round trip", "channels", "bytes up/down", "last error"],
+            rows,
         );
+        output::keep_whole(&mut table, &[2]);
+        println!("{table}");
         for c in s.chains.iter().filter(|c| !c.config_error.is_empty()) {
             println!("jump host {} is not used: {}", c.jumphost, c.config_error);
+        }
+    }
+    if let Some(p) = &s.preflight {
+        let checked = format!("checked {} ago", age_of(p.checked_at_ms));
+        for u in &p.unresolved {
+            println!("warning: jump host {}: {} ({checked})", u.jumphost, u.reason);
+        }
+        if !p.credentials.is_empty() {
+            println!("warning: {} ({checked})", p.credentials);
         }
     }
     Ok(ExitCode::SUCCESS)

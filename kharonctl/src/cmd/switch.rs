@@ -17,8 +17,9 @@ use crate::kube::{self, Kubeconfig};
 #[derive(clap::Args, Debug)]
 #[command(after_help = "Examples:\n  kharonctl switch              # pick on the terminal\n  \
     kharonctl switch c-example-1\n  kharonctl switch example      # a part of an id\n  kharonctl switch -\n\n\
-    Exit codes: 0 switched (or listed); 1 failed; 2 the part of an id matches several clusters and \
-    output is not a terminal (they are listed).")]
+    Exit codes: 0 switched (or listed); 1 failed, or no cluster has that id (the closest ids are \
+    suggested); 2 the part of an id matches several clusters and output is not a terminal (they are \
+    listed).")]
 pub struct Args {
     /// Cluster id, a part of one, or `-` for the previous context; none: pick on the terminal (or,
     /// when output is not a terminal, list the choices)

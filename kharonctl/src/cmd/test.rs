@@ -4,11 +4,17 @@
 //! The daemon checks the path through its real tunnels (SSH login per hop, then TCP to the
 //! endpoint), reports URLs it cannot use (by cluster and fact) and whether its own ssh-agent
 //! answers, and streams one event per check; for each endpoint that answered, this command then
-//! does a TLS handshake and a `GET` through the SOCKS proxy (`/version` for the API), as kubectl or
-//! a browser would. Also the inventory's warnings. Exit code 1 when anything failed.
+//! does a TLS handshake and a `GET` through the SOCKS proxy (`/version` for the API), verifying
+//! the certificate exactly as `clusters ID login` does (same roots, same verifier: kube/trust.rs),
+//! so a server `test` passes is one `login` accepts. Also the inventory's warnings. Exit code 1
+//! when anything failed.
 //!
 //! The ssh-agent that matters is kharond's, not this shell's: the daemon does every SSH login.
+//!
+//! Each error is said once: the table has one row per check and a mark, and the errors follow it
+//! in full, numbered; the live lines while checks run say only which check failed.
 
+use std::collections::HashMap;
 use std::io::IsTerminal;
 use std::process::ExitCode;
 use std::time::{Duration, Instant};
@@ -19,8 +25,9 @@ use serde::Serialize;
 
 use crate::catalog::picker::{self, Marks};
 use crate::catalog::{self, Catalog};
-use crate::context::Context;
+use crate::context::{Context, Proxy};
 use crate::daemon::Daemon;
+use crate::kube::trust;
 use crate::output::{self, Format};
 
 #[derive(Debug, clap::Args)]
@@ -56,17 +63,36 @@ struct Row {
 /// How long the HTTPS check through the proxy may take.
 const HTTPS_TIMEOUT: Duration = Duration::from_secs(10);
 
-/// The client for the HTTPS checks, through the daemon's SOCKS listener. Certificates are not
-/// verified: cluster CAs are private and this checks reachability, not trust (kubectl does that).
-fn https_client(ctx: &Context, status: &pb::StatusResponse) -> anyhow::Result<reqwest::Client> {
-    let proxy = ctx.proxy_of(status).map_err(anyhow::Error::msg)?;
-    Ok(reqwest::Client::builder()
+/// The client for one cluster's HTTPS checks, through the daemon's SOCKS listener, trusting what
+/// `clusters ID login` trusts for that cluster ([`trust`]).
+fn https_client(proxy: &Proxy, ca_pem: Option<&[u8]>) -> anyhow::Result<reqwest::Client> {
+    Ok(trust::builder(ca_pem)?
         .no_proxy()
         .proxy(reqwest::Proxy::all(proxy.url("socks5h"))?)
-        .danger_accept_invalid_certs(true)
         .redirect(reqwest::redirect::Policy::none())
         .timeout(HTTPS_TIMEOUT)
         .build()?)
+}
+
+/// One HTTPS client per cluster (its CA may differ), made on first use.
+struct Clients<'a> {
+    proxy: Proxy,
+    catalog: Option<&'a Catalog>,
+    made: HashMap<String, (reqwest::Client, bool)>,
+}
+
+impl Clients<'_> {
+    /// The client for `cluster`'s checks, and whether it trusts a CA of the cluster's own.
+    fn of(&mut self, cluster: &str) -> anyhow::Result<(reqwest::Client, bool)> {
+        if let Some(made) = self.made.get(cluster) {
+            return Ok(made.clone());
+        }
+        let ca =
+            self.catalog.and_then(|c| catalog::find(c.clusters(), cluster).ok()).and_then(trust::cluster_ca);
+        let made = (https_client(&self.proxy, ca.as_deref())?, ca.is_some());
+        self.made.insert(cluster.to_owned(), made.clone());
+        Ok(made)
+    }
 }
 
 /// What to `GET` for an endpoint that answered: the API's `/version` over TLS (as kubectl), the
@@ -75,10 +101,23 @@ fn https_url(event: &pb::TestEvent) -> String {
     if event.kind == "api" { format!("https://{}/version", event.endpoint) } else { event.url.clone() }
 }
 
-/// Any HTTP answer counts: a 401 or 403 still proves the server is reachable and speaks TLS.
-async fn https_check(client: &reqwest::Client, url: &str) -> Result<Duration, String> {
+/// Any HTTP answer counts: a 401 or 403 still proves the server is reachable and speaks TLS. A
+/// certificate refusal is said in words first, then as the TLS library put it.
+async fn https_check(
+    client: &reqwest::Client,
+    url: &str,
+    cluster: &str,
+    own_ca: bool,
+) -> Result<Duration, String> {
     let started = Instant::now();
-    client.get(url).send().await.map_err(|e| crate::lieutenant::chain(&e))?;
+    client.get(url).send().await.map_err(|e| {
+        let chain = crate::lieutenant::chain(&e);
+        let host = e.url().and_then(|u| u.host_str()).unwrap_or_default().to_owned();
+        match trust::explain(&chain, &host, own_ca) {
+            Some(words) => format!("{words}; `kharonctl clusters {cluster} login` refuses it too ({chain})"),
+            None => chain,
+        }
+    })?;
     Ok(started.elapsed())
 }
 
@@ -140,23 +179,26 @@ fn endpoint_row(event: &pb::TestEvent, check: &str) -> Row {
 /// The ids kharond is asked about: each part of an id that names one cluster of the catalog becomes
 /// its id (several: the picker, or exit code 2). A name the catalog does not know, or no catalog at
 /// all, goes as given: kharond may route by another inventory, and names what it does not know.
-async fn full_ids(names: Vec<String>, ctx: &Context) -> anyhow::Result<Vec<String>> {
+async fn full_ids(names: Vec<String>, catalog: Option<&Catalog>) -> anyhow::Result<Vec<String>> {
     if names.is_empty() {
         return Ok(names);
     }
-    let Ok(catalog) = Catalog::load(None, &ctx.config).await else {
+    let Some(catalog) = catalog else {
         return Ok(names);
     };
+    // kharond's own table: a name it does not know is unknown to kharond too, said as everywhere.
+    let same_as_kharond = matches!(catalog.source(), catalog::Source::Daemon { .. });
     let marks = Marks::default();
     let mut ids = Vec::with_capacity(names.len());
     for name in names {
         match picker::one(catalog.clusters(), &name, None, |_| true, &marks, "Which cluster to test?") {
             Ok(cluster) => ids.push(cluster.id.clone()),
             Err(e)
-                if matches!(
-                    e.downcast_ref(),
-                    Some(catalog::Error::Unknown { .. } | catalog::Error::NoMatch { .. })
-                ) =>
+                if !same_as_kharond
+                    && matches!(
+                        e.downcast_ref(),
+                        Some(catalog::Error::Unknown { .. } | catalog::Error::NoMatch { .. })
+                    ) =>
             {
                 ids.push(name)
             }
@@ -167,8 +209,11 @@ async fn full_ids(names: Vec<String>, ctx: &Context) -> anyhow::Result<Vec<Strin
 }
 
 pub async fn run(args: Args, ctx: &Context) -> anyhow::Result<ExitCode> {
+    // The clusters' CAs for the HTTPS checks, and the ids a part of one stands for. Without a
+    // catalog, kharond's names go as given and the checks trust the system's roots only.
+    let catalog = Catalog::load(None, &ctx.config).await.ok();
     // Before the progress spinner: the picker may need the terminal.
-    let clusters = full_ids(args.clusters, ctx).await?;
+    let clusters = full_ids(args.clusters, catalog.as_ref()).await?;
     let mut daemon = ctx.daemon().await?;
     let status = daemon.status().await?;
     let mut rows = vec![inventory_row(&status)];
@@ -183,20 +228,22 @@ pub async fn run(args: Args, ctx: &Context) -> anyhow::Result<ExitCode> {
     } else {
         None
     };
-    let client = https_client(ctx, &status)?;
+    let proxy = ctx.proxy_of(&status).map_err(anyhow::Error::msg)?;
+    let mut clients = Clients { proxy, catalog: catalog.as_ref(), made: HashMap::new() };
     let mut stream = daemon.test(clusters).await?;
     while let Some(event) = Daemon::next_event(&mut stream).await? {
         if event.step == "agent" {
             rows.push(agent_row(&event));
             continue;
         }
+        // Which check, not why: the reason is in the table's notes, once.
         let line = format!(
-            "{} {} {} via {}: {}",
+            "{} {} {} via {}{}",
             if event.ok { "ok  " } else { "FAIL" },
             event.cluster,
             event.kind,
             event.path,
-            if event.ok { output::millis(event.latency_us) } else { event.error.clone() }
+            if event.ok { format!(": {}", output::millis(event.latency_us)) } else { String::new() }
         );
         match &progress {
             Some(bar) => bar.println(line),
@@ -211,7 +258,8 @@ pub async fn run(args: Args, ctx: &Context) -> anyhow::Result<ExitCode> {
             }
             let url = https_url(&event);
             let mut row = endpoint_row(&event, "https");
-            match https_check(&client, &url).await {
+            let (client, own_ca) = clients.of(&event.cluster)?;
+            match https_check(&client, &url, &event.cluster, own_ca).await {
                 Ok(took) => row.latency_ms = took.as_secs_f64() * 1000.0,
                 Err(e) => (row.ok, row.latency_ms, row.error) = (false, 0.0, e),
             }
@@ -233,36 +281,56 @@ pub async fn run(args: Args, ctx: &Context) -> anyhow::Result<ExitCode> {
     match args.output {
         Format::Json => output::json(&rows)?,
         Format::Table => {
-            let table = output::table(
-                &["cluster", "endpoint", "path", "check", "result", "latency", "error"],
-                rows.iter().map(|r| {
-                    // A malformed URL's error names the fact that holds it.
-                    let endpoint = if r.url.is_empty() {
-                        r.endpoint.clone()
-                    } else {
-                        format!("{} {}", r.endpoint, r.url)
-                    };
-                    let path = if r.hops.is_empty() {
-                        r.path.clone()
-                    } else {
-                        format!("{} ({})", r.path, r.hops.join(" → "))
-                    };
-                    vec![
-                        r.cluster.clone(),
-                        endpoint,
-                        path,
-                        r.check.clone(),
-                        if r.ok { "ok".into() } else { "FAILED".into() },
-                        if r.latency_ms > 0.0 { format!("{:.1} ms", r.latency_ms) } else { String::new() },
-                        if r.error.is_empty() { r.note.clone() } else { r.error.clone() },
-                    ]
-                }),
-            );
+            let (table, notes) = render(&rows);
             println!("{table}");
+            for note in notes {
+                println!("{note}");
+            }
             if failed > 0 {
-                println!("{failed} check(s) failed");
+                println!("{} failed", output::count(failed as u64, "check"));
             }
         }
     }
     Ok(if failed > 0 { ExitCode::FAILURE } else { ExitCode::SUCCESS })
+}
+
+/// The table (one row per check: which cluster and endpoint, through which jump host, the result
+/// and how long it took) and the notes under it: each error in full, and what a passing check
+/// wants known, numbered as the rows that have them are marked.
+fn render(rows: &[Row]) -> (comfy_table::Table, Vec<String>) {
+    let mut notes = Vec::new();
+    let cells: Vec<Vec<String>> = rows
+        .iter()
+        .map(|r| {
+            let mut result = if r.ok { "ok".to_owned() } else { "FAILED".to_owned() };
+            if r.latency_ms > 0.0 {
+                result.push_str(&format!(" {:.1} ms", r.latency_ms));
+            }
+            let said = if r.error.is_empty() { &r.note } else { &r.error };
+            if !said.is_empty() {
+                notes.push(note(notes.len() + 1, r, said));
+                result.push_str(&format!(" [{}]", notes.len()));
+            }
+            // "api connect", "console https"; the local rows' check is their endpoint's name.
+            let check = if r.check == r.endpoint || r.cluster == "(local)" {
+                r.endpoint.clone()
+            } else {
+                format!("{} {}", r.endpoint, r.check)
+            };
+            vec![r.cluster.clone(), check, r.path.clone(), result]
+        })
+        .collect();
+    let mut table = output::table(&["cluster", "check", "via", "result"], cells);
+    // Ids, the check and its result stay whole; the path folds.
+    output::keep_whole(&mut table, &[0, 1, 3]);
+    (table, notes)
+}
+
+/// "[n] cluster endpoint URL: text", what a row's mark stands for (an error names its hop itself).
+fn note(n: usize, r: &Row, text: &str) -> String {
+    let mut about = format!("[{n}] {} {}", r.cluster, r.endpoint);
+    if !r.url.is_empty() {
+        about.push_str(&format!(" {}", r.url));
+    }
+    format!("{about}: {text}")
 }

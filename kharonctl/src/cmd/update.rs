@@ -31,9 +31,9 @@ pub struct Args {
     /// If a login is needed, use the device code flow instead of the browser
     #[arg(long)]
     pub device: bool,
-    /// Seconds a login (if one is needed) may take
-    #[arg(long, value_name = "SECS", default_value_t = oidc::DEFAULT_LOGIN_TIMEOUT.as_secs())]
-    pub login_timeout: u64,
+    /// How long a login (if one is needed) may take: seconds, or with a unit (90s, 3m)
+    #[arg(long, value_name = "DURATION", default_value = oidc::DEFAULT_LOGIN_TIMEOUT, value_parser = crate::duration::parse)]
+    pub login_timeout: Duration,
     /// Write the cache but do not ask kharond to reload
     #[arg(long)]
     pub no_reload: bool,
@@ -128,7 +128,12 @@ async fn reload(daemon: &mut Daemon, cache_path: &Path) -> anyhow::Result<bool> 
     }
     let reply = daemon.reload().await.context("the cache was written, but kharond could not reload it")?;
     let inv = reply.inventory.clone().unwrap_or_default();
-    println!("kharond reloaded: {} clusters, {} routed", inv.clusters_total, inv.clusters_routed);
+    println!(
+        "kharond reloaded: {}, {} routed",
+        output::count(inv.clusters_total, "cluster"),
+        inv.clusters_routed
+    );
+    crate::daemon::reload_outcome::warnings(&reply);
     Ok(crate::daemon::reload_outcome::partial(&reply).is_some())
 }
 
@@ -142,8 +147,7 @@ fn same_file(a: &Path, b: &Path) -> bool {
 async fn fetch(args: &Args, ctx: &Context, api_url: &str) -> anyhow::Result<Vec<Cluster>> {
     let http = lieutenant::http_client()?;
     let lieutenant = Lieutenant::new(api_url, http.clone())?;
-    let options =
-        oidc::LoginOptions { device: args.device, timeout: Duration::from_secs(args.login_timeout) };
+    let options = oidc::LoginOptions { device: args.device, timeout: args.login_timeout };
     let mut auth = Auth::new(api_url, &lieutenant, http, ctx.oidc_overrides(), ctx.oidc_places(), options);
 
     let mut bearer = auth.bearer().await?;
@@ -181,11 +185,11 @@ fn spinner(message: &str) -> ProgressBar {
 fn report(new: &Envelope, old: Option<&Envelope>, table: &RoutingTable) {
     let r = table.report();
     println!(
-        "fetched {} clusters from {} ({} routed through {} jump hosts, {} ignored)",
-        r.clusters_total,
+        "fetched {} from {} ({} routed through {}, {} ignored)",
+        output::count(r.clusters_total as u64, "cluster"),
         new.api_url,
         r.clusters_routed,
-        table.jumphosts().len(),
+        output::count(table.jumphosts().len() as u64, "jump host"),
         r.clusters_ignored
     );
     let ids = |e: &Envelope| e.clusters.iter().map(|c| c.id.clone()).collect::<BTreeSet<_>>();

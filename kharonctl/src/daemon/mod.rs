@@ -1,6 +1,6 @@
 //! The gRPC client on kharond's control socket, and the only file here that touches tonic.
-//! A missing socket or a refused connection becomes "kharond is not running; start it with …"
-//! instead of a transport error dump. [`reload_outcome`]: what a reload left out, told the same
+//! A missing socket, or a stale one a killed kharond left (it refuses connections), becomes
+//! "kharond is not running …; start it with …" instead of a transport error dump. [`reload_outcome`]: what a reload left out, told the same
 //! way by `reload` and `update`.
 //!
 //! Only a daemon of our own user is talked to: the path must be a socket we own (checked before
@@ -30,12 +30,10 @@ const MAX_MESSAGE: usize = 64 * 1024 * 1024;
 
 #[derive(Debug, thiserror::Error)]
 pub enum Error {
-    #[error(
-        "kharond is not running (no control socket at {}); start it with `kharond` \
-         (or `systemctl --user start kharond` once installed as a service)",
-        path.display()
-    )]
-    NotRunning { path: PathBuf },
+    /// Nothing answers: no socket file at all, or (`stale`) one left by a kharond that did not
+    /// end cleanly (killed, crashed), which nothing listens on any more.
+    #[error("{}", not_running(path, *stale))]
+    NotRunning { path: PathBuf, stale: bool },
     #[error("cannot reach kharond at {}: {source}", path.display())]
     Connect { path: PathBuf, source: tonic::transport::Error },
     /// Not a socket, or another user's.
@@ -49,6 +47,32 @@ pub enum Error {
     ForeignListener { path: PathBuf, listener: ForeignListener },
     #[error("kharond: {}", status.message())]
     Call { status: tonic::Status },
+}
+
+impl Error {
+    /// kharond refused the request itself as malformed (a host that is not one, say): the
+    /// command line's fault, exit code 2.
+    pub fn is_bad_request(&self) -> bool {
+        matches!(self, Error::Call { status } if status.code() == tonic::Code::InvalidArgument)
+    }
+}
+
+fn not_running(path: &Path, stale: bool) -> String {
+    if stale {
+        format!(
+            "kharond is not running: the control socket {} is stale, left by a kharond that ended \
+             without removing it (killed or crashed), and nothing answers on it; start kharond again \
+             with `kharond` (or `systemctl --user restart kharond` when installed as a service), which \
+             replaces it",
+            path.display()
+        )
+    } else {
+        format!(
+            "kharond is not running (no control socket at {}); start it with `kharond` (or \
+             `systemctl --user start kharond` once installed as a service)",
+            path.display()
+        )
+    }
 }
 
 /// The process at the other end of the control socket runs as another user.
@@ -78,13 +102,13 @@ fn connect_failure(path: &Path, source: tonic::transport::Error) -> Error {
             if let Some(listener) = io.get_ref().and_then(|e| e.downcast_ref::<ForeignListener>()) {
                 return Error::ForeignListener { path: path.to_owned(), listener: *listener };
             }
-            // A stale socket file (daemon crashed) refuses connections: same advice as none.
+            // A stale socket file (daemon killed or crashed) refuses connections.
             if io.kind() == std::io::ErrorKind::ConnectionRefused {
-                return Error::NotRunning { path: path.to_owned() };
+                return Error::NotRunning { path: path.to_owned(), stale: true };
             }
         }
         if error.to_string().contains("refused") {
-            return Error::NotRunning { path: path.to_owned() };
+            return Error::NotRunning { path: path.to_owned(), stale: true };
         }
         cause = error.source();
     }
@@ -99,7 +123,7 @@ pub struct Daemon {
 impl Daemon {
     pub async fn connect(path: &Path) -> Result<Self, Error> {
         if !kharon_shared::paths::check_own_socket(path)? {
-            return Err(Error::NotRunning { path: path.to_owned() });
+            return Err(Error::NotRunning { path: path.to_owned(), stale: false });
         }
         let socket = path.to_owned();
         // The URI is ignored by the connector; it must be http:// or tonic would try TLS.

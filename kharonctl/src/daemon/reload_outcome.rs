@@ -1,4 +1,5 @@
-//! What a reload left out, told the same way by `reload` and `update`.
+//! What a reload left out, and what will fail although it went in, told the same way by `reload`
+//! and `update`.
 
 /// Says on stderr what a partial reload left out; `Some` if it was partial.
 pub(crate) fn partial(reply: &kharon_shared::proto::v1::ReloadResponse) -> Option<()> {
@@ -16,4 +17,18 @@ pub(crate) fn partial(reply: &kharon_shared::proto::v1::ReloadResponse) -> Optio
         );
     }
     (!reply.ssh_config_error.is_empty() || !reply.refused.is_empty()).then_some(())
+}
+
+/// Says on stderr what kharond's check after the reload found will fail: jump hosts no Host block
+/// names that do not resolve, and no credentials any jump host would take. Not a partial reload
+/// (everything is in force), so it changes no exit code. Returns how many lines it said.
+pub(crate) fn warnings(reply: &kharon_shared::proto::v1::ReloadResponse) -> usize {
+    let Some(found) = &reply.preflight else { return 0 };
+    for u in &found.unresolved {
+        eprintln!("warning: jump host {}: {}", u.jumphost, u.reason);
+    }
+    if !found.credentials.is_empty() {
+        eprintln!("warning: {}", found.credentials);
+    }
+    found.unresolved.len() + usize::from(!found.credentials.is_empty())
 }

@@ -59,7 +59,11 @@ pub fn emit(entries: &[Entry], destination: Destination) -> Result<(), Error> {
             None => print!("{}", k.to_yaml()?),
             Some(path) => {
                 k.write(&path)?;
-                eprintln!("Wrote {} context(s) to {}", entries.len(), path.display());
+                eprintln!(
+                    "Wrote {} to {}",
+                    crate::output::count(entries.len() as u64, "context"),
+                    path.display()
+                );
             }
         }
         return Ok(());
@@ -78,7 +82,7 @@ pub fn emit(entries: &[Entry], destination: Destination) -> Result<(), Error> {
         k.switch_to(first);
     }
     k.write(&path)?;
-    eprintln!("Merged {} context(s) into {}", entries.len(), path.display());
+    eprintln!("Merged {} into {}", crate::output::count(entries.len() as u64, "context"), path.display());
     Ok(())
 }
 

@@ -14,11 +14,13 @@
 //!
 //! Where a kubeconfig goes (stdout, `-o FILE`, `--merge`, each cluster's own file) is
 //! [`destination`]. The OpenShift tokens the exec entry of case 3 hands out, and the web login that
-//! gets them, are [`openshift_login`]. It knows nothing of where clusters come from
+//! gets them, are [`openshift_login`]; which certificates those requests (and `test`'s) trust is
+//! [`trust`]. It knows nothing of where clusters come from
 //! ([`crate::catalog`]) or of running kubectl (`cmd/`).
 
 pub mod destination;
 pub mod openshift_login;
+pub mod trust;
 
 use std::path::{Path, PathBuf};
 

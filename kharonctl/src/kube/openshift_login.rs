@@ -19,7 +19,7 @@ use std::path::{Path, PathBuf};
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 use base64::Engine as _;
-use kharon_shared::inventory::{Cluster, fact};
+use kharon_shared::inventory::Cluster;
 use serde::{Deserialize, Serialize};
 use sha2::Digest as _;
 use tokio::net::{TcpListener, TcpStream};
@@ -52,6 +52,9 @@ pub enum Error {
     Client(reqwest::Error),
     #[error("{url}: {source}")]
     Http { url: String, source: reqwest::Error },
+    /// The server's certificate is refused (kube/trust.rs says why in words; `test` says the same).
+    #[error("{url}: {words} ({detail})")]
+    Certificate { url: String, words: String, detail: String },
     #[error("{url} answered HTTP {status}: {body}")]
     Status { url: String, status: u16, body: String },
     #[error("{url} did not return OAuth server metadata: {source}")]
@@ -155,9 +158,7 @@ impl WebLogin {
         let Some(api_url) = cluster.api_url() else {
             return Err(Error::NoApiUrl { id: cluster.id.clone() });
         };
-        let ca_pem = cluster.dynamic_fact_str(fact::TALOS_CA_DATA).and_then(|ca| {
-            base64::engine::general_purpose::STANDARD.decode(ca.split_whitespace().collect::<String>()).ok()
-        });
+        let ca_pem = super::trust::cluster_ca(cluster);
         let places = ctx.oidc_places();
         Ok(Self {
             api_url: api_url.to_owned(),
@@ -193,7 +194,7 @@ pub async fn web_login(opts: &WebLogin) -> Result<StoredToken, Error> {
     let client = client(opts)?;
     let base = opts.api_url.trim_end_matches('/');
     let discovery = format!("{base}/.well-known/oauth-authorization-server");
-    let meta: Metadata = checked(&client, client.get(&discovery), &discovery)
+    let meta: Metadata = checked(&client, client.get(&discovery), &discovery, opts.ca_pem.is_some())
         .await?
         .json()
         .await
@@ -235,11 +236,12 @@ pub async fn web_login(opts: &WebLogin) -> Result<StoredToken, Error> {
         ("code_verifier", verifier.as_str()),
     ];
     let token_url = meta.token_endpoint;
-    let response: TokenResponse = checked(&client, client.post(&token_url).form(&form), &token_url)
-        .await?
-        .json()
-        .await
-        .map_err(|source| Error::Http { url: token_url.clone(), source })?;
+    let response: TokenResponse =
+        checked(&client, client.post(&token_url).form(&form), &token_url, opts.ca_pem.is_some())
+            .await?
+            .json()
+            .await
+            .map_err(|source| Error::Http { url: token_url.clone(), source })?;
     let now = SystemTime::now().duration_since(UNIX_EPOCH).map(|d| d.as_secs()).unwrap_or(0);
     Ok(StoredToken {
         token: response.access_token,
@@ -248,7 +250,9 @@ pub async fn web_login(opts: &WebLogin) -> Result<StoredToken, Error> {
 }
 
 fn client(opts: &WebLogin) -> Result<reqwest::Client, Error> {
-    let mut builder = reqwest::Client::builder()
+    // The trust `test` checks with too (trust.rs).
+    let mut builder = super::trust::builder(opts.ca_pem.as_deref())
+        .map_err(Error::Client)?
         .redirect(reqwest::redirect::Policy::none())
         .connect_timeout(Duration::from_secs(20))
         .timeout(Duration::from_secs(60));
@@ -257,11 +261,6 @@ fn client(opts: &WebLogin) -> Result<reqwest::Client, Error> {
     if let Some(proxy) = &opts.proxy {
         builder = builder.proxy(reqwest::Proxy::all(proxy).map_err(Error::Client)?);
     }
-    if let Some(pem) = &opts.ca_pem {
-        for cert in reqwest::Certificate::from_pem_bundle(pem).map_err(Error::Client)? {
-            builder = builder.add_root_certificate(cert);
-        }
-    }
     builder.build().map_err(Error::Client)
 }
 
@@ -269,10 +268,17 @@ async fn checked(
     client: &reqwest::Client,
     request: reqwest::RequestBuilder,
     url: &str,
+    own_ca: bool,
 ) -> Result<reqwest::Response, Error> {
     let request = request.header("Accept", "application/json").build().map_err(Error::Client)?;
-    let response =
-        client.execute(request).await.map_err(|source| Error::Http { url: url.to_owned(), source })?;
+    let host = request.url().host_str().unwrap_or_default().to_owned();
+    let response = client.execute(request).await.map_err(|source| {
+        let detail = crate::lieutenant::chain(&source);
+        match super::trust::explain(&detail, &host, own_ca) {
+            Some(words) => Error::Certificate { url: url.to_owned(), words, detail },
+            None => Error::Http { url: url.to_owned(), source },
+        }
+    })?;
     if response.status().is_success() {
         return Ok(response);
     }

@@ -39,17 +39,7 @@ pub enum Error {
 /// The error and its causes on one line: reqwest's own message ("error sending request") hides the
 /// useful part ("Connection refused") in its sources.
 pub(crate) fn chain(e: &dyn std::error::Error) -> String {
-    let mut out = e.to_string();
-    let mut next = e.source();
-    while let Some(cause) = next {
-        let text = cause.to_string();
-        if !out.contains(&text) {
-            out.push_str(": ");
-            out.push_str(&text);
-        }
-        next = cause.source();
-    }
-    out
+    kharon_shared::errors::chain(e)
 }
 
 /// The HTTP client for Lieutenant and the IdP: no proxy from the environment, no redirects.

@@ -73,11 +73,19 @@ async fn check(state: &State, endpoint: &Endpoint) -> pb::TestEvent {
 const AGENT_CONNECT: Duration = Duration::from_secs(2);
 
 /// Whether the ssh-agent kharond uses by default answers: that, not the caller's shell, decides
-/// whether agent keys reach the jump hosts. No agent at all is not a failure: hops may use key
-/// files or an `IdentityAgent` of their own, and their connect checks show whether that works.
+/// whether agent keys reach the jump hosts. No agent at all fails only when the jump hosts have
+/// nothing else to authenticate with (no key file usable without an agent, no `IdentityAgent` of
+/// their own: `ssh::preflight`); otherwise their connect checks show whether the files work.
 async fn agent_check(state: &State) -> pb::TestEvent {
     let mut event = pb::TestEvent { step: "agent".to_owned(), ok: true, ..Default::default() };
-    let Some(socket) = state.pool.default_agent() else { return event };
+    let Some(socket) = state.pool.default_agent() else {
+        let jumphosts = state.table().table.jumphosts();
+        if let Some(why) = crate::ssh::preflight::credentials_of(&state.pool, &jumphosts) {
+            event.ok = false;
+            event.error = why;
+        }
+        return event;
+    };
     event.endpoint = socket.to_owned();
     let started = std::time::Instant::now();
     let outcome = tokio::time::timeout(AGENT_CONNECT, tokio::net::UnixStream::connect(socket)).await;

@@ -147,6 +147,24 @@ fn refused_jumphosts(refused: &[(String, ssh::health::Refusal)]) -> Vec<pb::Refu
         .collect()
 }
 
+/// What a preflight check found, without the jump hosts in `connected` (they work after all).
+fn preflight(findings: &ssh::preflight::Findings, connected: &[String]) -> pb::Preflight {
+    pb::Preflight {
+        checked_at_ms: unix_ms(findings.at),
+        unresolved: findings
+            .unresolved
+            .iter()
+            .filter(|u| !connected.contains(&u.jumphost))
+            .map(|u| pb::JumphostWarning { jumphost: u.jumphost.clone(), reason: u.reason.clone() })
+            .collect(),
+        credentials: if connected.is_empty() {
+            findings.credentials.clone().unwrap_or_default()
+        } else {
+            String::new()
+        },
+    }
+}
+
 fn reload_record(record: &ReloadRecord) -> pb::ReloadRecord {
     let result = match record.result {
         ReloadResult::Ok => pb::ReloadResult::Ok,
@@ -249,9 +267,11 @@ impl pb::control_server::Control for Control {
             wanted.iter().filter(|w| !loaded.endpoints.iter().any(|e| &e.cluster == *w)).collect();
         if !unknown.is_empty() {
             let names: Vec<&str> = unknown.iter().map(|s| s.as_str()).collect();
+            let quoted: Vec<String> = names.iter().map(|n| format!("{n:?}")).collect();
             return Err(Status::not_found(format!(
-                "no cluster with an API, console or OAuth URL named {}; `kharonctl clusters` lists them",
-                names.join(", ")
+                "unknown cluster {} (kharond's table has no cluster by that id with an API, console or \
+                 OAuth URL); `kharonctl clusters` lists them",
+                quoted.join(", ")
             )));
         }
         let endpoints: Vec<crate::routing::endpoints::Endpoint> = loaded
@@ -277,6 +297,12 @@ impl pb::control_server::Control for Control {
         let history = state.reload_history();
         let routes = state.registry.routes();
         let now = SystemTime::now();
+        let chains = state.pool.status();
+        let connected: Vec<String> = chains
+            .iter()
+            .filter(|c| c.state == ssh::ChainState::Connected)
+            .map(|c| c.jumphost.clone())
+            .collect();
         Ok(Response::new(pb::StatusResponse {
             version: kharon_shared::VERSION.to_owned(),
             pid: std::process::id(),
@@ -286,9 +312,7 @@ impl pb::control_server::Control for Control {
             control_socket: state.control_socket.display().to_string(),
             inventory: Some(inventory_info(state, &loaded)),
             connections: Some(connection_stats(&routes, stats.failed.load(Ordering::Relaxed))),
-            chains: state
-                .pool
-                .status()
+            chains: chains
                 .into_iter()
                 .map(|health| {
                     let probe = probes.remove(&health.jumphost);
@@ -300,6 +324,7 @@ impl pb::control_server::Control for Control {
             last_failed_reload: history.last_failed.as_ref().map(reload_record),
             routes: routes.into_iter().map(route_totals).collect(),
             memory: Some(memory(crate::process::memory::now())),
+            preflight: Some(preflight(&state.preflight_findings(), &connected)),
         }))
     }
 
@@ -324,6 +349,7 @@ impl pb::control_server::Control for Control {
                     routes_removed: outcome.routes_removed,
                     ssh_config_error: outcome.ssh_config_error.unwrap_or_default(),
                     refused: refused_jumphosts(&outcome.refused),
+                    preflight: Some(preflight(&outcome.preflight, &[])),
                 }))
             }
             Err(e) => {

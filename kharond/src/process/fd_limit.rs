@@ -23,6 +23,11 @@ pub const PER_CONNECTION: u64 = 2;
 /// The connection limit never goes below this, however small the descriptor limit: the reserve
 /// is generous, and a daemon that serves a few clients beats one that serves none.
 pub const MIN_CONNECTIONS: usize = 16;
+/// What a workstation needs at worst: browsers keep a few dozen connections per proxy (Chrome and
+/// Firefox: 32 per proxy server) in a handful of profiles, plus kubectl, oc and their watches. A
+/// limit that fits fewer than this is worth a warning at start; above it, fitting fewer than the
+/// wanted connections is only said (a laptop's 20,000 fits 9,808, which nobody reaches).
+pub const WORKSTATION_NEEDS: usize = 1024;
 
 /// RLIMIT_NOFILE, soft and hard.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -74,21 +79,64 @@ pub fn connection_limit(wanted: usize) -> usize {
             raised.now.hard
         );
     }
-    if fit < wanted {
-        let refused = match &raised.hard_refused {
-            Some(e) => format!(" (kharond may not raise its hard limit itself: {e})"),
-            None => String::new(),
-        };
-        tracing::warn!(
-            "the descriptor limit of {} fits only {limit} of {wanted} connections; more clients wait \
-             for a free one. To serve all, set LimitNOFILE={needed} in the service unit or run \
-             `ulimit -n {needed}` where kharond starts{refused}",
-            raised.now.soft
-        );
-    } else if limit < crate::proxy::listener::MAX_CONNECTIONS {
-        tracing::info!("serving at most {limit} connections at once (max_connections)");
+    match shortfall(raised.now.soft, wanted, fit, raised.hard_refused.as_ref()) {
+        Some((Level::Warn, text)) => tracing::warn!("{text}"),
+        Some((Level::Info, text)) => tracing::info!("{text}"),
+        None if limit < crate::proxy::listener::MAX_CONNECTIONS => {
+            tracing::info!("serving at most {limit} connections at once (max_connections)");
+        }
+        None => {}
     }
     limit
+}
+
+/// How loudly a limit that fits fewer connections than wanted is said.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Level {
+    /// Fewer than a workstation may need ([`WORKSTATION_NEEDS`]): clients may have to wait.
+    Warn,
+    /// More than a workstation needs, fewer than wanted: worth knowing, not worth an alarm.
+    Info,
+}
+
+/// What to say when `fit` connections (under a soft limit of `soft` descriptors) are fewer than
+/// the `wanted` ones, and how loudly; `None` when all fit. The text keeps "fits only N of M" in
+/// both cases (scripts and the scale test read it).
+pub fn shortfall(
+    soft: u64,
+    wanted: usize,
+    fit: usize,
+    hard_refused: Option<&io::Error>,
+) -> Option<(Level, String)> {
+    if fit >= wanted {
+        return None;
+    }
+    let limit = wanted.min(fit);
+    let needed = needed_for(wanted);
+    let refused = match hard_refused {
+        Some(e) => format!(" (kharond may not raise its hard limit itself: {e})"),
+        None => String::new(),
+    };
+    let fix = format!(
+        "set LimitNOFILE={needed} in the service unit or run `ulimit -n {needed}` where kharond starts{refused}"
+    );
+    if limit < WORKSTATION_NEEDS {
+        Some((
+            Level::Warn,
+            format!(
+                "the descriptor limit of {soft} fits only {limit} of {wanted} connections, fewer than a \
+                 browser and kubectl may hold at once; more clients wait for a free one. To serve all, {fix}"
+            ),
+        ))
+    } else {
+        Some((
+            Level::Info,
+            format!(
+                "the descriptor limit of {soft} fits only {limit} of {wanted} connections at once, plenty \
+                 for a workstation; to serve more, {fix}"
+            ),
+        ))
+    }
 }
 
 /// Raises the soft limit to the hard limit, and both to `wanted` when the hard limit is lower
@@ -138,6 +186,21 @@ mod tests {
         assert_eq!(connections_fitting(RESERVE + 2 * 10_000 + 1), 10_000);
         assert_eq!(needed_for(10_000), RESERVE + 20_000);
         assert_eq!(connections_fitting(needed_for(16_384)), 16_384);
+    }
+
+    #[test]
+    fn a_limit_no_workstation_reaches_is_said_without_alarm() {
+        // A laptop's usual 20,000 (or a container's): fits 9,808 of 16,384; nobody has that many.
+        let (level, text) = shortfall(20_000, 16_384, connections_fitting(20_000), None).unwrap();
+        assert_eq!(level, Level::Info, "{text}");
+        assert!(text.contains("fits only 9808 of 16384") && text.contains("plenty"), "{text}");
+        // The old default of 1024 fits ~300: clients would wait, and that is worth a warning.
+        let (level, text) = shortfall(1024, 16_384, connections_fitting(1024), None).unwrap();
+        assert_eq!(level, Level::Warn, "{text}");
+        assert!(text.contains("LimitNOFILE=") && text.contains("ulimit -n"), "{text}");
+        assert_eq!(shortfall(40_000, 16_384, connections_fitting(40_000), None), None, "all fit");
+        // max_connections below what fits: nothing to say here.
+        assert_eq!(shortfall(20_000, 500, connections_fitting(20_000), None), None);
     }
 
     #[test]

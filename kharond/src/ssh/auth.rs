@@ -27,15 +27,44 @@ use super::config::{Hop, IdentityAgent};
 
 #[derive(Debug, thiserror::Error)]
 pub enum Error {
-    #[error(
-        "{} is encrypted; add it to your agent with `ssh-add {}` (kharond cannot prompt)",
-        path.display(), path.display()
-    )]
-    Encrypted { path: PathBuf },
+    /// `agent`: whether the hop has an agent to add it to; without one, `ssh-add` in a shell
+    /// cannot help kharond.
+    #[error("{}", encrypted(path, *agent))]
+    Encrypted { path: PathBuf, agent: Agent },
     #[error("no key was accepted for {user}; tried {}{}", tried_list(tried), agent_note(agent))]
     Rejected { user: String, tried: Vec<String>, agent: Option<String> },
     #[error("authentication was interrupted: {0}")]
     Transport(russh::Error),
+}
+
+/// Which agent a hop has, for the advice on an encrypted key.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Agent {
+    /// kharond's `SSH_AUTH_SOCK` or the hop's `IdentityAgent` socket.
+    Some,
+    /// `IdentityAgent none` in the ssh config.
+    NoneConfigured,
+    /// kharond was started without `SSH_AUTH_SOCK`.
+    NoSocket,
+}
+
+fn encrypted(path: &Path, agent: Agent) -> String {
+    let path = path.display();
+    match agent {
+        Agent::Some => {
+            format!("{path} is encrypted; add it to your agent with `ssh-add {path}` (kharond cannot prompt)")
+        }
+        Agent::NoneConfigured => format!(
+            "{path} is encrypted and the ssh config gives this hop no agent (IdentityAgent none); kharond \
+             cannot prompt: let it use your agent, or use a key without a passphrase"
+        ),
+        Agent::NoSocket => format!(
+            "{path} is encrypted and kharond has no ssh-agent to use it (no SSH_AUTH_SOCK when it \
+             started; it cannot prompt): start kharond from a shell whose agent holds the key \
+             (`ssh-add {path}` there; as a service: `systemctl --user import-environment SSH_AUTH_SOCK`, \
+             then restart it)"
+        ),
+    }
 }
 
 fn tried_list(tried: &[String]) -> String {
@@ -181,7 +210,14 @@ where
         }
     }
     match encrypted {
-        Some(path) => Err(Error::Encrypted { path }),
+        Some(path) => {
+            let agent = match (agent_socket(hop, env), &hop.identity_agent) {
+                (Some(_), _) => Agent::Some,
+                (None, IdentityAgent::None) => Agent::NoneConfigured,
+                (None, _) => Agent::NoSocket,
+            };
+            Err(Error::Encrypted { path, agent })
+        }
         None => Err(Error::Rejected { user: hop.user.clone(), tried, agent: agent_problem }),
     }
 }

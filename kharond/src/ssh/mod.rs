@@ -13,6 +13,8 @@
 //! - [`chain`]: dials a chain hop by hop (TCP or ProxyCommand, then direct-tcpip + handshake).
 //! - [`auth`]: agent first, then key files; an encrypted key without an agent → "run `ssh-add`".
 //! - [`known_hosts`]: host key checks under `StrictHostKeyChecking`.
+//! - [`preflight`]: what will fail, found before a connection does: jump hosts no Host block names
+//!   whose name does not resolve, and no ssh-agent with no key file usable without one.
 //! - [`proxy_command`]: a `ProxyCommand` child process as the first hop's transport.
 //! - [`tunnel`]: one channel as a byte stream, pumped so a slow reader cannot stall its session.
 //! - [`quickack`]: the first hop's TCP stream, ACKing at once (sshd leaves Nagle on).
@@ -31,6 +33,7 @@ pub mod health;
 pub mod keepalive;
 pub mod known_hosts;
 pub mod pool;
+pub mod preflight;
 pub mod proxy_command;
 pub mod quickack;
 pub mod slot;

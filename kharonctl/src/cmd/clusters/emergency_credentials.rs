@@ -124,16 +124,19 @@ pub async fn run(args: Args, run: &Run<'_>) -> anyhow::Result<ExitCode> {
         .context("cannot read the emergency credentials' bucket list from Passbolt")?;
     let buckets = emergency::parse_buckets(&secret)?;
 
-    eprintln!("Fetching the emergency credentials of {id} from {} bucket(s) through kharond…", buckets.len());
+    eprintln!(
+        "Fetching the emergency credentials of {id} from {} through kharond…",
+        crate::output::count(buckets.len() as u64, "bucket")
+    );
     let outcome = emergency::collect(&mut daemon, session.key(), &buckets, id).await;
     for failure in &outcome.failures {
         eprintln!("kharonctl: bucket {failure}");
     }
     if outcome.tokens.is_empty() {
         anyhow::bail!(
-            "no bucket gave an emergency token for {id} that your key decrypts ({} bucket(s) tried, see above); \
+            "no bucket gave an emergency token for {id} that your key decrypts ({} tried, see above); \
              no kubeconfig written",
-            buckets.len()
+            crate::output::count(buckets.len() as u64, "bucket")
         );
     }
 

@@ -10,8 +10,9 @@ use crate::catalog;
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
 pub enum ListFormat {
+    /// Id, tenant, jump host and display name: what fits 80 columns
     Table,
-    /// The table plus console URL and routed state
+    /// Every column: distribution, API and console URL too (not folded when piped)
     Wide,
     Json,
     Yaml,
@@ -35,7 +36,7 @@ pub fn run(
     tenant: Option<&str>,
     format: ListFormat,
 ) -> anyhow::Result<ExitCode> {
-    let rows: Vec<Row> = catalog::filter(all, filter, tenant)
+    let rows: Vec<Row> = catalog::select(all, filter, tenant)?
         .into_iter()
         .map(|c| Row {
             id: &c.id,
@@ -47,47 +48,41 @@ pub fn run(
             console_url: c.console_url(),
         })
         .collect();
-    if rows.is_empty() && (filter.is_some() || tenant.is_some()) {
-        // An empty table alone reads like a broken listing; say what matched nothing.
-        let what: Vec<String> = filter
-            .map(|f| format!("the filter {f:?}"))
-            .into_iter()
-            .chain(tenant.map(|t| format!("tenant {t:?}")))
-            .collect();
-        let what = what.join(" and ");
-        match all.len() {
-            0 => eprintln!("kharonctl: there are no clusters to match {what}"),
-            1 => eprintln!("kharonctl: the one cluster does not match {what}"),
-            n => eprintln!("kharonctl: none of the {n} clusters matches {what}"),
-        }
-    }
     let dash = |v: Option<&str>| v.unwrap_or("-").to_owned();
     match format {
         ListFormat::Json => crate::output::json(&rows)?,
         ListFormat::Yaml => crate::output::yaml(&rows)?,
         ListFormat::Table | ListFormat::Wide => {
             let wide = format == ListFormat::Wide;
-            let mut headers = vec!["ID", "DISPLAY NAME", "TENANT", "DISTRIBUTION", "JUMPHOST", "API URL"];
-            if wide {
-                headers.push("CONSOLE URL");
-            }
-            let table = crate::output::table(
+            // The narrow table is what fits 80 columns: URLs have no spaces to fold at, so they are
+            // for -o wide (and JSON); the display name goes last, where it folds between words.
+            let headers = if wide {
+                vec!["ID", "TENANT", "DISTRIBUTION", "JUMPHOST", "API URL", "CONSOLE URL", "DISPLAY NAME"]
+            } else {
+                vec!["ID", "TENANT", "JUMPHOST", "DISPLAY NAME"]
+            };
+            let build = if wide { crate::output::wide_table } else { crate::output::table };
+            let mut table = build(
                 &headers,
                 rows.iter().map(|r| {
-                    let mut row = vec![
-                        r.id.to_owned(),
-                        dash(r.display_name),
-                        r.tenant.to_owned(),
-                        dash(r.distribution),
-                        r.jumphost.unwrap_or("direct").to_owned(),
-                        dash(r.api_url),
-                    ];
+                    let jumphost = r.jumphost.unwrap_or("direct").to_owned();
                     if wide {
-                        row.push(dash(r.console_url));
+                        vec![
+                            r.id.to_owned(),
+                            r.tenant.to_owned(),
+                            dash(r.distribution),
+                            jumphost,
+                            dash(r.api_url),
+                            dash(r.console_url),
+                            dash(r.display_name),
+                        ]
+                    } else {
+                        vec![r.id.to_owned(), r.tenant.to_owned(), jumphost, dash(r.display_name)]
                     }
-                    row
                 }),
             );
+            // Ids are what people copy into the next command: other columns fold, ids never do.
+            crate::output::keep_whole(&mut table, &[0]);
             println!("{table}");
         }
     }

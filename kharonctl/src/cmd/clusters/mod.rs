@@ -42,8 +42,9 @@ use list::ListFormat;
     kharonctl clusters c-example-1 shell\n  kharonctl clusters c-example-1 kubectl get nodes\n  \
     kharonctl clusters 'c-*' shell --each --command 'kubectl get --raw /version'\n  \
     kharonctl clusters example kubectl get nodes     # a part of an id\n\n\
-    Exit codes: an action's own (shell, kubectl, oc pass theirs through); 1 failed; 2 the part of an id \
-    matches several clusters and output is not a terminal (they are listed)."
+    Exit codes: an action's own (shell, kubectl, oc pass theirs through); 1 failed, or no cluster has \
+    that id or matches the filter (the closest ids are suggested); 2 the part of an id matches several \
+    clusters and output is not a terminal (they are listed)."
 )]
 pub struct Args {
     /// A cluster id or any part of one that only one cluster has (several: pick on the terminal);

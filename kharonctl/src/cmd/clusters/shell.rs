@@ -76,7 +76,7 @@ fn each(args: &Args, run: &Run<'_>, clusters: &[&Cluster]) -> anyhow::Result<Exi
         let code = match one_prefixed(args, run, cluster) {
             Ok(code) => code.to_string(),
             Err(e) => {
-                eprintln!("[{}] kharonctl: {e:#}", cluster.id);
+                eprintln!("[{}] kharonctl: {}", cluster.id, kharon_shared::errors::chain(e.as_ref()));
                 "error".to_owned()
             }
         };

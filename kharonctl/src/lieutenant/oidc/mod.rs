@@ -30,8 +30,9 @@ use provider::Provider;
 use store::TokenFile;
 use token::Tokens;
 
-/// Default time a user has to finish logging in (kubelogin's default).
-pub const DEFAULT_LOGIN_TIMEOUT: Duration = Duration::from_secs(180);
+/// Default time a user has to finish logging in (kubelogin's default: 180 s), as the `--timeout`
+/// flags of `login` and `update` take it.
+pub const DEFAULT_LOGIN_TIMEOUT: &str = "3m";
 
 /// How an interactive login happens.
 #[derive(Debug, Clone)]

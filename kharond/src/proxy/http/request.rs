@@ -98,12 +98,21 @@ pub fn judge<T>(bytes: &[u8], connect: impl FnOnce(&httparse::Request<'_, '_>) -
 /// The answer to a complete request that is not CONNECT.
 fn decide(request: &httparse::Request<'_, '_>) -> Reply {
     // Absolute form: a client that took us for a plain-HTTP proxy. Told before the Host check,
-    // which its Host (the target's) would fail with a misleading answer.
-    if request.path.is_some_and(|path| !path.starts_with('/') && path.contains("://")) {
+    // which its Host (the target's) would fail with a misleading answer. An http:// URL came
+    // through HTTP_PROXY (or `curl -x http://…`): CONNECT cannot carry it (HTTPS_PROXY is not
+    // even read for it), a SOCKS proxy can.
+    if let Some(path) = request.path.filter(|path| !path.starts_with('/') && path.contains("://")) {
+        let plain_http = path.get(..7).is_some_and(|scheme| scheme.eq_ignore_ascii_case("http://"));
         return Reply::text(
             "501 Not Implemented",
-            "kharond does not proxy plain HTTP requests: use HTTPS_PROXY=http://HOST:PORT (CONNECT) \
-             or socks5h://HOST:PORT\n",
+            if plain_http {
+                "kharond does not proxy plain HTTP requests: for http:// URLs use it as a SOCKS proxy, \
+                 HTTP_PROXY=socks5h://HOST:PORT (curl: -x socks5h://HOST:PORT), HOST:PORT being the \
+                 address this request was sent to\n"
+            } else {
+                "kharond does not proxy plain HTTP requests: use HTTPS_PROXY=http://HOST:PORT (CONNECT) \
+                 or socks5h://HOST:PORT\n"
+            },
         );
     }
     let values = |name: &'static str| header_values(request.headers, name);

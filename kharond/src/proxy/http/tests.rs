@@ -110,16 +110,21 @@ fn other_paths_and_methods_are_refused() {
 
 #[test]
 fn a_plain_http_proxy_request_is_told_what_to_use_instead() {
+    // An http:// URL came through HTTP_PROXY: CONNECT (HTTPS_PROXY) cannot carry it, SOCKS can.
     for request in [
         "GET http://example.com/ HTTP/1.1\r\nHost: example.com\r\n\r\n",
-        "HEAD https://example.com:8443/x HTTP/1.1\r\nHost: example.com:8443\r\n\r\n",
-        "POST http://localhost:1/ HTTP/1.1\r\nHost: localhost\r\nContent-Length: 0\r\n\r\n",
+        "POST HTTP://localhost:1/ HTTP/1.1\r\nHost: localhost\r\nContent-Length: 0\r\n\r\n",
     ] {
         let reply = judge(request.as_bytes()).expect("complete");
         assert_eq!(reply.status, "501 Not Implemented", "{request:?}");
         let Body::Text(text) = reply.body else { panic!("{reply:?}") };
-        assert!(text.contains("HTTPS_PROXY=http://") && text.contains("socks5h://"), "{text}");
+        assert!(text.contains("HTTP_PROXY=socks5h://") && !text.contains("HTTPS_PROXY"), "{text}");
     }
+    let reply = judge(b"HEAD https://example.com:8443/x HTTP/1.1\r\nHost: example.com:8443\r\n\r\n");
+    let reply = reply.expect("complete");
+    assert_eq!(reply.status, "501 Not Implemented");
+    let Body::Text(text) = reply.body else { panic!("{reply:?}") };
+    assert!(text.contains("HTTPS_PROXY=http://") && text.contains("socks5h://"), "{text}");
     // A URL in the query of an origin-form path is not a proxy request.
     assert_eq!(status("GET /proxy.pac?from=http://x HTTP/1.1\r\nHost: localhost\r\n\r\n"), "200 OK");
 }

@@ -213,6 +213,7 @@ impl SshConfig {
             algorithms: options.algorithms.clone(),
             origin: options.origin(),
             suggestion: if options.named() { None } else { self.suggest(&alias) },
+            named: options.named(),
             alias,
             host_name,
             port,

@@ -78,6 +78,9 @@ pub struct Hop {
     /// typo, or a difference in case only): OpenSSH connects with the defaults then, and so does
     /// kharon, but a failing connection says "did you mean".
     pub suggestion: Option<String>,
+    /// Whether a `Host` (or `Match host`) block names this alias, as opposed to `Host *` and the
+    /// like: an unnamed alias that does not resolve is likely a typo (`ssh::preflight`).
+    pub named: bool,
 }
 
 impl Hop {

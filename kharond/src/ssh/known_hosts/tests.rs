@@ -28,6 +28,7 @@ pub(crate) fn hop(alias: &str, host: &str, port: u16, known_hosts: &Path) -> Hop
         algorithms: Default::default(),
         origin: None,
         suggestion: None,
+        named: true,
     }
 }
 

@@ -117,6 +117,11 @@ impl Pool {
         self.settings.env.get("SSH_AUTH_SOCK").map(String::as_str).filter(|s| !s.is_empty())
     }
 
+    /// What the pool was started with (the ssh config's path, HOME, the captured environment).
+    pub fn settings(&self) -> &PoolSettings {
+        &self.settings
+    }
+
     fn load(settings: &PoolSettings) -> Result<SshConfig, Error> {
         let env = &settings.env;
         Ok(SshConfig::load(&settings.ssh_config, &settings.home, &|name| env.get(name).cloned())?)
