@@ -1,10 +1,11 @@
 //! Dialling a [`Chain`] hop by hop, and opening direct-tcpip channels at its last hop.
 //!
-//! Owns: the transport of the first hop (TCP with a connect timeout, or a `ProxyCommand` child
-//! from `proxy_command`), each later hop as a direct-tcpip channel of the previous session plus
+//! Owns: the transport of the first hop (TCP from `tcp` with a connect timeout, or a
+//! `ProxyCommand` child from `proxy_command`), each later hop as a direct-tcpip channel of the previous session plus
 //! `client::connect_stream` (crates.md §1.1), the russh client settings (window, keepalive, the
-//! algorithm lists the hop's ssh_config chose), the russh `Handler` (host keys through
-//! `known_hosts`, the channel-open failure text, session end), and errors that name the hop.
+//! algorithm lists the hop's ssh_config chose, ordered by what known_hosts holds for it), the
+//! russh `Handler` (host keys through `known_hosts`, the channel-open failure text, session
+//! end), and errors that name the hop.
 //! Knows nothing of pooling, retries or SOCKS: `pool` decides when to dial and what a failure
 //! means for the client.
 //!
@@ -27,9 +28,10 @@ use russh::{ChannelId, ChannelOpenFailure};
 use tokio::net::TcpStream;
 use tokio::sync::watch;
 
-use super::config::{Chain, Hop, Transport};
+use super::config::{Chain, Hop, KnownHostKeys, Transport};
 use super::gather::Gathered;
-use super::{auth, known_hosts, proxy_command};
+use super::known_hosts::KnownHosts;
+use super::{auth, known_hosts, proxy_command, tcp};
 
 /// The per-channel receive window is sized for each session from the round trip to its hop.
 /// One stream gets about half the window per round trip, because russh tops the window up only
@@ -134,10 +136,8 @@ pub struct Error {
 
 #[derive(Debug, thiserror::Error)]
 pub enum ErrorKind {
-    #[error("cannot resolve {host}: {source}")]
-    Resolve { host: String, source: std::io::Error },
-    #[error("cannot connect: {0}")]
-    Connect(std::io::Error),
+    #[error(transparent)]
+    Tcp(tcp::Error),
     #[error("the previous hop cannot reach it: {reason:?}{}", text(description))]
     Unreachable { reason: ChannelOpenFailure, description: Option<String> },
     #[error("no answer within {0:?}")]
@@ -203,6 +203,8 @@ struct Events {
 /// The russh client handler of one hop.
 pub struct Handler {
     hop: Hop,
+    /// Read before the handshake: it also chose which host key algorithms were offered.
+    known: KnownHosts,
     ssh_config: std::path::PathBuf,
     events: Arc<Events>,
     /// Set once when the session ends; dropped with the session task, which also means "ended".
@@ -242,7 +244,7 @@ impl client::Handler for Handler {
 
     async fn check_server_key(&mut self, key: &PublicKeyOrCertificate) -> Result<bool, Self::Error> {
         let ctx = known_hosts::Context { ssh_config: &self.ssh_config };
-        match known_hosts::check(&self.hop, key, &ctx) {
+        match self.known.check(&self.hop, key, &ctx) {
             Ok(verdict) => {
                 tracing::debug!(hop = %self.hop.display(), ?verdict, "host key accepted");
                 Ok(true)
@@ -455,7 +457,7 @@ async fn failure_text(events: &Events, before: u64) -> Option<String> {
     None
 }
 
-fn client_config(hop: &Hop, window: u32) -> Arc<client::Config> {
+fn client_config(hop: &Hop, known: &KnownHostKeys, window: u32) -> Arc<client::Config> {
     let interval = hop.server_alive_interval;
     Arc::new(client::Config {
         keepalive_interval: (!interval.is_zero()).then_some(interval),
@@ -465,7 +467,7 @@ fn client_config(hop: &Hop, window: u32) -> Arc<client::Config> {
         nodelay: true,
         window_size: window,
         maximum_packet_size: PACKET,
-        preferred: hop.algorithms.preferred(),
+        preferred: hop.algorithms.preferred(known),
         ..Default::default()
     })
 }
@@ -498,8 +500,11 @@ async fn dial_hop(
 ) -> Result<Session, ErrorKind> {
     let (tx, rx) = watch::channel(None);
     let events = Arc::new(Events::default());
+    let known = KnownHosts::load(hop);
+    let hints = known.hints();
     let handler = Handler {
         hop: hop.clone(),
+        known,
         ssh_config: settings.ssh_config.to_owned(),
         events: events.clone(),
         down: tx,
@@ -518,13 +523,13 @@ async fn dial_hop(
                 OpenError::Transport(e) => ErrorKind::Handshake { source: e, stderr: String::new() },
             })?;
             transport = started.elapsed();
-            let config = client_config(hop, measured(id, transport));
+            let config = client_config(hop, &hints, measured(id, transport));
             client::connect_stream(config, channel.into_stream(), handler).await
         }
         (None, Transport::Tcp) => {
-            let (tcp, connect) = tcp_connect(&hop.host_name, hop.port).await?;
+            let (tcp, connect) = tcp::connect(hop).await.map_err(ErrorKind::Tcp)?;
             transport = started.elapsed();
-            let config = client_config(hop, measured(id, connect.max(first_byte(&tcp).await)));
+            let config = client_config(hop, &hints, measured(id, connect.max(first_byte(&tcp).await)));
             let stream = Gathered::new(super::quickack::QuickAck(tcp), settings.open_channels.clone());
             client::connect_stream(config, stream, handler).await
         }
@@ -534,7 +539,7 @@ async fn dial_hop(
             stderr = Some(tail);
             transport = started.elapsed();
             let stream = Gathered::new(stream, settings.open_channels.clone());
-            client::connect_stream(client_config(hop, window_for(None)), stream, handler).await
+            client::connect_stream(client_config(hop, &hints, window_for(None)), stream, handler).await
         }
     };
     let mut handle = connected.map_err(|e| match e {
@@ -566,26 +571,6 @@ fn measured(id: &HopId, rtt: Duration) -> u32 {
     let window = window_for(Some(rtt));
     tracing::debug!(hop = %id, rtt_ms = rtt.as_secs_f64() * 1e3, window_kib = window / 1024, "round trip measured");
     window
-}
-
-/// `client::connect` has no timeout and no TCP_NODELAY; the caller bounds this. Also returns
-/// how long the successful connect took (one round trip).
-async fn tcp_connect(host: &str, port: u16) -> Result<(TcpStream, Duration), ErrorKind> {
-    let addrs = tokio::net::lookup_host((host, port))
-        .await
-        .map_err(|source| ErrorKind::Resolve { host: host.to_owned(), source })?;
-    let mut last = None;
-    for addr in addrs {
-        let started = Instant::now();
-        match TcpStream::connect(addr).await {
-            Ok(s) => {
-                let _ = s.set_nodelay(true);
-                return Ok((s, started.elapsed()));
-            }
-            Err(e) => last = Some(e),
-        }
-    }
-    Err(ErrorKind::Connect(last.unwrap_or_else(|| std::io::Error::other(format!("{host} has no address")))))
 }
 
 #[cfg(test)]

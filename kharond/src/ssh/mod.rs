@@ -12,7 +12,10 @@
 //!   sessions.
 //! - [`chain`]: dials a chain hop by hop (TCP or ProxyCommand, then direct-tcpip + handshake).
 //! - [`auth`]: agent first, then key files; an encrypted key without an agent → "run `ssh-add`".
-//! - [`known_hosts`]: host key checks under `StrictHostKeyChecking`.
+//! - [`known_hosts`]: host key and host certificate checks under `StrictHostKeyChecking`, and
+//!   which host key algorithms to offer.
+//! - [`tcp`]: the first hop's TCP connection as ssh makes it (`AddressFamily`, `BindAddress`,
+//!   `BindInterface`).
 //! - [`proxy_command`]: a `ProxyCommand` child process as the first hop's transport.
 //! - [`tunnel`]: one channel as a byte stream, pumped so a slow reader cannot stall its session.
 //! - [`quickack`]: the first hop's TCP stream, ACKing at once (sshd leaves Nagle on).
@@ -34,6 +37,7 @@ pub mod pool;
 pub mod proxy_command;
 pub mod quickack;
 pub mod slot;
+pub mod tcp;
 pub mod tunnel;
 
 pub use error::Error;

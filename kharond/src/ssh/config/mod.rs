@@ -74,9 +74,9 @@ pub(crate) mod pattern;
 #[cfg(test)]
 mod tests;
 
-pub use algorithms::Algorithms;
+pub use algorithms::{Algorithms, KnownHostKeys};
 pub use error::{Error, Origin};
-pub use hop::{Chain, Hop, IdentityAgent, StrictHostKeyChecking, Transport};
+pub use hop::{AddressFamily, Bind, Chain, Hop, IdentityAgent, StrictHostKeyChecking, Transport};
 pub use machine::Machine;
 use machine::System;
 use std::collections::HashMap;
