@@ -1,5 +1,7 @@
 //! `kharonctl status`: the daemon, its listener, the inventory and its age, connection counters
-//! (with totals per route: direct and each jump host) and the health of every jump host chain.
+//! (with totals per route: direct and each jump host) and the health of every jump host chain:
+//! its state, the last error and how long ago it happened (gone once the chain is up again), and
+//! the last channel its jump host refused (target, reason, when).
 
 use std::process::ExitCode;
 use std::time::{SystemTime, UNIX_EPOCH};
@@ -58,6 +60,25 @@ fn hops_text(c: &pb::ChainStatus) -> String {
         })
         .collect::<Vec<_>>()
         .join(" → ")
+}
+
+/// The last error with its age, "… (12s ago)"; a refused jump host points below the table.
+fn last_error_text(c: &pb::ChainStatus) -> String {
+    match (c.config_error.is_empty(), c.config_origin.is_empty()) {
+        (false, false) => format!("ssh config {} (below)", c.config_origin),
+        (false, true) => "ssh config (below)".to_owned(),
+        (true, _) if c.last_error.is_empty() => String::new(),
+        (true, _) if c.last_error_ms > 0 => format!("{} ({} ago)", c.last_error, age_of(c.last_error_ms)),
+        (true, _) => c.last_error.clone(),
+    }
+}
+
+/// The last refused channel as a cell: "api.example:443: administratively prohibited (open
+/// failed), 3m 2s ago".
+fn refusal_text(r: Option<&pb::ChannelRefusal>) -> String {
+    let Some(r) = r else { return String::new() };
+    let said = if r.description.is_empty() { String::new() } else { format!(" ({})", r.description) };
+    format!("{}: {}{said}, {} ago", r.target, r.reason, age_of(r.at_ms))
 }
 
 fn chain_state(c: &pb::ChainStatus) -> &'static str {
@@ -156,7 +177,11 @@ pub async fn run(args: Args, ctx: &Context) -> anyhow::Result<ExitCode> {
                 json!({
                     "jumphost": c.jumphost, "hops": c.hops, "hop_details": details, "state": chain_state(c),
                     "config_error": c.config_error, "config_origin": c.config_origin,
-                    "since_ms": c.since_ms, "last_error": c.last_error, "open_channels": c.open_channels,
+                    "since_ms": c.since_ms, "last_error": c.last_error, "last_error_ms": c.last_error_ms,
+                    "last_refusal": c.last_refusal.as_ref().map(|r| json!({
+                        "target": r.target, "reason": r.reason, "description": r.description, "at_ms": r.at_ms,
+                    })),
+                    "open_channels": c.open_channels,
                     "bytes_up": c.bytes_up, "bytes_down": c.bytes_down, "next_retry_ms": c.next_retry_ms,
                     "round_trip_ms": round_trip_ms, "probe_failed": probe_failed,
                 })
@@ -260,11 +285,6 @@ pub async fn run(args: Args, ctx: &Context) -> anyhow::Result<ExitCode> {
         println!("jump host chains: none used yet (sessions open on first use)");
     } else {
         let rows = s.chains.iter().map(|c| {
-            let last_error = match (c.config_error.is_empty(), c.config_origin.is_empty()) {
-                (true, _) => c.last_error.clone(),
-                (false, false) => format!("ssh config {} (below)", c.config_origin),
-                (false, true) => "ssh config (below)".to_owned(),
-            };
             vec![
                 c.jumphost.clone(),
                 hops_text(c),
@@ -273,7 +293,8 @@ pub async fn run(args: Args, ctx: &Context) -> anyhow::Result<ExitCode> {
                 probe_text(c.probe.as_ref()),
                 c.open_channels.to_string(),
                 format!("{} / {}", c.bytes_up, c.bytes_down),
-                last_error,
+                last_error_text(c),
+                refusal_text(c.last_refusal.as_ref()),
             ]
         });
         println!(
@@ -287,7 +308,8 @@ pub async fn run(args: Args, ctx: &Context) -> anyhow::Result<ExitCode> {
                     "round trip",
                     "channels",
                     "bytes up/down",
-                    "last error"
+                    "last error",
+                    "last refused channel"
                 ],
                 rows
             )
