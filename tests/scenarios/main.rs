@@ -39,6 +39,7 @@ mod ssh_algorithms;
 mod ssh_config_match;
 mod ssh_config_oracle;
 mod ssh_faults;
+mod ssh_oracle_matrix;
 mod startup;
 mod test_command;
 mod update;

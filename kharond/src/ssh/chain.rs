@@ -49,6 +49,8 @@ use super::{auth, known_hosts, proxy_command, tcp};
 /// up is bounded by the tunnel's buffer (tunnel.rs), not by this.
 const WINDOW_MIN: u32 = 2 * 1024 * 1024;
 const WINDOW_MAX: u32 = 16 * 1024 * 1024;
+/// How long a failed authentication waits for the session to report the server's reason.
+const AUTH_DISCONNECT_WAIT: Duration = Duration::from_millis(500);
 /// How long [`first_byte`] waits for sshd to speak first.
 const BANNER_WAIT: Duration = Duration::from_secs(1);
 /// Window bytes per second of round trip: twice what 1 Gbit/s carries in that time.
@@ -138,7 +140,7 @@ pub struct Error {
 pub enum ErrorKind {
     #[error(transparent)]
     Tcp(tcp::Error),
-    #[error("the previous hop cannot reach it: {reason:?}{}", text(description))]
+    #[error("the previous hop cannot reach it: {}{}", super::error::reason_words(reason), text(description))]
     Unreachable { reason: ChannelOpenFailure, description: Option<String> },
     #[error("no answer within {0:?}")]
     Timeout(Duration),
@@ -171,7 +173,7 @@ impl ErrorKind {
 #[derive(Debug, thiserror::Error)]
 pub enum OpenError {
     /// The last hop answered: it could not or would not connect (`ConnectFailed`, prohibited, …).
-    #[error("{reason:?}{}", text(description))]
+    #[error("{}{}", super::error::reason_words(reason), text(description))]
     Refused { reason: ChannelOpenFailure, description: Option<String> },
     /// The session itself failed (closed, send error): a fresh session may succeed.
     #[error("session failed: {0}")]
@@ -318,7 +320,12 @@ impl client::Handler for Handler {
 
     async fn disconnected(&mut self, reason: DisconnectReason<Self::Error>) -> Result<(), Self::Error> {
         let why = match reason {
-            DisconnectReason::ReceivedDisconnect(info) => format!("closed by the server: {info:?}"),
+            DisconnectReason::ReceivedDisconnect(info) if !info.message.is_empty() => {
+                format!("closed by the server: {}", info.message)
+            }
+            DisconnectReason::ReceivedDisconnect(info) => {
+                format!("closed by the server: {:?}", info.reason_code)
+            }
             DisconnectReason::Error(HandlerError::Russh(e)) => e.to_string(),
             DisconnectReason::Error(HandlerError::HostKey(e)) => e.to_string(),
         };
@@ -549,7 +556,21 @@ async fn dial_hop(
         }
     })?;
     let handshake = started.elapsed().saturating_sub(transport);
-    auth::authenticate(&mut handle, hop, settings.env).await.map_err(ErrorKind::Auth)?;
+    let mut down = rx;
+    match auth::authenticate(&mut handle, hop, settings.env).await {
+        Ok(()) => {}
+        Err(auth::Error::Interrupted { tried, source, .. }) => {
+            // The session reports the server's disconnect message on its own task: wait for it
+            // briefly, it is what names the cause ("Too many authentication failures").
+            let said = tokio::time::timeout(AUTH_DISCONNECT_WAIT, down.wait_for(Option::is_some))
+                .await
+                .ok()
+                .and_then(|r| r.ok().and_then(|v| v.clone()));
+            return Err(ErrorKind::Auth(auth::Error::Interrupted { tried, said, source }));
+        }
+        Err(e) => return Err(ErrorKind::Auth(e)),
+    }
+    let rx = down;
     let auth = started.elapsed().saturating_sub(transport + handshake);
     let timing = HopTiming { hop: hop.display(), transport, handshake, auth };
     Ok(Session { handle, events, down: rx, hop: id.clone(), timing })
