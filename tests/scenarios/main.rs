@@ -20,6 +20,7 @@ mod hostile_input;
 mod http_connect;
 mod install;
 mod jumphost;
+mod jumphost_refusals;
 mod kubeconfig;
 mod lieutenant_spec;
 mod login;

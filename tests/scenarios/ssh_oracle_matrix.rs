@@ -369,23 +369,25 @@ struct Outcome {
 }
 
 impl Outcome {
-    /// "connects", or "refuses: " and the line that says why (the one naming `cause`, if any).
+    /// "connects", or "refuses: " and the part that says why: the line (ssh) or the part of
+    /// kharond's answer naming `cause`, without the hop's name in front of it.
     fn summary(&self, cause: Option<&str>) -> String {
         if self.connected {
             return "connects".to_owned();
         }
-        let lines = || self.said.lines().map(str::trim).filter(|l| !l.is_empty());
-        let line = cause
-            .and_then(|cause| lines().find(|l| l.contains(cause)))
-            .or_else(|| lines().last())
+        let parts = || self.said.lines().flat_map(|l| l.split("; ")).map(str::trim).filter(|p| !p.is_empty());
+        let part = cause
+            .and_then(|cause| parts().find(|p| p.contains(cause)))
+            .or_else(|| parts().last())
             .unwrap_or_default();
-        // kharond's chain errors start with the hop; what follows its last "): " is the cause.
-        let line = match (cause, line.rsplit_once("): ")) {
-            (Some(cause), Some((_, tail))) if tail.contains(cause) => tail,
-            _ => line,
-        };
-        let line = line.split("; last refused channel:").next().unwrap_or(line);
-        format!("refuses: {line}")
+        // "…hop 1/1 jump (user@host:port, file:line): cause": the cause is after the first "): "
+        // whose remainder still names it.
+        let part = cause
+            .and_then(|cause| {
+                part.match_indices("): ").map(|(i, _)| &part[i + 3..]).find(|r| r.contains(cause))
+            })
+            .unwrap_or(part);
+        format!("refuses: {part}")
     }
 }
 
@@ -474,18 +476,22 @@ fn run_kharond(case: &Case, config: &Path, agent: Option<&Path>) -> Outcome {
         .as_array()
         .and_then(|c| c.iter().find(|c| c["jumphost"] == "jump").cloned())
         .unwrap_or_default();
+    let mut said =
+        vec![format!("SOCKS replies {:?}", codes.iter().filter_map(|c| c.err()).collect::<Vec<_>>())];
     let refusal = &chain["last_refusal"];
-    let said = format!(
-        "SOCKS replies {:?}; last error: {}; last refused channel: {}",
-        codes.iter().filter_map(|c| c.err()).collect::<Vec<_>>(),
-        chain["last_error"].as_str().unwrap_or_default(),
-        if refusal.is_null() {
-            String::new()
-        } else {
-            format!("{} {} ({})", refusal["target"], refusal["reason"], refusal["description"])
-        }
-    );
-    Outcome { connected: false, said }
+    if !refusal.is_null() {
+        let field = |name: &str| refusal[name].as_str().unwrap_or_default().to_owned();
+        said.push(format!(
+            "the jump host refused a channel to {}: {} ({})",
+            field("target"),
+            field("reason"),
+            field("description")
+        ));
+    }
+    if let Some(error) = chain["last_error"].as_str().filter(|e| !e.is_empty()) {
+        said.push(error.to_owned());
+    }
+    Outcome { connected: false, said: said.join("\n") }
 }
 
 /// Runs one row: ssh, then kharond on the same files (known_hosts as it was before ssh ran).

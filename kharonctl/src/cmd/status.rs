@@ -320,3 +320,37 @@ pub async fn run(args: Args, ctx: &Context) -> anyhow::Result<ExitCode> {
     }
     Ok(ExitCode::SUCCESS)
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_last_error_and_refusal_say_how_long_ago() {
+        let mut chain = pb::ChainStatus {
+            last_error: "hop 1/1 j: cannot connect".into(),
+            last_error_ms: now_ms() - 5_000,
+            ..Default::default()
+        };
+        assert_eq!(last_error_text(&chain), "hop 1/1 j: cannot connect (5s ago)");
+        chain.last_error_ms = 0;
+        assert_eq!(last_error_text(&chain), "hop 1/1 j: cannot connect");
+        chain.last_error.clear();
+        assert_eq!(last_error_text(&chain), "");
+        chain.config_error = "Match tagged".into();
+        chain.config_origin = "/home/u/.ssh/config:3".into();
+        assert_eq!(last_error_text(&chain), "ssh config /home/u/.ssh/config:3 (below)");
+
+        let refusal = pb::ChannelRefusal {
+            target: "api.c1.example:6443".into(),
+            reason: "administratively prohibited".into(),
+            description: "open failed".into(),
+            at_ms: now_ms() - 65_000,
+        };
+        assert_eq!(
+            refusal_text(Some(&refusal)),
+            "api.c1.example:6443: administratively prohibited (open failed), 1m 5s ago"
+        );
+        assert_eq!(refusal_text(None), "");
+    }
+}
