@@ -140,7 +140,7 @@ pub struct Error {
 pub enum ErrorKind {
     #[error(transparent)]
     Tcp(tcp::Error),
-    #[error("the previous hop cannot reach it: {}{}", super::error::reason_words(reason), text(description))]
+    #[error("the previous hop cannot reach it: {}{}", reason_words(reason), text(description))]
     Unreachable { reason: ChannelOpenFailure, description: Option<String> },
     #[error("no answer within {0:?}")]
     Timeout(Duration),
@@ -152,6 +152,18 @@ pub enum ErrorKind {
     HostKey(known_hosts::Error),
     #[error(transparent)]
     Auth(auth::Error),
+}
+
+/// An SSH channel-open failure code in words, as OpenSSH prints them.
+pub fn reason_words(reason: &ChannelOpenFailure) -> String {
+    match reason {
+        ChannelOpenFailure::AdministrativelyProhibited => "administratively prohibited".to_owned(),
+        ChannelOpenFailure::ConnectFailed => "connect failed".to_owned(),
+        ChannelOpenFailure::UnknownChannelType => "unknown channel type".to_owned(),
+        ChannelOpenFailure::ResourceShortage => "resource shortage".to_owned(),
+        ChannelOpenFailure::Other { code, reason } if reason.is_empty() => format!("reason {code}"),
+        ChannelOpenFailure::Other { code, reason } => format!("reason {code} ({reason})"),
+    }
 }
 
 fn text(d: &Option<String>) -> String {
@@ -173,7 +185,7 @@ impl ErrorKind {
 #[derive(Debug, thiserror::Error)]
 pub enum OpenError {
     /// The last hop answered: it could not or would not connect (`ConnectFailed`, prohibited, …).
-    #[error("{}{}", super::error::reason_words(reason), text(description))]
+    #[error("{}{}", reason_words(reason), text(description))]
     Refused { reason: ChannelOpenFailure, description: Option<String> },
     /// The session itself failed (closed, send error): a fresh session may succeed.
     #[error("session failed: {0}")]

@@ -41,18 +41,6 @@ pub enum Error {
     Timeout { jumphost: String, what: &'static str, after: Duration },
 }
 
-/// An SSH channel-open failure code in words, as OpenSSH prints them.
-pub fn reason_words(reason: &ChannelOpenFailure) -> String {
-    match reason {
-        ChannelOpenFailure::AdministrativelyProhibited => "administratively prohibited".to_owned(),
-        ChannelOpenFailure::ConnectFailed => "connect failed".to_owned(),
-        ChannelOpenFailure::UnknownChannelType => "unknown channel type".to_owned(),
-        ChannelOpenFailure::ResourceShortage => "resource shortage".to_owned(),
-        ChannelOpenFailure::Other { code, reason } if reason.is_empty() => format!("reason {code}"),
-        ChannelOpenFailure::Other { code, reason } => format!("reason {code} ({reason})"),
-    }
-}
-
 /// What a refused channel at the last hop means, and for a refusal of forwarding, where sshd
 /// decides it: the user cannot fix this on their side, the jump host's admin can.
 fn target_failure(
@@ -75,7 +63,7 @@ fn target_failure(
         }
         other => format!(
             "jump host {jumphost} cannot open a channel to {host}:{port} ({}{said})",
-            reason_words(other)
+            chain::reason_words(other)
         ),
     }
 }

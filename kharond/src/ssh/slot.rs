@@ -167,7 +167,7 @@ impl Slot {
     pub fn refused(&self, host: &str, port: u16, reason: &ChannelOpenFailure, description: Option<&str>) {
         let target = format!("{host}:{port}");
         let refusal = ChannelRefusal {
-            reason: super::error::reason_words(reason),
+            reason: super::chain::reason_words(reason),
             description: description.unwrap_or_default().to_owned(),
             target,
             at: SystemTime::now(),
