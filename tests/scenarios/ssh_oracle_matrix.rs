@@ -16,7 +16,8 @@ use std::collections::HashMap;
 use std::io::Write as _;
 use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
-use std::sync::OnceLock;
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::{Mutex, OnceLock};
 use std::time::{Duration, Instant};
 
 use kharon_e2e::agent::Agent;
@@ -30,6 +31,8 @@ use kharon_e2e::{Env, inventory, kharonctl, socks};
 const TARGET: &str = "api.c1.example";
 /// What each client sends through the tunnel and must get back from the echo target.
 const PAYLOAD: &[u8] = b"kharon oracle matrix: ping\n";
+/// Rows run at once.
+const WORKERS: usize = 4;
 /// How long one client (ssh or a SOCKS connection) may take before it counts as failed.
 const CLIENT_LIMIT: Duration = Duration::from_secs(30);
 
@@ -72,6 +75,8 @@ enum Server {
     HostCertOtherName,
     /// A host certificate for 127.0.0.1 that expired in 2020.
     HostCertExpired,
+    /// An RSA host key besides the ed25519 one.
+    RsaHostKeyToo,
 }
 
 /// The client keys; all but `Other*` and the certified ones are authorized everywhere.
@@ -125,6 +130,7 @@ impl World {
         for ca in ["user_ca", "host_ca", "other_ca"] {
             key(ca, "ed25519", None);
         }
+        key("host_rsa", "rsa", Some(2048));
         let user = sshd::current_user();
         key("user_cert", "ed25519", None);
         sshd::sign(&dir.path().join("user_ca"), &dir.path().join("user_cert"), false, Some(&user), None);
@@ -190,6 +196,7 @@ impl World {
             Server::HostCertExpired => {
                 b.host_certificate(&host_ca, Some("127.0.0.1"), Some("20200101:20200102"))
             }
+            Server::RsaHostKeyToo => b.option(&format!("HostKey {}", self.path("host_rsa").display())),
         };
         b.start()
     }
@@ -201,7 +208,7 @@ impl World {
     }
 }
 
-const ALL_SERVERS: [Server; 11] = [
+const ALL_SERVERS: [Server; 12] = [
     Server::Plain,
     Server::Rsa512Only,
     Server::Rsa256Only,
@@ -213,6 +220,7 @@ const ALL_SERVERS: [Server; 11] = [
     Server::HostCert,
     Server::HostCertOtherName,
     Server::HostCertExpired,
+    Server::RsaHostKeyToo,
 ];
 
 /// Which agent a row's clients use (`SSH_AUTH_SOCK` of ssh and of kharond).
@@ -554,10 +562,28 @@ fn run_row(world: &World, row: &Row) -> (Outcome, Outcome, Vec<String>) {
 fn kharond_connects_wherever_ssh_connects_and_refuses_where_it_refuses() {
     let started = Instant::now();
     let world = World::new();
+    let ready = started.elapsed();
     let mut table = vec!["| case | ssh | kharond | agree |".to_owned(), "|---|---|---|---|".to_owned()];
     let mut disagreements = Vec::new();
-    for row in ROWS {
-        let (ssh, kharond, problems) = run_row(&world, row);
+    // Rows are independent (each its own HOME, agent and kharond; the sshd they share serve any
+    // number of clients), and mostly wait for processes: a few at a time.
+    let next = AtomicUsize::new(0);
+    let done: Mutex<Vec<Option<(Outcome, Outcome, Vec<String>)>>> = Mutex::new(vec![None; ROWS.len()]);
+    std::thread::scope(|s| {
+        for _ in 0..WORKERS {
+            s.spawn(|| {
+                loop {
+                    let i = next.fetch_add(1, Ordering::Relaxed);
+                    let Some(row) = ROWS.get(i) else { break };
+                    let result = run_row(&world, row);
+                    done.lock().expect("results")[i] = Some(result);
+                }
+            });
+        }
+    });
+    let done = done.into_inner().expect("results");
+    for (row, result) in ROWS.iter().zip(done) {
+        let (ssh, kharond, problems) = result.expect("every row ran");
         let (ssh_cause, kharond_cause) = match row.expect {
             Refuse { ssh, kharond } => (Some(ssh), Some(kharond)),
             Connect => (None, None),
@@ -574,7 +600,12 @@ fn kharond_connects_wherever_ssh_connects_and_refuses_where_it_refuses() {
             disagreements.push(format!("{}:\n  {}", row.name, problems.join("\n  ")));
         }
     }
-    eprintln!("{}\n{} rows in {:.1?}", table.join("\n"), ROWS.len(), started.elapsed());
+    eprintln!(
+        "{}\n{} rows in {:.1?} (keys and agents made in {ready:.1?})",
+        table.join("\n"),
+        ROWS.len(),
+        started.elapsed()
+    );
     assert!(ROWS.len() >= 25);
     assert!(disagreements.is_empty(), "kharond and ssh disagree:\n{}", disagreements.join("\n"));
 }
@@ -696,6 +727,16 @@ const ROWS: &[Row] = &[
         name: "key recorded under the bare host name, sshd on another port than 22",
         expect: Connect,
         case: |c| c.known_hosts = Some(c.bare_host_key_line(Server::Plain) + "\n"),
+    },
+    Row {
+        // ssh asks first for the types known_hosts has a key of (order_hostkeyalgs).
+        name: "only the jump host's RSA key recorded, it also has an ed25519 key",
+        expect: Connect,
+        case: |c| {
+            c.server(Server::RsaHostKeyToo);
+            let port = c.world.server(Server::RsaHostKeyToo).port();
+            c.known_hosts = Some(format!("[127.0.0.1]:{port} {}\n", c.world.public("host_rsa")));
+        },
     },
     Row {
         name: "@revoked host key",
