@@ -276,7 +276,8 @@ impl client::Handler for Handler {
         _session: &mut client::Session,
     ) -> Result<(), Self::Error> {
         if let Ok(mut last) = self.events.last_failure.lock() {
-            *last = (last.0 + 1, description.to_owned());
+            // The server's words end up in logs, errors and `status`: no control characters.
+            *last = (last.0 + 1, description.escape_debug().to_string());
         }
         Ok(())
     }
@@ -333,7 +334,7 @@ impl client::Handler for Handler {
     async fn disconnected(&mut self, reason: DisconnectReason<Self::Error>) -> Result<(), Self::Error> {
         let why = match reason {
             DisconnectReason::ReceivedDisconnect(info) if !info.message.is_empty() => {
-                format!("closed by the server: {}", info.message)
+                format!("closed by the server: {}", info.message.escape_debug())
             }
             DisconnectReason::ReceivedDisconnect(info) => {
                 format!("closed by the server: {:?}", info.reason_code)

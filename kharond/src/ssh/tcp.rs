@@ -148,6 +148,7 @@ fn source_address(bind: &Bind, target: &SocketAddr) -> Result<IpAddr, String> {
                     return Ok(ip);
                 }
             }
+            let name = name.escape_debug();
             Err(if seen {
                 format!("interface {name} has no usable {family} address")
             } else {
@@ -186,6 +187,10 @@ mod tests {
         assert_eq!(err, "interface lo has no usable IPv4 address", "not for a remote one, as ssh");
         let none = Bind::Interface("nope0".into());
         assert_eq!(source_address(&none, &to(V4)).unwrap_err(), "there is no interface nope0");
+        // A name from ssh_config reaches logs and `status` without its control characters.
+        let hostile = Bind::Interface("x\u{1b}[2J".into());
+        assert_eq!(source_address(&hostile, &to(V4)).unwrap_err(), "there is no interface x\\u{1b}[2J");
+        assert_eq!(hostile.to_string(), "BindInterface x\\u{1b}[2J");
     }
 
     #[tokio::test]

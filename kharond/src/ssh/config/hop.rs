@@ -83,8 +83,9 @@ pub enum Bind {
 impl std::fmt::Display for Bind {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         match self {
-            Bind::Address(a) => write!(f, "BindAddress {a}"),
-            Bind::Interface(i) => write!(f, "BindInterface {i}"),
+            // ssh_config text in a log line or `status`: control characters escaped.
+            Bind::Address(a) => write!(f, "BindAddress {}", a.escape_debug()),
+            Bind::Interface(i) => write!(f, "BindInterface {}", i.escape_debug()),
         }
     }
 }

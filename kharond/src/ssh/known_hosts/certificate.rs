@@ -50,7 +50,8 @@ pub(super) fn check(
         ));
     }
     if !cert.critical_options().is_empty() {
-        let names: Vec<&str> = cert.critical_options().keys().map(String::as_str).collect();
+        // The server's text, quoted: it goes to logs and `status`.
+        let names: Vec<String> = cert.critical_options().keys().map(|k| format!("{k:?}")).collect();
         return Err(format!(
             "it has critical options ({}), which ssh refuses in a host certificate",
             names.join(", ")
