@@ -914,6 +914,18 @@ const ROWS: &[Row] = &[
         },
     },
     Row {
+        name: "ProxyJump through a jump host with AllowTcpForwarding no",
+        expect: Refuse {
+            ssh: "administratively prohibited",
+            kharond: "the previous hop refuses to forward to it (administratively prohibited",
+        },
+        case: |c| {
+            c.line("ProxyJump jump0");
+            c.known.push(Server::NoForwarding);
+            c.after = c.host_block("jump0", Server::NoForwarding, &[]);
+        },
+    },
+    Row {
         name: "ProxyCommand ssh -F CONFIG -W %h:%p to the previous jump host",
         expect: Connect,
         case: |c| {

@@ -140,7 +140,7 @@ pub struct Error {
 pub enum ErrorKind {
     #[error(transparent)]
     Tcp(tcp::Error),
-    #[error("the previous hop cannot reach it: {}{}", reason_words(reason), text(description))]
+    #[error("{}", unreachable(reason, description))]
     Unreachable { reason: ChannelOpenFailure, description: Option<String> },
     #[error("no answer within {0:?}")]
     Timeout(Duration),
@@ -163,6 +163,20 @@ pub fn reason_words(reason: &ChannelOpenFailure) -> String {
         ChannelOpenFailure::ResourceShortage => "resource shortage".to_owned(),
         ChannelOpenFailure::Other { code, reason } if reason.is_empty() => format!("reason {code}"),
         ChannelOpenFailure::Other { code, reason } => format!("reason {code} ({reason})"),
+    }
+}
+
+/// The previous hop would not open the channel to this one: refused by its own sshd's policy
+/// (which the user cannot change), or this hop did not answer it.
+fn unreachable(reason: &ChannelOpenFailure, description: &Option<String>) -> String {
+    match reason {
+        ChannelOpenFailure::AdministrativelyProhibited => format!(
+            "the previous hop refuses to forward to it ({}{}): its sshd allows no TCP forwarding there \
+             (AllowTcpForwarding no, or a PermitOpen list without this hop)",
+            reason_words(reason),
+            description.as_deref().filter(|d| !d.is_empty()).map(|d| format!(": {d}")).unwrap_or_default()
+        ),
+        _ => format!("the previous hop cannot reach it: {}{}", reason_words(reason), text(description)),
     }
 }
 
