@@ -502,8 +502,16 @@ fn run_kharond(case: &Case, config: &Path, agent: Option<&Path>) -> Outcome {
     Outcome { connected: false, said: said.join("\n") }
 }
 
+/// What a row gave: each client's outcome, and how they failed the row's expectation.
+#[derive(Clone)]
+struct Ran {
+    ssh: Outcome,
+    kharond: Outcome,
+    problems: Vec<String>,
+}
+
 /// Runs one row: ssh, then kharond on the same files (known_hosts as it was before ssh ran).
-fn run_row(world: &World, row: &Row) -> (Outcome, Outcome, Vec<String>) {
+fn run_row(world: &World, row: &Row) -> Ran {
     let mut case = Case::new(world);
     (row.case)(&mut case);
     let config = case.write();
@@ -555,7 +563,7 @@ fn run_row(world: &World, row: &Row) -> (Outcome, Outcome, Vec<String>) {
             "known_hosts differ:\n  after ssh:     {after_ssh:?}\n  after kharond: {after_kharond:?}"
         ));
     }
-    (ssh, kharond, problems)
+    Ran { ssh, kharond, problems }
 }
 
 #[test]
@@ -568,7 +576,7 @@ fn kharond_connects_wherever_ssh_connects_and_refuses_where_it_refuses() {
     // Rows are independent (each its own HOME, agent and kharond; the sshd they share serve any
     // number of clients), and mostly wait for processes: a few at a time.
     let next = AtomicUsize::new(0);
-    let done: Mutex<Vec<Option<(Outcome, Outcome, Vec<String>)>>> = Mutex::new(vec![None; ROWS.len()]);
+    let done: Mutex<Vec<Option<Ran>>> = Mutex::new(vec![None; ROWS.len()]);
     std::thread::scope(|s| {
         for _ in 0..WORKERS {
             s.spawn(|| {
@@ -583,7 +591,7 @@ fn kharond_connects_wherever_ssh_connects_and_refuses_where_it_refuses() {
     });
     let done = done.into_inner().expect("results");
     for (row, result) in ROWS.iter().zip(done) {
-        let (ssh, kharond, problems) = result.expect("every row ran");
+        let Ran { ssh, kharond, problems } = result.expect("every row ran");
         let (ssh_cause, kharond_cause) = match row.expect {
             Refuse { ssh, kharond } => (Some(ssh), Some(kharond)),
             Connect => (None, None),
