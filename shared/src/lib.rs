@@ -11,6 +11,7 @@
 //! - [`man_pages`]: the man page of either binary, written from its clap definition.
 //! - [`proto`]: the gRPC control API generated from `proto/kharon/v1/control.proto`.
 //! - [`secret`]: [`Secret`], a string that `Debug` never shows, for every credential held in memory.
+//! - [`time`]: Unix times as RFC 3339 (certificate validity in messages, token expiry).
 //! - [`wildcard`]: the one `*`/`?` matcher (ssh config and known_hosts patterns, cluster id filters).
 
 pub mod cache;
@@ -23,6 +24,7 @@ pub mod paths;
 pub mod proto;
 pub mod routing;
 pub mod secret;
+pub mod time;
 pub mod wildcard;
 
 pub use secret::Secret;

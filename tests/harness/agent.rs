@@ -30,7 +30,10 @@ impl Agent {
             .stderr(Stdio::null())
             .spawn()
             .expect("spawn ssh-agent");
-        assert!(wait_until(Duration::from_secs(10), || socket.exists()), "ssh-agent socket did not appear");
+        // Connectable, not only present: ssh-agent binds the socket before it listens, and an
+        // `ssh-add` in between is refused.
+        let listening = || std::os::unix::net::UnixStream::connect(&socket).is_ok();
+        assert!(wait_until(Duration::from_secs(10), listening), "ssh-agent socket did not appear");
         Agent { child, socket, _dir: dir }
     }
 

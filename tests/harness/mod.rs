@@ -4,6 +4,7 @@
 //! # Layout
 //! - [`Env`]: temp HOME and XDG dirs, passed to child processes (never set in the test process).
 //! - [`kharond`]: starts the built daemon and learns its ports. [`kharonctl`]: runs the CLI.
+//! - [`sshd`], [`agent`], [`gpg_agent`]: real OpenSSH servers, ssh-agent and gpg-agent (SSH support).
 //! - [`servers`]: HTTP targets on loopback. [`echo`]: echo targets, in process or as a child for
 //!   thousands of connections. [`inventory`]: Lieutenant `/clusters` JSON builders.
 //! - [`procfs`]: descriptors, limits and memory of a process, from `/proc`.
@@ -14,6 +15,7 @@
 pub mod agent;
 pub mod chromium;
 pub mod echo;
+pub mod gpg_agent;
 pub mod inventory;
 pub mod kharonctl;
 pub mod kharond;

@@ -11,7 +11,11 @@
 //! `api.c1.example` resolves at the last jump host and nowhere else (not in kharond, not in curl).
 //! That needs CAP_SYS_ADMIN (root in CI); [`hosts_supported`] tells whether it works here.
 //!
-//! Also writes key pairs ([`keygen`]) and ssh_config snippets for chains of hops ([`host_block`]).
+//! Host certificates: [`Builder::host_certificate`] signs the host key with a CA and serves the
+//! certificate (`HostCertificate`).
+//!
+//! Also writes key pairs ([`keygen`], [`keygen_of`]) and ssh_config snippets for chains of hops
+//! ([`host_block`]).
 
 use std::io::{Read, Write as _};
 use std::net::TcpStream;
@@ -25,15 +29,44 @@ use crate::wait_until;
 /// Generates an ed25519 key pair at `path` (and `path.pub`); `passphrase` empty = unencrypted.
 /// Returns the public key line.
 pub fn keygen(path: &Path, passphrase: &str) -> String {
+    keygen_of(path, "ed25519", None, passphrase)
+}
+
+/// Generates an unencrypted key pair of `kind` (`ed25519`, `ecdsa`, `rsa`) with `bits` (`ecdsa`:
+/// 256, 384 or 521) at `path`; returns the public key line.
+pub fn keygen_of(path: &Path, kind: &str, bits: Option<u32>, passphrase: &str) -> String {
     let _ = std::fs::remove_file(path);
-    let _ = std::fs::remove_file(path.with_extension("pub"));
-    let out = Command::new("ssh-keygen")
-        .args(["-q", "-t", "ed25519", "-C", "kharon-test", "-N", passphrase, "-f"])
-        .arg(path)
-        .output()
-        .expect("run ssh-keygen");
+    let _ = std::fs::remove_file(pub_path(path));
+    let mut cmd = Command::new("ssh-keygen");
+    cmd.args(["-q", "-t", kind, "-C", "kharon-test", "-N", passphrase]);
+    if let Some(bits) = bits {
+        cmd.args(["-b", &bits.to_string()]);
+    }
+    let out = cmd.arg("-f").arg(path).output().expect("run ssh-keygen");
     assert!(out.status.success(), "ssh-keygen: {}", String::from_utf8_lossy(&out.stderr));
     std::fs::read_to_string(pub_path(path)).expect("read public key").trim().to_owned()
+}
+
+/// Signs `key`'s public half with the CA key `ca` (`ssh-keygen -s`): a host certificate with
+/// `host`, else a user certificate; `principals` comma-separated (none: valid for any), `validity`
+/// as `ssh-keygen -V` takes it. Returns the certificate's path (`KEY-cert.pub`).
+pub fn sign(ca: &Path, key: &Path, host: bool, principals: Option<&str>, validity: Option<&str>) -> PathBuf {
+    let mut cmd = Command::new("ssh-keygen");
+    cmd.arg("-q").arg("-s").arg(ca).args(["-I", "kharon-test"]);
+    if host {
+        cmd.arg("-h");
+    }
+    if let Some(principals) = principals {
+        cmd.args(["-n", principals]);
+    }
+    if let Some(validity) = validity {
+        cmd.args(["-V", validity]);
+    }
+    let out = cmd.arg(pub_path(key)).output().expect("run ssh-keygen -s");
+    assert!(out.status.success(), "ssh-keygen -s: {}", String::from_utf8_lossy(&out.stderr));
+    let mut cert = key.as_os_str().to_owned();
+    cert.push("-cert.pub");
+    PathBuf::from(cert)
 }
 
 pub fn pub_path(key: &Path) -> PathBuf {
@@ -72,11 +105,19 @@ pub fn current_user() -> String {
     std::env::var("USER").ok().filter(|u| !u.is_empty()).unwrap_or_else(|| "root".to_owned())
 }
 
+/// How [`Builder::host_certificate`] signs the host key.
+struct HostCertificate {
+    ca: PathBuf,
+    principals: Option<String>,
+    validity: Option<String>,
+}
+
 #[derive(Default)]
 pub struct Builder {
     authorized: Vec<String>,
     hosts: Vec<(String, String)>,
     extra: Vec<String>,
+    certificate: Option<HostCertificate>,
 }
 
 impl Builder {
@@ -99,6 +140,17 @@ impl Builder {
         self
     }
 
+    /// Serves a host certificate: the host key signed by the CA key `ca` for `principals`
+    /// (comma-separated; `None`: any host) and `validity` (`ssh-keygen -V`; `None`: forever).
+    pub fn host_certificate(mut self, ca: &Path, principals: Option<&str>, validity: Option<&str>) -> Self {
+        self.certificate = Some(HostCertificate {
+            ca: ca.to_owned(),
+            principals: principals.map(str::to_owned),
+            validity: validity.map(str::to_owned),
+        });
+        self
+    }
+
     pub fn start(self) -> Sshd {
         let dir = tempfile::Builder::new().prefix("khsshd").tempdir_in("/tmp").expect("sshd dir");
         let host_key = dir.path().join("host_ed25519");
@@ -117,6 +169,10 @@ impl Builder {
             path
         });
         let mut config: String = self.extra.iter().map(|line| format!("{line}\n")).collect();
+        if let Some(c) = &self.certificate {
+            let cert = sign(&c.ca, &host_key, true, c.principals.as_deref(), c.validity.as_deref());
+            config += &format!("HostCertificate {}\n", cert.display());
+        }
         config += &format!(
             "Port {port}\nListenAddress 127.0.0.1\nHostKey {}\nPidFile none\nAuthorizedKeysFile {}\n\
              StrictModes no\nUsePAM no\nPasswordAuthentication no\nKbdInteractiveAuthentication no\n\

@@ -34,12 +34,24 @@ fn killed_jump_host_is_redialled_after_restart() {
     let status = lab.chain_status();
     assert_eq!(status["state"], "failed", "{status}");
     assert!(status["last_error"].as_str().unwrap_or("").contains("hop 1/1 hop1"), "{status}");
+    // The error says when it happened, and `status` shows its age (issue 35 item 5).
+    let now_ms =
+        std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).unwrap().as_millis() as u64;
+    let at = status["last_error_ms"].as_u64().unwrap_or(0);
+    assert!(at > 0 && at <= now_ms && now_ms - at < 30_000, "{status}");
+    let table = kharon_e2e::kharonctl::run(&lab.env, &["status"]).stdout;
+    let row = table.lines().find(|l| l.contains("hop 1/1 hop1")).unwrap_or_default();
+    assert!(row.contains(" ago)"), "{table}");
 
     lab.hops[0].restart();
     lab.wait_backoff_over();
-    // The next request succeeds, same daemon.
+    // The next request succeeds, same daemon, and the old error is history, not state.
     assert_eq!(lab.hello().unwrap(), "hello from target");
-    assert_eq!(lab.chain_status()["state"], "connected");
+    let status = lab.chain_status();
+    assert_eq!(status["state"], "connected", "{status}");
+    assert_eq!((&status["last_error"], &status["last_error_ms"]), (&"".into(), &0.into()), "{status}");
+    let table = kharon_e2e::kharonctl::run(&lab.env, &["status"]).stdout;
+    assert!(!table.contains("hop 1/1 hop1"), "{table}");
 }
 
 #[test]

@@ -1,7 +1,9 @@
 //! `kharonctl status`: the daemon, its listener, the inventory and its age, connection counters
-//! (with totals per route: direct and each jump host) and the health of every jump host chain,
-//! and what kharond's last check found will fail before a connection does (a jump host no Host
-//! block names that does not resolve, no credentials), with its age.
+//! (with totals per route: direct and each jump host) and the health of every jump host chain:
+//! its state, the last error and how long ago it happened (gone once the chain is up again), and
+//! the last channel its jump host refused (target, reason, when); and what kharond's last check
+//! found will fail before a connection does (a jump host no Host block names that does not
+//! resolve, no credentials), with its age.
 
 use std::process::ExitCode;
 use std::time::{SystemTime, UNIX_EPOCH};
@@ -60,6 +62,25 @@ fn hops_text(c: &pb::ChainStatus) -> String {
         })
         .collect::<Vec<_>>()
         .join(" → ")
+}
+
+/// The last error with its age, "… (12s ago)"; a refused jump host points below the table.
+fn last_error_text(c: &pb::ChainStatus) -> String {
+    match (c.config_error.is_empty(), c.config_origin.is_empty()) {
+        (false, false) => format!("ssh config {} (below)", c.config_origin),
+        (false, true) => "ssh config (below)".to_owned(),
+        (true, _) if c.last_error.is_empty() => String::new(),
+        (true, _) if c.last_error_ms > 0 => format!("{} ({} ago)", c.last_error, age_of(c.last_error_ms)),
+        (true, _) => c.last_error.clone(),
+    }
+}
+
+/// The last refused channel as a cell: "api.example:443: administratively prohibited (open
+/// failed), 3m 2s ago".
+fn refusal_text(r: Option<&pb::ChannelRefusal>) -> String {
+    let Some(r) = r else { return String::new() };
+    let said = if r.description.is_empty() { String::new() } else { format!(" ({})", r.description) };
+    format!("{}: {}{said}, {} ago", r.target, r.reason, age_of(r.at_ms))
 }
 
 fn chain_state(c: &pb::ChainStatus) -> &'static str {
@@ -158,7 +179,11 @@ pub async fn run(args: Args, ctx: &Context) -> anyhow::Result<ExitCode> {
                 json!({
                     "jumphost": c.jumphost, "hops": c.hops, "hop_details": details, "state": chain_state(c),
                     "config_error": c.config_error, "config_origin": c.config_origin,
-                    "since_ms": c.since_ms, "last_error": c.last_error, "open_channels": c.open_channels,
+                    "since_ms": c.since_ms, "last_error": c.last_error, "last_error_ms": c.last_error_ms,
+                    "last_refusal": c.last_refusal.as_ref().map(|r| json!({
+                        "target": r.target, "reason": r.reason, "description": r.description, "at_ms": r.at_ms,
+                    })),
+                    "open_channels": c.open_channels,
                     "bytes_up": c.bytes_up, "bytes_down": c.bytes_down, "next_retry_ms": c.next_retry_ms,
                     "round_trip_ms": round_trip_ms, "probe_failed": probe_failed,
                 })
@@ -267,11 +292,6 @@ pub async fn run(args: Args, ctx: &Context) -> anyhow::Result<ExitCode> {
         println!("jump host chains: none used yet (sessions open on first use)");
     } else {
         let rows = s.chains.iter().map(|c| {
-            let last_error = match (c.config_error.is_empty(), c.config_origin.is_empty()) {
-                (true, _) => c.last_error.clone(),
-                (false, false) => format!("ssh config {} (below)", c.config_origin),
-                (false, true) => "ssh config (below)".to_owned(),
-            };
             vec![
                 c.jumphost.clone(),
                 hops_text(c),
@@ -280,14 +300,25 @@ pub async fn run(args: Args, ctx: &Context) -> anyhow::Result<ExitCode> {
                 probe_text(c.probe.as_ref()),
                 c.open_channels.to_string(),
                 format!("{} / {}", output::bytes(c.bytes_up), output::bytes(c.bytes_down)),
-                last_error,
+                last_error_text(c),
+                refusal_text(c.last_refusal.as_ref()),
             ]
         });
-        // Eight columns cannot fold into 80 without breaking "connected" and user@host:port in
+        // Nine columns cannot fold into 80 without breaking "connected" and user@host:port in
         // two: this one is not folded when piped (a terminal still folds it to its width), and
         // its state never is.
         let mut table = output::wide_table(
-            &["jump host", "hops", "state", "since", "round trip", "channels", "bytes up/down", "last error"],
+            &[
+                "jump host",
+                "hops",
+                "state",
+                "since",
+                "round trip",
+                "channels",
+                "bytes up/down",
+                "last error",
+                "last refused channel",
+            ],
             rows,
         );
         output::keep_whole(&mut table, &[2]);
@@ -306,4 +337,38 @@ pub async fn run(args: Args, ctx: &Context) -> anyhow::Result<ExitCode> {
         }
     }
     Ok(ExitCode::SUCCESS)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_last_error_and_refusal_say_how_long_ago() {
+        let mut chain = pb::ChainStatus {
+            last_error: "hop 1/1 j: cannot connect".into(),
+            last_error_ms: now_ms() - 5_000,
+            ..Default::default()
+        };
+        assert_eq!(last_error_text(&chain), "hop 1/1 j: cannot connect (5s ago)");
+        chain.last_error_ms = 0;
+        assert_eq!(last_error_text(&chain), "hop 1/1 j: cannot connect");
+        chain.last_error.clear();
+        assert_eq!(last_error_text(&chain), "");
+        chain.config_error = "Match tagged".into();
+        chain.config_origin = "/home/u/.ssh/config:3".into();
+        assert_eq!(last_error_text(&chain), "ssh config /home/u/.ssh/config:3 (below)");
+
+        let refusal = pb::ChannelRefusal {
+            target: "api.c1.example:6443".into(),
+            reason: "administratively prohibited".into(),
+            description: "open failed".into(),
+            at_ms: now_ms() - 65_000,
+        };
+        assert_eq!(
+            refusal_text(Some(&refusal)),
+            "api.c1.example:6443: administratively prohibited (open failed), 1m 5s ago"
+        );
+        assert_eq!(refusal_text(None), "");
+    }
 }

@@ -33,8 +33,26 @@ pub enum Error {
     Encrypted { path: PathBuf, agent: Agent },
     #[error("no key was accepted for {user}; tried {}{}", tried_list(tried), agent_note(agent))]
     Rejected { user: String, tried: Vec<String>, agent: Option<String> },
-    #[error("authentication was interrupted: {0}")]
-    Transport(russh::Error),
+    /// The session ended while keys were being tried; `said` is the server's disconnect message,
+    /// which the caller adds once the session has reported it.
+    #[error("{}", interrupted(tried, said.as_deref(), source))]
+    Interrupted { tried: Vec<String>, said: Option<String>, source: russh::Error },
+}
+
+/// After refused keys, a server that hangs up is almost always sshd's `MaxAuthTries` ("Too many
+/// authentication failures"): ssh fails the same way, and the fix is the same.
+fn interrupted(tried: &[String], said: Option<&str>, source: &russh::Error) -> String {
+    let said = said.map(|s| format!(" ({s})")).unwrap_or_default();
+    if tried.is_empty() {
+        return format!("the server ended the session during authentication{said}: {source}");
+    }
+    format!(
+        "the server ended the session after refusing {} key{}{said}: {}. sshd stops after MaxAuthTries keys; \
+         name this host's key with IdentityFile and set IdentitiesOnly yes, as ssh needs too",
+        tried.len(),
+        if tried.len() == 1 { "" } else { "s" },
+        tried.join(", ")
+    )
 }
 
 /// Which agent a hop has, for the advice on an encrypted key.
@@ -129,7 +147,8 @@ where
                             AgentIdentity::PublicKey { key, .. } => (key.algorithm(), false),
                             AgentIdentity::Certificate { certificate, .. } => (certificate.algorithm(), true),
                         };
-                        let Some(hash) = signature(handle, hop, &algorithm, certificate).await? else {
+                        let chosen = signature(handle, hop, &algorithm, certificate).await;
+                        let Some(hash) = chosen.map_err(|e| interrupted_by(tried.clone(), e))? else {
                             tried.push(format!("{label} ({NOT_ACCEPTED})"));
                             continue;
                         };
@@ -156,10 +175,10 @@ where
                             Err(e) => {
                                 // The agent declined or failed to sign; the session is still usable.
                                 tracing::debug!(hop = %hop.display(), error = %e, "agent could not sign");
-                                tried.push(format!("{label} (agent failed: {e})"));
                                 if handle.is_closed() {
-                                    return Err(Error::Transport(russh::Error::Disconnect));
+                                    return Err(interrupted_by(tried, russh::Error::Disconnect));
                                 }
+                                tried.push(format!("{label} (agent failed: {e})"));
                             }
                         }
                     }
@@ -193,7 +212,8 @@ where
         };
         let key = Arc::new(key);
         let cert = f.cert.as_ref().filter(|c| c.public_key() == key.public_key().key_data());
-        let Some(hash) = signature(handle, hop, &key.algorithm(), cert.is_some()).await? else {
+        let chosen = signature(handle, hop, &key.algorithm(), cert.is_some()).await;
+        let Some(hash) = chosen.map_err(|e| interrupted_by(tried.clone(), e))? else {
             tried.push(format!("{} ({NOT_ACCEPTED})", f.path.display()));
             continue;
         };
@@ -206,7 +226,7 @@ where
         match result {
             Ok(AuthResult::Success) => return Ok(()),
             Ok(AuthResult::Failure { .. }) => tried.push(f.path.display().to_string()),
-            Err(e) => return Err(Error::Transport(e)),
+            Err(e) => return Err(interrupted_by(tried, e)),
         }
     }
     match encrypted {
@@ -224,6 +244,10 @@ where
 
 const NOT_ACCEPTED: &str = "its type is not in PubkeyAcceptedAlgorithms";
 
+fn interrupted_by(tried: Vec<String>, source: russh::Error) -> Error {
+    Error::Interrupted { tried, said: None, source }
+}
+
 /// The RSA hash to sign in with a key of `algorithm` (meaningless for other types), or `None`
 /// when the hop's `PubkeyAcceptedAlgorithms` excludes it.
 async fn signature<H: client::Handler>(
@@ -231,8 +255,8 @@ async fn signature<H: client::Handler>(
     hop: &Hop,
     algorithm: &russh::keys::Algorithm,
     certificate: bool,
-) -> Result<Option<Option<russh::keys::HashAlg>>, Error> {
-    let server = handle.best_supported_rsa_hash().await.map_err(Error::Transport)?.flatten();
+) -> Result<Option<Option<russh::keys::HashAlg>>, russh::Error> {
+    let server = handle.best_supported_rsa_hash().await?.flatten();
     let choice = hop.algorithms.pubkey_signature(algorithm, certificate, server);
     if choice.is_none() {
         tracing::debug!(hop = %hop.display(), %algorithm, "key skipped: not in PubkeyAcceptedAlgorithms");

@@ -1,10 +1,11 @@
 //! Dialling a [`Chain`] hop by hop, and opening direct-tcpip channels at its last hop.
 //!
-//! Owns: the transport of the first hop (TCP with a connect timeout, or a `ProxyCommand` child
-//! from `proxy_command`), each later hop as a direct-tcpip channel of the previous session plus
+//! Owns: the transport of the first hop (TCP from `tcp` with a connect timeout, or a
+//! `ProxyCommand` child from `proxy_command`), each later hop as a direct-tcpip channel of the previous session plus
 //! `client::connect_stream` (crates.md §1.1), the russh client settings (window, keepalive, the
-//! algorithm lists the hop's ssh_config chose), the russh `Handler` (host keys through
-//! `known_hosts`, the channel-open failure text, session end), and errors that name the hop.
+//! algorithm lists the hop's ssh_config chose, ordered by what known_hosts holds for it), the
+//! russh `Handler` (host keys through `known_hosts`, the channel-open failure text, session
+//! end), and errors that name the hop.
 //! Knows nothing of pooling, retries or SOCKS: `pool` decides when to dial and what a failure
 //! means for the client.
 //!
@@ -27,9 +28,10 @@ use russh::{ChannelId, ChannelOpenFailure};
 use tokio::net::TcpStream;
 use tokio::sync::watch;
 
-use super::config::{Chain, Hop, Transport};
+use super::config::{Chain, Hop, KnownHostKeys, Transport};
 use super::gather::Gathered;
-use super::{auth, known_hosts, proxy_command};
+use super::known_hosts::KnownHosts;
+use super::{auth, known_hosts, proxy_command, tcp};
 
 /// The per-channel receive window is sized for each session from the round trip to its hop.
 /// One stream gets about half the window per round trip, because russh tops the window up only
@@ -47,6 +49,8 @@ use super::{auth, known_hosts, proxy_command};
 /// up is bounded by the tunnel's buffer (tunnel.rs), not by this.
 const WINDOW_MIN: u32 = 2 * 1024 * 1024;
 const WINDOW_MAX: u32 = 16 * 1024 * 1024;
+/// How long a failed authentication waits for the session to report the server's reason.
+const AUTH_DISCONNECT_WAIT: Duration = Duration::from_millis(500);
 /// How long [`first_byte`] waits for sshd to speak first.
 const BANNER_WAIT: Duration = Duration::from_secs(1);
 /// Window bytes per second of round trip: twice what 1 Gbit/s carries in that time.
@@ -134,11 +138,9 @@ pub struct Error {
 
 #[derive(Debug, thiserror::Error)]
 pub enum ErrorKind {
-    #[error("cannot resolve {host}: {source}")]
-    Resolve { host: String, source: std::io::Error },
-    #[error("cannot connect: {0}")]
-    Connect(std::io::Error),
-    #[error("the previous hop cannot reach it: {reason:?}{}", text(description))]
+    #[error(transparent)]
+    Tcp(tcp::Error),
+    #[error("{}", unreachable(reason, description))]
     Unreachable { reason: ChannelOpenFailure, description: Option<String> },
     #[error("no answer within {0:?}")]
     Timeout(Duration),
@@ -150,6 +152,32 @@ pub enum ErrorKind {
     HostKey(known_hosts::Error),
     #[error(transparent)]
     Auth(auth::Error),
+}
+
+/// An SSH channel-open failure code in words, as OpenSSH prints them.
+pub fn reason_words(reason: &ChannelOpenFailure) -> String {
+    match reason {
+        ChannelOpenFailure::AdministrativelyProhibited => "administratively prohibited".to_owned(),
+        ChannelOpenFailure::ConnectFailed => "connect failed".to_owned(),
+        ChannelOpenFailure::UnknownChannelType => "unknown channel type".to_owned(),
+        ChannelOpenFailure::ResourceShortage => "resource shortage".to_owned(),
+        ChannelOpenFailure::Other { code, reason } if reason.is_empty() => format!("reason {code}"),
+        ChannelOpenFailure::Other { code, reason } => format!("reason {code} ({reason})"),
+    }
+}
+
+/// The previous hop would not open the channel to this one: refused by its own sshd's policy
+/// (which the user cannot change), or this hop did not answer it.
+fn unreachable(reason: &ChannelOpenFailure, description: &Option<String>) -> String {
+    match reason {
+        ChannelOpenFailure::AdministrativelyProhibited => format!(
+            "the previous hop refuses to forward to it ({}{}): its sshd allows no TCP forwarding there \
+             (AllowTcpForwarding no, or a PermitOpen list without this hop)",
+            reason_words(reason),
+            description.as_deref().filter(|d| !d.is_empty()).map(|d| format!(": {d}")).unwrap_or_default()
+        ),
+        _ => format!("the previous hop cannot reach it: {}{}", reason_words(reason), text(description)),
+    }
 }
 
 fn text(d: &Option<String>) -> String {
@@ -171,7 +199,7 @@ impl ErrorKind {
 #[derive(Debug, thiserror::Error)]
 pub enum OpenError {
     /// The last hop answered: it could not or would not connect (`ConnectFailed`, prohibited, …).
-    #[error("{reason:?}{}", text(description))]
+    #[error("{}{}", reason_words(reason), text(description))]
     Refused { reason: ChannelOpenFailure, description: Option<String> },
     /// The session itself failed (closed, send error): a fresh session may succeed.
     #[error("session failed: {0}")]
@@ -203,6 +231,8 @@ struct Events {
 /// The russh client handler of one hop.
 pub struct Handler {
     hop: Hop,
+    /// Read before the handshake: it also chose which host key algorithms were offered.
+    known: KnownHosts,
     ssh_config: std::path::PathBuf,
     events: Arc<Events>,
     /// Set once when the session ends; dropped with the session task, which also means "ended".
@@ -242,7 +272,7 @@ impl client::Handler for Handler {
 
     async fn check_server_key(&mut self, key: &PublicKeyOrCertificate) -> Result<bool, Self::Error> {
         let ctx = known_hosts::Context { ssh_config: &self.ssh_config };
-        match known_hosts::check(&self.hop, key, &ctx) {
+        match self.known.check(&self.hop, key, &ctx) {
             Ok(verdict) => {
                 tracing::debug!(hop = %self.hop.display(), ?verdict, "host key accepted");
                 Ok(true)
@@ -260,7 +290,8 @@ impl client::Handler for Handler {
         _session: &mut client::Session,
     ) -> Result<(), Self::Error> {
         if let Ok(mut last) = self.events.last_failure.lock() {
-            *last = (last.0 + 1, description.to_owned());
+            // The server's words end up in logs, errors and `status`: no control characters.
+            *last = (last.0 + 1, description.escape_debug().to_string());
         }
         Ok(())
     }
@@ -316,7 +347,12 @@ impl client::Handler for Handler {
 
     async fn disconnected(&mut self, reason: DisconnectReason<Self::Error>) -> Result<(), Self::Error> {
         let why = match reason {
-            DisconnectReason::ReceivedDisconnect(info) => format!("closed by the server: {info:?}"),
+            DisconnectReason::ReceivedDisconnect(info) if !info.message.is_empty() => {
+                format!("closed by the server: {}", info.message.escape_debug())
+            }
+            DisconnectReason::ReceivedDisconnect(info) => {
+                format!("closed by the server: {:?}", info.reason_code)
+            }
             DisconnectReason::Error(HandlerError::Russh(e)) => e.to_string(),
             DisconnectReason::Error(HandlerError::HostKey(e)) => e.to_string(),
         };
@@ -455,7 +491,7 @@ async fn failure_text(events: &Events, before: u64) -> Option<String> {
     None
 }
 
-fn client_config(hop: &Hop, window: u32) -> Arc<client::Config> {
+fn client_config(hop: &Hop, known: &KnownHostKeys, window: u32) -> Arc<client::Config> {
     let interval = hop.server_alive_interval;
     Arc::new(client::Config {
         keepalive_interval: (!interval.is_zero()).then_some(interval),
@@ -465,7 +501,7 @@ fn client_config(hop: &Hop, window: u32) -> Arc<client::Config> {
         nodelay: true,
         window_size: window,
         maximum_packet_size: PACKET,
-        preferred: hop.algorithms.preferred(),
+        preferred: hop.algorithms.preferred(known),
         ..Default::default()
     })
 }
@@ -498,8 +534,11 @@ async fn dial_hop(
 ) -> Result<Session, ErrorKind> {
     let (tx, rx) = watch::channel(None);
     let events = Arc::new(Events::default());
+    let known = KnownHosts::load(hop);
+    let hints = known.hints();
     let handler = Handler {
         hop: hop.clone(),
+        known,
         ssh_config: settings.ssh_config.to_owned(),
         events: events.clone(),
         down: tx,
@@ -518,13 +557,13 @@ async fn dial_hop(
                 OpenError::Transport(e) => ErrorKind::Handshake { source: e, stderr: String::new() },
             })?;
             transport = started.elapsed();
-            let config = client_config(hop, measured(id, transport));
+            let config = client_config(hop, &hints, measured(id, transport));
             client::connect_stream(config, channel.into_stream(), handler).await
         }
         (None, Transport::Tcp) => {
-            let (tcp, connect) = tcp_connect(&hop.host_name, hop.port).await?;
+            let (tcp, connect) = tcp::connect(hop).await.map_err(ErrorKind::Tcp)?;
             transport = started.elapsed();
-            let config = client_config(hop, measured(id, connect.max(first_byte(&tcp).await)));
+            let config = client_config(hop, &hints, measured(id, connect.max(first_byte(&tcp).await)));
             let stream = Gathered::new(super::quickack::QuickAck(tcp), settings.open_channels.clone());
             client::connect_stream(config, stream, handler).await
         }
@@ -534,7 +573,7 @@ async fn dial_hop(
             stderr = Some(tail);
             transport = started.elapsed();
             let stream = Gathered::new(stream, settings.open_channels.clone());
-            client::connect_stream(client_config(hop, window_for(None)), stream, handler).await
+            client::connect_stream(client_config(hop, &hints, window_for(None)), stream, handler).await
         }
     };
     let mut handle = connected.map_err(|e| match e {
@@ -544,7 +583,21 @@ async fn dial_hop(
         }
     })?;
     let handshake = started.elapsed().saturating_sub(transport);
-    auth::authenticate(&mut handle, hop, settings.env).await.map_err(ErrorKind::Auth)?;
+    let mut down = rx;
+    match auth::authenticate(&mut handle, hop, settings.env).await {
+        Ok(()) => {}
+        Err(auth::Error::Interrupted { tried, source, .. }) => {
+            // The session reports the server's disconnect message on its own task: wait for it
+            // briefly, it is what names the cause ("Too many authentication failures").
+            let said = tokio::time::timeout(AUTH_DISCONNECT_WAIT, down.wait_for(Option::is_some))
+                .await
+                .ok()
+                .and_then(|r| r.ok().and_then(|v| v.clone()));
+            return Err(ErrorKind::Auth(auth::Error::Interrupted { tried, said, source }));
+        }
+        Err(e) => return Err(ErrorKind::Auth(e)),
+    }
+    let rx = down;
     let auth = started.elapsed().saturating_sub(transport + handshake);
     let timing = HopTiming { hop: hop.display(), transport, handshake, auth };
     Ok(Session { handle, events, down: rx, hop: id.clone(), timing })
@@ -566,26 +619,6 @@ fn measured(id: &HopId, rtt: Duration) -> u32 {
     let window = window_for(Some(rtt));
     tracing::debug!(hop = %id, rtt_ms = rtt.as_secs_f64() * 1e3, window_kib = window / 1024, "round trip measured");
     window
-}
-
-/// `client::connect` has no timeout and no TCP_NODELAY; the caller bounds this. Also returns
-/// how long the successful connect took (one round trip).
-async fn tcp_connect(host: &str, port: u16) -> Result<(TcpStream, Duration), ErrorKind> {
-    let addrs = tokio::net::lookup_host((host, port))
-        .await
-        .map_err(|source| ErrorKind::Resolve { host: host.to_owned(), source })?;
-    let mut last = None;
-    for addr in addrs {
-        let started = Instant::now();
-        match TcpStream::connect(addr).await {
-            Ok(s) => {
-                let _ = s.set_nodelay(true);
-                return Ok((s, started.elapsed()));
-            }
-            Err(e) => last = Some(e),
-        }
-    }
-    Err(ErrorKind::Connect(last.unwrap_or_else(|| std::io::Error::other(format!("{host} has no address")))))
 }
 
 #[cfg(test)]

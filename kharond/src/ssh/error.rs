@@ -27,7 +27,7 @@ pub enum Error {
     /// `last_error` names the jump host already (every dial error does).
     #[error("{last_error} (failed recently; next attempt in {retry_in:.1?})")]
     Backoff { jumphost: String, last_error: String, kind: ErrorKind, retry_in: Duration },
-    #[error("{jumphost} cannot open {host}:{port}: {reason:?}{}", text(description))]
+    #[error("{}", target_failure(jumphost, host, *port, reason, description.as_deref()))]
     Target {
         jumphost: String,
         host: String,
@@ -41,8 +41,31 @@ pub enum Error {
     Timeout { jumphost: String, what: &'static str, after: Duration },
 }
 
-fn text(d: &Option<String>) -> String {
-    d.as_ref().filter(|d| !d.is_empty()).map(|d| format!(" ({d})")).unwrap_or_default()
+/// What a refused channel at the last hop means, and for a refusal of forwarding, where sshd
+/// decides it: the user cannot fix this on their side, the jump host's admin can.
+fn target_failure(
+    jumphost: &str,
+    host: &str,
+    port: u16,
+    reason: &ChannelOpenFailure,
+    description: Option<&str>,
+) -> String {
+    let said = description.filter(|d| !d.is_empty()).map(|d| format!(": {d}")).unwrap_or_default();
+    match reason {
+        ChannelOpenFailure::AdministrativelyProhibited => format!(
+            "jump host {jumphost} refuses to forward to {host}:{port} (administratively prohibited{said}): its \
+             sshd allows no TCP forwarding there (AllowTcpForwarding no, a PermitOpen list without this target, \
+             or a restrict/permitopen option on your key); `ssh -W {host}:{port} {jumphost}` is refused the \
+             same way"
+        ),
+        ChannelOpenFailure::ConnectFailed => {
+            format!("jump host {jumphost} cannot connect to {host}:{port} (connect failed{said})")
+        }
+        other => format!(
+            "jump host {jumphost} cannot open a channel to {host}:{port} ({}{said})",
+            chain::reason_words(other)
+        ),
+    }
 }
 
 impl Error {

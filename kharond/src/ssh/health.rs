@@ -1,6 +1,7 @@
-//! What `Status` shows of the pool: one [`ChainHealth`] per jump host (state, last error, next
-//! retry, channels and bytes, or why the ssh config refuses it), and a live round trip through
-//! every connected chain. Reads the slots; changes nothing.
+//! What `Status` shows of the pool: one [`ChainHealth`] per jump host (state, last error and its
+//! time, the last channel the jump host refused, next retry, channels and bytes, or why the ssh
+//! config refuses it), and a live round trip through every connected chain. Reads the slots;
+//! changes nothing.
 
 use std::collections::HashMap;
 use std::sync::Arc;
@@ -10,7 +11,7 @@ use std::time::{Duration, SystemTime};
 use tokio::time::Instant;
 
 use super::config;
-use super::slot::{ChainState, Slot};
+use super::slot::{ChainState, ChannelRefusal, Slot, Stamped};
 
 /// Why the ssh config gives a jump host no chain, as `Status` shows it.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -45,7 +46,10 @@ pub struct ChainHealth {
     pub refused: Option<Refusal>,
     pub state: ChainState,
     pub since: SystemTime,
-    pub last_error: Option<String>,
+    /// Why the chain last failed, until it is up again.
+    pub last_error: Option<Stamped>,
+    /// The last channel its last hop refused (kept until a channel to that target opens).
+    pub last_refusal: Option<ChannelRefusal>,
     pub open_channels: u32,
     pub bytes_up: u64,
     pub bytes_down: u64,
@@ -69,6 +73,7 @@ pub(super) fn status<'r>(
                 state: st.state,
                 since: st.since,
                 last_error: st.last_error.clone(),
+                last_refusal: st.last_refusal.clone(),
                 open_channels: slot.counters.open.load(Ordering::Relaxed),
                 bytes_up: slot.counters.up.load(Ordering::Relaxed),
                 bytes_down: slot.counters.down.load(Ordering::Relaxed),
@@ -85,7 +90,8 @@ pub(super) fn status<'r>(
         details: Vec::new(),
         state: ChainState::Failed,
         since: refusal.since,
-        last_error: Some(refusal.reason.clone()),
+        last_error: Some(Stamped { text: refusal.reason.clone(), at: refusal.since }),
+        last_refusal: None,
         refused: Some(refusal.clone()),
         open_channels: 0,
         bytes_up: 0,

@@ -12,9 +12,12 @@
 //!   sessions.
 //! - [`chain`]: dials a chain hop by hop (TCP or ProxyCommand, then direct-tcpip + handshake).
 //! - [`auth`]: agent first, then key files; an encrypted key without an agent → "run `ssh-add`".
-//! - [`known_hosts`]: host key checks under `StrictHostKeyChecking`.
+//! - [`known_hosts`]: host key and host certificate checks under `StrictHostKeyChecking`, and
+//!   which host key algorithms to offer.
 //! - [`preflight`]: what will fail, found before a connection does: jump hosts no Host block names
 //!   whose name does not resolve, and no ssh-agent with no key file usable without one.
+//! - [`tcp`]: the first hop's TCP connection as ssh makes it (`AddressFamily`, `BindAddress`,
+//!   `BindInterface`).
 //! - [`proxy_command`]: a `ProxyCommand` child process as the first hop's transport.
 //! - [`tunnel`]: one channel as a byte stream, pumped so a slow reader cannot stall its session.
 //! - [`quickack`]: the first hop's TCP stream, ACKing at once (sshd leaves Nagle on).
@@ -37,6 +40,7 @@ pub mod preflight;
 pub mod proxy_command;
 pub mod quickack;
 pub mod slot;
+pub mod tcp;
 pub mod tunnel;
 
 pub use error::Error;

@@ -277,6 +277,8 @@ mod tests {
             server_alive_interval: Duration::from_secs(15),
             server_alive_count_max: 3,
             connect_timeout: None,
+            address_family: Default::default(),
+            bind: None,
             strict_host_key_checking: crate::ssh::config::StrictHostKeyChecking::Yes,
             user_known_hosts_files: Vec::new(),
             global_known_hosts_files: Vec::new(),

@@ -1,5 +1,6 @@
 //! One jump host's slot in the pool: its resolved chain, its session if one is up, the state
-//! `Status` shows, and the counters its tunnels feed. The pool decides when to dial a slot
+//! `Status` shows (with the last failure and the last channel the jump host refused, each with
+//! its time), and the counters its tunnels feed. The pool decides when to dial a slot
 //! (pool.rs), keepalive.rs when to doubt its session, health.rs reads it.
 //!
 //! # Concurrency
@@ -11,6 +12,7 @@ use std::sync::atomic::AtomicU64;
 use std::sync::{Arc, Mutex};
 use std::time::SystemTime;
 
+use russh::ChannelOpenFailure;
 use tokio::time::Instant;
 
 use super::chain::Dialled;
@@ -41,11 +43,39 @@ pub(super) struct Live {
     pub suspect: bool,
 }
 
+/// Something that went wrong, and when.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Stamped {
+    pub text: String,
+    pub at: SystemTime,
+}
+
+impl Stamped {
+    pub fn now(text: impl Into<String>) -> Self {
+        Stamped { text: text.into(), at: SystemTime::now() }
+    }
+}
+
+/// A channel the jump host would not open: the target refused, or forwarding not allowed there.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ChannelRefusal {
+    /// host:port, as the client asked for it.
+    pub target: String,
+    /// The SSH reason in words, e.g. "administratively prohibited".
+    pub reason: String,
+    /// What the jump host's sshd said, e.g. "open failed".
+    pub description: String,
+    pub at: SystemTime,
+}
+
 pub(super) struct SlotState {
     pub live: Option<Live>,
     pub state: ChainState,
     pub since: SystemTime,
-    pub last_error: Option<String>,
+    /// Why the chain last failed; cleared once a session is up again.
+    pub last_error: Option<Stamped>,
+    /// The last channel the chain's last hop refused; kept until a channel to that target opens.
+    pub last_refusal: Option<ChannelRefusal>,
     /// The io kind of the last dial failure, for requests failed fast during backoff.
     pub last_kind: ErrorKind,
     pub failures: u32,
@@ -73,6 +103,7 @@ impl Slot {
                 state: ChainState::Idle,
                 since: SystemTime::now(),
                 last_error: None,
+                last_refusal: None,
                 last_kind: ErrorKind::NetworkUnreachable,
                 failures: 0,
                 retry_at: None,
@@ -98,7 +129,7 @@ impl Slot {
             st.live = None;
             st.state = ChainState::Failed;
             st.since = SystemTime::now();
-            st.last_error = Some(why.to_owned());
+            st.last_error = Some(Stamped::now(why));
             tracing::info!(jumphost = %self.jumphost, chain = %self.hops(), reason = %why, "SSH session down");
         }
     }
@@ -130,6 +161,30 @@ impl Slot {
             return None;
         }
         Some((live.id, live.chain.clone(), live.suspect))
+    }
+
+    /// The last hop refused a channel to `host:port`: `Status` shows it until one opens.
+    pub fn refused(&self, host: &str, port: u16, reason: &ChannelOpenFailure, description: Option<&str>) {
+        let target = format!("{host}:{port}");
+        let refusal = ChannelRefusal {
+            reason: super::chain::reason_words(reason),
+            description: description.unwrap_or_default().to_owned(),
+            target,
+            at: SystemTime::now(),
+        };
+        tracing::info!(jumphost = %self.jumphost, target = %refusal.target, reason = %refusal.reason,
+            description = %refusal.description, "the jump host refused a channel");
+        self.lock().last_refusal = Some(refusal);
+    }
+
+    /// A channel to `host:port` opened: a refusal of that target is over.
+    pub fn opened(&self, host: &str, port: u16) {
+        let mut st = self.lock();
+        if let Some(refusal) = &st.last_refusal
+            && refusal.target.strip_suffix(&format!(":{port}")) == Some(host)
+        {
+            st.last_refusal = None;
+        }
     }
 
     /// Session `id` answered a probe: it is no longer suspect (if it is still the current one).

@@ -1,12 +1,22 @@
-//! `Ciphers`, `MACs`, `KexAlgorithms`, `HostKeyAlgorithms` and `PubkeyAcceptedAlgorithms`:
-//! OpenSSH's list syntax, applied to the algorithms kharon's SSH library (russh) implements.
+//! `Ciphers`, `MACs`, `KexAlgorithms`, `HostKeyAlgorithms`, `PubkeyAcceptedAlgorithms` and
+//! `CASignatureAlgorithms`: OpenSSH's list syntax, applied to the algorithms kharon's SSH library
+//! (russh) implements.
 //!
 //! ssh_config(5): a plain list replaces the default; `+list` appends to it, `-list` removes
 //! what matches its patterns (`*`, `?`), `^list` moves to its head. `ssh` refuses a name it does
 //! not know, and so do we (a typo must not quietly change what is negotiated). A name OpenSSH
-//! knows but russh lacks (`umac-128-etm@openssh.com`, `sntrup761x25519-sha512`, certificate and
-//! security-key host key types) is skipped: what is left is still a subset of what the user
-//! allowed. A list that leaves nothing kharon implements is an error naming file and line.
+//! knows but russh lacks (`umac-128-etm@openssh.com`, `sntrup761x25519-sha512`, security-key
+//! host key types) is skipped: what is left is still a subset of what the user allowed. A list
+//! that leaves nothing kharon implements is an error naming file and line.
+//!
+//! # Host key algorithms, as ssh(1) orders them
+//! Host certificates (`*-cert-v01@openssh.com`) are offered, ahead of plain keys, only to a host
+//! that an `@cert-authority` line of known_hosts names ([`KnownHostKeys`]): a certificate is
+//! worth nothing without a CA to check it against, and russh leaves that decision to us. Unless
+//! the user's `HostKeyAlgorithms` replaced the list or moved names to its head, the plain types
+//! known_hosts already holds a key of for the host come first, as sshconnect2.c
+//! `order_hostkeyalgs` does: a host known by its RSA key is asked for that key, not for an
+//! ed25519 key nobody recorded.
 
 use std::borrow::Cow;
 
@@ -24,6 +34,8 @@ pub(super) enum Category {
     HostKeys,
     /// `PubkeyAcceptedAlgorithms`: the signature algorithms our keys may sign in with.
     Pubkeys,
+    /// `CASignatureAlgorithms`: what a host certificate's CA may have signed it with.
+    CaSignatures,
 }
 
 /// How a value changes the default list (ssh_config(5) "If the specified list begins with ...").
@@ -94,6 +106,8 @@ const HOST_KEYS: &[&str] = &[
 /// The certificate signature algorithms russh can sign in with. With [`HOST_KEYS`] after them
 /// they are kharon's `PubkeyAcceptedAlgorithms`, in OpenSSH's order: all it can use, so an unset
 /// option keeps russh's choice (the server's best RSA hash, `ssh-rsa` for a server naming none).
+/// They are also the host certificate types kharon can check; OpenSSH's default
+/// `HostKeyAlgorithms` has all but the SHA-1 one ([`DEFAULT_HOST_KEY_CERTS`]).
 const PUBKEY_CERTS: &[&str] = &[
     "ssh-ed25519-cert-v01@openssh.com",
     "ecdsa-sha2-nistp256-cert-v01@openssh.com",
@@ -104,6 +118,34 @@ const PUBKEY_CERTS: &[&str] = &[
     "ssh-rsa-cert-v01@openssh.com",
 ];
 const CERT_SUFFIX: &str = "-cert-v01@openssh.com";
+
+/// The host certificate types offered when the config names none: OpenSSH 9.2's default
+/// `HostKeyAlgorithms` without the security-key types.
+const DEFAULT_HOST_KEY_CERTS: &[&str] = &[
+    "ssh-ed25519-cert-v01@openssh.com",
+    "ecdsa-sha2-nistp256-cert-v01@openssh.com",
+    "ecdsa-sha2-nistp384-cert-v01@openssh.com",
+    "ecdsa-sha2-nistp521-cert-v01@openssh.com",
+    "rsa-sha2-512-cert-v01@openssh.com",
+    "rsa-sha2-256-cert-v01@openssh.com",
+];
+
+/// OpenSSH 9.2's default `CASignatureAlgorithms` without the security-key types, which kharon
+/// cannot verify: a host certificate signed with anything else (SHA-1 RSA above all) is not
+/// accepted.
+const DEFAULT_CA_SIGNATURES: &[&str] = &[
+    "ssh-ed25519",
+    "ecdsa-sha2-nistp256",
+    "ecdsa-sha2-nistp384",
+    "ecdsa-sha2-nistp521",
+    "rsa-sha2-512",
+    "rsa-sha2-256",
+];
+
+/// Whether `name` is a certificate type (`*-cert-v01@openssh.com`).
+pub(crate) fn is_certificate(name: &str) -> bool {
+    name.ends_with(CERT_SUFFIX)
+}
 
 /// Names OpenSSH 9.x accepts (`ssh -Q cipher|mac|kex|HostKeyAlgorithms`, 9.2 plus 9.9's
 /// mlkem768x25519-sha256), so that a typo is told apart from an algorithm russh lacks.
@@ -196,6 +238,7 @@ impl Category {
             Category::Kex => "key exchange algorithm",
             Category::HostKeys => "host key algorithm",
             Category::Pubkeys => "public key signature algorithm",
+            Category::CaSignatures => "CA signature algorithm",
         }
     }
 
@@ -207,6 +250,7 @@ impl Category {
             Category::Kex => "kex",
             Category::HostKeys => "HostKeyAlgorithms",
             Category::Pubkeys => "PubkeyAcceptedAlgorithms",
+            Category::CaSignatures => "sig",
         }
     }
 
@@ -215,8 +259,9 @@ impl Category {
             Category::Ciphers => OPENSSH_CIPHERS,
             Category::Macs => OPENSSH_MACS,
             Category::Kex => OPENSSH_KEX,
-            // `ssh -Q PubkeyAcceptedAlgorithms` lists the same names.
-            Category::HostKeys | Category::Pubkeys => OPENSSH_HOST_KEYS,
+            // `ssh -Q PubkeyAcceptedAlgorithms` lists the same names, and ssh takes any of them
+            // in CASignatureAlgorithms.
+            Category::HostKeys | Category::Pubkeys | Category::CaSignatures => OPENSSH_HOST_KEYS,
         }
     }
 
@@ -226,8 +271,9 @@ impl Category {
             Category::Ciphers => cipher::ALL_CIPHERS.iter().map(|n| n.as_ref()).collect(),
             Category::Macs => mac::ALL_MAC_ALGORITHMS.iter().map(|n| n.as_ref()).collect(),
             Category::Kex => kex::ALL_KEX_ALGORITHMS.iter().map(|n| n.as_ref()).collect(),
-            Category::HostKeys => HOST_KEYS.to_vec(),
-            Category::Pubkeys => pubkeys(),
+            // The certificate types are kharon's to check, not russh's: see the module doc.
+            Category::HostKeys | Category::Pubkeys => pubkeys(),
+            Category::CaSignatures => DEFAULT_CA_SIGNATURES.iter().copied().chain(["ssh-rsa"]).collect(),
         };
         names.into_iter().filter(|n| !matches!(*n, "none" | "clear")).collect()
     }
@@ -243,8 +289,9 @@ impl Category {
                 .map(|n| n.as_ref())
                 .filter(|n| !is_kex_extension(n))
                 .collect(),
-            Category::HostKeys => HOST_KEYS.to_vec(),
+            Category::HostKeys => DEFAULT_HOST_KEY_CERTS.iter().chain(HOST_KEYS).copied().collect(),
             Category::Pubkeys => pubkeys(),
+            Category::CaSignatures => DEFAULT_CA_SIGNATURES.to_vec(),
         }
     }
 }
@@ -325,6 +372,22 @@ pub(super) fn parse(category: Category, value: &str) -> Result<(Vec<&'static str
     Ok((unique, skipped))
 }
 
+/// Whether a list value keeps ssh's reordering of host key algorithms by known_hosts: a list
+/// that only adds to or removes from the default does (sshconnect.c `ssh_kex2`), one that
+/// replaces it or names a head does not.
+pub(super) fn keeps_known_hosts_order(value: &str) -> bool {
+    value.starts_with(['+', '-'])
+}
+
+/// What known_hosts says about one host, for choosing and ordering its host key algorithms.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct KnownHostKeys {
+    /// An `@cert-authority` line names the host: certificate types are offered, first.
+    pub certificate_authority: bool,
+    /// The types of the plain keys recorded for the host.
+    pub plain: Vec<Algorithm>,
+}
+
 /// The algorithm lists of one hop; `None` is kharon's default for that kind.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct Algorithms {
@@ -332,22 +395,44 @@ pub struct Algorithms {
     pub(super) macs: Option<Vec<&'static str>>,
     pub(super) kex: Option<Vec<&'static str>>,
     pub(super) host_keys: Option<Vec<&'static str>>,
+    /// The user's `HostKeyAlgorithms` fixed the order (a plain list, or `^`): known_hosts does
+    /// not reorder it.
+    pub(super) host_keys_as_given: bool,
     pub(super) pubkeys: Option<Vec<&'static str>>,
+    pub(super) ca_signatures: Option<Vec<&'static str>>,
 }
 
 impl Algorithms {
     /// Sets `category`'s list unless an earlier line already did (first obtained value wins).
-    pub(super) fn keep_first(&mut self, category: Category, list: &[&'static str]) {
+    /// `as_given`: see [`keeps_known_hosts_order`] (only host key lists use it).
+    pub(super) fn keep_first(&mut self, category: Category, list: &[&'static str], as_given: bool) {
         let slot = match category {
             Category::Ciphers => &mut self.ciphers,
             Category::Macs => &mut self.macs,
             Category::Kex => &mut self.kex,
             Category::HostKeys => &mut self.host_keys,
             Category::Pubkeys => &mut self.pubkeys,
+            Category::CaSignatures => &mut self.ca_signatures,
         };
         if slot.is_none() {
             *slot = Some(list.to_vec());
+            if category == Category::HostKeys {
+                self.host_keys_as_given = as_given;
+            }
         }
+    }
+
+    /// Only `CASignatureAlgorithms` set, to `list` (tests of the host certificate checks).
+    #[cfg(test)]
+    pub(crate) fn with_ca_signatures(list: &[&'static str]) -> Self {
+        Algorithms { ca_signatures: Some(list.to_vec()), ..Algorithms::default() }
+    }
+
+    /// Whether a host certificate's CA may have signed it with `algorithm` (an SSH signature
+    /// name such as `rsa-sha2-512`) under `CASignatureAlgorithms`; if not, the list in force.
+    pub fn ca_signature(&self, algorithm: &str) -> Result<(), String> {
+        let list = self.ca_signatures.as_deref().unwrap_or(DEFAULT_CA_SIGNATURES);
+        if list.contains(&algorithm) { Ok(()) } else { Err(list.join(",")) }
     }
 
     /// Whether a key (or certificate, with `certificate`) of `key` may sign in under
@@ -374,9 +459,9 @@ impl Algorithms {
         }
     }
 
-    /// What russh offers the server. Every name here came from russh's own tables, so the
-    /// conversions cannot fail; one that did would only shorten the list.
-    pub fn preferred(&self) -> russh::Preferred {
+    /// What russh offers a host of which known_hosts says `known`. Every name here came from
+    /// russh's own tables, so the conversions cannot fail; one that did would only shorten the list.
+    pub fn preferred(&self, known: &KnownHostKeys) -> russh::Preferred {
         let list = |slot: &Option<Vec<&'static str>>, category: Category| {
             slot.clone().unwrap_or_else(|| category.default_list())
         };
@@ -385,14 +470,24 @@ impl Algorithms {
         // What OpenSSH adds to every client proposal: extension negotiation, and strict key
         // exchange (the Terrapin fix).
         kex.extend([kex::EXTENSION_SUPPORT_AS_CLIENT, kex::EXTENSION_OPENSSH_STRICT_KEX_AS_CLIENT]);
+        let (certificates, plain): (Vec<&str>, Vec<&str>) =
+            list(&self.host_keys, Category::HostKeys).into_iter().partition(|n| is_certificate(n));
+        let mut key: Vec<Algorithm> = plain.into_iter().filter_map(|n| Algorithm::new(n).ok()).collect();
+        if !self.host_keys_as_given {
+            // Stable: known types first, each part in the list's order.
+            key.sort_by_key(|algorithm| !known.plain.iter().any(|k| same_key_type(k, algorithm)));
+        }
+        // A list of certificate types only still has to negotiate something; the check then
+        // falls back to the certified key, as ssh's does.
+        let host_key_certificates = if known.certificate_authority || key.is_empty() {
+            certificates.into_iter().filter_map(|n| Algorithm::new_certificate(n).ok()).collect()
+        } else {
+            Vec::new()
+        };
         russh::Preferred {
             kex: Cow::Owned(kex),
-            key: Cow::Owned(
-                list(&self.host_keys, Category::HostKeys)
-                    .into_iter()
-                    .filter_map(|n| Algorithm::new(n).ok())
-                    .collect(),
-            ),
+            key: Cow::Owned(key),
+            host_key_certificates: Cow::Owned(host_key_certificates),
             cipher: Cow::Owned(
                 list(&self.ciphers, Category::Ciphers)
                     .into_iter()
@@ -408,6 +503,12 @@ impl Algorithms {
             ..russh::Preferred::DEFAULT
         }
     }
+}
+
+/// ssh's "a key of this type": every RSA signature algorithm uses any RSA key.
+fn same_key_type(known: &Algorithm, algorithm: &Algorithm) -> bool {
+    known == algorithm
+        || (matches!(known, Algorithm::Rsa { .. }) && matches!(algorithm, Algorithm::Rsa { .. }))
 }
 
 #[cfg(test)]
@@ -445,8 +546,12 @@ mod tests {
         without.sort_unstable();
         assert_eq!(with, without);
         // With no Ciphers line, this machine's order is what russh offers.
-        let offered: Vec<String> =
-            Algorithms::default().preferred().cipher.iter().map(|n| n.as_ref().to_owned()).collect();
+        let offered: Vec<String> = Algorithms::default()
+            .preferred(&KnownHostKeys::default())
+            .cipher
+            .iter()
+            .map(|n| n.as_ref().to_owned())
+            .collect();
         assert_eq!(offered, default_ciphers(aes_gcm_accelerated()));
         // A relative list starts from the same order.
         let (appended, _) = parse(Category::Ciphers, "-aes*-ctr").unwrap();

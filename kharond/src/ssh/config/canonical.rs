@@ -16,6 +16,7 @@
 //!
 //! The caller re-reads the config for the result (`options`'s second pass).
 
+use super::hop::AddressFamily;
 use super::machine::{self, Machine};
 use super::pattern;
 
@@ -38,12 +39,14 @@ pub(super) struct Rules<'a> {
     pub permitted_cnames: &'a [(String, String)],
     /// Reached without ProxyJump or ProxyCommand.
     pub direct: bool,
+    /// `AddressFamily`: lookups accept addresses of this family only, as ssh's do.
+    pub family: AddressFamily,
 }
 
 /// `host` (HostName with `%h` expanded, or the name as given) → the name ssh connects to. An
 /// error only for `CanonicalizeFallbackLocal no` when nothing resolved.
 pub(super) fn host_name(host: &str, rules: &Rules<'_>, machine: &dyn Machine) -> Result<String, String> {
-    let numeric = machine::numeric(host);
+    let numeric = machine::numeric(host, rules.family);
     let was_addr = machine::looks_numeric(host) || numeric.is_some();
     let mut host = if was_addr { host.to_owned() } else { host.to_ascii_lowercase() };
     let mut resolved = false;
@@ -66,7 +69,7 @@ pub(super) fn host_name(host: &str, rules: &Rules<'_>, machine: &dyn Machine) ->
         // up if it does not resolve; kharon skips that (the name cannot change), and keeps the
         // name when a lookup fails, so a resolver that is down at reload pins no refusal: the
         // dial fails instead.
-        if let Some(found) = machine.lookup(&host) {
+        if let Some(found) = machine.lookup(&host, rules.family) {
             follow_cname(&mut host, found.canonical.as_deref(), rules);
         }
     }
@@ -84,7 +87,7 @@ fn by_suffix(host: &str, rules: &Rules<'_>, machine: &dyn Machine) -> Result<Opt
     let mut tried = Vec::new();
     if host.ends_with('.') {
         tried.push(host.to_owned());
-        if let Some(found) = machine.lookup(host) {
+        if let Some(found) = machine.lookup(host, rules.family) {
             let mut name = host.trim_end_matches('.').to_owned();
             follow_cname(&mut name, found.canonical.as_deref(), rules);
             return Ok(Some(name));
@@ -99,7 +102,7 @@ fn by_suffix(host: &str, rules: &Rules<'_>, machine: &dyn Machine) -> Result<Opt
                 break;
             }
             let full = format!("{host}.{domain}.");
-            let found = machine.lookup(&full);
+            let found = machine.lookup(&full, rules.family);
             tried.push(full);
             if let Some(found) = found {
                 let mut name = format!("{host}.{domain}");
@@ -151,10 +154,12 @@ mod tests {
     use std::sync::Mutex;
     use std::time::Duration;
 
-    /// Names that resolve only here, and every lookup made.
+    /// Names that resolve only here (with IPv4 and IPv6 addresses, unless listed in `v6_only`),
+    /// and every lookup made.
     #[derive(Debug, Default)]
     struct Dns {
         names: HashMap<String, Option<String>>,
+        v6_only: Vec<String>,
         asked: Mutex<Vec<String>>,
     }
 
@@ -162,6 +167,7 @@ mod tests {
         fn with(names: &[(&str, Option<&str>)]) -> Self {
             Dns {
                 names: names.iter().map(|(n, c)| (n.to_string(), c.map(str::to_owned))).collect(),
+                v6_only: Vec::new(),
                 asked: Mutex::default(),
             }
         }
@@ -171,8 +177,11 @@ mod tests {
     }
 
     impl Machine for Dns {
-        fn lookup(&self, name: &str) -> Option<Found> {
+        fn lookup(&self, name: &str, family: AddressFamily) -> Option<Found> {
             self.asked.lock().unwrap().push(name.to_owned());
+            if family == AddressFamily::Inet && self.v6_only.iter().any(|n| n == name) {
+                return None;
+            }
             self.names.get(name).map(|c| Found { canonical: c.clone() })
         }
         fn exec(&self, _: &Path, _: &str, _: Duration) -> Result<bool, String> {
@@ -181,7 +190,28 @@ mod tests {
     }
 
     fn rules<'a>(mode: Mode, domains: &'a [String], cnames: &'a [(String, String)]) -> Rules<'a> {
-        Rules { mode, domains, max_dots: 1, fallback_local: true, permitted_cnames: cnames, direct: true }
+        Rules {
+            mode,
+            domains,
+            max_dots: 1,
+            fallback_local: true,
+            permitted_cnames: cnames,
+            direct: true,
+            family: AddressFamily::Any,
+        }
+    }
+
+    #[test]
+    fn address_family_limits_what_a_lookup_accepts() {
+        let mut dns = Dns::with(&[("jump.a.example.", None), ("jump.b.example.", None)]);
+        dns.v6_only.push("jump.a.example.".to_owned());
+        let domains = strings(&["a.example", "b.example"]);
+        let mut r = rules(Mode::Yes, &domains, &[]);
+        assert_eq!(host_name("jump", &r, &dns), Ok("jump.a.example".into()));
+        r.family = AddressFamily::Inet;
+        assert_eq!(host_name("jump", &r, &dns), Ok("jump.b.example".into()), "no IPv4 address in a.example");
+        // An address of the other family is not put in canonical form: ssh then fails to dial it.
+        assert_eq!(host_name("0:0::1", &r, &dns), Ok("0:0::1".into()));
     }
 
     fn strings(s: &[&str]) -> Vec<String> {

@@ -21,7 +21,7 @@ use super::expand;
 use super::jump::{JumpSpec, ProxyCommand};
 use super::load::{Agent, Item};
 use super::options::Options;
-use super::{Chain, Error, Hop, IdentityAgent, Origin, SshConfig, StrictHostKeyChecking, Transport};
+use super::{Bind, Chain, Error, Hop, IdentityAgent, Origin, SshConfig, StrictHostKeyChecking, Transport};
 
 /// Sent every 15 s when the config says nothing: OpenSSH's default (0, off) would let a dead
 /// NAT mapping hang the pool's sessions until TCP gives up.
@@ -203,6 +203,15 @@ impl SshConfig {
             identity_agent,
             certificate_files: paths(&options.certificate_files, "CertificateFile")?,
             transport,
+            address_family: options.address_family.unwrap_or_default(),
+            // ssh_create_socket: BindAddress, else BindInterface.
+            bind: match (options.bind_address, options.bind_interface) {
+                (Some((address, origin)), _) => Some((Bind::Address(address.to_owned()), origin.clone())),
+                (None, Some((interface, origin))) => {
+                    Some((Bind::Interface(interface.to_owned()), origin.clone()))
+                }
+                (None, None) => None,
+            },
             server_alive_interval: options.server_alive_interval.unwrap_or(DEFAULT_SERVER_ALIVE_INTERVAL),
             server_alive_count_max: options.server_alive_count_max.unwrap_or(DEFAULT_SERVER_ALIVE_COUNT_MAX),
             connect_timeout: options.connect_timeout.flatten(),

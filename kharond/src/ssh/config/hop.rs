@@ -29,6 +29,67 @@ pub enum StrictHostKeyChecking {
     No,
 }
 
+/// `AddressFamily`: which addresses of the first hop are dialled (and which ones
+/// CanonicalizeHostname's lookups accept).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum AddressFamily {
+    #[default]
+    Any,
+    /// `inet`: IPv4 only.
+    Inet,
+    /// `inet6`: IPv6 only.
+    Inet6,
+}
+
+impl AddressFamily {
+    /// Whether an address of this family may be used.
+    pub fn allows(self, addr: &std::net::IpAddr) -> bool {
+        match self {
+            AddressFamily::Any => true,
+            AddressFamily::Inet => addr.is_ipv4(),
+            AddressFamily::Inet6 => addr.is_ipv6(),
+        }
+    }
+
+    /// The `AF_*` constant getaddrinfo(3) is given.
+    pub fn libc(self) -> i32 {
+        match self {
+            AddressFamily::Any => libc::AF_UNSPEC,
+            AddressFamily::Inet => libc::AF_INET,
+            AddressFamily::Inet6 => libc::AF_INET6,
+        }
+    }
+
+    /// The value as ssh_config writes it.
+    pub fn name(self) -> &'static str {
+        match self {
+            AddressFamily::Any => "any",
+            AddressFamily::Inet => "inet",
+            AddressFamily::Inet6 => "inet6",
+        }
+    }
+}
+
+/// `BindAddress` or `BindInterface`: the first hop's source address. `BindAddress` wins when
+/// both apply, as in ssh.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Bind {
+    /// An address or a name (looked up in the family of the address dialled).
+    Address(String),
+    /// An interface: its first address of the family dialled.
+    Interface(String),
+}
+
+impl std::fmt::Display for Bind {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            // ssh_config text in a log line or `status`: control characters escaped.
+            Bind::Address(a) => write!(f, "BindAddress {}", a.escape_debug()),
+            Bind::Interface(i) => write!(f, "BindInterface {}", i.escape_debug()),
+        }
+    }
+}
+
 /// How the first hop's transport is made.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Transport {
@@ -58,6 +119,10 @@ pub struct Hop {
     pub certificate_files: Vec<PathBuf>,
     /// Only meaningful on the first hop; later hops always ride a direct-tcpip channel.
     pub transport: Transport,
+    /// First hop over TCP only, as `transport`.
+    pub address_family: AddressFamily,
+    /// First hop over TCP only, with the line that set it.
+    pub bind: Option<(Bind, Origin)>,
     /// 15 s when unset (not OpenSSH's "off": see `chain`); zero means `ServerAliveInterval 0`,
     /// i.e. no probes.
     pub server_alive_interval: Duration,

@@ -28,6 +28,9 @@ pub(super) enum Key {
     UserKnownHostsFile,
     GlobalKnownHostsFile,
     HostKeyAlias,
+    AddressFamily,
+    BindAddress,
+    BindInterface,
     Algorithms(Category),
     CanonicalizeHostname,
     CanonicalDomains,
@@ -52,9 +55,7 @@ pub(super) enum Kind {
     Refuse(&'static str),
 }
 
-const CA_SIGNATURES: &str = "kharon does not negotiate host certificates, whose CA signatures it restricts";
 const PUBLIC_KEY_ONLY: &str = "kharon authenticates by public key only";
-const BIND: &str = "kharon dials from the default source address";
 const HOST_KEYS: &str = "kharon checks host keys only against known_hosts files";
 
 /// (canonical spelling, what to do). Canonical spellings are what error messages print.
@@ -86,6 +87,10 @@ const TABLE: &[(&str, Kind)] = &[
     ("PubkeyAcceptedAlgorithms", Kind::Apply(Key::Algorithms(Category::Pubkeys))),
     // Its name before OpenSSH 8.5.
     ("PubkeyAcceptedKeyTypes", Kind::Apply(Key::Algorithms(Category::Pubkeys))),
+    ("CASignatureAlgorithms", Kind::Apply(Key::Algorithms(Category::CaSignatures))),
+    ("AddressFamily", Kind::Apply(Key::AddressFamily)),
+    ("BindAddress", Kind::Apply(Key::BindAddress)),
+    ("BindInterface", Kind::Apply(Key::BindInterface)),
     ("CanonicalizeHostname", Kind::Apply(Key::CanonicalizeHostname)),
     ("CanonicalDomains", Kind::Apply(Key::CanonicalDomains)),
     ("CanonicalizeMaxDots", Kind::Apply(Key::CanonicalizeMaxDots)),
@@ -169,10 +174,6 @@ const TABLE: &[(&str, Kind)] = &[
     ("UseRsh", Kind::Ignore),
     ("UserKnownHostsFile2", Kind::Ignore),
     // Would change how kharon connects, authenticates or trusts a host.
-    ("AddressFamily", Kind::RefuseUnless(&["any"], "kharon dials every address family")),
-    ("BindAddress", Kind::Refuse(BIND)),
-    ("BindInterface", Kind::Refuse(BIND)),
-    ("CASignatureAlgorithms", Kind::Refuse(CA_SIGNATURES)),
     ("DSAAuthentication", Kind::RefuseUnless(&["yes", "true"], "kharon always authenticates by public key")),
     ("HostbasedAcceptedAlgorithms", Kind::Refuse(PUBLIC_KEY_ONLY)),
     ("HostbasedAuthentication", Kind::RefuseUnless(&["no", "false"], PUBLIC_KEY_ONLY)),

@@ -15,7 +15,7 @@ use super::canonical;
 use super::criteria::{self, Condition};
 use super::error::{Error, Origin};
 use super::expand;
-use super::hop::StrictHostKeyChecking;
+use super::hop::{AddressFamily, StrictHostKeyChecking};
 use super::jump::{self, JumpSpec, ProxyCommand};
 use super::keyword::{self, Key, Kind};
 use super::lexer::{self, Line};
@@ -69,8 +69,12 @@ pub(super) enum Setting {
     UserKnownHostsFile(Vec<String>),
     GlobalKnownHostsFile(Vec<String>),
     HostKeyAlias(String),
-    /// Already applied to kharon's default list.
-    Algorithms(Category, Vec<&'static str>),
+    AddressFamily(AddressFamily),
+    BindAddress(String),
+    BindInterface(String),
+    /// Already applied to kharon's default list; whether the order is the user's (see
+    /// `algorithms::keeps_known_hosts_order`).
+    Algorithms(Category, Vec<&'static str>, bool),
     CanonicalizeHostname(canonical::Mode),
     /// Lowercased, without a trailing dot; `none` stays as an entry (it ends the list).
     CanonicalDomains(Vec<String>),
@@ -312,12 +316,24 @@ impl Loader<'_> {
             Key::UserKnownHostsFile => Setting::UserKnownHostsFile(self.paths(name, &line.args, true)?),
             Key::GlobalKnownHostsFile => Setting::GlobalKnownHostsFile(self.paths(name, &line.args, false)?),
             Key::HostKeyAlias => Setting::HostKeyAlias(one(name, line)?.to_owned()),
+            Key::AddressFamily => {
+                let value = one(name, line)?;
+                Setting::AddressFamily(match value.to_ascii_lowercase().as_str() {
+                    "any" => AddressFamily::Any,
+                    "inet" => AddressFamily::Inet,
+                    "inet6" => AddressFamily::Inet6,
+                    _ => return Err(format!("{name}: bad value {value:?} (any, inet or inet6)")),
+                })
+            }
+            Key::BindAddress => Setting::BindAddress(one(name, line)?.to_owned()),
+            Key::BindInterface => Setting::BindInterface(one(name, line)?.to_owned()),
             Key::Algorithms(category) => {
-                let (list, skipped) = algorithms::parse(category, one(name, line)?).map_err(prefixed)?;
+                let value = one(name, line)?;
+                let (list, skipped) = algorithms::parse(category, value).map_err(prefixed)?;
                 if !skipped.is_empty() {
                     tracing::debug!(%origin, option = name, ?skipped, "skipping algorithms kharon does not implement");
                 }
-                Setting::Algorithms(category, list)
+                Setting::Algorithms(category, list, !algorithms::keeps_known_hosts_order(value))
             }
             Key::CanonicalizeHostname => {
                 let value = one(name, line)?;

@@ -9,6 +9,8 @@ use std::path::Path;
 use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
+use super::hop::AddressFamily;
+
 /// A name that resolved.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Found {
@@ -17,8 +19,9 @@ pub struct Found {
 }
 
 pub trait Machine: Send + Sync + fmt::Debug {
-    /// Looks `name` up with the system resolver; `None` if it does not resolve.
-    fn lookup(&self, name: &str) -> Option<Found>;
+    /// Looks `name` up with the system resolver, for addresses of `family` only (ssh's
+    /// `AddressFamily`); `None` if it does not resolve to one.
+    fn lookup(&self, name: &str, family: AddressFamily) -> Option<Found>;
 
     /// Runs `shell -c command` with stdin and stdout on /dev/null (stderr is kharond's), and
     /// says whether it exited 0. An error if it cannot start, dies of a signal, or is still
@@ -31,9 +34,10 @@ pub trait Machine: Send + Sync + fmt::Debug {
 pub struct System;
 
 impl Machine for System {
-    fn lookup(&self, name: &str) -> Option<Found> {
+    fn lookup(&self, name: &str, family: AddressFamily) -> Option<Found> {
         let hints = dns_lookup::AddrInfoHints {
             flags: libc::AI_CANONNAME,
+            address: family.libc(),
             socktype: libc::SOCK_STREAM,
             ..dns_lookup::AddrInfoHints::default()
         };
@@ -102,11 +106,12 @@ pub(super) fn valid_domain(name: &str) -> bool {
         && name.chars().all(|c| c.is_ascii_alphanumeric() || matches!(c, '.' | '-' | '_'))
 }
 
-/// ssh.c `resolve_addr`: `name` as a single numeric address, in its canonical form (`127.1` →
-/// `127.0.0.1`, `0:0::1` → `::1`), or `None` if it is not one. No lookup happens.
-pub(super) fn numeric(name: &str) -> Option<String> {
+/// ssh.c `resolve_addr`: `name` as a single numeric address of `family`, in its canonical form
+/// (`127.1` → `127.0.0.1`, `0:0::1` → `::1`), or `None` if it is not one. No lookup happens.
+pub(super) fn numeric(name: &str, family: AddressFamily) -> Option<String> {
     let hints = dns_lookup::AddrInfoHints {
         flags: libc::AI_NUMERICHOST | libc::AI_NUMERICSERV,
+        address: family.libc(),
         socktype: libc::SOCK_STREAM,
         ..dns_lookup::AddrInfoHints::default()
     };
@@ -131,15 +136,22 @@ mod tests {
 
     #[test]
     fn numeric_forms_are_canonicalised_like_resolve_addr() {
-        assert_eq!(numeric("127.1").as_deref(), Some("127.0.0.1"));
-        assert_eq!(numeric("0:0::1").as_deref(), Some("::1"));
-        assert_eq!(numeric("localhost"), None, "no lookup for names");
+        let any = AddressFamily::Any;
+        assert_eq!(numeric("127.1", any).as_deref(), Some("127.0.0.1"));
+        assert_eq!(numeric("0:0::1", any).as_deref(), Some("::1"));
+        assert_eq!(numeric("localhost", any), None, "no lookup for names");
+        // AddressFamily: an address of the other family is no address at all, as in ssh.
+        assert_eq!(numeric("127.1", AddressFamily::Inet).as_deref(), Some("127.0.0.1"));
+        assert_eq!(numeric("0:0::1", AddressFamily::Inet), None);
+        assert_eq!(numeric("127.1", AddressFamily::Inet6), None);
         assert!(looks_numeric("10.0.0.300") && looks_numeric("fe80::1%eth0") && !looks_numeric("a1"));
     }
 
     #[test]
     fn localhost_resolves_through_the_system_resolver() {
-        assert!(System.lookup("localhost").is_some());
+        assert!(System.lookup("localhost", AddressFamily::Any).is_some());
+        assert!(System.lookup("127.0.0.1", AddressFamily::Inet).is_some());
+        assert!(System.lookup("127.0.0.1", AddressFamily::Inet6).is_none());
     }
 
     #[test]

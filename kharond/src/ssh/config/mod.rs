@@ -41,15 +41,16 @@
 //!
 //! # What is refused, ignored or applied
 //! `keyword` has the full table. In short: options that would change how kharon connects or
-//! which host keys it trusts (CASignatureAlgorithms, BindAddress, AddressFamily other than
-//! `any`, KnownHostsCommand, RevokedHostKeys, HostbasedAuthentication yes, PubkeyAuthentication
-//! no, ProxyUseFdpass yes, PKCS11Provider, ...) are errors at load, with file:line, whether or
+//! which host keys it trusts (KnownHostsCommand, RevokedHostKeys, VerifyHostKeyDNS yes,
+//! HostbasedAuthentication yes, PubkeyAuthentication no, ProxyUseFdpass yes, PKCS11Provider,
+//! ...) are errors at load, with file:line, whether or
 //! not a jump host uses them; unknown keywords too. Naming such an option in `IgnoreUnknown`
 //! (above it) tells kharon to skip it; `ssh` is unaffected, since for ssh IgnoreUnknown only
 //! concerns keywords it does not know.
 //! Interactive-only options (forwarding, multiplexing, logging, ...) are ignored with a debug log.
-//! `Ciphers`, `MACs`, `KexAlgorithms`, `HostKeyAlgorithms` and `PubkeyAcceptedAlgorithms` are
-//! applied as far as russh implements them (`algorithms`).
+//! `Ciphers`, `MACs`, `KexAlgorithms`, `HostKeyAlgorithms`, `PubkeyAcceptedAlgorithms` and
+//! `CASignatureAlgorithms` are applied as far as russh implements them (`algorithms`);
+//! `AddressFamily`, `BindAddress` and `BindInterface` are the first hop's (`ssh::tcp`).
 //!
 //! `Match` is evaluated as OpenSSH 9.2 does (`criteria`, `options`). A criterion kharon cannot
 //! evaluate without guessing (`tagged`, `localnetwork`, `version`, `sessiontype`, `command`,
@@ -74,9 +75,9 @@ pub(crate) mod pattern;
 #[cfg(test)]
 mod tests;
 
-pub use algorithms::Algorithms;
+pub use algorithms::{Algorithms, KnownHostKeys};
 pub use error::{Error, Origin};
-pub use hop::{Chain, Hop, IdentityAgent, StrictHostKeyChecking, Transport};
+pub use hop::{AddressFamily, Bind, Chain, Hop, IdentityAgent, StrictHostKeyChecking, Transport};
 pub use machine::Machine;
 use machine::System;
 use std::collections::HashMap;

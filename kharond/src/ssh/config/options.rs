@@ -23,7 +23,7 @@ use super::criteria::{self, Condition, Criterion, Subject, Verdict};
 use super::expand;
 use super::jump::{JumpSpec, ProxyCommand};
 use super::load::{Agent, Directive, HostPattern, Item, Setting};
-use super::{Algorithms, Error, Origin, SshConfig, StrictHostKeyChecking};
+use super::{AddressFamily, Algorithms, Error, Origin, SshConfig, StrictHostKeyChecking};
 use std::time::Duration;
 
 /// The values that apply to one name, each the first one obtained, with where it was written.
@@ -49,6 +49,9 @@ pub(super) struct Options<'c> {
     pub user_known_hosts_files: Option<(&'c [String], &'c Origin)>,
     pub global_known_hosts_files: Option<&'c [String]>,
     pub host_key_alias: Option<&'c str>,
+    pub address_family: Option<AddressFamily>,
+    pub bind_address: Option<(&'c str, &'c Origin)>,
+    pub bind_interface: Option<(&'c str, &'c Origin)>,
     pub algorithms: Algorithms,
     pub canonicalize: Option<(Mode, &'c Origin)>,
     pub canonical_domains: Option<&'c [String]>,
@@ -112,7 +115,12 @@ impl<'c> Options<'c> {
             Setting::UserKnownHostsFile(v) => first(&mut self.user_known_hosts_files, (v.as_slice(), origin)),
             Setting::GlobalKnownHostsFile(v) => first(&mut self.global_known_hosts_files, v.as_slice()),
             Setting::HostKeyAlias(v) => first(&mut self.host_key_alias, v.as_str()),
-            Setting::Algorithms(category, list) => self.algorithms.keep_first(*category, list),
+            Setting::AddressFamily(v) => first(&mut self.address_family, *v),
+            Setting::BindAddress(v) => first(&mut self.bind_address, (v.as_str(), origin)),
+            Setting::BindInterface(v) => first(&mut self.bind_interface, (v.as_str(), origin)),
+            Setting::Algorithms(category, list, as_given) => {
+                self.algorithms.keep_first(*category, list, *as_given)
+            }
             Setting::CanonicalizeHostname(mode) => first(&mut self.canonicalize, (*mode, origin)),
             Setting::CanonicalDomains(v) => first(&mut self.canonical_domains, v.as_slice()),
             Setting::CanonicalizeMaxDots(v) => first(&mut self.canonicalize_max_dots, *v),
@@ -202,6 +210,7 @@ impl SshConfig {
             fallback_local: options.canonicalize_fallback_local.unwrap_or(true),
             permitted_cnames: options.permitted_cnames.unwrap_or_default(),
             direct: options.direct(),
+            family: options.address_family.unwrap_or_default(),
         };
         let settled = canonical::host_name(&host, &rules, self.machine.as_ref());
         let host = match (settled, options.canonicalize) {

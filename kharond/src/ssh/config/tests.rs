@@ -515,17 +515,80 @@ Host c
     assert_eq!(chain_of(config, "c").unwrap().hops[0].strict_host_key_checking, StrictHostKeyChecking::Yes);
 }
 
+// ---- source addresses (issue 34) ----------------------------------------------------------
+
+#[test]
+fn address_family_and_bind_options_apply_first_value_wins() {
+    let config = "\
+Host a
+  AddressFamily INET
+  BindInterface eth0
+Host b
+  BindAddress 127.0.0.2
+  BindInterface lo
+Host *
+  AddressFamily inet6
+  BindAddress 10.0.0.1
+";
+    let home = home(&[(".ssh/config", config)]);
+    let config = load(&home).unwrap();
+    let a = &config.chain("a").unwrap().hops[0];
+    assert_eq!(a.address_family, AddressFamily::Inet);
+    // BindAddress wins over BindInterface wherever it was set, as in ssh_create_socket.
+    assert_eq!(
+        a.bind.as_ref().map(|(b, o)| (b.clone(), o.line)),
+        Some((Bind::Address("10.0.0.1".into()), 9))
+    );
+    let b = &config.chain("b").unwrap().hops[0];
+    assert_eq!(b.address_family, AddressFamily::Inet6);
+    assert_eq!(
+        b.bind.as_ref().map(|(b, o)| (b.clone(), o.line)),
+        Some((Bind::Address("127.0.0.2".into()), 5))
+    );
+    let c = &chain_of("Host c\n  BindInterface lo\n", "c").unwrap().hops[0];
+    assert_eq!(c.bind.as_ref().map(|(b, _)| b.clone()), Some(Bind::Interface("lo".into())));
+    assert_eq!(c.address_family, AddressFamily::Any);
+}
+
+#[test]
+fn a_bad_address_family_names_the_values() {
+    let home = home(&[(".ssh/config", "Host a\n  AddressFamily ipv4\n")]);
+    assert_eq!(
+        load_error(&home),
+        format!("{}: AddressFamily: bad value \"ipv4\" (any, inet or inet6)", at(&home, 2))
+    );
+}
+
+#[test]
+fn ca_signature_algorithms_restrict_what_a_host_ca_may_sign_with() {
+    let a = algorithms_of("Host a\n  CASignatureAlgorithms ssh-ed25519,sk-ssh-ed25519@openssh.com\n");
+    assert_eq!(a.ca_signature("ssh-ed25519"), Ok(()));
+    assert_eq!(a.ca_signature("rsa-sha2-512"), Err("ssh-ed25519".to_owned()));
+    // OpenSSH's default: no SHA-1 RSA.
+    let default = algorithms_of("Host a\n");
+    assert_eq!(default.ca_signature("rsa-sha2-256"), Ok(()));
+    assert!(default.ca_signature("ssh-rsa").is_err());
+    assert_eq!(algorithms_of("Host a\n  CASignatureAlgorithms +ssh-rsa\n").ca_signature("ssh-rsa"), Ok(()));
+    let typo = home(&[(".ssh/config", "Host a\n  CASignatureAlgorithms ssh-ed25591\n")]);
+    assert_eq!(
+        load_error(&typo),
+        format!(
+            "{}: CASignatureAlgorithms: unknown CA signature algorithm \"ssh-ed25591\" (`ssh -Q sig` lists them)",
+            at(&typo, 2)
+        )
+    );
+}
+
 // ---- validation ---------------------------------------------------------------------------
 
 #[test]
 fn unsupported_option_is_refused_naming_it_even_in_an_unused_block() {
-    let home = home(&[(".ssh/config", "Host old-router\n  CASignatureAlgorithms ssh-ed25519\n")]);
+    let home = home(&[(".ssh/config", "Host old-router\n  RequiredRSASize 4096\n")]);
     assert_eq!(
         load_error(&home),
         format!(
-            "{}: CASignatureAlgorithms is not supported: kharon does not negotiate host certificates, whose CA \
-             signatures it restricts; remove it, or name CASignatureAlgorithms in IgnoreUnknown (before this line) to have \
-             kharon skip it",
+            "{}: RequiredRSASize is not supported: kharon applies its SSH library's RSA key size limits; remove \
+             it, or name RequiredRSASize in IgnoreUnknown (before this line) to have kharon skip it",
             at(&home, 2)
         )
     );
@@ -533,13 +596,16 @@ fn unsupported_option_is_refused_naming_it_even_in_an_unused_block() {
 
 #[test]
 fn value_dependent_options_are_refused_only_when_they_change_something() {
-    let fine = "Host a\n  HostbasedAuthentication no\n  PubkeyAuthentication yes\n  AddressFamily any\n";
+    let fine = "Host a\n  HostbasedAuthentication no\n  PubkeyAuthentication yes\n  VerifyHostKeyDNS no\n";
     assert!(chain_of(fine, "a").is_ok());
-    let home = home(&[(".ssh/config", "Host a\n  addressfamily inet\n  PubkeyAuthentication no\n")]);
+    let home = home(&[(".ssh/config", "Host a\n  verifyhostkeydns yes\n  PubkeyAuthentication no\n")]);
     let err = load_error(&home);
     let lines: Vec<&str> = err.lines().collect();
     assert_eq!(lines.len(), 2, "{err}");
-    assert!(lines[0].starts_with(&format!("{}: AddressFamily inet is not supported", at(&home, 2))), "{err}");
+    assert!(
+        lines[0].starts_with(&format!("{}: VerifyHostKeyDNS yes is not supported", at(&home, 2))),
+        "{err}"
+    );
     assert!(
         lines[1].starts_with(&format!("{}: PubkeyAuthentication no is not supported", at(&home, 3))),
         "{err}"
@@ -615,7 +681,7 @@ fn unreadable_include_is_a_read_error() {
 struct Dns(Vec<&'static str>);
 
 impl Machine for Dns {
-    fn lookup(&self, name: &str) -> Option<super::machine::Found> {
+    fn lookup(&self, name: &str, _: crate::ssh::config::AddressFamily) -> Option<super::machine::Found> {
         self.0.contains(&name).then_some(super::machine::Found { canonical: None })
     }
     fn exec(&self, shell: &std::path::Path, command: &str, timeout: Duration) -> Result<bool, String> {
@@ -967,9 +1033,12 @@ Host *
         a.macs.as_deref(),
         Some(&["hmac-sha2-512-etm@openssh.com", "hmac-sha2-256-etm@openssh.com"][..])
     );
-    assert_eq!(a.host_keys.as_deref(), Some(&["ssh-ed25519", "rsa-sha2-512"][..]));
+    assert_eq!(
+        a.host_keys.as_deref(),
+        Some(&["ssh-ed25519-cert-v01@openssh.com", "ssh-ed25519", "rsa-sha2-512"][..])
+    );
 
-    let preferred = a.preferred();
+    let preferred = a.preferred(&Default::default());
     let names = |v: Vec<&str>| v.join(",");
     assert_eq!(
         names(preferred.cipher.iter().map(AsRef::as_ref).collect()),
@@ -987,9 +1056,64 @@ Host *
 fn no_algorithm_lines_mean_kharons_defaults() {
     let a = algorithms_of("Host a\n  HostName 10.0.0.1\n");
     assert_eq!(a, Default::default());
-    let preferred = a.preferred();
+    let preferred = a.preferred(&Default::default());
     assert_eq!(preferred.cipher.first().map(AsRef::as_ref), Some("aes256-gcm@openssh.com"));
     assert!(preferred.kex.iter().any(|k| k.as_ref() == "kex-strict-c-v00@openssh.com"));
+}
+
+fn host_key_names(preferred: &russh::Preferred) -> (Vec<String>, Vec<String>) {
+    (
+        preferred.host_key_certificates.iter().map(|a| a.to_certificate_type()).collect(),
+        preferred.key.iter().map(|a| a.as_str().to_owned()).collect(),
+    )
+}
+
+#[test]
+fn host_certificates_are_offered_only_to_a_host_a_ca_line_names() {
+    let a = algorithms_of("Host a\n");
+    let (certificates, plain) = host_key_names(&a.preferred(&KnownHostKeys::default()));
+    assert!(certificates.is_empty(), "{certificates:?}");
+    assert_eq!(plain[0], "ssh-ed25519");
+    let ca = KnownHostKeys { certificate_authority: true, plain: Vec::new() };
+    let (certificates, _) = host_key_names(&a.preferred(&ca));
+    assert_eq!(certificates[0], "ssh-ed25519-cert-v01@openssh.com");
+    assert!(certificates.contains(&"rsa-sha2-512-cert-v01@openssh.com".to_owned()), "{certificates:?}");
+    assert!(!certificates.contains(&"ssh-rsa-cert-v01@openssh.com".to_owned()), "SHA-1 only when asked");
+    // The user's list decides which certificate types there are.
+    let only = algorithms_of("Host a\n  HostKeyAlgorithms ssh-ed25519,rsa-sha2-256-cert-v01@openssh.com\n");
+    let (certificates, plain) = host_key_names(&only.preferred(&ca));
+    assert_eq!(
+        (certificates, plain),
+        (vec!["rsa-sha2-256-cert-v01@openssh.com".to_owned()], vec!["ssh-ed25519".to_owned()])
+    );
+    let none = algorithms_of("Host a\n  HostKeyAlgorithms -*-cert-v01@openssh.com\n");
+    assert!(host_key_names(&none.preferred(&ca)).0.is_empty());
+    // A list of certificates only still negotiates them; the check falls back to the key.
+    let certs_only = algorithms_of("Host a\n  HostKeyAlgorithms ssh-ed25519-cert-v01@openssh.com\n");
+    let (certificates, plain) = host_key_names(&certs_only.preferred(&KnownHostKeys::default()));
+    assert_eq!((certificates.len(), plain.len()), (1, 0));
+}
+
+#[test]
+fn known_key_types_go_first_unless_the_user_ordered_the_list() {
+    use russh::keys::Algorithm;
+    let rsa_known =
+        KnownHostKeys { certificate_authority: false, plain: vec![Algorithm::Rsa { hash: None }] };
+    let (_, plain) = host_key_names(&algorithms_of("Host a\n").preferred(&rsa_known));
+    assert_eq!(&plain[..3], ["rsa-sha2-512", "rsa-sha2-256", "ssh-rsa"], "{plain:?}");
+    assert_eq!(plain[3], "ssh-ed25519");
+    let (_, plain) =
+        host_key_names(&algorithms_of("Host a\n  HostKeyAlgorithms -ssh-rsa\n").preferred(&rsa_known));
+    assert_eq!(&plain[..2], ["rsa-sha2-512", "rsa-sha2-256"], "+/- lists keep the reordering");
+    let given = algorithms_of("Host a\n  HostKeyAlgorithms ssh-ed25519,rsa-sha2-512\n");
+    let (_, plain) = host_key_names(&given.preferred(&rsa_known));
+    assert_eq!(plain, ["ssh-ed25519", "rsa-sha2-512"], "a plain list is the user's order");
+    let ecdsa = KnownHostKeys {
+        certificate_authority: false,
+        plain: vec![Algorithm::Ecdsa { curve: russh::keys::EcdsaCurve::NistP384 }],
+    };
+    let (_, plain) = host_key_names(&algorithms_of("Host a\n").preferred(&ecdsa));
+    assert_eq!(plain[0], "ecdsa-sha2-nistp384", "the curve counts");
 }
 
 #[test]
@@ -1292,7 +1416,11 @@ mod arbitrary_text {
     struct Inert;
 
     impl super::Machine for Inert {
-        fn lookup(&self, _: &str) -> Option<super::super::machine::Found> {
+        fn lookup(
+            &self,
+            _: &str,
+            _: crate::ssh::config::AddressFamily,
+        ) -> Option<super::super::machine::Found> {
             None
         }
         fn exec(&self, _: &std::path::Path, _: &str, _: Duration) -> Result<bool, String> {

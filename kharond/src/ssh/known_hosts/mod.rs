@@ -1,42 +1,44 @@
-//! Host key checks of one hop against OpenSSH known_hosts files, under `StrictHostKeyChecking`.
+//! Host key checks of one hop against OpenSSH known_hosts files, under `StrictHostKeyChecking`,
+//! as OpenSSH 9.2's `check_host_key` decides them.
 //!
-//! Owns: reading the user and global known_hosts files (OpenSSH's format: any whitespace between
-//! fields, comments, `@revoked` / `@cert-authority` markers, comma lists of patterns with `*`, `?`
-//! and `!negation`, `[host]:port` names, hashed `|1|salt|hash` names), deciding known / unknown /
-//! changed / revoked, and recording a new key under `accept-new`.
-//! Knows nothing of sessions or sockets: `chain` calls [`check`] from russh's
-//! `check_server_key` for each hop.
+//! Owns: which known_hosts lines speak for a hop ([`KnownHosts`], read once per dial), what they
+//! tell the key exchange ([`KnownHosts::hints`]: offer host certificates when a CA is known,
+//! known key types first), deciding known / certified / unknown / changed / revoked, and
+//! recording a new key under `accept-new`. `file` parses the files, `certificate` checks a host
+//! certificate once a CA line vouches for its CA.
+//! Knows nothing of sessions or sockets: `chain` loads [`KnownHosts`] before the handshake and
+//! calls [`KnownHosts::check`] from russh's `check_server_key`.
 //!
-//! Why not russh's `check_known_hosts_path`: it splits on single spaces only, has no wildcards,
-//! ignores markers and reads one file (crates.md §1.2). The lines are tokenised here and only
-//! the key and the hashed-name fields are decoded with `ssh_key`.
-//!
+//! # Names
 //! The name looked up is [`Hop::known_hosts_name`] (`HostKeyAlias`, else `HostName`), as
 //! `[name]:port` when the port is not 22; with `HostKeyAlias` the alias is used as is, without
-//! the port, like OpenSSH's `get_hostfile_hostname_ipaddr`. Never the alias the user typed.
+//! the port, like OpenSSH's `get_hostfile_hostname_ipaddr`. Never the alias the user typed. A
+//! host on another port than 22, without HostKeyAlias, is also looked up by its bare name when
+//! `[name]:port` finds nothing ("checking without port identifier" in `ssh -v`): there, only a
+//! matching key or CA counts; a different key under the bare name is not a change.
+//!
+//! # Certificates
+//! A certificate is accepted when an `@cert-authority` line for the host holds the key that
+//! signed it and the certificate passes `certificate::check` (a host certificate, inside its
+//! validity window, naming the host among its principals, no critical options, signed with an
+//! algorithm `CASignatureAlgorithms` allows, and the signature verifies). Otherwise the key
+//! inside it is checked as a plain key, as ssh does ("No matching CA found. Retry with plain
+//! key"); if that fails too, the error says why the certificate was not accepted, naming the CA
+//! line. `@revoked` applies to the certificate's key and to its CA.
 
-use std::fmt;
 use std::io::Write as _;
 use std::path::{Path, PathBuf};
+use std::time::SystemTime;
 
-use russh::keys::ssh_key::certificate::CertType;
-use russh::keys::ssh_key::known_hosts::HostPatterns;
 use russh::keys::{HashAlg, PublicKey, PublicKeyOrCertificate};
 
-use super::config::{Hop, StrictHostKeyChecking, pattern};
+use super::config::{Hop, KnownHostKeys, StrictHostKeyChecking};
 
-/// Where a recorded key was written.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct Line {
-    pub file: PathBuf,
-    pub line: usize,
-}
+mod certificate;
+mod file;
 
-impl fmt::Display for Line {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        write!(f, "{}:{}", self.file.display(), self.line)
-    }
-}
+pub use file::Line;
+use file::{Entry, Marker};
 
 #[derive(Debug, thiserror::Error)]
 pub enum Error {
@@ -46,14 +48,20 @@ pub enum Error {
     )]
     Unknown { name: String, fingerprint: String, record: String },
     #[error(
+        "host certificate of {name} ({fingerprint}) is not accepted: {why}; and its key is not known by \
+         itself, so StrictHostKeyChecking refuses it"
+    )]
+    Certificate { name: String, fingerprint: String, why: String },
+    #[error(
         "HOST KEY OF {name} HAS CHANGED: it now presents {fingerprint}, but {recorded} records another \
          {algorithm} key. This may be an attack (or the host was reinstalled); refusing. If the change is \
          expected, remove the old key with `ssh-keygen -R {}` (or edit {recorded})",
         shell_quote(lookup)
     )]
     Changed { name: String, lookup: String, fingerprint: String, algorithm: String, recorded: Box<Line> },
-    #[error("host key of {name} ({fingerprint}) is marked @revoked at {recorded}; refusing")]
-    Revoked { name: String, fingerprint: String, recorded: Line },
+    /// `what` says which key: the host key, a certificate's key or the CA that signed it.
+    #[error("{what} of {name} is marked @revoked at {recorded}; refusing")]
+    Revoked { name: String, what: String, recorded: Line },
     #[error("cannot record the host key of {name} in {}: {source}", path.display())]
     Record { name: String, path: PathBuf, source: std::io::Error },
 }
@@ -75,83 +83,187 @@ pub struct Context<'a> {
     pub ssh_config: &'a Path,
 }
 
-/// Checks `key` presented by `hop` against its known_hosts files and applies its
-/// `StrictHostKeyChecking`. A changed or revoked key is refused whatever the setting.
-pub fn check(hop: &Hop, key: &PublicKeyOrCertificate, ctx: &Context<'_>) -> Result<Accepted, Error> {
-    let lookup = lookup_name(hop);
-    let files: Vec<&PathBuf> =
-        hop.user_known_hosts_files.iter().chain(hop.global_known_hosts_files.iter()).collect();
-    let entries: Vec<Entry> = files.iter().flat_map(|f| read_entries(f)).collect();
-    let presented = key.public_key();
-    let fingerprint = presented.fingerprint(HashAlg::Sha256).to_string();
-    let matching: Vec<&Entry> = entries.iter().filter(|e| e.matches(&lookup)).collect();
+/// The known_hosts lines that speak for one hop (user files first, then global ones), read once
+/// per dial: before the handshake for [`KnownHosts::hints`], during it for [`KnownHosts::check`].
+#[derive(Debug, Clone)]
+pub struct KnownHosts {
+    /// The name looked up ([`lookup_name`]).
+    lookup: String,
+    /// Lines that match it.
+    named: Vec<Entry>,
+    /// Lines that match the bare host name, for a port other than 22 without HostKeyAlias.
+    bare: Vec<Entry>,
+}
 
-    // Revocations win over everything (OpenSSH checks them first).
-    if let Some(e) =
-        matching.iter().find(|e| e.marker == Marker::Revoked && e.key.key_data() == presented.key_data())
-    {
-        return Err(Error::Revoked { name: hop.display(), fingerprint, recorded: e.line.clone() });
+impl KnownHosts {
+    pub fn load(hop: &Hop) -> Self {
+        let lookup = lookup_name(hop);
+        let bare =
+            (hop.host_key_alias.is_none() && hop.port != 22).then(|| hop.host_name.to_ascii_lowercase());
+        let mut named = Vec::new();
+        let mut bare_entries = Vec::new();
+        for path in hop.user_known_hosts_files.iter().chain(&hop.global_known_hosts_files) {
+            for entry in file::read(path) {
+                if entry.matches(&lookup) {
+                    named.push(entry);
+                } else if bare.as_deref().is_some_and(|b| entry.matches(b)) {
+                    bare_entries.push(entry);
+                }
+            }
+        }
+        KnownHosts { lookup, named, bare: bare_entries }
     }
-    if let PublicKeyOrCertificate::Certificate(cert) = key {
-        let ca_fps: Vec<_> = matching
-            .iter()
-            .filter(|e| e.marker == Marker::CertAuthority)
-            .map(|e| e.key.fingerprint(HashAlg::Sha256))
-            .collect();
-        let principal_ok = cert.valid_principals().is_empty()
-            || cert.valid_principals().iter().any(|p| p.eq_ignore_ascii_case(hop.known_hosts_name()));
-        if cert.cert_type() == CertType::Host && principal_ok && cert.validate(ca_fps.iter()).is_ok() {
+
+    /// What the key exchange should offer this host (see `config::algorithms`): certificates if
+    /// a CA line names it (with or without the port), and the types of its recorded keys. Only
+    /// the `[name]:port` lines order the types, as in ssh's `order_hostkeyalgs`.
+    pub fn hints(&self) -> KnownHostKeys {
+        KnownHostKeys {
+            certificate_authority: self
+                .named
+                .iter()
+                .chain(&self.bare)
+                .any(|e| e.marker == Marker::CertAuthority),
+            plain: self
+                .named
+                .iter()
+                .filter(|e| e.marker == Marker::None)
+                .map(|e| e.key.algorithm())
+                .collect(),
+        }
+    }
+
+    /// Checks `key` presented by `hop` and applies its `StrictHostKeyChecking`. A changed or
+    /// revoked key is refused whatever the setting.
+    pub fn check(
+        &self,
+        hop: &Hop,
+        key: &PublicKeyOrCertificate,
+        ctx: &Context<'_>,
+    ) -> Result<Accepted, Error> {
+        let presented = key.public_key();
+        let fingerprint = presented.fingerprint(HashAlg::Sha256).to_string();
+        let name = hop.display();
+        let all = || self.named.iter().chain(&self.bare);
+        // Revocations win over everything (OpenSSH checks them first), for a certificate's CA too.
+        if let Some(e) =
+            all().find(|e| e.marker == Marker::Revoked && e.key.key_data() == presented.key_data())
+        {
+            let what = match key {
+                PublicKeyOrCertificate::Certificate(_) => {
+                    format!("the key of the host certificate ({fingerprint})")
+                }
+                PublicKeyOrCertificate::PublicKey { .. } => format!("the host key ({fingerprint})"),
+            };
+            return Err(Error::Revoked { name, what, recorded: e.line.clone() });
+        }
+        let mut certificate_problem = None;
+        if let PublicKeyOrCertificate::Certificate(cert) = key {
             let ca = cert.signature_key();
-            if let Some(e) =
-                matching.iter().find(|e| e.marker == Marker::CertAuthority && e.key.key_data() == ca)
-            {
+            if let Some(e) = all().find(|e| e.marker == Marker::Revoked && e.key.key_data() == ca) {
+                let what = format!(
+                    "the CA ({}) that signed the host certificate",
+                    e.key.fingerprint(HashAlg::Sha256)
+                );
+                return Err(Error::Revoked { name, what, recorded: e.line.clone() });
+            }
+            match self.certified(hop, cert) {
+                Ok(line) => return Ok(Accepted::Known(line)),
+                // Not vouched for: the key inside is checked as a plain key below.
+                Err(why) => {
+                    tracing::debug!(hop = %name, why, "host certificate not accepted; checking its key");
+                    certificate_problem = Some(why);
+                }
+            }
+        }
+        let plain = |entries: &[Entry]| -> Vec<Entry> {
+            entries.iter().filter(|e| e.marker == Marker::None).cloned().collect()
+        };
+        let mut changed = None;
+        for e in plain(&self.named) {
+            if e.key.key_data() == presented.key_data() {
                 return Ok(Accepted::Known(e.line.clone()));
             }
+            if e.key.algorithm() == presented.algorithm() && changed.is_none() {
+                changed = Some(e);
+            }
         }
-        // Not vouched for by a CA: fall through and treat the certified key as a plain key.
-    }
-    let plain = matching.iter().filter(|e| e.marker == Marker::None);
-    let mut changed = None;
-    for e in plain {
-        if e.key.key_data() == presented.key_data() {
+        if let Some(e) = changed {
+            return Err(Error::Changed {
+                name,
+                lookup: self.lookup.clone(),
+                fingerprint,
+                algorithm: presented.algorithm().to_string(),
+                recorded: Box::new(e.line.clone()),
+            });
+        }
+        if let Some(e) = plain(&self.bare).into_iter().find(|e| e.key.key_data() == presented.key_data()) {
             return Ok(Accepted::Known(e.line.clone()));
         }
-        if e.key.algorithm() == presented.algorithm() && changed.is_none() {
-            changed = Some(*e);
-        }
-    }
-    if let Some(e) = changed {
-        return Err(Error::Changed {
-            name: hop.display(),
-            lookup,
-            fingerprint,
-            algorithm: presented.algorithm().to_string(),
-            recorded: Box::new(e.line.clone()),
-        });
-    }
-    match hop.strict_host_key_checking {
-        StrictHostKeyChecking::Yes => {
-            Err(Error::Unknown { name: hop.display(), fingerprint, record: record_command(hop, ctx) })
-        }
-        StrictHostKeyChecking::No => {
-            tracing::warn!(hop = %hop.display(), %fingerprint, "unknown host key accepted (StrictHostKeyChecking no)");
-            Ok(Accepted::Unchecked)
-        }
-        StrictHostKeyChecking::AcceptNew => match hop.user_known_hosts_files.first() {
-            // `UserKnownHostsFile none`: nothing to record into; OpenSSH connects anyway.
-            None => Ok(Accepted::Unchecked),
-            Some(path) => {
-                record(path, &lookup, &presented).map_err(|source| Error::Record {
-                    name: hop.display(),
-                    path: path.clone(),
-                    source,
-                })?;
-                tracing::info!(hop = %hop.display(), %fingerprint, file = %path.display(),
-                    "new host key recorded (StrictHostKeyChecking accept-new)");
-                Ok(Accepted::Recorded(path.clone()))
+        match hop.strict_host_key_checking {
+            StrictHostKeyChecking::Yes => Err(match certificate_problem {
+                Some(why) => Error::Certificate { name, fingerprint, why },
+                None => Error::Unknown { name, fingerprint, record: record_command(hop, ctx) },
+            }),
+            StrictHostKeyChecking::No => {
+                tracing::warn!(hop = %name, %fingerprint, certificate = ?certificate_problem,
+                    "unknown host key accepted (StrictHostKeyChecking no)");
+                Ok(Accepted::Unchecked)
             }
-        },
+            StrictHostKeyChecking::AcceptNew => match hop.user_known_hosts_files.first() {
+                // `UserKnownHostsFile none`: nothing to record into; OpenSSH connects anyway.
+                None => Ok(Accepted::Unchecked),
+                Some(path) => {
+                    record(path, &self.lookup, &presented).map_err(|source| Error::Record {
+                        name: name.clone(),
+                        path: path.clone(),
+                        source,
+                    })?;
+                    tracing::info!(hop = %name, %fingerprint, file = %path.display(), certificate = ?certificate_problem,
+                        "new host key recorded (StrictHostKeyChecking accept-new)");
+                    Ok(Accepted::Recorded(path.clone()))
+                }
+            },
+        }
     }
+
+    /// The CA line that vouches for `cert`, or why none does. The `[name]:port` lines first;
+    /// the bare name's only when those hold no line for the certificate's CA (ssh's retry
+    /// "without port identifier" happens only when the first lookup found nothing).
+    fn certified(&self, hop: &Hop, cert: &russh::keys::ssh_key::Certificate) -> Result<Line, String> {
+        let ca = cert.signature_key();
+        let is_ca = |e: &&Entry| e.marker == Marker::CertAuthority;
+        // ssh lowercases both names (the host name already is).
+        let name = hop.known_hosts_name().to_ascii_lowercase();
+        let source = if hop.host_key_alias.is_some() { "HostKeyAlias" } else { "HostName" };
+        let principal = certificate::Principal { name: &name, source };
+        let signer = self.named.iter().find(|e| is_ca(e) && e.key.key_data() == ca);
+        let signer = signer.or_else(|| self.bare.iter().find(|e| is_ca(e) && e.key.key_data() == ca));
+        if let Some(e) = signer {
+            return certificate::check(cert, principal, &hop.algorithms, SystemTime::now())
+                .map(|()| e.line.clone())
+                .map_err(|why| format!("the @cert-authority line at {} holds its CA, but {why}", e.line));
+        }
+        let others: Vec<String> =
+            self.named.iter().chain(&self.bare).filter(is_ca).map(|e| e.line.to_string()).collect();
+        if others.is_empty() {
+            return Err(format!("no @cert-authority line names {}", self.lookup));
+        }
+        Err(format!(
+            "it is signed by CA {}, and the @cert-authority line{} for {} at {} name{} other CAs",
+            ca.fingerprint(HashAlg::Sha256),
+            if others.len() == 1 { "" } else { "s" },
+            self.lookup,
+            others.join(", "),
+            if others.len() == 1 { "s" } else { "" },
+        ))
+    }
+}
+
+/// Checks `key` presented by `hop` against its known_hosts files (see [`KnownHosts::check`]).
+#[cfg(test)]
+pub fn check(hop: &Hop, key: &PublicKeyOrCertificate, ctx: &Context<'_>) -> Result<Accepted, Error> {
+    KnownHosts::load(hop).check(hop, key, ctx)
 }
 
 /// The name as written in known_hosts: `[name]:port` unless port 22 or a HostKeyAlias is set.
@@ -197,89 +309,6 @@ fn record(path: &Path, lookup: &str, key: &PublicKey) -> std::io::Result<()> {
     let needs_newline = std::fs::read(path).map(|b| b.last().is_some_and(|&c| c != b'\n')).unwrap_or(false);
     let prefix = if needs_newline { "\n" } else { "" };
     file.write_all(format!("{prefix}{lookup} {kind} {data}\n").as_bytes())
-}
-
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-enum Marker {
-    None,
-    Revoked,
-    CertAuthority,
-}
-
-#[derive(Debug)]
-struct Entry {
-    marker: Marker,
-    hosts: HostPatterns,
-    key: PublicKey,
-    line: Line,
-}
-
-impl Entry {
-    fn matches(&self, name: &str) -> bool {
-        match &self.hosts {
-            HostPatterns::HashedName { salt, hash } => {
-                let key = ring::hmac::Key::new(ring::hmac::HMAC_SHA1_FOR_LEGACY_USE_ONLY, salt);
-                ring::hmac::verify(&key, name.as_bytes(), hash).is_ok()
-            }
-            // OpenSSH `match_hostname`: a negated match rejects at once; otherwise any positive one.
-            HostPatterns::Patterns(patterns) => {
-                pattern::patterns_match(name, patterns.iter().map(String::as_str), true)
-            }
-        }
-    }
-}
-
-/// Every usable line of one file. A missing file is empty; a line we cannot parse is skipped
-/// with a debug log, as OpenSSH does.
-fn read_entries(path: &Path) -> Vec<Entry> {
-    // read_regular: a FIFO planted at the path must not hang the chain's dial.
-    let read = kharon_shared::files::read_regular(path).and_then(|b| {
-        String::from_utf8(b).map_err(|e| std::io::Error::new(std::io::ErrorKind::InvalidData, e))
-    });
-    let text = match read {
-        Ok(t) => t,
-        Err(e) => {
-            if e.kind() != std::io::ErrorKind::NotFound {
-                tracing::warn!(file = %path.display(), error = %e, "cannot read known_hosts file");
-            }
-            return Vec::new();
-        }
-    };
-    let mut out = Vec::new();
-    for (i, raw) in text.lines().enumerate() {
-        let line = Line { file: path.to_owned(), line: i + 1 };
-        match parse_line(raw) {
-            Ok(Some((marker, hosts, key))) => out.push(Entry { marker, hosts, key, line }),
-            Ok(None) => {}
-            Err(why) => tracing::debug!(at = %line, why, "skipping known_hosts line"),
-        }
-    }
-    out
-}
-
-type Parsed = (Marker, HostPatterns, PublicKey);
-
-fn parse_line(raw: &str) -> Result<Option<Parsed>, &'static str> {
-    let trimmed = raw.trim();
-    if trimmed.is_empty() || trimmed.starts_with('#') {
-        return Ok(None);
-    }
-    let mut fields = trimmed.split_whitespace();
-    let mut first = fields.next().ok_or("empty")?;
-    let marker = match first {
-        "@revoked" => Marker::Revoked,
-        "@cert-authority" => Marker::CertAuthority,
-        m if m.starts_with('@') => return Err("unknown marker"),
-        _ => Marker::None,
-    };
-    if marker != Marker::None {
-        first = fields.next().ok_or("no host field")?;
-    }
-    let hosts: HostPatterns = first.parse().map_err(|_| "bad host field")?;
-    let kind = fields.next().ok_or("no key type")?;
-    let data = fields.next().ok_or("no key")?;
-    let key = PublicKey::from_openssh(&format!("{kind} {data}")).map_err(|_| "bad or unsupported key")?;
-    Ok(Some((marker, hosts, key)))
 }
 
 #[cfg(test)]

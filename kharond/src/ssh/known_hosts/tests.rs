@@ -4,7 +4,7 @@ use std::time::Duration;
 use russh::keys::{Algorithm, PrivateKey};
 
 use super::*;
-use crate::ssh::config::{IdentityAgent, Transport};
+use crate::ssh::config::{AddressFamily, IdentityAgent, Transport, pattern};
 
 /// A hop with every setting at its default, for unit tests of the engine.
 pub(crate) fn hop(alias: &str, host: &str, port: u16, known_hosts: &Path) -> Hop {
@@ -18,6 +18,8 @@ pub(crate) fn hop(alias: &str, host: &str, port: u16, known_hosts: &Path) -> Hop
         identity_agent: IdentityAgent::None,
         certificate_files: Vec::new(),
         transport: Transport::Tcp,
+        address_family: AddressFamily::Any,
+        bind: None,
         server_alive_interval: Duration::from_secs(15),
         server_alive_count_max: 3,
         connect_timeout: None,
@@ -72,10 +74,20 @@ fn tab_separated_and_port_bracketed_lines_match() {
         check(&h, &plain(&k), &f.ctx()).unwrap(),
         Accepted::Known(Line { file: f.file.clone(), line: 3 })
     );
-    // The same key recorded without a port does not vouch for port 2222.
+    // The same key recorded without a port vouches for port 2222 too, when nothing is recorded
+    // for `[jump.example]:2222` (ssh: "checking without port identifier"; measured on 9.2).
     let f2 = Fixture::new(&format!("jump.example {}\n", b64(&k)));
     let h2 = hop("j", "jump.example", 2222, &f2.file);
-    assert!(matches!(check(&h2, &plain(&k), &f2.ctx()), Err(Error::Unknown { .. })));
+    assert_eq!(
+        check(&h2, &plain(&k), &f2.ctx()).unwrap(),
+        Accepted::Known(Line { file: f2.file.clone(), line: 1 })
+    );
+    // But another key there is no change of `[jump.example]:2222`'s key: the host is unknown.
+    assert!(matches!(check(&h2, &plain(&key()), &f2.ctx()), Err(Error::Unknown { .. })));
+    // Nor does the bare name count once HostKeyAlias names the host.
+    let mut aliased = h2.clone();
+    aliased.host_key_alias = Some("stable".into());
+    assert!(matches!(check(&aliased, &plain(&k), &f2.ctx()), Err(Error::Unknown { .. })));
 }
 
 #[test]
@@ -213,4 +225,190 @@ fn glob_matches_like_openssh() {
     assert!(!glob(b"a?c", b"ac"));
     assert!(glob(b"*.b.*", b"x.b.y"));
     assert!(!glob(b"*.b", b"x.bc"));
+}
+
+// ---- host certificates (issue 34) -----------------------------------------------------------
+
+/// A host CA and a host key signed by it with `ssh-keygen -s` (`options`: principals, validity,
+/// type), in a temporary directory.
+struct Certified {
+    dir: tempfile::TempDir,
+}
+
+impl Certified {
+    fn new() -> Self {
+        let dir = tempfile::tempdir().unwrap();
+        for key in ["ca", "host", "other_ca"] {
+            run(
+                "ssh-keygen",
+                &["-q", "-t", "ed25519", "-N", "", "-f", &dir.path().join(key).to_string_lossy()],
+            );
+        }
+        Certified { dir }
+    }
+
+    fn public(&self, key: &str) -> String {
+        let text = std::fs::read_to_string(self.dir.path().join(format!("{key}.pub"))).unwrap();
+        text.split_whitespace().take(2).collect::<Vec<_>>().join(" ")
+    }
+
+    /// The host key signed by `ca` with `options`.
+    fn cert(&self, ca: &str, options: &[&str]) -> PublicKeyOrCertificate {
+        let host = self.dir.path().join("host.pub");
+        let mut args = vec!["-q", "-s"];
+        let ca = self.dir.path().join(ca).to_string_lossy().into_owned();
+        args.push(&ca);
+        args.extend(["-I", "test-host"]);
+        args.extend(options);
+        let host = host.to_string_lossy().into_owned();
+        args.push(&host);
+        run("ssh-keygen", &args);
+        let text = std::fs::read_to_string(self.dir.path().join("host-cert.pub")).unwrap();
+        PublicKeyOrCertificate::Certificate(russh::keys::Certificate::from_openssh(text.trim()).unwrap())
+    }
+}
+
+fn run(program: &str, args: &[&str]) {
+    let out = Command::new(program).args(args).output().unwrap();
+    assert!(out.status.success(), "{program} {args:?}: {}", String::from_utf8_lossy(&out.stderr));
+}
+
+#[test]
+fn a_host_certificate_signed_by_a_known_ca_is_accepted_by_port_and_by_bare_name() {
+    let c = Certified::new();
+    let cert = c.cert("ca", &["-h", "-n", "jump.example"]);
+    for host_field in ["[jump.example]:2222", "jump.example", "*.example"] {
+        let f = Fixture::new(&format!("# CAs\n@cert-authority {host_field} {}\n", c.public("ca")));
+        let h = hop("j", "jump.example", 2222, &f.file);
+        assert_eq!(
+            check(&h, &cert, &f.ctx()).unwrap(),
+            Accepted::Known(Line { file: f.file.clone(), line: 2 }),
+            "{host_field}"
+        );
+        // What the key exchange is told: offer certificates.
+        assert!(KnownHosts::load(&h).hints().certificate_authority, "{host_field}");
+    }
+    // No principals at all: good for any host, as in ssh.
+    let any = c.cert("ca", &["-h"]);
+    let f = Fixture::new(&format!("@cert-authority * {}\n", c.public("ca")));
+    assert!(check(&hop("j", "10.0.0.9", 22, &f.file), &any, &f.ctx()).is_ok());
+}
+
+#[test]
+fn a_certificate_that_does_not_fit_the_host_is_refused_naming_the_ca_line_and_what_differs() {
+    let c = Certified::new();
+    let ca_line =
+        |f: &Fixture| format!("the @cert-authority line at {}:1 holds its CA, but ", f.file.display());
+    let f = Fixture::new(&format!("@cert-authority * {}\n", c.public("ca")));
+    let h = hop("j", "jump.example", 2222, &f.file);
+    let refused = |cert: &PublicKeyOrCertificate, h: &Hop| match check(h, cert, &f.ctx()) {
+        Err(Error::Certificate { why, .. }) => why,
+        other => panic!("{other:?}"),
+    };
+
+    let other_name = c.cert("ca", &["-h", "-n", "other.example,bastion"]);
+    assert_eq!(
+        refused(&other_name, &h),
+        format!(
+            "{}its principals (\"other.example\", \"bastion\") do not include \"jump.example\", the HostName ssh \
+             checks them against",
+            ca_line(&f)
+        )
+    );
+    // HostKeyAlias is the name checked instead (lowercased, as ssh does).
+    let mut aliased = h.clone();
+    aliased.host_key_alias = Some("Bastion".into());
+    assert!(check(&aliased, &other_name, &f.ctx()).is_ok());
+
+    let expired = c.cert("ca", &["-h", "-n", "jump.example", "-V", "20200101:20200102"]);
+    assert_eq!(refused(&expired, &h), format!("{}it expired at 2020-01-02T00:00:00Z", ca_line(&f)));
+    let future = c.cert("ca", &["-h", "-n", "jump.example", "-V", "20990101:20990102"]);
+    assert_eq!(refused(&future, &h), format!("{}it is not valid before 2099-01-01T00:00:00Z", ca_line(&f)));
+    let user = c.cert("ca", &["-n", "jump.example"]);
+    assert_eq!(
+        refused(&user, &h),
+        format!("{}it is a user certificate, not a host certificate", ca_line(&f))
+    );
+
+    let mut strict_ca = h.clone();
+    strict_ca.algorithms = crate::ssh::config::Algorithms::with_ca_signatures(&["rsa-sha2-512"]);
+    let good = c.cert("ca", &["-h", "-n", "jump.example"]);
+    assert_eq!(
+        refused(&good, &strict_ca),
+        format!(
+            "{}its CA signed it with ssh-ed25519, which CASignatureAlgorithms (rsa-sha2-512) does not allow",
+            ca_line(&f)
+        )
+    );
+    // The whole message says which host and which key, and that the key alone is not known either.
+    let msg = check(&h, &expired, &f.ctx()).unwrap_err().to_string();
+    assert!(msg.starts_with("host certificate of tester@jump.example:2222 (SHA256:"), "{msg}");
+    assert!(
+        msg.ends_with("and its key is not known by itself, so StrictHostKeyChecking refuses it"),
+        "{msg}"
+    );
+}
+
+#[test]
+fn a_certificate_whose_signature_does_not_verify_is_refused() {
+    let c = Certified::new();
+    let PublicKeyOrCertificate::Certificate(cert) = c.cert("ca", &["-h"]) else { unreachable!() };
+    let mut blob = cert.to_bytes().unwrap();
+    // The signature is last: change one of its bytes.
+    let last = blob.len() - 1;
+    blob[last] ^= 1;
+    let forged = russh::keys::Certificate::from_bytes(&blob).unwrap();
+    let f = Fixture::new(&format!("@cert-authority * {}\n", c.public("ca")));
+    let err = check(&hop("j", "jump.example", 22, &f.file), &forged.into(), &f.ctx()).unwrap_err();
+    assert!(err.to_string().contains("its signature does not verify with the CA's key"), "{err}");
+}
+
+#[test]
+fn another_ca_falls_back_to_the_plain_key_as_ssh_does() {
+    let c = Certified::new();
+    let cert = c.cert("other_ca", &["-h", "-n", "jump.example"]);
+    let f = Fixture::new(&format!("@cert-authority *.example {}\n", c.public("ca")));
+    let h = hop("j", "jump.example", 22, &f.file);
+    let Err(Error::Certificate { why, .. }) = check(&h, &cert, &f.ctx()) else { panic!() };
+    assert!(why.starts_with("it is signed by CA SHA256:"), "{why}");
+    assert!(
+        why.ends_with(&format!(
+            "and the @cert-authority line for jump.example at {}:1 names other CAs",
+            f.file.display()
+        )),
+        "{why}"
+    );
+    // The certified key recorded as a plain key is enough.
+    let f = Fixture::new(&format!(
+        "@cert-authority *.example {}\njump.example {}\n",
+        c.public("ca"),
+        c.public("host")
+    ));
+    let h = hop("j", "jump.example", 22, &f.file);
+    assert_eq!(check(&h, &cert, &f.ctx()).unwrap(), Accepted::Known(Line { file: f.file.clone(), line: 2 }));
+}
+
+#[test]
+fn revoked_cas_and_certified_keys_are_refused() {
+    let c = Certified::new();
+    let cert = c.cert("ca", &["-h", "-n", "jump.example"]);
+    let f = Fixture::new(&format!("@cert-authority * {0}\n@revoked * {0}\n", c.public("ca")));
+    let err = check(&hop("j", "jump.example", 22, &f.file), &cert, &f.ctx()).unwrap_err();
+    assert!(
+        matches!(&err, Error::Revoked { recorded, what, .. } if recorded.line == 2 && what.starts_with("the CA (SHA256:")),
+        "{err}"
+    );
+    let f = Fixture::new(&format!("@cert-authority * {}\n@revoked * {}\n", c.public("ca"), c.public("host")));
+    let err = check(&hop("j", "jump.example", 22, &f.file), &cert, &f.ctx()).unwrap_err();
+    assert!(err.to_string().starts_with("the key of the host certificate (SHA256:"), "{err}");
+}
+
+#[test]
+fn hints_name_the_known_key_types_of_the_port_bracketed_name_only() {
+    let rsa = PrivateKey::random(&mut russh::keys::key::safe_rng(), Algorithm::Rsa { hash: None });
+    let rsa = rsa.unwrap().public_key().clone();
+    let f = Fixture::new(&format!("[jump.example]:2222 {}\njump.example {}\n", b64(&rsa), b64(&key())));
+    let hints = KnownHosts::load(&hop("j", "jump.example", 2222, &f.file)).hints();
+    assert_eq!(hints.plain, vec![Algorithm::Rsa { hash: None }]);
+    assert!(!hints.certificate_authority);
 }

@@ -35,7 +35,7 @@ use super::config::{self, Chain, SshConfig};
 use super::error::Error;
 use super::health::{self, ChainHealth, Refusal};
 use super::keepalive;
-use super::slot::{ChainState, Live, NEXT_SESSION, Slot};
+use super::slot::{ChainState, Live, NEXT_SESSION, Slot, Stamped};
 pub use super::tunnel::Tunnel;
 
 /// First backoff after a failed dial; doubled per further failure up to [`BACKOFF_MAX`].
@@ -346,8 +346,14 @@ impl Pool {
                 description,
             };
             match opened {
-                Ok(Ok(channel)) => return Ok(Tunnel::new(channel, slot.counters.clone(), dialled)),
-                Ok(Err(OpenError::Refused { reason, description })) => return Err(fail(reason, description)),
+                Ok(Ok(channel)) => {
+                    slot.opened(host, port);
+                    return Ok(Tunnel::new(channel, slot.counters.clone(), dialled));
+                }
+                Ok(Err(OpenError::Refused { reason, description })) => {
+                    slot.refused(host, port, &reason, description.as_deref());
+                    return Err(fail(reason, description));
+                }
                 Ok(Err(OpenError::Transport(source))) => {
                     slot.drop_session(id, &format!("{}: {source}", slot.hops()));
                     // Only a reused session may have died unnoticed; a fresh one failing is real.
@@ -404,7 +410,7 @@ impl Pool {
             {
                 return Err(Error::Backoff {
                     jumphost: slot.jumphost.clone(),
-                    last_error: st.last_error.clone().unwrap_or_default(),
+                    last_error: st.last_error.as_ref().map(|e| e.text.clone()).unwrap_or_default(),
                     kind: st.last_kind,
                     retry_in: at.saturating_duration_since(Instant::now()),
                 });
@@ -484,6 +490,8 @@ async fn dial(
             st.state = ChainState::Connected;
             st.failures = 0;
             st.retry_at = None;
+            // Recovered: what failed before is history, not the chain's state (issue 35).
+            st.last_error = None;
             drop(st);
             tracing::info!(jumphost = %slot.jumphost, chain = %slot.hops(), "SSH session up");
             let closed = dialled.closed();
@@ -501,7 +509,7 @@ async fn dial(
             let backoff = backoff(st.failures);
             st.retry_at = Some((Instant::now() + backoff, SystemTime::now() + backoff));
             st.state = ChainState::Failed;
-            st.last_error = Some(e.to_string());
+            st.last_error = Some(Stamped::now(e.to_string()));
             st.last_kind = e.io_kind();
             drop(st);
             tracing::warn!(jumphost = %slot.jumphost, error = %e, retry_in = ?backoff, "SSH session failed");
