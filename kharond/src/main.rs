@@ -163,7 +163,8 @@ async fn start(cli: Cli) -> Result<(), Exit> {
         Some(file) => routing::table::Inventory::File(file.value.clone()),
         None => routing::table::Inventory::Cache(kharon_shared::cache::path(&config.cache_dir.value)),
     };
-    let table = routing::table::load_at_start(&source).map_err(|e| {
+    let own_hosts = config.own_hosts();
+    let table = routing::table::load_at_start(&source, &own_hosts).map_err(|e| {
         // The cache error already says to run `kharonctl update`; add the other way in.
         let hint = match &source {
             routing::table::Inventory::Cache(_) => {
@@ -188,25 +189,10 @@ async fn start(cli: Cli) -> Result<(), Exit> {
         routed = report.clusters_routed,
         suffixes = report.include_suffixes,
         conflicts = report.conflicts.len(),
+        refused = report.refused.len(),
         "routing table loaded"
     );
-    for conflict in &report.conflicts {
-        tracing::warn!(
-            "suffix {} is claimed by clusters with different jump hosts; {} ({}) wins over {}",
-            conflict.suffix,
-            conflict.winner.cluster,
-            conflict.winner.jumphost,
-            conflict
-                .shadowed
-                .iter()
-                .map(|c| format!("{} ({})", c.cluster, c.jumphost))
-                .collect::<Vec<_>>()
-                .join(", ")
-        );
-    }
-    for warning in &report.warnings {
-        tracing::warn!("{warning}");
-    }
+    routing::table::log_report(&table.table);
 
     let env: HashMap<String, String> = std::env::vars().collect();
     let home = env.get("HOME").map(PathBuf::from).unwrap_or_else(|| PathBuf::from("/"));
@@ -288,7 +274,7 @@ async fn start(cli: Cli) -> Result<(), Exit> {
         connect_timeout: config.connect_timeout.value,
         max_connections,
     };
-    let mut state = state::State::new(source, proxy, pool, listen, control_path, table);
+    let mut state = state::State::new(source, own_hosts, proxy, pool, listen, control_path, table);
     if let Some(ms) = test_reload_deadline_ms {
         state = state.with_reload_deadline(std::time::Duration::from_millis(ms));
     }

@@ -48,6 +48,9 @@ impl Stats {
 /// The daemon's shared state; one `Arc<State>` is handed to every component.
 pub struct State {
     pub source: Inventory,
+    /// The hosts kharon itself talks to, as the settings name them: no dynamic fact may claim
+    /// them (a cache adds its own on every load).
+    pub own_hosts: kharon_shared::trust::OwnHosts,
     pub proxy: ProxySettings,
     pub pool: Arc<ssh::Pool>,
     /// The listener's real address (the configured port may have been 0).
@@ -66,6 +69,7 @@ pub struct State {
 impl State {
     pub fn new(
         source: Inventory,
+        own_hosts: kharon_shared::trust::OwnHosts,
         proxy: ProxySettings,
         pool: Arc<ssh::Pool>,
         listen: std::net::SocketAddr,
@@ -74,6 +78,7 @@ impl State {
     ) -> Self {
         Self {
             source,
+            own_hosts,
             proxy,
             pool,
             listen,
@@ -218,7 +223,10 @@ impl State {
             .await;
         let path = || self.source.path().to_owned();
         let result = match loaded {
-            Ok(Ok(outcome)) => Ok(outcome),
+            Ok(Ok(outcome)) => {
+                crate::routing::table::log_report(&self.table().table);
+                Ok(outcome)
+            }
             // Only reachable when the deadline passed between the last check and the answer.
             Ok(Err(Abandoned)) | Err(crate::routing::reload::Failure::Deadline) => {
                 Err(ReloadError::Deadline { path: path(), deadline })
@@ -258,7 +266,7 @@ impl State {
     /// The blocking half: reads the inventory and the ssh config, then resolves every jump host;
     /// changes nothing. Stops early once the caller gave up.
     fn prepare(&self, job: &crate::routing::reload::Job) -> Result<Result<Fresh, Abandoned>, ReloadError> {
-        let table = crate::routing::table::load(&self.source)?;
+        let table = crate::routing::table::load(&self.source, &self.own_hosts)?;
         // The pool asks first right after reading the ssh config file: from then on only
         // resolving is left, which is bounded, so the loader slot goes back (reload.rs).
         let prepared = self.pool.prepare(&table.table.jumphosts(), &|| {

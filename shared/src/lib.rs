@@ -10,6 +10,9 @@
 //! - [`man_pages`]: the man page of either binary, written from its clap definition.
 //! - [`proto`]: the gRPC control API generated from `proto/kharon/v1/control.proto`.
 //! - [`secret`]: [`Secret`], a string that `Debug` never shows, for every credential held in memory.
+//! - [`text`]: data made safe to show: control characters escaped visibly, table cells capped.
+//! - [`trust`]: the trust model of the inventory: static facts (VSHN's) against dynamic ones (the
+//!   cluster's), and the bounds on what a cluster may route.
 //! - [`wildcard`]: the one `*`/`?` matcher (ssh config and known_hosts patterns, cluster id filters).
 
 pub mod cache;
@@ -21,6 +24,8 @@ pub mod paths;
 pub mod proto;
 pub mod routing;
 pub mod secret;
+pub mod text;
+pub mod trust;
 pub mod wildcard;
 
 pub use secret::Secret;
