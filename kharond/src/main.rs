@@ -268,8 +268,20 @@ async fn start(cli: Cli) -> Result<(), Exit> {
         }
     };
 
+    let auth = config.socks_auth.as_ref().map(|s| proxy::credentials::Credentials::new(&s.value));
+    // Without a password every local user reaches the loopback listener: serve only our own.
+    let owner_only = (auth.is_none() && !config.allow_other_users.value)
+        .then(|| Arc::new(proxy::owner::OwnerOnly::new(kharon_shared::paths::uid())));
+    if auth.is_none() && config.allow_other_users.value {
+        tracing::info!(
+            "no [socks] password and allow_other_users = true (from {}): every local user can use the \
+             proxy, with your SSH identity",
+            config.allow_other_users.source
+        );
+    }
     let proxy = state::ProxySettings {
-        auth: config.socks_auth.as_ref().map(|s| proxy::credentials::Credentials::new(&s.value)),
+        auth,
+        owner_only,
         handshake_timeout: config.handshake_timeout.value,
         connect_timeout: config.connect_timeout.value,
         max_connections,

@@ -26,6 +26,8 @@ use crate::ssh;
 pub struct ProxySettings {
     /// `[socks]` username and password, hashed at start.
     pub auth: Option<Credentials>,
+    /// Without a password (and without `allow_other_users`): serve only clients of our own user.
+    pub owner_only: Option<Arc<crate::proxy::owner::OwnerOnly>>,
     pub handshake_timeout: Duration,
     pub connect_timeout: Duration,
     /// Clients served at once; the listener's bound (listener.rs, fd_limit.rs).

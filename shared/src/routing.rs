@@ -285,12 +285,15 @@ struct Candidate<'c> {
     exclude: Vec<String>,
 }
 
+/// A routed name and how strongly its cluster holds it.
+type Tiered = (String, Tier);
+
 /// One cluster with a jump host, before the names of all clusters are judged together.
 struct Gathered<'c> {
     id: &'c str,
     jumphost: &'c str,
     /// Its includes that no own exclusion kills, each with its tier; and the killed ones.
-    live: Vec<(String, Tier)>,
+    live: Vec<Tiered>,
     dead: Vec<String>,
     exclude: Vec<String>,
     /// The dynamic names, to name the fact of a refusal.
@@ -668,7 +671,7 @@ fn gather<'c>(
             None => include.push((suffix, dynamic.tier)),
         }
     }
-    let (live, dead): (Vec<(String, Tier)>, Vec<(String, Tier)>) =
+    let (live, dead): (Vec<Tiered>, Vec<Tiered>) =
         include.into_iter().partition(|(inc, _)| !facts.exclude.iter().any(|exc| is_at_or_below(inc, exc)));
     Some(Gathered {
         id,

@@ -1,0 +1,127 @@
+//! Linux: which uid owns a client's socket, from the kernel, for exactly one connection.
+//!
+//! One NETLINK_SOCK_DIAG request (`SOCK_DIAG_BY_FAMILY`, inet_diag) names the client's socket by
+//! its 4-tuple, client address and port as the socket's source, ours as its destination, and no
+//! cookie; the kernel looks it up in its hash of established sockets and answers with an
+//! `inet_diag_msg` holding `idiag_uid`, or ENOENT. Not a scan of /proc/net/tcp: one hash lookup,
+//! whatever the number of sockets, answered before `send` returns (so the `recv` never waits and is
+//! made non-blocking to be sure). Each thread keeps its netlink socket, so a connection costs a
+//! `sendto` and a `recvfrom`.
+
+use std::cell::RefCell;
+use std::io;
+use std::net::{IpAddr, SocketAddr};
+
+use netlink_packet_core::{NLM_F_REQUEST, NetlinkHeader, NetlinkMessage, NetlinkPayload};
+use netlink_packet_sock_diag::SockDiagMessage;
+use netlink_packet_sock_diag::constants::{AF_INET, AF_INET6, IPPROTO_TCP};
+use netlink_packet_sock_diag::inet::{ExtensionFlags, InetRequest, SocketId, StateFlags};
+use netlink_sys::protocols::NETLINK_SOCK_DIAG;
+use netlink_sys::{Socket, SocketAddr as NetlinkAddr};
+
+use super::Lookup;
+
+/// `INET_DIAG_NOCOOKIE`: look the socket up by its addresses alone.
+const NO_COOKIE: [u8; 8] = [0xff; 8];
+/// Room for one answer: an `inet_diag_msg` and the attributes the kernel adds unasked.
+const ANSWER: usize = 4096;
+
+/// One thread's netlink socket, the sequence number of its last request, and its buffers.
+struct Diag {
+    socket: Socket,
+    sequence: u32,
+    request: Vec<u8>,
+    answer: Vec<u8>,
+}
+
+thread_local! {
+    static DIAG: RefCell<Option<Diag>> = const { RefCell::new(None) };
+}
+
+pub fn client_uid(client: SocketAddr, server: SocketAddr) -> Lookup {
+    DIAG.with(|cell| {
+        let mut slot = cell.borrow_mut();
+        if slot.is_none() {
+            match Diag::open() {
+                Ok(diag) => *slot = Some(diag),
+                Err(e) => return Lookup::Failed(format!("cannot open a NETLINK_SOCK_DIAG socket: {e}")),
+            }
+        }
+        let Some(diag) = slot.as_mut() else { return Lookup::Failed("no netlink socket".to_owned()) };
+        match diag.lookup(client, server) {
+            Ok(Some(uid)) => Lookup::Uid(uid),
+            Ok(None) => Lookup::NotFound,
+            Err(e) => {
+                // A socket in a bad state is not reused: the next lookup opens a fresh one.
+                *slot = None;
+                Lookup::Failed(format!("sock_diag lookup: {e}"))
+            }
+        }
+    })
+}
+
+impl Diag {
+    fn open() -> io::Result<Self> {
+        let mut socket = Socket::new(NETLINK_SOCK_DIAG)?;
+        socket.bind_auto()?;
+        socket.connect(&NetlinkAddr::new(0, 0))?;
+        Ok(Diag { socket, sequence: 0, request: Vec::with_capacity(128), answer: vec![0; ANSWER] })
+    }
+
+    /// The uid of the socket whose local end is `client` and remote end `server`; `None` when the
+    /// kernel has no such socket.
+    fn lookup(&mut self, client: SocketAddr, server: SocketAddr) -> io::Result<Option<u32>> {
+        // A v4 client of a dual-stack listener shows as ::ffff:a.b.c.d; its own socket is IPv4.
+        let (client_ip, server_ip) = (client.ip().to_canonical(), server.ip().to_canonical());
+        let family = match (client_ip, server_ip) {
+            (IpAddr::V4(_), IpAddr::V4(_)) => AF_INET,
+            (IpAddr::V6(_), IpAddr::V6(_)) => AF_INET6,
+            _ => return Ok(None),
+        };
+        self.sequence = self.sequence.wrapping_add(1);
+        let mut header = NetlinkHeader::default();
+        header.flags = NLM_F_REQUEST;
+        header.sequence_number = self.sequence;
+        let request = InetRequest {
+            family,
+            protocol: IPPROTO_TCP,
+            extensions: ExtensionFlags::empty(),
+            states: StateFlags::all(),
+            socket_id: SocketId {
+                source_port: client.port(),
+                destination_port: server.port(),
+                source_address: client_ip,
+                destination_address: server_ip,
+                interface_id: 0,
+                cookie: NO_COOKIE,
+            },
+        };
+        let mut message = NetlinkMessage::new(header, SockDiagMessage::InetRequest(request).into());
+        message.finalize();
+        self.request.clear();
+        self.request.resize(message.buffer_len(), 0);
+        message.serialize(&mut self.request);
+        self.socket.send(&self.request, 0)?;
+        loop {
+            let mut room = &mut self.answer[..];
+            let n = self.socket.recv(&mut room, libc::MSG_DONTWAIT)?;
+            let answer = NetlinkMessage::<SockDiagMessage>::deserialize(&self.answer[..n])
+                .map_err(|e| io::Error::new(io::ErrorKind::InvalidData, e.to_string()))?;
+            if answer.header.sequence_number != self.sequence {
+                // The answer to an earlier request that was given up on: skip it.
+                continue;
+            }
+            return match answer.payload {
+                NetlinkPayload::InnerMessage(SockDiagMessage::InetResponse(response)) => {
+                    Ok(Some(response.header.uid))
+                }
+                NetlinkPayload::Error(error) if error.raw_code() == -libc::ENOENT => Ok(None),
+                NetlinkPayload::Error(error) => Err(error.to_io()),
+                other => Err(io::Error::new(
+                    io::ErrorKind::InvalidData,
+                    format!("unexpected answer of type {}", other.message_type()),
+                )),
+            };
+        }
+    }
+}
