@@ -179,7 +179,12 @@ fn main() -> ExitCode {
     match result {
         Ok(code) => code,
         Err(e) => {
-            eprintln!("kharonctl: {e:#}");
+            // An error can carry data (a daemon's or a server's text, an id): escaped line by
+            // line, keeping the lines a message is made of (a list of matches).
+            let message = format!("{e:#}");
+            let lines: Vec<String> =
+                message.split('\n').map(|line| kharon_shared::text::escape(line).into_owned()).collect();
+            eprintln!("kharonctl: {}", lines.join("\n"));
             if matches!(e.downcast_ref::<daemon::Error>(), Some(daemon::Error::NotRunning { .. })) {
                 ExitCode::from(exit::NOT_RUNNING)
             } else if matches!(e.downcast_ref::<catalog::Error>(), Some(catalog::Error::Ambiguous { .. })) {

@@ -15,6 +15,7 @@
 
 pub mod picker;
 
+use kharon_shared::text::{Escaped, cell};
 use std::path::{Path, PathBuf};
 
 use kharon_shared::config::Config;
@@ -77,7 +78,8 @@ fn did_you_mean(suggestions: &[String]) -> String {
     if suggestions.is_empty() {
         "; `kharonctl clusters` lists them".to_owned()
     } else {
-        format!("; did you mean {}?", suggestions.join(", "))
+        let shown: Vec<String> = suggestions.iter().map(|s| cell(s)).collect();
+        format!("; did you mean {}?", shown.join(", "))
     }
 }
 
@@ -160,7 +162,12 @@ impl Catalog {
     /// person who expected their cache should learn there is none.
     pub fn print_source(&self) {
         if let Source::Daemon { cache, .. } = &self.source {
-            eprintln!("kharonctl: no inventory cache at {}; clusters from {}", cache.display(), self.source);
+            let source = self.source.to_string();
+            eprintln!(
+                "kharonctl: no inventory cache at {}; clusters from {}",
+                cache.display(),
+                Escaped(&source)
+            );
         }
     }
 }
@@ -242,12 +249,13 @@ pub fn lines(clusters: &[&Cluster]) -> Vec<String> {
     let cells: Vec<[String; 4]> = clusters
         .iter()
         .map(|c| {
+            // Data, shown to a person: escaped and capped (kharon_shared::text).
             [
-                c.id.clone(),
-                c.display_name.clone().filter(|d| !d.is_empty()).unwrap_or_else(|| "-".to_owned()),
-                c.tenant.clone(),
+                cell(&c.id),
+                c.display_name.as_deref().filter(|d| !d.is_empty()).map_or_else(|| "-".to_owned(), cell),
+                cell(&c.tenant),
                 match c.jumphost() {
-                    Some(jumphost) => format!("via {jumphost}"),
+                    Some(jumphost) => format!("via {}", cell(jumphost)),
                     None => "direct".to_owned(),
                 },
             ]

@@ -6,6 +6,8 @@
 
 use std::process::ExitCode;
 
+use kharon_shared::text::Escaped;
+
 use crate::context::Context;
 
 #[derive(Debug, clap::Args)]
@@ -19,13 +21,16 @@ pub async fn run(_args: Args, ctx: &Context) -> anyhow::Result<ExitCode> {
     let inv = reply.inventory.clone().unwrap_or_default();
     println!(
         "reloaded {} ({} clusters, {} routed, {} suffixes)",
-        inv.source_path, inv.clusters_total, inv.clusters_routed, inv.include_suffixes
+        Escaped(&inv.source_path),
+        inv.clusters_total,
+        inv.clusters_routed,
+        inv.include_suffixes
     );
     for route in &reply.routes_added {
-        println!("  + {route}");
+        println!("  + {}", Escaped(route));
     }
     for route in &reply.routes_removed {
-        println!("  - {route}");
+        println!("  - {}", Escaped(route));
     }
     if reply.routes_added.is_empty() && reply.routes_removed.is_empty() {
         println!("  routes unchanged");
@@ -34,8 +39,13 @@ pub async fn run(_args: Args, ctx: &Context) -> anyhow::Result<ExitCode> {
         let winner = c.winner.clone().unwrap_or_default();
         eprintln!(
             "warning: {} is claimed by several jump hosts; {} ({}) wins",
-            c.suffix, winner.cluster, winner.jumphost
+            Escaped(&c.suffix),
+            Escaped(&winner.cluster),
+            Escaped(&winner.jumphost)
         );
+    }
+    for r in &inv.refused_claims {
+        eprintln!("warning: {}", crate::daemon::reload_outcome::refused_claim(r));
     }
     Ok(crate::daemon::reload_outcome::partial(&reply)
         .map_or(ExitCode::SUCCESS, |()| ExitCode::from(crate::exit::PARTIAL)))

@@ -6,6 +6,7 @@ use std::process::ExitCode;
 use std::time::Duration;
 
 use kharon_shared::proto::v1 as pb;
+use kharon_shared::text::{Escaped, cell};
 use serde::Serialize;
 
 use crate::context::Context;
@@ -65,10 +66,11 @@ async fn trace(args: &Args, ctx: &Context) -> anyhow::Result<ExitCode> {
         match args.output {
             Format::Json => println!("{}", serde_json::to_string(&step)?),
             // Waiting is said on stderr: stdout holds only the connection's steps.
-            Format::Table if step.step == "armed" => eprintln!("{} (Ctrl-C to stop)", step.detail),
+            Format::Table if step.step == "armed" => eprintln!("{} (Ctrl-C to stop)", Escaped(&step.detail)),
             Format::Table => {
                 let took = step.took_ms.map(|ms| format!("({ms:.1} ms)")).unwrap_or_default();
-                println!("{:>10.1} ms  {:<10} {:<12} {}", step.at_ms, step.step, took, step.detail);
+                let (name, detail) = (cell(&step.step), Escaped(&step.detail));
+                println!("{:>10.1} ms  {name:<10} {took:<12} {detail}", step.at_ms);
             }
         }
     }
@@ -116,12 +118,13 @@ pub async fn run(args: Args, ctx: &Context) -> anyhow::Result<ExitCode> {
         Format::Json => output::json(&answer)?,
         Format::Table => match &answer.jumphost {
             Some(jumphost) => println!(
-                "{} → jump host {jumphost} (cluster {})\n  {}",
-                answer.host,
-                answer.cluster.as_deref().unwrap_or("?"),
-                answer.reason
+                "{} → jump host {} (cluster {})\n  {}",
+                Escaped(&answer.host),
+                Escaped(jumphost),
+                Escaped(answer.cluster.as_deref().unwrap_or("?")),
+                Escaped(&answer.reason)
             ),
-            None => println!("{} → direct\n  {}", answer.host, answer.reason),
+            None => println!("{} → direct\n  {}", Escaped(&answer.host), Escaped(&answer.reason)),
         },
     }
     Ok(ExitCode::SUCCESS)

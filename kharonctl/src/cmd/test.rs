@@ -19,6 +19,8 @@ use serde::Serialize;
 
 use crate::catalog::picker::{self, Marks};
 use crate::catalog::{self, Catalog};
+use kharon_shared::text::Escaped;
+
 use crate::context::Context;
 use crate::daemon::Daemon;
 use crate::output::{self, Format};
@@ -193,10 +195,10 @@ pub async fn run(args: Args, ctx: &Context) -> anyhow::Result<ExitCode> {
         let line = format!(
             "{} {} {} via {}: {}",
             if event.ok { "ok  " } else { "FAIL" },
-            event.cluster,
-            event.kind,
-            event.path,
-            if event.ok { output::millis(event.latency_us) } else { event.error.clone() }
+            Escaped(&event.cluster),
+            Escaped(&event.kind),
+            Escaped(&event.path),
+            if event.ok { output::millis(event.latency_us) } else { Escaped(&event.error).to_string() }
         );
         match &progress {
             Some(bar) => bar.println(line),
@@ -207,7 +209,7 @@ pub async fn run(args: Args, ctx: &Context) -> anyhow::Result<ExitCode> {
         rows.push(endpoint_row(&event, check));
         if event.ok {
             if let Some(bar) = &progress {
-                bar.set_message(format!("{} {}: TLS and GET", event.cluster, event.kind));
+                bar.set_message(format!("{} {}: TLS and GET", Escaped(&event.cluster), Escaped(&event.kind)));
             }
             let url = https_url(&event);
             let mut row = endpoint_row(&event, "https");

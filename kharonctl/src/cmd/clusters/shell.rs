@@ -76,7 +76,8 @@ fn each(args: &Args, run: &Run<'_>, clusters: &[&Cluster]) -> anyhow::Result<Exi
         let code = match one_prefixed(args, run, cluster) {
             Ok(code) => code.to_string(),
             Err(e) => {
-                eprintln!("[{}] kharonctl: {e:#}", cluster.id);
+                let said = format!("[{}] kharonctl: {e:#}", cluster.id);
+                eprintln!("{}", kharon_shared::text::Escaped(&said));
                 "error".to_owned()
             }
         };

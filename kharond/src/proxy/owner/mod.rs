@@ -42,12 +42,23 @@ pub enum Lookup {
     Unsupported,
 }
 
-/// The uid owning the socket at `client` that is connected to our `server` address.
+#[cfg(not(target_os = "linux"))]
+use elsewhere as system;
+#[cfg(target_os = "linux")]
+use sock_diag as system;
+
+/// The uid owning the socket at `client` that is connected to our `server` address. Each system's
+/// module offers `CHECKS` (whether it can tell at all) and `client_uid` (the uid, `None` for no
+/// such socket, or why the kernel could not be asked).
 pub fn client_uid(client: SocketAddr, server: SocketAddr) -> Lookup {
-    #[cfg(target_os = "linux")]
-    return sock_diag::client_uid(client, server);
-    #[cfg(not(target_os = "linux"))]
-    return elsewhere::client_uid(client, server);
+    if !system::CHECKS {
+        return Lookup::Unsupported;
+    }
+    match system::client_uid(client, server) {
+        Ok(Some(uid)) => Lookup::Uid(uid),
+        Ok(None) => Lookup::NotFound,
+        Err(why) => Lookup::Failed(why),
+    }
 }
 
 /// At most one WARN per refused uid (and one about failed lookups) this often.
@@ -84,9 +95,7 @@ impl std::fmt::Display for NotOurs {
 impl OwnerOnly {
     /// The check for a kharond running as `me`; says at start what it checks.
     pub fn new(me: u32) -> Self {
-        if client_uid(SocketAddr::from(([127, 0, 0, 1], 1)), SocketAddr::from(([127, 0, 0, 1], 1)))
-            == Lookup::Unsupported
-        {
+        if !system::CHECKS {
             warn!(
                 "no [socks] password, and on this system kharond cannot tell which local user a client \
                  is: every local user can use the proxy (and your SSH identity). Set [socks] username \

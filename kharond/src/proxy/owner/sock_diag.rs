@@ -19,7 +19,8 @@ use netlink_packet_sock_diag::inet::{ExtensionFlags, InetRequest, SocketId, Stat
 use netlink_sys::protocols::NETLINK_SOCK_DIAG;
 use netlink_sys::{Socket, SocketAddr as NetlinkAddr};
 
-use super::Lookup;
+/// Linux tells, for every TCP connection on this network namespace.
+pub const CHECKS: bool = true;
 
 /// `INET_DIAG_NOCOOKIE`: look the socket up by its addresses alone.
 const NO_COOKIE: [u8; 8] = [0xff; 8];
@@ -38,25 +39,21 @@ thread_local! {
     static DIAG: RefCell<Option<Diag>> = const { RefCell::new(None) };
 }
 
-pub fn client_uid(client: SocketAddr, server: SocketAddr) -> Lookup {
+/// The uid owning the socket whose local end is `client` and whose remote end is `server`;
+/// `None` when the kernel has no such socket.
+pub fn client_uid(client: SocketAddr, server: SocketAddr) -> Result<Option<u32>, String> {
     DIAG.with(|cell| {
         let mut slot = cell.borrow_mut();
         if slot.is_none() {
-            match Diag::open() {
-                Ok(diag) => *slot = Some(diag),
-                Err(e) => return Lookup::Failed(format!("cannot open a NETLINK_SOCK_DIAG socket: {e}")),
-            }
+            let diag = Diag::open().map_err(|e| format!("cannot open a NETLINK_SOCK_DIAG socket: {e}"))?;
+            *slot = Some(diag);
         }
-        let Some(diag) = slot.as_mut() else { return Lookup::Failed("no netlink socket".to_owned()) };
-        match diag.lookup(client, server) {
-            Ok(Some(uid)) => Lookup::Uid(uid),
-            Ok(None) => Lookup::NotFound,
-            Err(e) => {
-                // A socket in a bad state is not reused: the next lookup opens a fresh one.
-                *slot = None;
-                Lookup::Failed(format!("sock_diag lookup: {e}"))
-            }
-        }
+        let Some(diag) = slot.as_mut() else { return Err("no netlink socket".to_owned()) };
+        diag.lookup(client, server).map_err(|e| {
+            // A socket in a bad state is not reused: the next lookup opens a fresh one.
+            *slot = None;
+            format!("sock_diag lookup: {e}")
+        })
     })
 }
 
