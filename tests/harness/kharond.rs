@@ -22,7 +22,25 @@ pub struct Exited {
 }
 
 fn spawn(env: &Env, args: &[&str], extra: &[(&str, &str)]) -> (Child, Arc<Mutex<String>>) {
-    let mut cmd = Command::new(crate::bin("kharond"));
+    spawn_wrapped(env, &[], args, extra)
+}
+
+/// `wrapper… kharond …`: a wrapper that execs its last argument in place (`nsenter -t PID -n`),
+/// so the child's pid stays kharond's.
+fn spawn_wrapped(
+    env: &Env,
+    wrapper: &[&str],
+    args: &[&str],
+    extra: &[(&str, &str)],
+) -> (Child, Arc<Mutex<String>>) {
+    let mut cmd = match wrapper.split_first() {
+        Some((program, rest)) => {
+            let mut cmd = Command::new(program);
+            cmd.args(rest).arg(crate::bin("kharond"));
+            cmd
+        }
+        None => Command::new(crate::bin("kharond")),
+    };
     cmd.env_clear()
         .envs(env.vars())
         .env("RUST_LOG", "info,kharond=debug")
@@ -59,9 +77,23 @@ impl Kharond {
         }
     }
 
+    /// Starts the daemon through `wrapper` (e.g. `nsenter -t PID -n --`, to run it in a network
+    /// namespace a test made), which must exec kharond in place; panics as [`Kharond::start`].
+    pub fn start_wrapped(env: &Env, wrapper: &[&str], args: &[&str], extra: &[(&str, &str)]) -> Self {
+        let (child, log) = spawn_wrapped(env, wrapper, args, extra);
+        match Self::wait_ready(env, child, log) {
+            Ok(daemon) => daemon,
+            Err(exited) => panic!("kharond exited with {:?}:\n{}", exited.code, exited.stderr),
+        }
+    }
+
     /// Starts the daemon; if it exits on its own instead, returns its exit code and stderr.
     pub fn try_start(env: &Env, args: &[&str], extra: &[(&str, &str)]) -> Result<Self, Exited> {
-        let (mut child, log) = spawn(env, args, extra);
+        let (child, log) = spawn(env, args, extra);
+        Self::wait_ready(env, child, log)
+    }
+
+    fn wait_ready(env: &Env, mut child: Child, log: Arc<Mutex<String>>) -> Result<Self, Exited> {
         let socket = env.control_socket();
         let mut exited = None;
         let ready = wait_until(Duration::from_secs(20), || {

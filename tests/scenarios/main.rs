@@ -3,6 +3,7 @@
 
 mod activation;
 mod channel_close;
+mod cluster_trust;
 mod clusters;
 mod connections;
 mod control;
@@ -17,6 +18,7 @@ mod faults_local_user;
 mod first_start;
 mod host_keys;
 mod hostile_input;
+mod hostile_text;
 mod http_connect;
 mod install;
 mod jumphost;
@@ -29,6 +31,7 @@ mod passbolt_clients;
 mod picker;
 mod reload;
 mod reload_atomic;
+mod remote_clients;
 mod scale;
 mod service;
 mod slots;
