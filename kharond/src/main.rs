@@ -5,8 +5,9 @@
 //! # Layout
 //! The subsystems, in the order a client connection meets them:
 //! - [`proxy`]: the client side. The accept loop and its connection slots, which protocol a client
-//!   speaks (SOCKS5, HTTP CONNECT, or `GET /proxy.pac`), its handshake and credentials, and the
-//!   per-connection spine ([`proxy::connection`]) that strings the other subsystems together.
+//!   speaks (SOCKS5, HTTP CONNECT, or `GET /proxy.pac`), its handshake and credentials, who may use
+//!   it without a password ([`proxy::owner`]), and the per-connection spine
+//!   ([`proxy::connection`]) that strings the other subsystems together.
 //! - [`routing`]: where a request goes. The routing table in force (and the inventory it is read
 //!   from, and how a reload replaces it), the lookup of a target in it, and the dial along the route.
 //! - [`ssh`]: the SSH engine. ssh_config, known_hosts, the shared sessions per jump host chain,
