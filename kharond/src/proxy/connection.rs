@@ -45,7 +45,12 @@ pub async fn serve(state: Arc<State>, stream: TcpStream, peer: SocketAddr, hands
     let tracked = state.registry.track(peer);
     // Asked now, while the client's socket surely exists; answered once its request is read.
     let foreign = state.proxy.owner_only.as_ref().and_then(|owner| {
-        let local = stream.local_addr().ok();
+        // Password-less means a loopback listener, bound to one address: ours on every connection
+        // (no getsockname needed). An unspecified one is never password-less; asked all the same.
+        let local = match state.listen {
+            listen if !listen.ip().is_unspecified() => Some(listen),
+            _ => stream.local_addr().ok(),
+        };
         let ours = local.is_some_and(|local| owner.admits(peer, local));
         (!ours).then(|| NotOurs { me: owner.me() })
     });
