@@ -8,10 +8,10 @@
 //! or HTTP 403, and one WARN per user and minute naming the uid. `allow_other_users = true` in the
 //! config file turns the check off; with a password there is none (the password decides).
 //!
-//! How the kernel is asked is per system, behind one function ([`client_uid`]):
-//! - Linux: [`sock_diag`], a NETLINK_SOCK_DIAG lookup of the connection's 4-tuple on a netlink
-//!   socket each worker thread keeps: two system calls, a few microseconds, and only for
-//!   password-less listeners.
+//! How the kernel is asked is per system, behind one type with one method (`Kernel::client_uid`)
+//! and a constant saying whether it can tell at all (`CHECKS`):
+//! - Linux: [`sock_diag`], a NETLINK_SOCK_DIAG lookup of the connection's 4-tuple on one netlink
+//!   socket opened at start: two system calls, about 3 µs, and only for password-less listeners.
 //! - elsewhere: [`elsewhere`], nothing is checked yet (said at start, once); that system's own
 //!   mechanism goes there.
 //!
@@ -47,20 +47,6 @@ use elsewhere as system;
 #[cfg(target_os = "linux")]
 use sock_diag as system;
 
-/// The uid owning the socket at `client` that is connected to our `server` address. Each system's
-/// module offers `CHECKS` (whether it can tell at all) and `client_uid` (the uid, `None` for no
-/// such socket, or why the kernel could not be asked).
-pub fn client_uid(client: SocketAddr, server: SocketAddr) -> Lookup {
-    if !system::CHECKS {
-        return Lookup::Unsupported;
-    }
-    match system::client_uid(client, server) {
-        Ok(Some(uid)) => Lookup::Uid(uid),
-        Ok(None) => Lookup::NotFound,
-        Err(why) => Lookup::Failed(why),
-    }
-}
-
 /// At most one WARN per refused uid (and one about failed lookups) this often.
 const WARN_EVERY: Duration = Duration::from_secs(60);
 /// Refused uids remembered for [`WARN_EVERY`]; beyond this many the memory is cleared (a flood of
@@ -68,10 +54,18 @@ const WARN_EVERY: Duration = Duration::from_secs(60);
 const REMEMBERED: usize = 1024;
 
 /// The check of a password-less kharond: only clients of `me` are served.
-#[derive(Debug)]
 pub struct OwnerOnly {
     me: u32,
+    /// Where the kernel is asked; `None` after it could not be opened (tried again next time).
+    /// A lookup holds the lock for its two system calls only.
+    kernel: Mutex<Option<system::Kernel>>,
     warned: Mutex<Warned>,
+}
+
+impl std::fmt::Debug for OwnerOnly {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("OwnerOnly").field("me", &self.me).finish_non_exhaustive()
+    }
 }
 
 #[derive(Debug, Default)]
@@ -93,8 +87,18 @@ impl std::fmt::Display for NotOurs {
 }
 
 impl OwnerOnly {
-    /// The check for a kharond running as `me`; says at start what it checks.
+    /// The check for a kharond running as `me`; opens where the kernel is asked, and says at
+    /// start what it checks.
     pub fn new(me: u32) -> Self {
+        let kernel = match system::Kernel::open() {
+            Ok(kernel) => Some(kernel),
+            Err(why) => {
+                warn!(
+                    "{why}: every client will be refused until it can be opened (set a [socks] password or allow_other_users = true)"
+                );
+                None
+            }
+        };
         if !system::CHECKS {
             warn!(
                 "no [socks] password, and on this system kharond cannot tell which local user a client \
@@ -107,7 +111,31 @@ impl OwnerOnly {
                  config file serves every local user)"
             );
         }
-        OwnerOnly { me, warned: Mutex::new(Warned::default()) }
+        OwnerOnly { me, kernel: Mutex::new(kernel), warned: Mutex::new(Warned::default()) }
+    }
+
+    /// The uid owning the socket at `client` that is connected to our `server` address.
+    pub fn client_uid(&self, client: SocketAddr, server: SocketAddr) -> Lookup {
+        if !system::CHECKS {
+            return Lookup::Unsupported;
+        }
+        let mut kernel = self.kernel.lock().unwrap_or_else(PoisonError::into_inner);
+        if kernel.is_none() {
+            match system::Kernel::open() {
+                Ok(opened) => *kernel = Some(opened),
+                Err(why) => return Lookup::Failed(why),
+            }
+        }
+        let Some(asked) = kernel.as_mut() else { return Lookup::Failed("no netlink socket".to_owned()) };
+        match asked.client_uid(client, server) {
+            Ok(Some(uid)) => Lookup::Uid(uid),
+            Ok(None) => Lookup::NotFound,
+            Err(why) => {
+                // A socket in a bad state is not reused: the next lookup opens a fresh one.
+                *kernel = None;
+                Lookup::Failed(why)
+            }
+        }
     }
 
     pub fn me(&self) -> u32 {
@@ -117,7 +145,7 @@ impl OwnerOnly {
     /// Whether the client at `peer`, connected to our `local` address, belongs to us; a refusal is
     /// logged (rate-limited). A lookup that fails refuses: serving a stranger is the worse error.
     pub fn admits(&self, peer: SocketAddr, local: SocketAddr) -> bool {
-        match client_uid(peer, local) {
+        match self.client_uid(peer, local) {
             Lookup::Uid(uid) if uid == self.me => true,
             Lookup::Unsupported => true,
             Lookup::Uid(uid) => {
@@ -184,15 +212,15 @@ mod tests {
         let (_accepted, peer) = listener.accept().unwrap();
         assert_eq!(peer, client.local_addr().unwrap());
         let me = kharon_shared::paths::uid();
-        assert_eq!(client_uid(peer, server), Lookup::Uid(me));
         let owner = OwnerOnly::new(me);
+        assert_eq!(owner.client_uid(peer, server), Lookup::Uid(me));
         assert!(owner.admits(peer, server));
-        // Asked many times on one thread: the netlink socket is reused and answers stay right.
+        // Asked many times: the netlink socket is reused and answers stay right.
         for _ in 0..100 {
-            assert_eq!(client_uid(peer, server), Lookup::Uid(me));
+            assert_eq!(owner.client_uid(peer, server), Lookup::Uid(me));
         }
         let nobody = SocketAddr::from(([127, 0, 0, 1], 1));
-        assert_eq!(client_uid(nobody, server), Lookup::NotFound);
+        assert_eq!(owner.client_uid(nobody, server), Lookup::NotFound);
         assert!(!owner.admits(nobody, server));
         assert!(!OwnerOnly::new(me.wrapping_add(1)).admits(peer, server), "another uid is refused");
         assert_eq!(
@@ -209,6 +237,7 @@ mod tests {
         let server = listener.local_addr().unwrap();
         let _client = std::net::TcpStream::connect(server).unwrap();
         let (_accepted, peer) = listener.accept().unwrap();
-        assert_eq!(client_uid(peer, server), Lookup::Uid(kharon_shared::paths::uid()));
+        let me = kharon_shared::paths::uid();
+        assert_eq!(OwnerOnly::new(me).client_uid(peer, server), Lookup::Uid(me));
     }
 }

@@ -5,11 +5,11 @@
 //! cookie; the kernel looks it up in its hash of established sockets and answers with an
 //! `inet_diag_msg` holding `idiag_uid`, or ENOENT. Not a scan of /proc/net/tcp: one hash lookup,
 //! whatever the number of sockets, answered before `send` returns (so the `recv` never waits and is
-//! made non-blocking to be sure). Each thread keeps its netlink socket, so a connection costs a
-//! `sendto` and a `recvfrom`, and only the answer's fixed header is read: about 2-3 µs in all
-//! (`bench/owner_check.sh` measures it on the connection setup).
+//! made non-blocking to be sure). One netlink socket ([`Kernel`]), opened at start and kept, so a
+//! connection costs a `sendto` and a `recvfrom`, and only the answer's fixed header is read: about
+//! 3 µs in all (`bench/owner_check.sh` measures it on the connection setup). One socket rather than
+//! one per worker thread: kharond's descriptors stay what they were at start (two per client).
 
-use std::cell::RefCell;
 use std::io;
 use std::net::{IpAddr, SocketAddr};
 
@@ -31,42 +31,30 @@ const NO_COOKIE: [u8; 8] = [0xff; 8];
 /// Room for one answer: an `inet_diag_msg` and the attributes the kernel adds unasked.
 const ANSWER: usize = 4096;
 
-/// One thread's netlink socket, the sequence number of its last request, and its buffers.
-struct Diag {
+/// The netlink socket the kernel is asked on, the sequence number of the last request, and the
+/// buffers of both directions.
+pub struct Kernel {
     socket: Socket,
     sequence: u32,
     request: Vec<u8>,
     answer: Vec<u8>,
 }
 
-thread_local! {
-    static DIAG: RefCell<Option<Diag>> = const { RefCell::new(None) };
-}
+impl Kernel {
+    pub fn open() -> Result<Self, String> {
+        let open = || -> io::Result<Self> {
+            let mut socket = Socket::new(NETLINK_SOCK_DIAG)?;
+            socket.bind_auto()?;
+            socket.connect(&NetlinkAddr::new(0, 0))?;
+            Ok(Kernel { socket, sequence: 0, request: Vec::with_capacity(128), answer: vec![0; ANSWER] })
+        };
+        open().map_err(|e| format!("cannot open a NETLINK_SOCK_DIAG socket: {e}"))
+    }
 
-/// The uid owning the socket whose local end is `client` and whose remote end is `server`;
-/// `None` when the kernel has no such socket.
-pub fn client_uid(client: SocketAddr, server: SocketAddr) -> Result<Option<u32>, String> {
-    DIAG.with(|cell| {
-        let mut slot = cell.borrow_mut();
-        if slot.is_none() {
-            let diag = Diag::open().map_err(|e| format!("cannot open a NETLINK_SOCK_DIAG socket: {e}"))?;
-            *slot = Some(diag);
-        }
-        let Some(diag) = slot.as_mut() else { return Err("no netlink socket".to_owned()) };
-        diag.lookup(client, server).map_err(|e| {
-            // A socket in a bad state is not reused: the next lookup opens a fresh one.
-            *slot = None;
-            format!("sock_diag lookup: {e}")
-        })
-    })
-}
-
-impl Diag {
-    fn open() -> io::Result<Self> {
-        let mut socket = Socket::new(NETLINK_SOCK_DIAG)?;
-        socket.bind_auto()?;
-        socket.connect(&NetlinkAddr::new(0, 0))?;
-        Ok(Diag { socket, sequence: 0, request: Vec::with_capacity(128), answer: vec![0; ANSWER] })
+    /// The uid owning the socket whose local end is `client` and whose remote end is `server`;
+    /// `None` when the kernel has no such socket.
+    pub fn client_uid(&mut self, client: SocketAddr, server: SocketAddr) -> Result<Option<u32>, String> {
+        self.lookup(client, server).map_err(|e| format!("sock_diag lookup: {e}"))
     }
 
     /// The uid of the socket whose local end is `client` and remote end `server`; `None` when the
