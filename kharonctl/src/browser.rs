@@ -17,7 +17,14 @@ pub const MAX_REQUEST: usize = 16 * 1024;
 /// Opens `url` with `command` (`KHARON_BROWSER`, else `BROWSER`: run through `sh` with the URL as
 /// `$1`), else the platform opener. The caller always prints the URL too. The browser's stdout goes
 /// to our stderr: kubectl reads only an ExecCredential from ours when a login runs as its exec plugin.
+///
+/// Only an `http` or `https` URL with a host, in printable ASCII, is opened ([`web_url`]): these
+/// URLs come from clusters (a console URL fact, an OAuth server's authorize endpoint), and the
+/// opener picks a program by the scheme (`file:`, a desktop entry, a custom handler), so a cluster
+/// must not choose one (issue 33).
 pub fn open(url: &str, command: Option<&str>) -> std::io::Result<()> {
+    let url = web_url(url)?;
+    let url = url.as_str();
     let mut cmd = match command {
         Some(command) => {
             let mut cmd = tokio::process::Command::new("sh");
@@ -39,6 +46,20 @@ pub fn open(url: &str, command: Option<&str>) -> std::io::Result<()> {
         let _ = child.wait().await;
     });
     Ok(())
+}
+
+/// `url` if it is an `http(s)` URL with a host and nothing but printable ASCII; else why not.
+pub fn web_url(url: &str) -> std::io::Result<url::Url> {
+    let parsed = url::Url::parse(url)
+        .ok()
+        .filter(|u| matches!(u.scheme(), "http" | "https") && u.has_host())
+        .filter(|_| url.bytes().all(|b| b.is_ascii_graphic()));
+    parsed.ok_or_else(|| {
+        std::io::Error::new(
+            std::io::ErrorKind::InvalidInput,
+            format!("{:?} is not an http(s) URL; it is not opened", kharon_shared::text::cap(url, 200)),
+        )
+    })
 }
 
 /// Reads the request head and returns the origin-form target (`/path?query`) of a `GET`; `None`
@@ -99,6 +120,26 @@ fn html_escape(s: &str) -> String {
 
 #[cfg(test)]
 mod tests {
+    #[test]
+    fn only_web_urls_with_a_host_are_opened() {
+        for ok in ["https://console.apps.x.example/", "http://127.0.0.1:18000/cb?code=a&state=b"] {
+            assert!(super::web_url(ok).is_ok(), "{ok}");
+        }
+        for bad in [
+            "file:///home/me/.bashrc",
+            "vscode://evil/open",
+            "-x https://a.example",
+            "javascript:alert(1)",
+            "https://a.example/\n--new-window",
+            "https://a.example/ x",
+            "console.x.example",
+        ] {
+            let err = super::web_url(bad).unwrap_err().to_string();
+            assert!(err.contains("is not an http(s) URL"), "{bad:?}: {err}");
+            assert!(super::open(bad, Some("exit 1")).is_err(), "{bad:?}");
+        }
+    }
+
     #[test]
     fn messages_are_escaped() {
         assert_eq!(super::html_escape("<b>&\"</b>"), "&lt;b&gt;&amp;&quot;&lt;/b&gt;");

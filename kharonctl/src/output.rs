@@ -4,6 +4,13 @@
 //! Tables fit the terminal they are printed on, and 80 columns (or `$COLUMNS`) when the output is
 //! piped or written to a file: a cell that is too long folds onto more lines, it is never cut.
 //! Columns that must stay whole (cluster ids, which people copy) say so with [`keep_whole`].
+//!
+//! Every cell of a table is data (ids, names, URLs, errors), so [`table`] passes each through
+//! [`kharon_shared::text::cell`]: control characters escaped, at most
+//! [`MAX_CELL`](kharon_shared::text::MAX_CELL) characters. A 10 MB display name then costs a table
+//! no more than a short one (laying out huge cells took minutes), and none can drive the terminal.
+//! Text that commands print themselves goes through [`kharon_shared::text::Escaped`] where data
+//! enters it.
 
 use std::io::IsTerminal as _;
 
@@ -62,7 +69,7 @@ where
     table.load_style(UTF8_FULL_CONDENSED).set_content_arrangement(ContentArrangement::Dynamic);
     table.set_header(headers.iter().copied());
     for row in rows {
-        table.add_row(row);
+        table.add_row(row.into_iter().map(|cell| kharon_shared::text::cell(&cell)));
     }
     table
 }
@@ -152,6 +159,26 @@ mod tests {
         assert_eq!(super::bytes(1536), "1.5 KiB");
         assert_eq!(super::bytes(3 * 1024 * 1024 + 200 * 1024), "3.2 MiB");
         assert_eq!(super::bytes(u64::MAX), "16777216.0 TiB");
+    }
+
+    /// Issue 33: a hostile display name neither drives the terminal nor takes minutes to lay out.
+    #[test]
+    fn cells_are_escaped_and_capped() {
+        let huge = "x".repeat(10 * 1024 * 1024);
+        let started = std::time::Instant::now();
+        let text = super::table(
+            &["id", "name"],
+            [
+                vec!["c-\u{1b}]0;pwned\u{7}".to_owned(), "a\rb\u{9b}2J".to_owned()],
+                vec!["c-2".to_owned(), huge],
+            ],
+        )
+        .to_string();
+        assert!(started.elapsed() < std::time::Duration::from_secs(5), "{:?}", started.elapsed());
+        assert!(!text.contains('\u{1b}') && !text.contains('\r') && !text.contains('\u{9b}'), "{text:?}");
+        assert!(text.contains(r"c-\x1b]0;pwned\x07") && text.contains(r"a\rb\u{9b}2J"), "{text}");
+        assert!(text.len() < 4096, "{} bytes", text.len());
+        assert!(text.contains('…'));
     }
 
     #[test]

@@ -5,8 +5,9 @@
 //! # Layout
 //! The subsystems, in the order a client connection meets them:
 //! - [`proxy`]: the client side. The accept loop and its connection slots, which protocol a client
-//!   speaks (SOCKS5, HTTP CONNECT, or `GET /proxy.pac`), its handshake and credentials, and the
-//!   per-connection spine ([`proxy::connection`]) that strings the other subsystems together.
+//!   speaks (SOCKS5, HTTP CONNECT, or `GET /proxy.pac`), its handshake and credentials, who may use
+//!   it without a password ([`proxy::owner`]), and the per-connection spine
+//!   ([`proxy::connection`]) that strings the other subsystems together.
 //! - [`routing`]: where a request goes. The routing table in force (and the inventory it is read
 //!   from, and how a reload replaces it), the lookup of a target in it, and the dial along the route.
 //! - [`ssh`]: the SSH engine. ssh_config, known_hosts, the shared sessions per jump host chain,
@@ -166,7 +167,8 @@ async fn start(cli: Cli) -> Result<(), Exit> {
         ),
         None => routing::table::Inventory::Cache(kharon_shared::cache::path(&config.cache_dir.value)),
     };
-    let table = routing::table::load_at_start(&source).map_err(|e| {
+    let own_hosts = config.own_hosts();
+    let table = routing::table::load_at_start(&source, &own_hosts).map_err(|e| {
         // The cache error already says to run `kharonctl update`; add the other way in.
         let hint = match &source {
             routing::table::Inventory::Cache(_) => {
@@ -191,25 +193,10 @@ async fn start(cli: Cli) -> Result<(), Exit> {
         routed = report.clusters_routed,
         suffixes = report.include_suffixes,
         conflicts = report.conflicts.len(),
+        refused = report.refused.len(),
         "routing table loaded"
     );
-    for conflict in &report.conflicts {
-        tracing::warn!(
-            "suffix {} is claimed by clusters with different jump hosts; {} ({}) wins over {}",
-            conflict.suffix,
-            conflict.winner.cluster,
-            conflict.winner.jumphost,
-            conflict
-                .shadowed
-                .iter()
-                .map(|c| format!("{} ({})", c.cluster, c.jumphost))
-                .collect::<Vec<_>>()
-                .join(", ")
-        );
-    }
-    for warning in &report.warnings {
-        tracing::warn!("{warning}");
-    }
+    routing::table::log_report(&table.table);
 
     let env: HashMap<String, String> = std::env::vars().collect();
     let home = env.get("HOME").map(PathBuf::from).unwrap_or_else(|| PathBuf::from("/"));
@@ -297,13 +284,25 @@ async fn start(cli: Cli) -> Result<(), Exit> {
         }
     };
 
+    let auth = config.socks_auth.as_ref().map(|s| proxy::credentials::Credentials::new(&s.value));
+    // Without a password every local user reaches the loopback listener: serve only our own.
+    let owner_only = (auth.is_none() && !config.allow_other_users.value)
+        .then(|| Arc::new(proxy::owner::OwnerOnly::new(kharon_shared::paths::uid())));
+    if auth.is_none() && config.allow_other_users.value {
+        tracing::info!(
+            "no [socks] password and allow_other_users = true (from {}): every local user can use the \
+             proxy, with your SSH identity",
+            config.allow_other_users.source
+        );
+    }
     let proxy = state::ProxySettings {
-        auth: config.socks_auth.as_ref().map(|s| proxy::credentials::Credentials::new(&s.value)),
+        auth,
+        owner_only,
         handshake_timeout: config.handshake_timeout.value,
         connect_timeout: config.connect_timeout.value,
         max_connections,
     };
-    let mut state = state::State::new(source, proxy, pool, listen, control_path, table);
+    let mut state = state::State::new(source, own_hosts, proxy, pool, listen, control_path, table);
     if let Some(ms) = test_reload_deadline_ms {
         state = state.with_reload_deadline(std::time::Duration::from_millis(ms));
     }

@@ -26,6 +26,8 @@ use crate::ssh;
 pub struct ProxySettings {
     /// `[socks]` username and password, hashed at start.
     pub auth: Option<Credentials>,
+    /// Without a password (and without `allow_other_users`): serve only clients of our own user.
+    pub owner_only: Option<Arc<crate::proxy::owner::OwnerOnly>>,
     pub handshake_timeout: Duration,
     pub connect_timeout: Duration,
     /// Clients served at once; the listener's bound (listener.rs, fd_limit.rs).
@@ -48,6 +50,9 @@ impl Stats {
 /// The daemon's shared state; one `Arc<State>` is handed to every component.
 pub struct State {
     pub source: Inventory,
+    /// The hosts kharon itself talks to, as the settings name them: no dynamic fact may claim
+    /// them (a cache adds its own on every load).
+    pub own_hosts: kharon_shared::trust::OwnHosts,
     pub proxy: ProxySettings,
     pub pool: Arc<ssh::Pool>,
     /// The listener's real address (the configured port may have been 0).
@@ -68,6 +73,7 @@ pub struct State {
 impl State {
     pub fn new(
         source: Inventory,
+        own_hosts: kharon_shared::trust::OwnHosts,
         proxy: ProxySettings,
         pool: Arc<ssh::Pool>,
         listen: std::net::SocketAddr,
@@ -76,6 +82,7 @@ impl State {
     ) -> Self {
         Self {
             source,
+            own_hosts,
             proxy,
             pool,
             listen,
@@ -240,6 +247,7 @@ impl State {
         let result = match loaded {
             Ok(Ok(mut outcome)) => {
                 outcome.preflight = self.preflight().await;
+                crate::routing::table::log_report(&self.table().table);
                 Ok(outcome)
             }
             // Only reachable when the deadline passed between the last check and the answer.
@@ -281,7 +289,7 @@ impl State {
     /// The blocking half: reads the inventory and the ssh config, then resolves every jump host;
     /// changes nothing. Stops early once the caller gave up.
     fn prepare(&self, job: &crate::routing::reload::Job) -> Result<Result<Fresh, Abandoned>, ReloadError> {
-        let table = crate::routing::table::load(&self.source)?;
+        let table = crate::routing::table::load(&self.source, &self.own_hosts)?;
         // The pool asks first right after reading the ssh config file: from then on only
         // resolving is left, which is bounded, so the loader slot goes back (reload.rs).
         let prepared = self.pool.prepare(&table.table.jumphosts(), &|| {

@@ -35,6 +35,9 @@ pub struct Envelope {
     pub clusters: Vec<Cluster>,
     /// The routes derived from `clusters` when the file was written, sorted by suffix.
     pub routes: Vec<RouteEntry>,
+    /// The OIDC issuer of the token the clusters were fetched with, when known: kharond then keeps
+    /// it out of every cluster's dynamic routes, as it does Lieutenant's own host (`trust`).
+    pub oidc_issuer: Option<String>,
 }
 
 /// One derived route: hosts under `suffix` go through `jumphost`, claimed by `cluster`.
@@ -48,7 +51,23 @@ pub struct RouteEntry {
 impl Envelope {
     /// A current-version envelope fetched now.
     pub fn new(api_url: impl Into<String>, clusters: Vec<Cluster>, routes: Vec<RouteEntry>) -> Self {
-        Self { version: VERSION, api_url: api_url.into(), fetched_at: SystemTime::now(), clusters, routes }
+        Self {
+            version: VERSION,
+            api_url: api_url.into(),
+            fetched_at: SystemTime::now(),
+            clusters,
+            routes,
+            oidc_issuer: None,
+        }
+    }
+
+    /// The hosts this cache names that kharon itself talks to: the Lieutenant it came from, and
+    /// the issuer of the token that fetched it.
+    pub fn own_hosts(&self, into: &mut crate::trust::OwnHosts) {
+        into.add_url("Lieutenant", &self.api_url);
+        if let Some(issuer) = &self.oidc_issuer {
+            into.add_url("the OIDC issuer", issuer);
+        }
     }
 
     /// How long ago the data was fetched (zero if the clock went backwards).
@@ -88,6 +107,8 @@ struct OnDisk {
     clusters: Vec<Cluster>,
     #[serde(default)]
     routes: Vec<RouteEntry>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    oidc_issuer: Option<String>,
 }
 
 /// Only the version, read first so a future format with other fields is reported as such, not as
@@ -129,6 +150,7 @@ pub fn load(path: &Path) -> Result<Envelope, Error> {
         fetched_at,
         clusters: disk.clusters,
         routes: disk.routes,
+        oidc_issuer: disk.oidc_issuer,
     })
 }
 
@@ -140,6 +162,7 @@ pub fn store(path: &Path, envelope: &Envelope) -> Result<(), Error> {
         fetched_at: envelope.fetched_at.duration_since(UNIX_EPOCH).map(|d| d.as_secs()).unwrap_or(0),
         clusters: envelope.clusters.clone(),
         routes: envelope.routes.clone(),
+        oidc_issuer: envelope.oidc_issuer.clone(),
     };
     let bytes = serde_json::to_vec_pretty(&disk)
         .map_err(|e| Error::Write { path: path.to_owned(), source: std::io::Error::other(e) })?;
@@ -197,6 +220,7 @@ mod tests {
         let route =
             RouteEntry { suffix: "c.example.net".into(), jumphost: "jh".into(), cluster: "c-a".into() };
         let mut env = Envelope::new("https://api.example/", vec![cluster("c-a")], vec![route]);
+        env.oidc_issuer = Some("https://id.example/realms/x".into());
         // The file keeps whole seconds.
         env.fetched_at = UNIX_EPOCH + Duration::from_secs(1_700_000_000);
         store(&path, &env).unwrap();

@@ -104,6 +104,10 @@ pub struct Config {
     pub oidc_discovery_url: Option<Setting<String>>,
     /// The Passbolt that holds the emergency credentials' bucket list.
     pub passbolt_url: Setting<String>,
+    /// Without a `[socks]` password, kharond serves only clients of its own user unless this is
+    /// set (`allow_other_users = true`): other local users would act with the engineer's SSH
+    /// identity in every customer network (issue 33).
+    pub allow_other_users: Setting<bool>,
 }
 
 /// A listen value written as `NAME:PORT` (e.g. `localhost:12000`) and what the name resolved to
@@ -196,6 +200,7 @@ struct FileConfig {
     oidc_client: Option<String>,
     oidc_discovery_url: Option<String>,
     passbolt_url: Option<String>,
+    allow_other_users: Option<bool>,
 }
 
 #[derive(Debug, Default, Deserialize)]
@@ -405,7 +410,13 @@ impl Config {
                 None => Setting::new(DEFAULT_PASSBOLT_URL.to_owned(), Source::Default),
             };
 
+        let allow_other_users = match file_cfg.allow_other_users {
+            Some(allow) => Setting::new(allow, from_file()),
+            None => Setting::new(false, Source::Default),
+        };
+
         let config = Config {
+            allow_other_users,
             file,
             listen,
             listen_name,
@@ -461,6 +472,18 @@ impl Config {
             }
         }
         warnings
+    }
+
+    /// The hosts kharon itself talks to, as these settings name them: Lieutenant, Passbolt and an
+    /// OIDC discovery URL given here. No cluster's dynamic facts may claim them (`trust`).
+    pub fn own_hosts(&self) -> crate::trust::OwnHosts {
+        let mut own = crate::trust::OwnHosts::default();
+        own.add_url("Lieutenant", &self.lieutenant_url.value);
+        own.add_url("Passbolt", &self.passbolt_url.value);
+        if let Some(discovery) = &self.oidc_discovery_url {
+            own.add_url("the OIDC issuer", &discovery.value);
+        }
+        own
     }
 
     /// The one rule for every SOCKS listener, however it came (`--listen`, the config file, a
@@ -933,6 +956,40 @@ mod tests {
         let env = [(env::PASSBOLT_URL, "cloud.passbolt.com".to_string())];
         let err = load(&ov, &env, dir.path()).unwrap_err().to_string();
         assert!(err.contains("passbolt_url (from env KHARON_PASSBOLT_URL)"), "{err}");
+    }
+
+    #[test]
+    fn other_local_users_are_served_only_when_the_file_says_so() {
+        let dir = tempfile::tempdir().unwrap();
+        let cfg = load(&Overrides::default(), &[], dir.path()).unwrap();
+        assert_eq!((cfg.allow_other_users.value, cfg.allow_other_users.source), (false, Source::Default));
+        let (dir, path) = write_config("allow_other_users = true\n");
+        let ov = Overrides { config: Some(path.clone()), ..Default::default() };
+        let cfg = load(&ov, &[], dir.path()).unwrap();
+        assert_eq!((cfg.allow_other_users.value, cfg.allow_other_users.source), (true, Source::File(path)));
+        let (dir, path) = write_config("allow_other_users = \"yes\"\n");
+        let ov = Overrides { config: Some(path), ..Default::default() };
+        let err = load(&ov, &[], dir.path()).unwrap_err().to_string();
+        assert!(err.contains("allow_other_users"), "{err}");
+    }
+
+    #[test]
+    fn own_hosts_are_the_lieutenant_passbolt_and_a_configured_issuer() {
+        let dir = tempfile::tempdir().unwrap();
+        let hosts = |cfg: &Config| {
+            cfg.own_hosts().iter().map(|h| (h.host.clone(), h.what.clone())).collect::<Vec<_>>()
+        };
+        let cfg = load(&Overrides::default(), &[], dir.path()).unwrap();
+        assert_eq!(
+            hosts(&cfg),
+            [
+                ("api.syn.vshn.net".into(), "Lieutenant".into()),
+                ("cloud.passbolt.com".into(), "Passbolt".into())
+            ]
+        );
+        let env = [(env::OIDC_DISCOVERY_URL, "https://id.example.net/realms/x".to_string())];
+        let cfg = load(&Overrides::default(), &env, dir.path()).unwrap();
+        assert_eq!(hosts(&cfg)[2], ("id.example.net".into(), "the OIDC issuer".into()));
     }
 
     #[test]

@@ -7,7 +7,10 @@
 //!   console URLs);
 //! - the per-cluster derivation of routing suffixes, [`Cluster::routing_facts`], including what a
 //!   valid domain suffix is ([`normalize_suffix`]). `routing` uses the same name rules for the host
-//!   names it looks up, so a suffix and a host can never disagree about case, trailing dots or labels.
+//!   names it looks up, so a suffix and a host can never disagree about case, trailing dots or labels;
+//! - which of those names come from static facts (VSHN's) and which from dynamic ones (the
+//!   cluster's), and the bounds [`trust`](crate::trust) puts on a name by itself (a public suffix,
+//!   a registrable domain): the trust model is written down there.
 //!
 //! It knows nothing of HTTP, OIDC or where the bytes came from (kharonctl's `lieutenant.rs` fetches
 //! them), and nothing of how suffixes of several clusters combine: that is `routing`'s job.
@@ -17,6 +20,8 @@ use serde_json::{Map, Value};
 use std::cmp::Reverse;
 use std::net::{IpAddr, Ipv4Addr, Ipv6Addr};
 use std::path::{Path, PathBuf};
+
+use crate::trust::{self, Refused, Tier};
 
 /// The names of the facts kharon reads, so that no caller spells them by hand.
 pub mod fact {
@@ -47,6 +52,10 @@ pub mod fact {
     pub const OIDC_ISSUER: &str = "oidcIssuer";
     pub const OIDC_CLIENT_ID: &str = "oidcClientId";
 }
+
+/// Dynamic facts naming the cluster's own base domain: a dynamic name at or below one of them is
+/// [`Tier::Anchored`].
+const BASE_FACTS: [&str; 2] = [fact::OPENSHIFT_BASE_DOMAIN, fact::TALOS_BASE_DOMAIN];
 
 /// Dynamic facts whose string value is itself a domain suffix.
 const DOMAIN_FACTS: [&str; 4] = [
@@ -137,6 +146,24 @@ pub struct RoutingFacts {
     /// Fact values that were not usable suffixes. They are dropped, not fatal: one bad fact must not
     /// take the other clusters' routes down with it.
     pub invalid: Vec<InvalidSuffix>,
+    /// Valid names the trust model refuses by the name alone ([`trust::judge_name`]): a public
+    /// suffix; from a dynamic fact also a registrable or top-level domain. Dropped, like `invalid`.
+    pub refused: Vec<Refused>,
+    /// The includes that only dynamic facts claim (a name a static fact claims too is VSHN's), in
+    /// `include`'s order: `routing` judges them against the other clusters' names and the hosts
+    /// kharon itself talks to.
+    pub dynamic: Vec<DynamicName>,
+}
+
+/// An include that only dynamic facts claim.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct DynamicName {
+    pub suffix: String,
+    /// The first fact that claimed it, and its value (a URL fact's whole URL).
+    pub fact: &'static str,
+    pub value: String,
+    /// [`Tier::Anchored`] at or below one of the cluster's dynamic base domains, else [`Tier::Loose`].
+    pub tier: Tier,
 }
 
 /// One fact value that could not be turned into a domain suffix.
@@ -259,7 +286,8 @@ impl Cluster {
     /// Empty when the cluster has no `jumphost` or is ignored: such a cluster routes nothing, and its
     /// skip list only ever scopes its own routes. Every include source is taken as is, even when it
     /// lies below the base domain (unlike Go kharon), so that `routing` can tell a specific include
-    /// from the skip domain above it.
+    /// from the skip domain above it. Names the trust model refuses by themselves are left out and
+    /// listed in [`RoutingFacts::refused`].
     pub fn routing_facts(&self) -> RoutingFacts {
         let mut out = RoutingFacts::default();
         if self.is_ignored() || self.jumphost().is_none() {
@@ -267,21 +295,65 @@ impl Cluster {
         }
         let mut include = Vec::new();
         let mut exclude = Vec::new();
-        self.list_fact(fact::JUMPHOST_DOMAINS, &mut include, &mut out.invalid);
+        self.list_fact(fact::JUMPHOST_DOMAINS, &mut include, &mut out);
+        let mut dynamic: Vec<(&'static str, &str, String)> = Vec::new();
         for key in DOMAIN_FACTS {
             if let Some(value) = self.dynamic_value(key, &mut out.invalid) {
-                push_suffix(key, value, normalize_suffix(value), &mut include, &mut out.invalid);
+                self.dynamic_name(key, value, normalize_suffix(value), &mut dynamic, &mut out);
             }
         }
         for key in URL_FACTS {
             if let Some(value) = self.dynamic_value(key, &mut out.invalid) {
-                push_suffix(key, value, url_host(value), &mut include, &mut out.invalid);
+                self.dynamic_name(key, value, url_host(value), &mut dynamic, &mut out);
             }
         }
-        self.list_fact(fact::JUMPHOST_SKIP_DOMAINS, &mut exclude, &mut out.invalid);
+        let anchors: Vec<&str> = dynamic
+            .iter()
+            .filter(|(key, _, _)| BASE_FACTS.contains(key))
+            .map(|(_, _, s)| s.as_str())
+            .collect();
+        let mut names: Vec<DynamicName> = Vec::new();
+        for (key, value, suffix) in &dynamic {
+            if include.contains(suffix) || names.iter().any(|n| &n.suffix == suffix) {
+                continue;
+            }
+            let anchored = anchors.iter().any(|anchor| trust::at_or_below(suffix, anchor));
+            names.push(DynamicName {
+                suffix: suffix.clone(),
+                fact: key,
+                value: (*value).to_owned(),
+                tier: if anchored { Tier::Anchored } else { Tier::Loose },
+            });
+        }
+        include.extend(names.iter().map(|n| n.suffix.clone()));
+        self.list_fact(fact::JUMPHOST_SKIP_DOMAINS, &mut exclude, &mut out);
         out.include = sort_suffixes(include);
         out.exclude = sort_suffixes(exclude);
+        names.sort_by(|a, b| (Reverse(a.suffix.len()), &a.suffix).cmp(&(Reverse(b.suffix.len()), &b.suffix)));
+        out.dynamic = names;
         out
+    }
+
+    /// A dynamic fact's name, when it is valid and the trust model allows it by itself.
+    fn dynamic_name<'v>(
+        &self,
+        key: &'static str,
+        value: &'v str,
+        parsed: Result<String, SuffixError>,
+        into: &mut Vec<(&'static str, &'v str, String)>,
+        out: &mut RoutingFacts,
+    ) {
+        match parsed {
+            Err(reason) => out.invalid.push(InvalidSuffix { fact: key, value: value.to_owned(), reason }),
+            Ok(suffix) => match trust::judge_name(&suffix, true) {
+                Ok(()) => into.push((key, value, suffix)),
+                Err(reason) => out.refused.push(self.refused(key, value, reason)),
+            },
+        }
+    }
+
+    fn refused(&self, fact: &'static str, value: &str, reason: trust::Refusal) -> Refused {
+        Refused { cluster: self.id.clone(), fact, value: value.to_owned(), reason }
     }
 
     /// A dynamic fact as a string; a non-string (number, object, …) of a fact that should name a
@@ -302,16 +374,28 @@ impl Cluster {
     }
 
     /// A static comma-separated list of suffixes; whitespace around entries and empty entries
-    /// (`"a.example, ,b.example,"`) are tolerated because people edit these by hand.
-    fn list_fact(&self, key: &'static str, into: &mut Vec<String>, invalid: &mut Vec<InvalidSuffix>) {
+    /// (`"a.example, ,b.example,"`) are tolerated because people edit these by hand. A public
+    /// suffix to route is refused ([`trust::judge_name`]); one to skip is not (skipping only ever
+    /// keeps this cluster's own routes direct, and refusing it would route more).
+    fn list_fact(&self, key: &'static str, into: &mut Vec<String>, out: &mut RoutingFacts) {
+        let routes = key == fact::JUMPHOST_DOMAINS;
         match self.facts.get(key) {
             None | Some(Value::Null) => {}
             Some(Value::String(list)) => {
                 for entry in list.split(',').map(str::trim).filter(|e| !e.is_empty()) {
-                    push_suffix(key, entry, normalize_suffix(entry), into, invalid);
+                    match normalize_suffix(entry) {
+                        Err(reason) => {
+                            out.invalid.push(InvalidSuffix { fact: key, value: entry.to_owned(), reason })
+                        }
+                        Ok(suffix) if !routes => into.push(suffix),
+                        Ok(suffix) => match trust::judge_name(&suffix, false) {
+                            Ok(()) => into.push(suffix),
+                            Err(reason) => out.refused.push(self.refused(key, entry, reason)),
+                        },
+                    }
                 }
             }
-            Some(other) => invalid.push(InvalidSuffix {
+            Some(other) => out.invalid.push(InvalidSuffix {
                 fact: key,
                 value: other.to_string(),
                 reason: SuffixError::NotAString,
@@ -322,19 +406,6 @@ impl Cluster {
 
 fn non_empty_str(value: Option<&Value>) -> Option<&str> {
     value?.as_str().map(str::trim).filter(|s| !s.is_empty())
-}
-
-fn push_suffix(
-    fact: &'static str,
-    value: &str,
-    parsed: Result<String, SuffixError>,
-    into: &mut Vec<String>,
-    invalid: &mut Vec<InvalidSuffix>,
-) {
-    match parsed {
-        Ok(suffix) => into.push(suffix),
-        Err(reason) => invalid.push(InvalidSuffix { fact, value: value.to_owned(), reason }),
-    }
 }
 
 /// Deduplicates and orders suffixes most specific first: descending length, then alphabetically.
@@ -683,6 +754,48 @@ mod tests {
             facts.invalid[1].to_string(),
             r#"jumphostDomains value "x y.example" is not a valid domain suffix: character ' ' is not allowed (only letters, digits, '-', '_' and '.')"#
         );
+    }
+
+    #[test]
+    fn dynamic_names_are_told_from_static_ones_and_judged_by_themselves() {
+        let c = cluster(json!({"id": "c-x", "facts": {
+            "jumphost": "j", "jumphostDomains": "shared.example, co.uk", "jumphostSkipDomains": "ch"
+        }, "dynamicFacts": {
+            "openshiftBaseDomain": "c-x.example.net",
+            "openshiftApiURL": "https://api.c-x.example.net:6443",
+            "openshiftConsoleURL": "https://console.apps.elsewhere.example",
+            "openshiftAppsDomain": "shared.example",
+            "talosBaseDomain": "vshnmanaged.net",
+            "talosAppsDomain": "internal"
+        }}));
+        let facts = c.routing_facts();
+        assert_eq!(
+            facts.include,
+            ["console.apps.elsewhere.example", "api.c-x.example.net", "c-x.example.net", "shared.example"]
+        );
+        assert_eq!(facts.exclude, ["ch"], "skipping a public suffix routes nothing, so it stays");
+        let dynamic: Vec<(&str, &str, Tier)> =
+            facts.dynamic.iter().map(|d| (d.suffix.as_str(), d.fact, d.tier)).collect();
+        assert_eq!(
+            dynamic,
+            [
+                ("console.apps.elsewhere.example", "openshiftConsoleURL", Tier::Loose),
+                ("api.c-x.example.net", "openshiftApiURL", Tier::Anchored),
+                ("c-x.example.net", "openshiftBaseDomain", Tier::Anchored),
+            ],
+            "shared.example is claimed by a static fact too: VSHN's"
+        );
+        let refused: Vec<(&str, &str)> = facts.refused.iter().map(|r| (r.fact, r.value.as_str())).collect();
+        assert_eq!(
+            refused,
+            [
+                ("jumphostDomains", "co.uk"),
+                ("talosBaseDomain", "vshnmanaged.net"),
+                ("talosAppsDomain", "internal")
+            ]
+        );
+        assert!(facts.refused.iter().all(|r| r.cluster == "c-x"));
+        assert!(facts.invalid.is_empty(), "{:?}", facts.invalid);
     }
 
     #[test]

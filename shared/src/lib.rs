@@ -12,6 +12,9 @@
 //! - [`proto`]: the gRPC control API generated from `proto/kharon/v1/control.proto`.
 //! - [`secret`]: [`Secret`], a string that `Debug` never shows, for every credential held in memory.
 //! - [`time`]: Unix times as RFC 3339 (certificate validity in messages, token expiry).
+//! - [`text`]: data made safe to show: control characters escaped visibly, table cells capped.
+//! - [`trust`]: the trust model of the inventory: static facts (VSHN's) against dynamic ones (the
+//!   cluster's), and the bounds on what a cluster may route.
 //! - [`wildcard`]: the one `*`/`?` matcher (ssh config and known_hosts patterns, cluster id filters).
 
 pub mod cache;
@@ -24,7 +27,9 @@ pub mod paths;
 pub mod proto;
 pub mod routing;
 pub mod secret;
+pub mod text;
 pub mod time;
+pub mod trust;
 pub mod wildcard;
 
 pub use secret::Secret;

@@ -50,6 +50,13 @@ pub enum Error {
     )]
     WorldWritable { path: PathBuf, mode: u32 },
     #[error(
+        "{} is a symbolic link owned by uid {owner}, not by us (uid {uid}): its owner can point it \
+         anywhere at any time; refusing to put a control socket there. Remove it, or pass \
+         --control-socket (or set XDG_RUNTIME_DIR)",
+        path.display()
+    )]
+    ForeignLink { path: PathBuf, owner: u32, uid: u32 },
+    #[error(
         "control socket path {} is {kind}, not a socket; refusing to use or replace it. \
          Remove it yourself if it is a leftover, or pass a different --control-socket",
         path.display()
@@ -111,7 +118,19 @@ pub fn check_socket_path(path: &Path) -> Result<(), Error> {
 
 /// Creates the socket's parent directory `0700` if missing, then refuses a directory that is
 /// not ours or that others can write to (someone could swap our socket for theirs).
+///
+/// The path itself is looked at first (lstat): in a shared folder such as `/tmp` (the fallback
+/// `$TMPDIR/kharon-<uid>` without `XDG_RUNTIME_DIR`) another user can plant a symbolic link by
+/// that name, pointing at a directory of ours today and at one of theirs tomorrow. A link of
+/// another user is refused; a link of our own is followed and its target checked as below.
 pub fn prepare_private_dir(dir: &Path) -> Result<(), Error> {
+    let me = uid();
+    match std::fs::symlink_metadata(dir) {
+        Ok(link) if link.file_type().is_symlink() && link.uid() != me => {
+            return Err(Error::ForeignLink { path: dir.to_owned(), owner: link.uid(), uid: me });
+        }
+        _ => {}
+    }
     if !dir.exists() {
         std::fs::DirBuilder::new()
             .recursive(true)
@@ -123,7 +142,6 @@ pub fn prepare_private_dir(dir: &Path) -> Result<(), Error> {
             .map_err(|source| Error::CreateDir { path: dir.to_owned(), source })?;
     }
     let meta = std::fs::metadata(dir).map_err(|source| Error::CreateDir { path: dir.to_owned(), source })?;
-    let me = uid();
     if meta.uid() != me {
         return Err(Error::NotOurs { path: dir.to_owned(), owner: meta.uid(), uid: me });
     }
@@ -208,5 +226,26 @@ mod tests {
         std::fs::set_permissions(&open, std::fs::Permissions::from_mode(0o777)).unwrap();
         let err = prepare_private_dir(&open).unwrap_err().to_string();
         assert!(err.contains("writable by others"), "{err}");
+
+        // A link of our own to a private directory of ours is followed.
+        let own_link = tmp.path().join("own-link");
+        std::os::unix::fs::symlink(&dir, &own_link).unwrap();
+        prepare_private_dir(&own_link).unwrap();
+    }
+
+    /// Issue 33: without XDG_RUNTIME_DIR the socket folder is `$TMPDIR/kharon-<uid>`, where another
+    /// user may plant a link to a directory of ours; it is refused for who owns the link.
+    #[test]
+    fn a_symlink_of_another_user_is_refused_even_when_it_points_at_our_directory() {
+        assert_eq!(uid(), 0, "planting a link as another user (lchown) needs root; the suite runs as root");
+        let tmp = tempfile::tempdir().unwrap();
+        let ours = tmp.path().join("ours");
+        prepare_private_dir(&ours).unwrap();
+        let planted = tmp.path().join("kharon-0");
+        std::os::unix::fs::symlink(&ours, &planted).unwrap();
+        std::os::unix::fs::lchown(&planted, Some(65534), Some(65534)).unwrap();
+        let err = prepare_private_dir(&planted).unwrap_err().to_string();
+        assert!(err.contains("is a symbolic link owned by uid 65534, not by us (uid 0)"), "{err}");
+        assert!(err.contains("--control-socket"), "{err}");
     }
 }

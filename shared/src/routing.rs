@@ -11,8 +11,11 @@
 //!   jump hosts is a [`Conflict`], always reported, never silent.
 //!
 //! What a suffix is, and which facts produce one, is `inventory`'s job ([`Cluster::routing_facts`]);
-//! both sides use `inventory`'s name rules so hosts and suffixes agree. This module is pure and
-//! synchronous: it knows nothing of sockets, tokio, SSH or files.
+//! both sides use `inventory`'s name rules so hosts and suffixes agree. Which names a cluster may
+//! claim at all is [`trust`]'s: before any of this, a cluster's dynamic names that cover a host
+//! kharon itself talks to ([`OwnHosts`]), or that another cluster's names contest
+//! ([`trust::arbitrate`]), are refused and listed in [`CompileReport::refused`]. This module is
+//! pure and synchronous: it knows nothing of sockets, tokio, SSH or files.
 //!
 //! # How a lookup stays fast
 //! `compile` drops every include of a cluster that lies at or below one of that cluster's own
@@ -27,6 +30,7 @@
 //! on reload instead of editing one in place.
 
 use crate::inventory::{self, Cluster, MAX_NAME_LEN, SuffixError};
+use crate::trust::{self, OwnHosts, Refusal, Refused, Tier};
 use std::collections::HashMap;
 use std::fmt;
 use std::net::{IpAddr, Ipv6Addr};
@@ -160,6 +164,9 @@ pub struct CompileReport {
     /// Sentences for an operator, in cluster id order: bad fact values (a refused `jumphost`
     /// among them), clusters that route nothing, exclusions without effect, duplicate cluster ids.
     pub warnings: Vec<String>,
+    /// Names the trust model refuses ([`trust`]), in cluster id order: the cluster, the fact, its
+    /// value and why.
+    pub refused: Vec<Refused>,
 }
 
 /// Index into `RoutingTable::members`. `u32` keeps the per-suffix lists small and cache friendly.
@@ -278,15 +285,36 @@ struct Candidate<'c> {
     exclude: Vec<String>,
 }
 
+/// A routed name and how strongly its cluster holds it.
+type Tiered = (String, Tier);
+
+/// One cluster with a jump host, before the names of all clusters are judged together.
+struct Gathered<'c> {
+    id: &'c str,
+    jumphost: &'c str,
+    /// Its includes that no own exclusion kills, each with its tier; and the killed ones.
+    live: Vec<Tiered>,
+    dead: Vec<String>,
+    exclude: Vec<String>,
+    /// The dynamic names, to name the fact of a refusal.
+    dynamic: Vec<inventory::DynamicName>,
+}
+
 impl RoutingTable {
     pub fn empty() -> Self {
         Self::default()
     }
 
-    /// Builds the table. Never fails: a bad fact becomes a warning in [`RoutingTable::report`] and
-    /// the rest of the inventory still routes. The result does not depend on the order of
-    /// `clusters`.
+    /// Builds the table, with no host of kharon's own to protect: [`RoutingTable::compile_with`].
     pub fn compile(clusters: &[Cluster]) -> Self {
+        Self::compile_with(clusters, &OwnHosts::default())
+    }
+
+    /// Builds the table. Never fails: a bad fact becomes a warning in [`RoutingTable::report`], a
+    /// name the trust model refuses a [`Refused`] there, and the rest of the inventory still
+    /// routes. No dynamic name may cover a host in `own`. The result does not depend on the order
+    /// of `clusters`.
+    pub fn compile_with(clusters: &[Cluster], own: &OwnHosts) -> Self {
         let mut report = CompileReport { clusters_total: clusters.len(), ..CompileReport::default() };
 
         // Sorted first so that warnings, tie-breaks and member indices follow cluster id order.
@@ -304,25 +332,40 @@ impl RoutingTable {
             ));
         }
 
-        let mut candidates = Vec::new();
+        // Warnings and refusals are kept per cluster and told in cluster order at the end, since
+        // some come only once every cluster's names are known.
+        let mut told: Vec<(Vec<String>, Vec<Refused>)> = Vec::with_capacity(sorted.len());
+        let mut gathered: Vec<(usize, Gathered<'_>)> = Vec::new();
         for cluster in sorted {
+            let mut said = (Vec::new(), Vec::new());
             if cluster.is_ignored() {
                 report.clusters_ignored += 1;
-                continue;
-            }
-            let jumphost = match cluster.jumphost_fact() {
-                Ok(Some(jumphost)) => jumphost,
-                Ok(None) => continue,
-                Err(invalid) => {
-                    report
-                        .warnings
-                        .push(format!("cluster {}: {invalid}; the cluster routes nothing", cluster.id));
-                    continue;
+            } else {
+                match cluster.jumphost_fact() {
+                    Ok(Some(jumphost)) => {
+                        if let Some(g) = gather(cluster, jumphost, own, &mut said) {
+                            gathered.push((told.len(), g));
+                        }
+                    }
+                    Ok(None) => {}
+                    Err(invalid) => {
+                        said.0.push(format!("cluster {}: {invalid}; the cluster routes nothing", cluster.id))
+                    }
                 }
-            };
-            if let Some(candidate) = candidate(cluster, jumphost, &mut report.warnings) {
+            }
+            told.push(said);
+        }
+        contest(&mut gathered, &mut told);
+        let mut candidates = Vec::new();
+        for (at, g) in gathered {
+            let (warnings, refused) = &mut told[at];
+            if let Some(candidate) = candidate(g, !refused.is_empty(), warnings) {
                 candidates.push(candidate);
             }
+        }
+        for (warnings, refused) in told {
+            report.warnings.extend(warnings);
+            report.refused.extend(refused);
         }
 
         let mut table = RoutingTable::default();
@@ -589,38 +632,108 @@ fn is_at_or_below(name: &str, suffix: &str) -> bool {
     name.strip_suffix(suffix).is_some_and(|rest| rest.is_empty() || rest.ends_with('.'))
 }
 
-/// The routing view of one cluster with a jumphost: its includes minus those its own exclusions
-/// kill, and the exclusions that can still matter. Everything dropped is explained in `warnings`.
-fn candidate<'c>(
+/// One cluster with a jump host, as far as its own facts and `own` decide: its valid names minus
+/// those the trust model refuses by themselves or because they cover a host of kharon's own, split
+/// into the live ones and those its own exclusions kill. `None` (with a warning) when it asks to
+/// route nothing at all.
+fn gather<'c>(
     cluster: &'c Cluster,
     jumphost: &'c str,
-    warnings: &mut Vec<String>,
-) -> Option<Candidate<'c>> {
-    let id = &cluster.id;
+    own: &OwnHosts,
+    (warnings, refused): &mut (Vec<String>, Vec<Refused>),
+) -> Option<Gathered<'c>> {
+    let id = cluster.id.as_str();
     let facts = cluster.routing_facts();
     for invalid in &facts.invalid {
         warnings.push(format!("cluster {id}: {invalid}; it is ignored"));
     }
-    if facts.include.is_empty() {
+    refused.extend(facts.refused.iter().cloned());
+    if facts.include.is_empty() && facts.refused.is_empty() {
         warnings.push(format!(
             "cluster {id} has jumphost {jumphost} but no domains; nothing is routed through it"
         ));
         return None;
     }
-    let (include, dead): (Vec<String>, Vec<String>) =
-        facts.include.into_iter().partition(|inc| !facts.exclude.iter().any(|exc| is_at_or_below(inc, exc)));
+    let mut include = Vec::with_capacity(facts.include.len());
+    for suffix in facts.include {
+        let dynamic = facts.dynamic.iter().find(|d| d.suffix == suffix);
+        let Some(dynamic) = dynamic else {
+            include.push((suffix, Tier::Static));
+            continue;
+        };
+        match own.covered_by(&suffix) {
+            Some(host) => refused.push(Refused {
+                cluster: id.to_owned(),
+                fact: dynamic.fact,
+                value: dynamic.value.clone(),
+                reason: Refusal::OwnHost { name: suffix, host: host.host.clone(), what: host.what.clone() },
+            }),
+            None => include.push((suffix, dynamic.tier)),
+        }
+    }
+    let (live, dead): (Vec<Tiered>, Vec<Tiered>) =
+        include.into_iter().partition(|(inc, _)| !facts.exclude.iter().any(|exc| is_at_or_below(inc, exc)));
+    Some(Gathered {
+        id,
+        jumphost,
+        live,
+        dead: dead.into_iter().map(|(suffix, _)| suffix).collect(),
+        exclude: facts.exclude,
+        dynamic: facts.dynamic,
+    })
+}
+
+/// Judges the live names of every gathered cluster together ([`trust::arbitrate`]) and drops the
+/// dynamic ones another cluster contests, each told to its cluster's slot in `told`.
+fn contest(gathered: &mut [(usize, Gathered<'_>)], told: &mut [(Vec<String>, Vec<Refused>)]) {
+    let mut claims = Vec::new();
+    let mut whose = Vec::new();
+    for (g, (_, gathered)) in gathered.iter().enumerate() {
+        for (n, (suffix, tier)) in gathered.live.iter().enumerate() {
+            claims.push(trust::Claim { cluster: gathered.id, name: suffix, tier: *tier });
+            whose.push((g, n));
+        }
+    }
+    let mut drop: Vec<(usize, usize)> = Vec::new();
+    for (i, reason) in trust::arbitrate(&claims) {
+        let (g, n) = whose[i];
+        let (at, gathered) = &gathered[g];
+        let suffix = &gathered.live[n].0;
+        let Some(dynamic) = gathered.dynamic.iter().find(|d| &d.suffix == suffix) else { continue };
+        told[*at].1.push(Refused {
+            cluster: gathered.id.to_owned(),
+            fact: dynamic.fact,
+            value: dynamic.value.clone(),
+            reason,
+        });
+        drop.push((g, n));
+    }
+    // Highest index first, so the indices of the rest stay valid.
+    for (g, n) in drop.into_iter().rev() {
+        gathered[g].1.live.remove(n);
+    }
+}
+
+/// The routing view of one gathered cluster: its live includes, and the exclusions that can
+/// still matter. Everything dropped is explained in `warnings`.
+fn candidate<'c>(gathered: Gathered<'c>, refused: bool, warnings: &mut Vec<String>) -> Option<Candidate<'c>> {
+    let Gathered { id, jumphost, live, dead, exclude: excludes, .. } = gathered;
+    let include: Vec<String> = live.into_iter().map(|(suffix, _)| suffix).collect();
     if include.is_empty() {
-        warnings.push(format!(
-            "cluster {id} has jumphost {jumphost} but jumphostSkipDomains cover all its domains; \
-             nothing is routed through it"
-        ));
+        let why = match (dead.is_empty(), refused) {
+            (true, _) => "every domain it claims is refused (see the refusals)",
+            (false, true) => "its domains are refused or covered by its jumphostSkipDomains",
+            (false, false) => "jumphostSkipDomains cover all its domains",
+        };
+        warnings
+            .push(format!("cluster {id} has jumphost {jumphost} but {why}; nothing is routed through it"));
         return None;
     }
     // An exclusion matters if some live include lies above it (it carves a hole) or it removed an
     // include. One that does neither is most likely meant for another cluster: say so, since
     // exclusions are scoped per cluster (Go kharon kept one global list).
     let mut exclude = Vec::new();
-    for exc in facts.exclude {
+    for exc in excludes {
         let carves = include.iter().any(|inc| is_at_or_below(&exc, inc));
         if carves {
             exclude.push(exc);

@@ -27,7 +27,26 @@ fn spawn(
     extra: &[(&str, &str)],
     nofile: Option<u64>,
 ) -> (Child, Arc<Mutex<String>>) {
-    let mut cmd = Command::new(crate::bin("kharond"));
+    spawn_wrapped(env, &[], args, extra, nofile)
+}
+
+/// `wrapper… kharond …`: a wrapper that execs its last argument in place (`nsenter -t PID -n`),
+/// so the child's pid stays kharond's.
+fn spawn_wrapped(
+    env: &Env,
+    wrapper: &[&str],
+    args: &[&str],
+    extra: &[(&str, &str)],
+    nofile: Option<u64>,
+) -> (Child, Arc<Mutex<String>>) {
+    let mut cmd = match wrapper.split_first() {
+        Some((program, rest)) => {
+            let mut cmd = Command::new(program);
+            cmd.args(rest).arg(crate::bin("kharond"));
+            cmd
+        }
+        None => Command::new(crate::bin("kharond")),
+    };
     if let Some(limit) = nofile {
         use std::os::unix::process::CommandExt as _;
         let rlimit = libc::rlimit { rlim_cur: limit as libc::rlim_t, rlim_max: limit as libc::rlim_t };
@@ -80,7 +99,18 @@ impl Kharond {
     /// Starts the daemon with its descriptor limit (soft and hard) at `nofile`, as a shell's
     /// `ulimit -n` would leave it; panics as [`Kharond::start`] does.
     pub fn start_with_nofile(env: &Env, args: &[&str], extra: &[(&str, &str)], nofile: u64) -> Self {
-        match Self::try_start_limited(env, args, extra, Some(nofile)) {
+        let (child, log) = spawn(env, args, extra, Some(nofile));
+        match Self::wait_ready(env, child, log) {
+            Ok(daemon) => daemon,
+            Err(exited) => panic!("kharond exited with {:?}:\n{}", exited.code, exited.stderr),
+        }
+    }
+
+    /// Starts the daemon through `wrapper` (e.g. `nsenter -t PID -n --`, to run it in a network
+    /// namespace a test made), which must exec kharond in place; panics as [`Kharond::start`].
+    pub fn start_wrapped(env: &Env, wrapper: &[&str], args: &[&str], extra: &[(&str, &str)]) -> Self {
+        let (child, log) = spawn_wrapped(env, wrapper, args, extra, None);
+        match Self::wait_ready(env, child, log) {
             Ok(daemon) => daemon,
             Err(exited) => panic!("kharond exited with {:?}:\n{}", exited.code, exited.stderr),
         }
@@ -88,16 +118,11 @@ impl Kharond {
 
     /// Starts the daemon; if it exits on its own instead, returns its exit code and stderr.
     pub fn try_start(env: &Env, args: &[&str], extra: &[(&str, &str)]) -> Result<Self, Exited> {
-        Self::try_start_limited(env, args, extra, None)
+        let (child, log) = spawn(env, args, extra, None);
+        Self::wait_ready(env, child, log)
     }
 
-    fn try_start_limited(
-        env: &Env,
-        args: &[&str],
-        extra: &[(&str, &str)],
-        nofile: Option<u64>,
-    ) -> Result<Self, Exited> {
-        let (mut child, log) = spawn(env, args, extra, nofile);
+    fn wait_ready(env: &Env, mut child: Child, log: Arc<Mutex<String>>) -> Result<Self, Exited> {
         let socket = env.control_socket();
         let mut exited = None;
         let ready = wait_until(Duration::from_secs(20), || {

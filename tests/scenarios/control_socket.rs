@@ -223,3 +223,45 @@ fn out_of_descriptors_the_control_socket_waits_instead_of_spinning() {
     assert!(answers, "kharonctl status must answer once descriptors are free:\n{}", daemon.log());
     assert!(daemon.log().contains("control socket: accept failed"), "{}", daemon.log());
 }
+
+/// Issue 33: without XDG_RUNTIME_DIR the control socket goes to `$TMPDIR/kharon-<uid>`, a name
+/// anyone can take in a shared folder. A symbolic link planted there by another user is refused
+/// (lstat), even while it points at a private directory of ours, and nothing is created through it.
+#[test]
+fn kharond_refuses_a_fallback_socket_folder_another_user_planted_as_a_link() {
+    // SAFETY: geteuid(2) cannot fail.
+    assert_eq!(unsafe { libc::geteuid() }, 0, "planting a link as another user (lchown) needs root");
+    let env = Env::new();
+    let inv = write_inventory(&env);
+    let tmp = env.path().join("shared-tmp");
+    std::fs::create_dir(&tmp).unwrap();
+    kharon_e2e::set_mode(&tmp, 0o1777);
+    let ours = env.path().join("looks-like-ours");
+    std::fs::create_dir(&ours).unwrap();
+    kharon_e2e::set_mode(&ours, 0o700);
+    let planted = tmp.join("kharon-0");
+    std::os::unix::fs::symlink(&ours, &planted).unwrap();
+    std::os::unix::fs::lchown(&planted, Some(OTHER_UID), Some(OTHER_UID)).unwrap();
+
+    let mut cmd = Command::new(kharon_e2e::bin("kharond"));
+    cmd.env_clear()
+        .envs(env.vars().into_iter().filter(|(k, _)| k != "XDG_RUNTIME_DIR"))
+        .env("TMPDIR", &tmp)
+        .args(["--listen", "127.0.0.1:0", "--inventory", &inv])
+        .stdin(Stdio::null())
+        .stdout(Stdio::null())
+        .stderr(Stdio::piped());
+    let out = kharon_e2e::output_within(cmd.spawn().unwrap(), Duration::from_secs(20))
+        .expect("kharond kept running: it put its socket through the planted link");
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(2), "kharond started through the planted link:\n{stderr}");
+    assert!(
+        stderr.contains(&format!(
+            "{} is a symbolic link owned by uid 65534, not by us (uid 0)",
+            planted.display()
+        )),
+        "{stderr}"
+    );
+    assert!(std::fs::read_dir(&ours).unwrap().next().is_none(), "a socket was created through the link");
+    assert!(std::fs::symlink_metadata(&planted).unwrap().file_type().is_symlink(), "the link must stay");
+}

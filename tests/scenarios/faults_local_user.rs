@@ -1,4 +1,5 @@
-//! Another local user is refused by the control API (targets.md §7 item 18): first by the
+//! Another local user is refused by the control API (targets.md §7 item 18), and by a
+//! password-less proxy (issue 33). The control API: first by the
 //! private runtime directory; if someone loosened the modes, kharonctl itself refuses a socket
 //! that is not its user's, and a client that ignores that (raw gRPC over HTTP/2, here real `curl`)
 //! is refused by the daemon's peer-credential check on every request (OpenSSH's agent-getpeereid
@@ -10,9 +11,10 @@
 use std::os::unix::fs::PermissionsExt;
 use std::path::Path;
 use std::process::{Command, Output};
+use std::time::Duration;
 
 use kharon_e2e::kharond::Kharond;
-use kharon_e2e::{Env, inventory, kharonctl, set_mode};
+use kharon_e2e::{Env, inventory, kharonctl, set_mode, wait_until};
 
 /// `kharonctl ARGS` as uid/gid 65534 (nobody), with a HOME it can read and our control socket.
 fn as_nobody(env: &Env, own: &Path, args: &[&str]) -> Output {
@@ -113,4 +115,75 @@ fn another_local_user_is_refused_by_the_control_api() {
     let status = status.json();
     assert_eq!(status["pid"], daemon.pid());
     assert_eq!(status["inventory"]["loaded_at_ms"], loaded_at, "{status}");
+}
+
+/// `curl ARGS` as uid/gid 65534 (nobody); returns its exit code and stderr.
+fn curl_as_nobody(args: &[&str]) -> (Option<i32>, String) {
+    let out = Command::new("setpriv")
+        .args(["--reuid=65534", "--regid=65534", "--clear-groups", "--", "curl", "-sS", "--max-time", "10"])
+        .args(args)
+        .output()
+        .expect("run setpriv curl");
+    (out.status.code(), text(&out))
+}
+
+/// `curl ARGS` as ourselves (the owner).
+fn curl(args: &[&str]) -> Result<String, String> {
+    let out = Command::new("curl")
+        .args(["-sS", "--fail", "--max-time", "10"])
+        .args(args)
+        .output()
+        .expect("run curl");
+    if out.status.success() { Ok(String::from_utf8_lossy(&out.stdout).into_owned()) } else { Err(text(&out)) }
+}
+
+/// Issue 33: a password-less kharond is the engineer's SSH identity in every customer network;
+/// another user of the machine is refused (SOCKS "not allowed", HTTP 403, the PAC too), named
+/// once in the log, while the owner is served; `allow_other_users = true` lets others in.
+#[test]
+fn a_password_less_proxy_serves_its_owner_and_refuses_another_local_user() {
+    // SAFETY: geteuid(2) cannot fail.
+    assert_eq!(unsafe { libc::geteuid() }, 0, "acting as another user (setpriv) needs root");
+    let env = Env::new();
+    let server = kharon_e2e::servers::HttpServer::start("local target");
+    let inv =
+        env.write("inventory.json", &inventory::to_json(&[inventory::routed("c-a", "jump-a", "a.example")]));
+    let daemon = Kharond::start(&env, &["--inventory", inv.to_str().unwrap()]);
+    let socks = daemon.proxy_url();
+    let http = daemon.http_proxy_url();
+    let target = format!("http://localhost:{}/hello", server.port());
+    let pac = format!("http://localhost:{}/proxy.pac", daemon.socks_addr().port());
+
+    // SOCKS5: reply 0x02 "connection not allowed by ruleset", which curl reports as (2).
+    let (code, said) = curl_as_nobody(&["-x", &socks, &target]);
+    assert_eq!(code, Some(97), "nobody got through SOCKS: {said}");
+    assert!(said.contains("(2)"), "not the 'not allowed' reply: {said}");
+    // HTTP CONNECT and the PAC: 403.
+    let (code, said) = curl_as_nobody(&["-p", "-x", &http, &target]);
+    assert_eq!(code, Some(56), "nobody got through CONNECT: {said}");
+    assert!(said.contains("403"), "{said}");
+    let (_, said) = curl_as_nobody(&["-i", &pac]);
+    assert!(said.starts_with("HTTP/1.1 403 Forbidden"), "{said}");
+    assert!(!said.contains("FindProxyForURL"), "the PAC went to another user: {said}");
+
+    // The owner, meanwhile, is served on every path.
+    assert_eq!(curl(&["-x", &socks, &target]).unwrap(), "hello from local target");
+    assert_eq!(curl(&["-p", "-x", &http, &target]).unwrap(), "hello from local target");
+    assert!(curl(&[&pac]).unwrap().contains("FindProxyForURL"));
+
+    // One WARN for the refused user, however many connections it made, naming its uid.
+    let refused = |log: &str| {
+        log.lines().filter(|l| l.contains(" WARN ") && l.contains("refused a client of uid 65534")).count()
+    };
+    assert!(wait_until(Duration::from_secs(5), || refused(&daemon.log()) == 1), "{}", daemon.log());
+    assert!(daemon.log().contains("set allow_other_users = true"), "{}", daemon.log());
+    drop(daemon);
+
+    // The setting that lets other local users in.
+    let config = env.write("config.toml", "allow_other_users = true\n");
+    let daemon =
+        Kharond::start(&env, &["--inventory", inv.to_str().unwrap(), "--config", config.to_str().unwrap()]);
+    let (code, said) = curl_as_nobody(&["--fail", "-x", &daemon.proxy_url(), &target]);
+    assert_eq!(code, Some(0), "allow_other_users = true, yet: {said}");
+    assert_eq!(refused(&daemon.log()), 0, "{}", daemon.log());
 }

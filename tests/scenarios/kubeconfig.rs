@@ -117,6 +117,36 @@ fn merge_keeps_unrelated_entries_byte_for_byte_and_leaves_0600() {
     assert!(view.status.success(), "{}", String::from_utf8_lossy(&view.stderr));
 }
 
+/// Issue 33: `~/.kube/config` as a dotfile manager's symbolic link stays a link; the merge goes
+/// into the file it points to, atomically, and kubectl reads the result through the link.
+#[test]
+fn merge_writes_through_a_symlinked_kubeconfig_and_keeps_the_link() {
+    let env = Env::new();
+    let inv = three_clusters(&env);
+    let real = env.path().join("dotfiles/kube/config");
+    std::fs::create_dir_all(real.parent().unwrap()).unwrap();
+    std::fs::copy(fixture("user-config.yaml"), &real).unwrap();
+    let link = env.path().join("home/.kube/config");
+    std::fs::create_dir_all(link.parent().unwrap()).unwrap();
+    std::os::unix::fs::symlink("../../dotfiles/kube/config", &link).unwrap();
+
+    ok(&run(&env, &["kubeconfig", "--inventory", inv.to_str().unwrap(), "--merge"]));
+
+    let meta = std::fs::symlink_metadata(&link).unwrap();
+    assert!(meta.file_type().is_symlink(), "the link was replaced by a regular file");
+    assert_eq!(std::fs::read_link(&link).unwrap(), Path::new("../../dotfiles/kube/config"));
+    let merged = yaml(&real);
+    assert_eq!(item(&merged, "clusters", "c-a")["cluster"]["server"], "https://api.a.example:6443");
+    assert_eq!(item(&merged, "users", "me"), item(&yaml(&fixture("user-config.yaml")), "users", "me"));
+    assert_eq!(std::fs::metadata(&real).unwrap().permissions().mode() & 0o777, 0o600);
+    let leftovers = |dir: &Path| std::fs::read_dir(dir).unwrap().count();
+    assert_eq!(leftovers(link.parent().unwrap()), 1, "a temp file beside the link");
+    assert_eq!(leftovers(real.parent().unwrap()), 1, "a temp file beside the target");
+    let listed =
+        kubectl(&["config", "get-contexts", "-o", "name", "--kubeconfig", link.to_str().unwrap()], &[]);
+    assert!(String::from_utf8_lossy(&listed.stdout).lines().any(|c| c == "c-t"), "{listed:?}");
+}
+
 #[test]
 fn written_file_is_0600_and_kubectl_lists_every_cluster() {
     let env = Env::new();

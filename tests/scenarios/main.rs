@@ -3,6 +3,7 @@
 
 mod activation;
 mod channel_close;
+mod cluster_trust;
 mod clusters;
 mod connections;
 mod control;
@@ -18,6 +19,7 @@ mod first_hour;
 mod first_start;
 mod host_keys;
 mod hostile_input;
+mod hostile_text;
 mod http_connect;
 mod install;
 mod jumphost;
@@ -31,6 +33,7 @@ mod passbolt_clients;
 mod picker;
 mod reload;
 mod reload_atomic;
+mod remote_clients;
 mod scale;
 mod service;
 mod slots;

@@ -15,6 +15,7 @@
 
 pub mod picker;
 
+use kharon_shared::text::{Escaped, cell};
 use std::path::{Path, PathBuf};
 
 use kharon_shared::config::Config;
@@ -79,7 +80,8 @@ fn did_you_mean(suggestions: &[String]) -> String {
     if suggestions.is_empty() {
         "; `kharonctl clusters` lists them (`kharonctl update` fetches new ones)".to_owned()
     } else {
-        format!("; did you mean {}?", suggestions.join(", "))
+        let shown: Vec<String> = suggestions.iter().map(|s| cell(s)).collect();
+        format!("; did you mean {}?", shown.join(", "))
     }
 }
 
@@ -168,9 +170,10 @@ impl Catalog {
             && kind == "cache"
         {
             eprintln!(
-                "kharonctl: no inventory cache at {}; clusters from kharond's, {path} (kharond and \
+                "kharonctl: no inventory cache at {}; clusters from kharond's, {} (kharond and \
                  kharonctl use different cache directories: give both the same cache_dir)",
-                cache.display()
+                cache.display(),
+                Escaped(path)
             );
         }
     }
@@ -291,12 +294,13 @@ pub fn lines(clusters: &[&Cluster]) -> Vec<String> {
     let cells: Vec<[String; 4]> = clusters
         .iter()
         .map(|c| {
+            // Data, shown to a person: escaped and capped (kharon_shared::text).
             [
-                c.id.clone(),
-                c.display_name.clone().filter(|d| !d.is_empty()).unwrap_or_else(|| "-".to_owned()),
-                c.tenant.clone(),
+                cell(&c.id),
+                c.display_name.as_deref().filter(|d| !d.is_empty()).map_or_else(|| "-".to_owned(), cell),
+                cell(&c.tenant),
                 match c.jumphost() {
-                    Some(jumphost) => format!("via {jumphost}"),
+                    Some(jumphost) => format!("via {}", cell(jumphost)),
                     None => "direct".to_owned(),
                 },
             ]

@@ -89,6 +89,7 @@ pub async fn run(args: Args, ctx: &Context) -> anyhow::Result<ExitCode> {
         row("handshake_timeout", &c.handshake_timeout, |d| format!("{}s", d.as_secs())),
         row("connect_timeout", &c.connect_timeout, |d| format!("{}s", d.as_secs())),
         opt_row("max_connections", &c.max_connections, ToString::to_string),
+        row("allow_other_users", &c.allow_other_users, ToString::to_string),
         clusters,
     ];
     match args.output {

@@ -44,7 +44,9 @@ pub async fn run(args: Args, ctx: &Context) -> anyhow::Result<ExitCode> {
             }
             // Clusters without an API URL have nothing to connect to; not worth a line each.
             Err(EntryError::NoApiUrl { .. }) => {}
-            Err(e) => eprintln!("kharonctl: warning: skipped {e}"),
+            Err(e) => {
+                eprintln!("kharonctl: warning: skipped {}", kharon_shared::text::Escaped(&e.to_string()))
+            }
         }
     }
     if entries.is_empty() {

@@ -6,6 +6,8 @@
 
 use std::process::ExitCode;
 
+use kharon_shared::text::Escaped;
+
 use crate::context::Context;
 use crate::output;
 
@@ -23,16 +25,16 @@ pub async fn run(_args: Args, ctx: &Context) -> anyhow::Result<ExitCode> {
     let inv = reply.inventory.clone().unwrap_or_default();
     println!(
         "reloaded {} ({}, {} routed, {})",
-        inv.source_path,
+        Escaped(&inv.source_path),
         output::count(inv.clusters_total, "cluster"),
         inv.clusters_routed,
         output::count(inv.include_suffixes, "suffix")
     );
     for route in &reply.routes_added {
-        println!("  + {route}");
+        println!("  + {}", Escaped(route));
     }
     for route in &reply.routes_removed {
-        println!("  - {route}");
+        println!("  - {}", Escaped(route));
     }
     if reply.routes_added.is_empty() && reply.routes_removed.is_empty() {
         println!("  routes unchanged");
@@ -41,10 +43,15 @@ pub async fn run(_args: Args, ctx: &Context) -> anyhow::Result<ExitCode> {
         let winner = c.winner.clone().unwrap_or_default();
         eprintln!(
             "warning: {} is claimed by several jump hosts; {} ({}) wins",
-            c.suffix, winner.cluster, winner.jumphost
+            Escaped(&c.suffix),
+            Escaped(&winner.cluster),
+            Escaped(&winner.jumphost)
         );
     }
     crate::daemon::reload_outcome::warnings(&reply);
+    for r in &inv.refused_claims {
+        eprintln!("warning: {}", crate::daemon::reload_outcome::refused_claim(r));
+    }
     Ok(crate::daemon::reload_outcome::partial(&reply)
         .map_or(ExitCode::SUCCESS, |()| ExitCode::from(crate::exit::PARTIAL)))
 }

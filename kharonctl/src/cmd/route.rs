@@ -10,6 +10,7 @@ use std::process::ExitCode;
 use std::time::Duration;
 
 use kharon_shared::proto::v1 as pb;
+use kharon_shared::text::{Escaped, cell};
 use serde::Serialize;
 
 use crate::context::Context;
@@ -137,10 +138,11 @@ async fn trace(args: &Args, target: &Target, ctx: &Context) -> anyhow::Result<Ex
         match args.output {
             Format::Json => println!("{}", serde_json::to_string(&step)?),
             // Waiting is said on stderr: stdout holds only the connection's steps.
-            Format::Table if step.step == "armed" => eprintln!("{} (Ctrl-C to stop)", step.detail),
+            Format::Table if step.step == "armed" => eprintln!("{} (Ctrl-C to stop)", Escaped(&step.detail)),
             Format::Table => {
                 let took = step.took_ms.map(|ms| format!("({ms:.1} ms)")).unwrap_or_default();
-                println!("{:>10.1} ms  {:<10} {:<12} {}", step.at_ms, step.step, took, step.detail);
+                let (name, detail) = (cell(&step.step), Escaped(&step.detail));
+                println!("{:>10.1} ms  {name:<10} {took:<12} {detail}", step.at_ms);
             }
         }
     }
@@ -205,16 +207,17 @@ pub async fn run(args: Args, ctx: &Context) -> anyhow::Result<ExitCode> {
         Format::Json => output::json(&answer)?,
         Format::Table => {
             let asked = match &answer.given {
-                Some(given) => format!("{} (the host of {given})", answer.host),
-                None => answer.host.clone(),
+                Some(given) => format!("{} (the host of {})", Escaped(&answer.host), Escaped(given)),
+                None => Escaped(&answer.host).to_string(),
             };
             match &answer.jumphost {
                 Some(jumphost) => println!(
-                    "{asked} → jump host {jumphost} (cluster {})\n  {}",
-                    answer.cluster.as_deref().unwrap_or("?"),
-                    answer.reason
+                    "{asked} → jump host {} (cluster {})\n  {}",
+                    Escaped(jumphost),
+                    Escaped(answer.cluster.as_deref().unwrap_or("?")),
+                    Escaped(&answer.reason)
                 ),
-                None => println!("{asked} → direct\n  {}", answer.reason),
+                None => println!("{asked} → direct\n  {}", Escaped(&answer.reason)),
             }
         }
     }

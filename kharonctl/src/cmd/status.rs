@@ -9,6 +9,7 @@ use std::process::ExitCode;
 use std::time::{SystemTime, UNIX_EPOCH};
 
 use kharon_shared::proto::v1 as pb;
+use kharon_shared::text::Escaped;
 use serde_json::json;
 
 use crate::context::Context;
@@ -133,12 +134,12 @@ fn memory_text(m: &pb::Memory) -> String {
 
 /// One reload as a sentence: when, who asked, what came of it.
 fn reload_text(r: &pb::ReloadRecord) -> String {
-    let mut text = format!("{} ago ({}): {}", age_of(r.at_ms), r.trigger, reload_result(r));
+    let mut text = format!("{} ago ({}): {}", age_of(r.at_ms), Escaped(&r.trigger), reload_result(r));
     if !r.error.is_empty() {
-        text.push_str(&format!(": {}", r.error));
+        text.push_str(&format!(": {}", Escaped(&r.error)));
     }
     for x in &r.refused {
-        text.push_str(&format!("; jump host {} refused: {}", x.jumphost, x.reason));
+        text.push_str(&format!("; jump host {} refused: {}", Escaped(&x.jumphost), Escaped(&x.reason)));
     }
     text
 }
@@ -209,6 +210,9 @@ pub async fn run(args: Args, ctx: &Context) -> anyhow::Result<ExitCode> {
                 "include_suffixes": inv.include_suffixes, "exclude_suffixes": inv.exclude_suffixes,
                 "jumphosts": inv.jumphosts, "conflicts": conflicts, "warnings": inv.warnings,
                 "missing": inv.missing,
+                "refused": inv.refused_claims.iter().map(|r| json!({
+                    "cluster": r.cluster, "fact": r.fact, "value": r.value, "reason": r.reason,
+                })).collect::<Vec<_>>(),
             },
             "connections": {
                 "open_direct": conn.open_direct, "open_jumphost": conn.open_jumphost,
@@ -232,23 +236,24 @@ pub async fn run(args: Args, ctx: &Context) -> anyhow::Result<ExitCode> {
         .map(|()| ExitCode::SUCCESS);
     }
 
-    println!("kharond {} (pid {}), up {}", s.version, s.pid, output::age(s.uptime_seconds));
+    println!("kharond {} (pid {}), up {}", Escaped(&s.version), s.pid, output::age(s.uptime_seconds));
     let auth = if s.socks_auth_required { " (username/password required)" } else { "" };
-    println!("listening on socks5h://{}{auth}", s.listen_address);
-    println!("control socket {}", s.control_socket);
+    println!("listening on socks5h://{}{auth}", Escaped(&s.listen_address));
+    println!("control socket {}", Escaped(&s.control_socket));
     if let Some(m) = &s.memory {
         println!("{}", memory_text(m));
     }
     if inv.missing {
         println!(
             "inventory: {NO_INVENTORY_YET} ({} {} does not exist; every host goes direct until then)",
-            inv.source_kind, inv.source_path
+            Escaped(&inv.source_kind),
+            Escaped(&inv.source_path)
         );
     } else {
         println!(
             "inventory: {} {} — {} ({} routed, {} ignored), {}, {}, data age {}",
-            inv.source_kind,
-            inv.source_path,
+            Escaped(&inv.source_kind),
+            Escaped(&inv.source_path),
             output::count(inv.clusters_total, "cluster"),
             inv.clusters_routed,
             inv.clusters_ignored,
@@ -277,10 +282,18 @@ pub async fn run(args: Args, ctx: &Context) -> anyhow::Result<ExitCode> {
     }
     for c in &inv.conflicts {
         let w = c.winner.clone().unwrap_or_default();
-        println!("conflict: {} claimed by several jump hosts; {} ({}) wins", c.suffix, w.cluster, w.jumphost);
+        println!(
+            "conflict: {} claimed by several jump hosts; {} ({}) wins",
+            Escaped(&c.suffix),
+            Escaped(&w.cluster),
+            Escaped(&w.jumphost)
+        );
     }
     for w in &inv.warnings {
-        println!("warning: {w}");
+        println!("warning: {}", Escaped(w));
+    }
+    for r in &inv.refused_claims {
+        println!("refused: {}", crate::daemon::reload_outcome::refused_claim(r));
     }
     if let Some(last) = &s.last_reload {
         println!("last reload: {}", reload_text(last));
@@ -324,16 +337,16 @@ pub async fn run(args: Args, ctx: &Context) -> anyhow::Result<ExitCode> {
         output::keep_whole(&mut table, &[2]);
         println!("{table}");
         for c in s.chains.iter().filter(|c| !c.config_error.is_empty()) {
-            println!("jump host {} is not used: {}", c.jumphost, c.config_error);
+            println!("jump host {} is not used: {}", Escaped(&c.jumphost), Escaped(&c.config_error));
         }
     }
     if let Some(p) = &s.preflight {
         let checked = format!("checked {} ago", age_of(p.checked_at_ms));
         for u in &p.unresolved {
-            println!("warning: jump host {}: {} ({checked})", u.jumphost, u.reason);
+            println!("warning: jump host {}: {} ({checked})", Escaped(&u.jumphost), Escaped(&u.reason));
         }
         if !p.credentials.is_empty() {
-            println!("warning: {} ({checked})", p.credentials);
+            println!("warning: {} ({checked})", Escaped(&p.credentials));
         }
     }
     Ok(ExitCode::SUCCESS)

@@ -11,6 +11,8 @@ use kharon_shared::inventory::Cluster;
 
 use crate::catalog::Catalog;
 use crate::catalog::picker::{self, Marks};
+use kharon_shared::text::{Escaped, cell};
+
 use crate::context::Context;
 use crate::kube::{self, Kubeconfig};
 
@@ -46,7 +48,7 @@ pub async fn run(args: Args, ctx: &Context) -> anyhow::Result<ExitCode> {
             };
             k.switch_to(&last);
             k.write(&path)?;
-            println!("Switched to context {last}");
+            println!("Switched to context {}", Escaped(&last));
         }
         Some(name) => {
             let catalog = Catalog::load(args.inventory.as_deref(), &ctx.config).await?;
@@ -68,8 +70,8 @@ pub async fn run(args: Args, ctx: &Context) -> anyhow::Result<ExitCode> {
             let current = k.current_context();
             for c in catalog.clusters().iter().filter(|c| switchable(c)) {
                 let mark = if current == Some(c.id.as_str()) { "*" } else { " " };
-                let name = c.display_name.as_deref().map(|d| format!("  ({d})")).unwrap_or_default();
-                println!("{mark} {}{name}", c.id);
+                let name = c.display_name.as_deref().map(|d| format!("  ({})", cell(d))).unwrap_or_default();
+                println!("{mark} {}{name}", cell(&c.id));
             }
         }
     }
@@ -95,6 +97,6 @@ async fn switch_to(
     k.upsert(&entry);
     k.switch_to(&entry.name);
     k.write(path)?;
-    println!("Switched to context {}", entry.name);
+    println!("Switched to context {}", Escaped(&entry.name));
     Ok(())
 }

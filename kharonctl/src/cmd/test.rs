@@ -25,6 +25,8 @@ use serde::Serialize;
 
 use crate::catalog::picker::{self, Marks};
 use crate::catalog::{self, Catalog};
+use kharon_shared::text::Escaped;
+
 use crate::context::{Context, Proxy};
 use crate::daemon::Daemon;
 use crate::kube::trust;
@@ -240,9 +242,9 @@ pub async fn run(args: Args, ctx: &Context) -> anyhow::Result<ExitCode> {
         let line = format!(
             "{} {} {} via {}{}",
             if event.ok { "ok  " } else { "FAIL" },
-            event.cluster,
-            event.kind,
-            event.path,
+            Escaped(&event.cluster),
+            Escaped(&event.kind),
+            Escaped(&event.path),
             if event.ok { format!(": {}", output::millis(event.latency_us)) } else { String::new() }
         );
         match &progress {
@@ -254,7 +256,7 @@ pub async fn run(args: Args, ctx: &Context) -> anyhow::Result<ExitCode> {
         rows.push(endpoint_row(&event, check));
         if event.ok {
             if let Some(bar) = &progress {
-                bar.set_message(format!("{} {}: TLS and GET", event.cluster, event.kind));
+                bar.set_message(format!("{} {}: TLS and GET", Escaped(&event.cluster), Escaped(&event.kind)));
             }
             let url = https_url(&event);
             let mut row = endpoint_row(&event, "https");
@@ -327,10 +329,11 @@ fn render(rows: &[Row]) -> (comfy_table::Table, Vec<String>) {
 }
 
 /// "[n] cluster endpoint URL: text", what a row's mark stands for (an error names its hop itself).
+/// All of it but the number is data (ids, URLs from facts, servers' error texts): escaped.
 fn note(n: usize, r: &Row, text: &str) -> String {
-    let mut about = format!("[{n}] {} {}", r.cluster, r.endpoint);
+    let mut about = format!("{} {}", r.cluster, r.endpoint);
     if !r.url.is_empty() {
         about.push_str(&format!(" {}", r.url));
     }
-    format!("{about}: {text}")
+    format!("[{n}] {}: {}", Escaped(&about), Escaped(text))
 }

@@ -16,6 +16,7 @@ use indicatif::{ProgressBar, ProgressDrawTarget, ProgressStyle};
 use kharon_shared::cache::{self, Envelope, RouteEntry};
 use kharon_shared::inventory::Cluster;
 use kharon_shared::routing::RoutingTable;
+use kharon_shared::text::Escaped;
 
 use crate::context::Context;
 use crate::daemon::{self, Daemon};
@@ -51,8 +52,8 @@ pub async fn run(args: Args, ctx: &Context) -> anyhow::Result<ExitCode> {
         }
     };
 
-    let clusters = match fetch(&args, ctx, &api_url).await {
-        Ok(clusters) => clusters,
+    let (clusters, issuer) = match fetch(&args, ctx, &api_url).await {
+        Ok(fetched) => fetched,
         Err(e) => {
             let kept = match &previous {
                 Some(old) => format!(
@@ -66,13 +67,17 @@ pub async fn run(args: Args, ctx: &Context) -> anyhow::Result<ExitCode> {
         }
     };
 
-    let table = RoutingTable::compile(&clusters);
-    let routes: Vec<RouteEntry> = table
+    // kharond judges the clusters against the same hosts: its settings, and what the cache says.
+    let mut envelope = Envelope::new(api_url.clone(), clusters, Vec::new());
+    envelope.oidc_issuer = issuer;
+    let mut own = ctx.config.own_hosts();
+    envelope.own_hosts(&mut own);
+    let table = RoutingTable::compile_with(&envelope.clusters, &own);
+    envelope.routes = table
         .routes()
         .into_iter()
         .map(|(suffix, jumphost, cluster)| RouteEntry { suffix, jumphost, cluster })
         .collect();
-    let envelope = Envelope::new(api_url.clone(), clusters, routes);
     cache::store(&cache_path, &envelope)?;
 
     report(&envelope, previous.as_ref(), &table);
@@ -123,7 +128,7 @@ async fn reload(daemon: &mut Daemon, cache_path: &Path) -> anyhow::Result<bool> 
                 cache_path.display()
             )
         };
-        println!("kharond (pid {}) routes by {advice}", status.pid);
+        println!("kharond (pid {}) routes by {}", status.pid, Escaped(&advice));
         return Ok(false);
     }
     let reply = daemon.reload().await.context("the cache was written, but kharond could not reload it")?;
@@ -143,8 +148,9 @@ fn same_file(a: &Path, b: &Path) -> bool {
     resolve(a) == resolve(b)
 }
 
-/// Logs in if needed and fetches `/clusters`; a 401 gets one refresh, then one fresh login.
-async fn fetch(args: &Args, ctx: &Context, api_url: &str) -> anyhow::Result<Vec<Cluster>> {
+/// Logs in if needed and fetches `/clusters`; a 401 gets one refresh, then one fresh login. Also
+/// the issuer of the token that fetched them, when it names one.
+async fn fetch(args: &Args, ctx: &Context, api_url: &str) -> anyhow::Result<(Vec<Cluster>, Option<String>)> {
     let http = lieutenant::http_client()?;
     let lieutenant = Lieutenant::new(api_url, http.clone())?;
     let options = oidc::LoginOptions { device: args.device, timeout: args.login_timeout };
@@ -156,7 +162,7 @@ async fn fetch(args: &Args, ctx: &Context, api_url: &str) -> anyhow::Result<Vec<
         let result = lieutenant.clusters(&bearer, args.tenant.as_deref()).await;
         spinner.finish_and_clear();
         match result {
-            Ok(clusters) => return Ok(clusters),
+            Ok(clusters) => return Ok((clusters, auth.issuer())),
             Err(e @ lieutenant::Error::Unauthorized { .. }) => match auth.after_rejection().await? {
                 Some(better) => bearer = better,
                 None => return Err(e.into()),
@@ -187,7 +193,7 @@ fn report(new: &Envelope, old: Option<&Envelope>, table: &RoutingTable) {
     println!(
         "fetched {} from {} ({} routed through {}, {} ignored)",
         output::count(r.clusters_total as u64, "cluster"),
-        new.api_url,
+        Escaped(&new.api_url),
         r.clusters_routed,
         output::count(table.jumphosts().len() as u64, "jump host"),
         r.clusters_ignored
@@ -202,36 +208,45 @@ fn report(new: &Envelope, old: Option<&Envelope>, table: &RoutingTable) {
     let (new_ids, new_routes) = (ids(new), routes(new));
     let mut changed = false;
     for id in new_ids.difference(&old_ids) {
-        println!("  + cluster {id}");
+        println!("  + cluster {}", Escaped(id));
         changed = true;
     }
     for id in old_ids.difference(&new_ids) {
-        println!("  - cluster {id}");
+        println!("  - cluster {}", Escaped(id));
         changed = true;
     }
-    for route in new_routes.difference(&old_routes) {
-        println!("  + route {} via {} ({})", route.suffix, route.jumphost, route.cluster);
+    let route = |r: &RouteEntry| {
+        format!("{} via {} ({})", Escaped(&r.suffix), Escaped(&r.jumphost), Escaped(&r.cluster))
+    };
+    for r in new_routes.difference(&old_routes) {
+        println!("  + route {}", route(r));
         changed = true;
     }
-    for route in old_routes.difference(&new_routes) {
-        println!("  - route {} via {} ({})", route.suffix, route.jumphost, route.cluster);
+    for r in old_routes.difference(&new_routes) {
+        println!("  - route {}", route(r));
         changed = true;
     }
     if !changed {
         println!("  no changes since the last update");
     }
     for c in &r.conflicts {
-        let others: Vec<String> =
-            c.shadowed.iter().map(|s| format!("{} ({})", s.cluster, s.jumphost)).collect();
+        let others: Vec<String> = c
+            .shadowed
+            .iter()
+            .map(|s| format!("{} ({})", Escaped(&s.cluster), Escaped(&s.jumphost)))
+            .collect();
         eprintln!(
             "warning: {} is claimed by several jump hosts; {} ({}) wins over {}",
-            c.suffix,
-            c.winner.cluster,
-            c.winner.jumphost,
+            Escaped(&c.suffix),
+            Escaped(&c.winner.cluster),
+            Escaped(&c.winner.jumphost),
             others.join(", ")
         );
     }
     for w in &r.warnings {
-        eprintln!("warning: {w}");
+        eprintln!("warning: {}", Escaped(w));
+    }
+    for refused in &r.refused {
+        eprintln!("warning: {}", Escaped(&refused.to_string()));
     }
 }

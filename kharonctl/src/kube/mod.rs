@@ -7,10 +7,23 @@
 //! only the three named lists, `current-context` and our preferences extension are edited.
 //!
 //! Authentication of an entry, first match wins (protocols.md §4, kharon-go.md §7.1):
-//! 1. a fact [`AUTH_INFO_FACT`] holding a kubeconfig `user` object (JSON), used as given;
+//! 1. a *static* fact [`AUTH_INFO_FACT`] holding a kubeconfig `user` object (JSON), used as given;
 //! 2. `oidcIssuer` + `oidcClientId`: the int128/kubelogin exec entry, exactly as kubelogin documents;
 //! 3. OpenShift: an exec entry running this very `kharonctl` (`clusters ID token --exec-credential`);
 //! 4. otherwise an empty user: the user brings their own credentials.
+//!
+//! # No code from a cluster (issue 33)
+//! A user entry can run a program (`exec`, and `auth-provider` plugins that run commands), and
+//! kubectl runs it as the engineer. Dynamic facts are what a cluster reports about itself, where a
+//! customer may be cluster-admin (`kharon_shared::trust`), so none of their values becomes a
+//! command, an argument list or an executed path:
+//! - a *dynamic* [`AUTH_INFO_FACT`] is ignored, with a warning naming the cluster;
+//! - the kubelogin entry's command and arguments are ours; only the issuer and the client id
+//!   come from facts, a static fact winning over a dynamic one. A cluster may choose the issuer
+//!   its engineers log in to (VSHN's Talos clusters publish it as a dynamic fact; the token goes to
+//!   that cluster's own API server), within bounds ([`check_oidc`]): an `https` URL with a host
+//!   name and nothing that kubelogin could read as more than that value. Anything else leaves the
+//!   entry without a user, with a warning.
 //!
 //! Where a kubeconfig goes (stdout, `-o FILE`, `--merge`, each cluster's own file) is
 //! [`destination`]. The OpenShift tokens the exec entry of case 3 hands out, and the web login that
@@ -62,6 +75,17 @@ pub enum Error {
 }
 
 /// Why a cluster got no entry.
+/// Why a fact's OIDC issuer or client id is not put into a kubelogin entry.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum OidcError {
+    #[error("the issuer is not an https URL with a host name (no user, query or fragment)")]
+    Issuer,
+    #[error(
+        "the client id is empty, starts with '-', or has characters other than letters, digits and -._:@/"
+    )]
+    ClientId,
+}
+
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 pub enum EntryError {
     #[error("{id}: no API URL fact (openshiftApiURL or talosApiURL)")]
@@ -108,7 +132,7 @@ impl Entry {
     /// Prints the warnings on stderr, one line each.
     pub fn print_warnings(&self) {
         for w in &self.warnings {
-            eprintln!("kharonctl: warning: {w}");
+            eprintln!("kharonctl: warning: {}", kharon_shared::text::Escaped(w));
         }
     }
 }
@@ -126,19 +150,46 @@ fn s(v: impl Into<String>) -> Value {
     Value::String(v.into())
 }
 
-fn fact_any<'a>(cluster: &'a Cluster, key: &str) -> Option<&'a serde_json::Value> {
-    cluster.dynamic_facts.get(key).or_else(|| cluster.facts.get(key))
-}
-
-fn fact_text<'a>(cluster: &'a Cluster, key: &str) -> Option<&'a str> {
-    cluster.dynamic_fact_str(key).or_else(|| cluster.fact_str(key))
+/// A fact as text and whether it came from the dynamic facts: VSHN's static fact first.
+fn fact_text<'a>(cluster: &'a Cluster, key: &str) -> Option<(&'a str, bool)> {
+    cluster.fact_str(key).map(|v| (v, false)).or_else(|| cluster.dynamic_fact_str(key).map(|v| (v, true)))
 }
 
 /// The entry for one cluster, or why it has none.
 pub fn entry(cluster: &Cluster, settings: &Settings) -> Result<Entry, EntryError> {
-    let (c, warnings) = cluster_part(cluster, settings)?;
-    let user = user(cluster, settings)?;
+    let (c, mut warnings) = cluster_part(cluster, settings)?;
+    let user = user(cluster, settings, &mut warnings)?;
     Ok(Entry { name: cluster.id.clone(), cluster: c, user, user_name: None, warnings })
+}
+
+/// Whether an OIDC issuer and client id may go into a kubelogin entry's arguments
+/// (`--oidc-issuer-url=…`, `--oidc-client-id=…`): the issuer an `https` URL with a DNS host name
+/// and nothing else than scheme, host, port and path (no user, query, fragment, nor a control or
+/// space character anywhere), the client id plain (letters, digits, `-._:@/`, not starting with
+/// `-`). Each is one argument after an `=`, so it cannot become an option by itself; the bounds
+/// keep it one obvious value to whoever reads the kubeconfig, too.
+pub fn check_oidc(issuer: &str, client_id: &str) -> Result<(), OidcError> {
+    let plain = |s: &str| !s.is_empty() && s.len() <= 2048 && s.bytes().all(|b| b.is_ascii_graphic());
+    let url = url::Url::parse(issuer).ok().filter(|_| plain(issuer));
+    let good_issuer = url.is_some_and(|u| {
+        u.scheme() == "https"
+            && matches!(u.host(), Some(url::Host::Domain(_)))
+            && u.username().is_empty()
+            && u.password().is_none()
+            && u.query().is_none()
+            && u.fragment().is_none()
+    });
+    if !good_issuer {
+        return Err(OidcError::Issuer);
+    }
+    let good_client = plain(client_id)
+        && client_id.len() <= 255
+        && !client_id.starts_with('-')
+        && client_id.bytes().all(|b| b.is_ascii_alphanumeric() || b"-._:@/".contains(&b));
+    if !good_client {
+        return Err(OidcError::ClientId);
+    }
+    Ok(())
 }
 
 /// The `cluster` part of a cluster's entry (server, CA, proxy-url) and non-fatal problems; other
@@ -168,9 +219,16 @@ pub fn cluster_part(cluster: &Cluster, settings: &Settings) -> Result<(Value, Ve
     Ok((c, warnings))
 }
 
-fn user(cluster: &Cluster, settings: &Settings) -> Result<Value, EntryError> {
-    if let Some(raw) = fact_any(cluster, AUTH_INFO_FACT) {
-        let bad = || EntryError::BadAuthInfo { id: cluster.id.clone() };
+fn user(cluster: &Cluster, settings: &Settings, warnings: &mut Vec<String>) -> Result<Value, EntryError> {
+    let id = &cluster.id;
+    if cluster.dynamic_facts.contains_key(AUTH_INFO_FACT) {
+        warnings.push(format!(
+            "{id}: ignoring the dynamic fact {AUTH_INFO_FACT}: the cluster reports it itself, and a user \
+             entry can run programs as you (only a static {AUTH_INFO_FACT}, set in Lieutenant, is used)"
+        ));
+    }
+    if let Some(raw) = cluster.facts.get(AUTH_INFO_FACT) {
+        let bad = || EntryError::BadAuthInfo { id: id.clone() };
         // Static facts are strings, so there the object arrives as JSON text (protocols.md §4.2).
         let object = match raw {
             serde_json::Value::String(text) => serde_json::from_str(text).map_err(|_| bad())?,
@@ -181,10 +239,24 @@ fn user(cluster: &Cluster, settings: &Settings) -> Result<Value, EntryError> {
         }
         return serde_norway::to_value(&object).map_err(|_| bad());
     }
-    if let (Some(issuer), Some(client)) =
+    if let (Some((issuer, dynamic_issuer)), Some((client, dynamic_client))) =
         (fact_text(cluster, fact::OIDC_ISSUER), fact_text(cluster, fact::OIDC_CLIENT_ID))
     {
-        return Ok(kubelogin_user(issuer, client));
+        match check_oidc(issuer, client) {
+            Ok(()) => return Ok(kubelogin_user(issuer, client)),
+            Err(e) => {
+                let from = if dynamic_issuer || dynamic_client { "dynamic" } else { "static" };
+                warnings.push(format!(
+                    "{id}: no kubectl oidc-login entry from the {from} facts {} {:?} and {} {:?}: {e}; \
+                     log in yourself",
+                    fact::OIDC_ISSUER,
+                    issuer,
+                    fact::OIDC_CLIENT_ID,
+                    client
+                ));
+                return Ok(Value::Mapping(Mapping::new()));
+            }
+        }
     }
     if cluster.distribution() == Distribution::OpenShift {
         let mut args = vec![s("clusters")];
@@ -412,11 +484,36 @@ impl Kubeconfig {
     }
 
     /// Replaces `path` atomically (temp file in the same directory, then rename) with mode 0600.
+    /// A symbolic link (a dotfile manager's `~/.kube/config`) is written through: the file it
+    /// points to is replaced the same way, in its own directory, and the link stays a link.
     pub fn write(&self, path: &Path) -> Result<(), Error> {
         let yaml = self.to_yaml()?;
-        kharon_shared::cache::write_private(path, yaml.as_bytes())
-            .map_err(|source| Error::Write { path: path.to_owned(), source })
+        let write = || {
+            let target = through_links(path)?;
+            kharon_shared::cache::write_private(&target, yaml.as_bytes())
+        };
+        write().map_err(|source| Error::Write { path: path.to_owned(), source })
     }
+}
+
+/// The file at the end of `path`'s symbolic links, or `path` when it is none (or does not exist
+/// yet). A relative link is read from the link's own directory, as the kernel reads it; more than
+/// 40 links in a row (the kernel's own limit) is an error, as a loop would be.
+fn through_links(path: &Path) -> std::io::Result<PathBuf> {
+    let mut current = path.to_owned();
+    for _ in 0..40 {
+        match std::fs::symlink_metadata(&current) {
+            Ok(meta) if meta.file_type().is_symlink() => {
+                let target = std::fs::read_link(&current)?;
+                current = match current.parent() {
+                    Some(dir) if target.is_relative() => dir.join(target),
+                    _ => target,
+                };
+            }
+            _ => return Ok(current),
+        }
+    }
+    Err(std::io::Error::other("too many levels of symbolic links"))
 }
 
 /// The kubeconfig kubectl edits by default: the first entry of `KUBECONFIG`, else `~/.kube/config`.
@@ -520,6 +617,98 @@ mod tests {
         );
     }
 
+    /// Issue 33: what a cluster reports about itself never becomes a program kubectl runs.
+    #[test]
+    fn a_dynamic_auth_info_never_reaches_the_kubeconfig_and_a_static_one_does() {
+        let exec = serde_json::json!({"exec": {"apiVersion": EXEC_API_V1, "command": "/bin/sh",
+            "args": ["-c", "touch /tmp/pwned"]}});
+        let c = cluster(serde_json::json!({
+            "id": "c-x", "tenant": "t", "facts": {"distribution": "rancher"},
+            "dynamicFacts": {"openshiftApiURL": "https://api.x.example:6443", AUTH_INFO_FACT: exec}
+        }));
+        let e = entry(&c, &settings()).unwrap();
+        assert_eq!(e.user, Value::Mapping(Mapping::new()));
+        assert!(!serde_norway::to_string(&e.user).unwrap().contains("/bin/sh"));
+        assert_eq!(e.warnings.len(), 1, "{:?}", e.warnings);
+        assert!(
+            e.warnings[0].starts_with("c-x: ignoring the dynamic fact kubeconfigAuthInfo"),
+            "{:?}",
+            e.warnings
+        );
+        // An OpenShift cluster still gets our own exec entry, not the cluster's.
+        let mut openshift = c.clone();
+        openshift.facts.insert("distribution".into(), "openshift4".into());
+        let e = entry(&openshift, &settings()).unwrap();
+        assert_eq!(e.user["exec"]["command"].as_str(), Some("/usr/bin/kharonctl"));
+        // The same object set by VSHN as a static fact is used as given.
+        let mut vshn = c.clone();
+        vshn.dynamic_facts.remove(AUTH_INFO_FACT);
+        vshn.facts.insert(AUTH_INFO_FACT.into(), serde_json::Value::String(exec.to_string()));
+        let e = entry(&vshn, &settings()).unwrap();
+        assert_eq!(e.user["exec"]["command"].as_str(), Some("/bin/sh"));
+        assert!(e.warnings.is_empty());
+    }
+
+    #[test]
+    fn the_oidc_issuer_and_client_id_are_bounded_and_a_static_fact_wins() {
+        for (issuer, client) in [
+            ("https://id.example/realms/x", "kube"),
+            ("https://id.example:8443/", "cluster-1.example:kube@x/y"),
+        ] {
+            assert_eq!(check_oidc(issuer, client), Ok(()), "{issuer} {client}");
+        }
+        for issuer in [
+            "http://id.example/realms/x",
+            "https://10.0.0.1/realms/x",
+            "https://[::1]/",
+            "https://user:pw@id.example/",
+            "https://id.example/?x=1",
+            "https://id.example/#f",
+            "https://id.example/ --oidc-client-secret=x",
+            "https://id.example/\nx",
+            "-https://id.example/",
+            "file:///etc/passwd",
+            "",
+        ] {
+            assert_eq!(check_oidc(issuer, "kube"), Err(OidcError::Issuer), "{issuer:?}");
+        }
+        for client in
+            ["", "-x", "--oidc-issuer-url=https://evil.example", "a b", "a=b", "kübe", &"a".repeat(256)]
+        {
+            assert_eq!(check_oidc("https://id.example/", client), Err(OidcError::ClientId), "{client:?}");
+        }
+        let talos = |dynamic: serde_json::Value, facts: serde_json::Value| {
+            let mut c =
+                cluster(serde_json::json!({"id": "c-t", "tenant": "t", "facts": {"distribution": "talos"},
+                "dynamicFacts": {"talosApiURL": "https://api.t.example:6443"}}));
+            for (k, v) in dynamic.as_object().unwrap() {
+                c.dynamic_facts.insert(k.clone(), v.clone());
+            }
+            for (k, v) in facts.as_object().unwrap() {
+                c.facts.insert(k.clone(), v.clone());
+            }
+            entry(&c, &settings()).unwrap()
+        };
+        let hostile = talos(
+            serde_json::json!({"oidcIssuer": "http://evil.example/", "oidcClientId": "kube"}),
+            serde_json::json!({}),
+        );
+        assert_eq!(hostile.user, Value::Mapping(Mapping::new()));
+        assert!(
+            hostile.warnings[0].contains("from the dynamic facts oidcIssuer \"http://evil.example/\""),
+            "{:?}",
+            hostile.warnings
+        );
+        let vshn = talos(
+            serde_json::json!({"oidcIssuer": "https://evil.example/", "oidcClientId": "evil"}),
+            serde_json::json!({"oidcIssuer": "https://id.vshn.example/realms/x", "oidcClientId": "kube"}),
+        );
+        let args: Vec<&str> =
+            vshn.user["exec"]["args"].as_sequence().unwrap().iter().filter_map(Value::as_str).collect();
+        assert!(args.contains(&"--oidc-issuer-url=https://id.vshn.example/realms/x"), "{args:?}");
+        assert!(args.contains(&"--oidc-client-id=kube"), "{args:?}");
+    }
+
     #[test]
     fn auth_info_fact_is_used_as_given() {
         let c = cluster(serde_json::json!({
@@ -561,6 +750,54 @@ mod tests {
         assert_eq!(again, k);
         assert!(Kubeconfig::parse("- a", path).is_err());
         assert!(Kubeconfig::parse("clusters: 3", path).is_err());
+    }
+
+    /// Issue 33: a dotfile manager's symlinked kubeconfig stays a link; its target gets the merge.
+    #[test]
+    fn writing_a_symlinked_kubeconfig_replaces_its_target_and_keeps_the_link() {
+        use std::os::unix::fs::PermissionsExt;
+        let dir = tempfile::tempdir().unwrap();
+        let dotfiles = dir.path().join("dotfiles/kube");
+        std::fs::create_dir_all(&dotfiles).unwrap();
+        let real = dotfiles.join("config");
+        std::fs::write(&real, "apiVersion: v1\nkind: Config\nx-mine: keep\n").unwrap();
+        let home_kube = dir.path().join("home/.kube");
+        std::fs::create_dir_all(&home_kube).unwrap();
+        let link = home_kube.join("config");
+        std::os::unix::fs::symlink("../../dotfiles/kube/config", &link).unwrap();
+        // A link to a link, too.
+        let outer = dir.path().join("outer");
+        std::os::unix::fs::symlink(&link, &outer).unwrap();
+
+        let mut k = Kubeconfig::load(&outer).unwrap();
+        let c = cluster(serde_json::json!({"id": "c-a", "tenant": "t",
+            "dynamicFacts": {"openshiftApiURL": "https://api.a:6443"}}));
+        k.upsert(&entry(&c, &settings()).unwrap());
+        k.write(&outer).unwrap();
+
+        for l in [&outer, &link] {
+            assert!(
+                std::fs::symlink_metadata(l).unwrap().file_type().is_symlink(),
+                "{} is no link now",
+                l.display()
+            );
+        }
+        let text = std::fs::read_to_string(&real).unwrap();
+        assert!(text.contains("c-a") && text.contains("x-mine: keep"), "{text}");
+        assert_eq!(std::fs::metadata(&real).unwrap().permissions().mode() & 0o777, 0o600);
+        let left: Vec<_> = std::fs::read_dir(&home_kube).unwrap().collect();
+        assert_eq!(left.len(), 1, "no temp file beside the link");
+
+        // A dangling link is written through too (creating its target); a loop is an error.
+        let dangling = dir.path().join("dangling");
+        std::os::unix::fs::symlink(dir.path().join("made/by/write"), &dangling).unwrap();
+        Kubeconfig::new().write(&dangling).unwrap();
+        assert!(dir.path().join("made/by/write").is_file());
+        let a = dir.path().join("loop-a");
+        std::os::unix::fs::symlink(dir.path().join("loop-b"), &a).unwrap();
+        std::os::unix::fs::symlink(&a, dir.path().join("loop-b")).unwrap();
+        let err = Kubeconfig::new().write(&a).unwrap_err().to_string();
+        assert!(err.contains("too many levels of symbolic links"), "{err}");
     }
 
     #[test]

@@ -220,7 +220,11 @@ pub async fn web_login(opts: &WebLogin) -> Result<StoredToken, Error> {
             q.append_pair("idp", idp);
         }
     }
-    eprintln!("Log in to {} in your browser:\n  {authorize}", opts.api_url);
+    eprintln!(
+        "Log in to {} in your browser:\n  {}",
+        kharon_shared::text::Escaped(&opts.api_url),
+        kharon_shared::text::Escaped(authorize.as_str())
+    );
     if let Err(e) = browser::open(authorize.as_str(), opts.browser.as_deref()) {
         eprintln!("kharonctl: cannot open a browser ({e}); open the URL above yourself");
     }

@@ -3,18 +3,31 @@
 //! RUST_LOG (or -v/-vv) chooses the levels, but a fixed cap on the targets that could log secrets
 //! applies on top of it: both filters must let an event through, so no RUST_LOG directive, however
 //! specific (`fast_socks5::server=debug`), lifts the cap (house rule: no secret is ever logged).
+//!
+//! Every field of every event and span, the message included, is written through
+//! [`kharon_shared::text::escape`] ([`EscapedFields`]): a cluster id, a jump host, a host name a
+//! client sent or an error text of a server can hold a newline or a terminal escape, and must
+//! neither start a line of its own that reads like kharond's (`… INFO kharond::daemon: …`) nor
+//! recolour the terminal a log is read on (issue 33). One place for all of them, whoever logs.
 
+use std::fmt;
 use std::io::IsTerminal;
 
+use kharon_shared::text::Escaped;
 use tracing::Subscriber;
+use tracing::field::{Field, Visit};
 use tracing::level_filters::LevelFilter;
 use tracing_subscriber::EnvFilter;
+use tracing_subscriber::Layer;
+use tracing_subscriber::field::RecordFields;
 use tracing_subscriber::filter::{FilterExt, Targets};
+use tracing_subscriber::fmt as log_fmt;
+use tracing_subscriber::fmt::FormatFields;
+use tracing_subscriber::fmt::format::Writer;
 use tracing_subscriber::layer::Filter;
 use tracing_subscriber::layer::SubscriberExt;
 use tracing_subscriber::registry::LookupSpan;
 use tracing_subscriber::util::SubscriberInitExt;
-use tracing_subscriber::{Layer, fmt};
 
 /// Targets capped at info whatever RUST_LOG says, and why.
 const CAPPED: &[&str] = &[
@@ -37,8 +50,10 @@ pub fn init(verbose: u8) {
     let directives = std::env::var("RUST_LOG").ok().filter(|d| EnvFilter::try_new(d).is_ok());
     let filter = filter(directives.as_deref().unwrap_or(default));
     let journald = std::env::var_os("JOURNAL_STREAM").is_some();
-    let layer =
-        fmt::layer().with_writer(std::io::stderr).with_ansi(!journald && std::io::stderr().is_terminal());
+    let layer = log_fmt::layer()
+        .with_writer(std::io::stderr)
+        .with_ansi(!journald && std::io::stderr().is_terminal())
+        .fmt_fields(EscapedFields);
     let registry = tracing_subscriber::registry();
     if journald {
         registry.with(layer.without_time().with_target(false).with_filter(filter)).init();
@@ -56,6 +71,58 @@ where
         .with_default(LevelFilter::TRACE)
         .with_targets(CAPPED.iter().map(|target| (*target, LevelFilter::INFO)));
     EnvFilter::new(directives).and(cap)
+}
+
+/// Writes fields as the default formatter does (`message` bare, others `name=value`, strings
+/// quoted), every value escaped ([`kharon_shared::text`]); the `log.*` fields of events from the
+/// `log` crate are left out, as the default formatter leaves them out.
+pub struct EscapedFields;
+
+impl<'writer> FormatFields<'writer> for EscapedFields {
+    fn format_fields<R: RecordFields>(&self, writer: Writer<'writer>, fields: R) -> fmt::Result {
+        let mut visitor = EscapingVisitor { writer, empty: true, result: Ok(()) };
+        fields.record(&mut visitor);
+        visitor.result
+    }
+}
+
+struct EscapingVisitor<'writer> {
+    writer: Writer<'writer>,
+    empty: bool,
+    result: fmt::Result,
+}
+
+impl EscapingVisitor<'_> {
+    fn write(&mut self, field: &Field, value: fmt::Arguments<'_>) {
+        if self.result.is_err() || field.name().starts_with("log.") {
+            return;
+        }
+        let text = value.to_string();
+        let separator = if self.empty { "" } else { " " };
+        self.empty = false;
+        self.result = match field.name() {
+            "message" => write!(self.writer, "{separator}{}", Escaped(&text)),
+            name => write!(self.writer, "{separator}{name}={}", Escaped(&text)),
+        };
+    }
+}
+
+impl Visit for EscapingVisitor<'_> {
+    fn record_str(&mut self, field: &Field, value: &str) {
+        if field.name() == "message" {
+            self.write(field, format_args!("{value}"));
+        } else {
+            self.write(field, format_args!("{value:?}"));
+        }
+    }
+
+    fn record_error(&mut self, field: &Field, value: &(dyn std::error::Error + 'static)) {
+        self.write(field, format_args!("{value}"));
+    }
+
+    fn record_debug(&mut self, field: &Field, value: &dyn fmt::Debug) {
+        self.write(field, format_args!("{value:?}"));
+    }
 }
 
 #[cfg(test)]
@@ -81,7 +148,8 @@ mod tests {
     fn log_with(directives: &str) -> String {
         let captured = Captured::default();
         let writer = captured.clone();
-        let layer = fmt::layer().with_writer(move || writer.clone()).with_ansi(false);
+        let layer =
+            log_fmt::layer().with_writer(move || writer.clone()).with_ansi(false).fmt_fields(EscapedFields);
         let subscriber = tracing_subscriber::registry().with(layer.with_filter(filter(directives)));
         tracing::subscriber::with_default(subscriber, || {
             tracing::debug!(target: "fast_socks5::server", "password: s3cret-socks");
@@ -103,5 +171,32 @@ mod tests {
             assert!(log.contains("own debug line"), "{directives}: {log}");
         }
         assert!(!log_with("info").contains("own debug line"), "RUST_LOG levels still apply");
+    }
+
+    /// Issue 33: a newline or an escape in data (a cluster id, a jump host) cannot forge a line.
+    #[test]
+    fn data_in_a_message_or_a_field_never_starts_a_line_or_reaches_the_terminal() {
+        let captured = Captured::default();
+        let writer = captured.clone();
+        let layer =
+            log_fmt::layer().with_writer(move || writer.clone()).with_ansi(false).fmt_fields(EscapedFields);
+        let subscriber = tracing_subscriber::registry().with(layer);
+        let id = "c-x\n2026-11-26T10:00:00Z  INFO kharond::daemon: kharond ready\r\u{1b}[2J";
+        tracing::subscriber::with_default(subscriber, || {
+            let span = tracing::info_span!("conn", client = %id);
+            let _entered = span.enter();
+            tracing::warn!(jumphost = %id, quoted = id, number = 3, "cluster {id}: refused");
+        });
+        let log = String::from_utf8(captured.0.lock().unwrap().clone()).unwrap();
+        assert_eq!(log.lines().count(), 1, "{log}");
+        assert!(!log.contains('\r') && !log.contains('\u{1b}'), "{log:?}");
+        assert!(
+            log.contains(
+                r"cluster c-x\n2026-11-26T10:00:00Z  INFO kharond::daemon: kharond ready\r\x1b[2J: refused"
+            ),
+            "{log}"
+        );
+        assert!(log.contains(r"jumphost=c-x\n2026") && log.contains(r#"quoted="c-x\n2026"#), "{log}");
+        assert!(log.contains(r"conn{client=c-x\n2026") && log.contains("number=3"), "{log}");
     }
 }

@@ -27,8 +27,9 @@ use crate::observe::trace::Tracer;
 use crate::proxy::eviction::Handshake;
 use crate::proxy::handshake::{self, Accepted};
 use crate::proxy::http;
+use crate::proxy::owner::NotOurs;
 use crate::relay;
-use crate::routing::dial::Upstream;
+use crate::routing::dial::{Client, Upstream};
 use crate::routing::route::{self, Route};
 use crate::routing::target::{Target, Unreachable};
 use crate::state::State;
@@ -42,6 +43,17 @@ const FIRST_BYTE_WAIT: Duration = Duration::from_secs(60);
 /// this connection to make room for a new client (eviction.rs).
 pub async fn serve(state: Arc<State>, stream: TcpStream, peer: SocketAddr, handshake: Handshake) {
     let tracked = state.registry.track(peer);
+    // Asked now, while the client's socket surely exists; answered once its request is read.
+    let foreign = state.proxy.owner_only.as_ref().and_then(|owner| {
+        // Password-less means a loopback listener, bound to one address: ours on every connection
+        // (no getsockname needed). An unspecified one is never password-less; asked all the same.
+        let local = match state.listen {
+            listen if !listen.ip().is_unspecified() => Some(listen),
+            _ => stream.local_addr().ok(),
+        };
+        let ours = local.is_some_and(|local| owner.admits(peer, local));
+        (!ours).then(|| NotOurs { me: owner.me() })
+    });
     // Taken once, at accept: the whole handshake, whatever its protocol, shares it.
     let timeout = state.proxy.handshake_timeout;
     let deadline = Deadline::now() + timeout;
@@ -49,10 +61,12 @@ pub async fn serve(state: Arc<State>, stream: TcpStream, peer: SocketAddr, hands
     // stage, and a relayed connection lives long in the smallest. Inline, the refusal's 4 KiB
     // discard buffer alone made every connection's task 5.7 KB.
     let request =
-        match Box::pin(handshake::accept(stream, state.proxy.auth.as_ref(), deadline, timeout)).await {
+        match Box::pin(handshake::accept(stream, peer, state.proxy.auth.as_ref(), deadline, timeout)).await {
             Ok(Accepted::Proxy(request)) => request,
             Ok(Accepted::Http(request)) => {
                 tracked.http();
+                // The PAC lists every cluster domain: not for other users either.
+                let request = if foreign.is_some() { request.forbidden() } else { request };
                 if let Err(e) = Box::pin(http::serve(&state, request)).await {
                     debug!(client.addr = %peer, "PAC request failed: {e}");
                 }
@@ -65,6 +79,12 @@ pub async fn serve(state: Arc<State>, stream: TcpStream, peer: SocketAddr, hands
             }
         };
     drop(handshake);
+    if let Some(not_ours) = foreign {
+        state.stats.failed();
+        tracked.failed();
+        Box::pin(request.fail(Unreachable::NotAllowed, &not_ours)).await;
+        return;
+    }
     let protocol = if request.is_socks() { Protocol::Socks5 } else { Protocol::HttpConnect };
     let target = tracked.requested(protocol, request.target.clone());
     let accepted = tracked.entry().accepted;
@@ -85,7 +105,7 @@ pub async fn serve(state: Arc<State>, stream: TcpStream, peer: SocketAddr, hands
     }
     drop(table);
     let started = Instant::now();
-    let upstream = match Box::pin(route::along(&state, &route, target)).await {
+    let upstream = match Box::pin(route::along(&state, &route, target, Client::of(peer))).await {
         Ok(upstream) => upstream,
         Err(error) => {
             tracked.failed();

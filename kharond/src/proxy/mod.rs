@@ -8,8 +8,10 @@
 //!   relay), the one place that strings the other subsystems together.
 //! - [`handshake`]: which protocol the client speaks, from its first byte, under one deadline:
 //!   [`socks`] (SOCKS5) or [`http`] (HTTP CONNECT, and `GET /proxy.pac`, rendered by [`pac`]).
-//!   [`credentials`] checks `[socks]`'s username and password for both; [`linger`] closes after
-//!   an answer without losing it.
+//!   [`credentials`] checks `[socks]`'s username and password for both (and keeps guessing slow);
+//!   [`linger`] closes after an answer without losing it.
+//! - [`owner`]: without a password, whether the client belongs to the user kharond runs as (asked
+//!   of the kernel per connection); other users are answered "not allowed".
 //!
 //! Owns: the proxy protocols' bytes, their deadlines and their answers. Must not know: SSH (a
 //! routed upstream is a stream [`routing`](crate::routing) dialled, like a direct one) and the
@@ -22,5 +24,6 @@ pub mod handshake;
 pub mod http;
 pub mod linger;
 pub mod listener;
+pub mod owner;
 pub mod pac;
 pub mod socks;

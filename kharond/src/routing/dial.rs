@@ -3,6 +3,13 @@
 //! Which one a target takes is [`route`](crate::routing::route)'s business.
 //!
 //! Knows nothing of SOCKS: a failure carries an [`std::io::ErrorKind`] the caller maps to a reply.
+//!
+//! # Loopback is for this machine's clients
+//! kharond may listen on a non-loopback address (with a password). A client on another machine
+//! must not reach, through the direct path, what listens only on the engineer's loopback (a local
+//! database, a port-forward, another proxy): a direct dial for a [`Client::Remote`] refuses every
+//! loopback and unspecified address a name resolves to, and an address given as such, with
+//! [`ErrorKind::PermissionDenied`] ("not allowed").
 
 use std::io::ErrorKind;
 use std::net::SocketAddr;
@@ -22,8 +29,36 @@ pub enum Upstream {
     Tunnel(ssh::Tunnel),
 }
 
+/// Who a dial is for.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Client {
+    /// A client on this machine (a loopback peer), or kharond itself (`Test`, `FetchObject`).
+    Local,
+    /// A client on another machine: no loopback target (module doc).
+    Remote,
+}
+
+impl Client {
+    /// Which of the two a client at `peer` is.
+    pub fn of(peer: SocketAddr) -> Self {
+        if peer.ip().to_canonical().is_loopback() { Client::Local } else { Client::Remote }
+    }
+}
+
+/// An address that reaches this machine only: loopback, or unspecified (connecting to 0.0.0.0 or
+/// :: reaches the local host).
+fn local_only(addr: &SocketAddr) -> bool {
+    let ip = addr.ip().to_canonical();
+    ip.is_loopback() || ip.is_unspecified()
+}
+
 #[derive(Debug, thiserror::Error)]
 pub enum Error {
+    #[error(
+        "{target} is this machine's loopback (or resolves only to it); a client on another machine may \
+         not reach it through kharond"
+    )]
+    Loopback { target: String },
     #[error("cannot resolve {host}: {source}")]
     Resolve { host: String, source: std::io::Error },
     #[error("{host} has no address")]
@@ -41,6 +76,7 @@ impl Error {
     pub fn kind(&self) -> ErrorKind {
         match self {
             Error::Resolve { .. } | Error::NoAddress { .. } => ErrorKind::NotFound,
+            Error::Loopback { .. } => ErrorKind::PermissionDenied,
             Error::Timeout { .. } => ErrorKind::TimedOut,
             Error::Connect { source, .. } => source.kind(),
             Error::Jumphost(source) => source.io_kind(),
@@ -48,8 +84,9 @@ impl Error {
     }
 }
 
-/// Resolves the target here and connects to the first address that answers, all within `timeout`.
-pub async fn direct(target: &Target, timeout: Duration) -> Result<Upstream, Error> {
+/// Resolves the target here and connects to the first address that answers, all within `timeout`;
+/// for a [`Client::Remote`], never to a loopback address (module doc).
+pub async fn direct(target: &Target, timeout: Duration, client: Client) -> Result<Upstream, Error> {
     // Config bounds the timeout; an unrepresentable deadline still must not panic a connection.
     let now = tokio::time::Instant::now();
     let deadline = now.checked_add(timeout).unwrap_or_else(|| now + FAR_FUTURE);
@@ -62,6 +99,16 @@ pub async fn direct(target: &Target, timeout: Duration) -> Result<Upstream, Erro
                 Ok(Err(source)) => return Err(Error::Resolve { host: host.clone(), source }),
                 Ok(Ok(addrs)) => addrs.collect(),
             }
+        }
+    };
+    let addrs = match client {
+        Client::Local => addrs,
+        Client::Remote => {
+            let reachable: Vec<SocketAddr> = addrs.iter().filter(|a| !local_only(a)).copied().collect();
+            if reachable.is_empty() && !addrs.is_empty() {
+                return Err(Error::Loopback { target: target.to_string() });
+            }
+            reachable
         }
     };
     let mut last = None;
@@ -102,6 +149,29 @@ mod tests {
     async fn a_timeout_too_large_for_a_deadline_still_connects() {
         let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
         let target = Target::Ip(listener.local_addr().unwrap());
-        assert!(direct(&target, Duration::MAX).await.is_ok());
+        assert!(direct(&target, Duration::MAX, Client::Local).await.is_ok());
+    }
+
+    #[tokio::test]
+    async fn a_remote_client_never_reaches_loopback() {
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let port = listener.local_addr().unwrap().port();
+        let timeout = Duration::from_secs(5);
+        for target in [
+            Target::Ip(listener.local_addr().unwrap()),
+            Target::Name("localhost".into(), port),
+            Target::Ip(SocketAddr::from(([0, 0, 0, 0], port))),
+            Target::Ip(SocketAddr::new(std::net::Ipv4Addr::LOCALHOST.to_ipv6_mapped().into(), port)),
+            Target::Ip(SocketAddr::from((std::net::Ipv6Addr::LOCALHOST, port))),
+        ] {
+            let Err(e) = direct(&target, timeout, Client::Remote).await else { panic!("{target} reached") };
+            assert_eq!(e.kind(), ErrorKind::PermissionDenied, "{target}: {e}");
+            assert!(e.to_string().contains("may not reach it through kharond"), "{e}");
+        }
+        assert!(direct(&Target::Name("localhost".into(), port), timeout, Client::Local).await.is_ok());
+        assert_eq!(Client::of("127.0.0.5:1".parse().unwrap()), Client::Local);
+        assert_eq!(Client::of("[::ffff:127.0.0.1]:1".parse().unwrap()), Client::Local);
+        assert_eq!(Client::of("[::1]:1".parse().unwrap()), Client::Local);
+        assert_eq!(Client::of("10.0.0.1:1".parse().unwrap()), Client::Remote);
     }
 }

@@ -6,7 +6,7 @@ use std::fmt;
 
 use kharon_shared::routing::{self, RoutingTable, Via};
 
-use crate::routing::dial::{self, Upstream};
+use crate::routing::dial::{self, Client, Upstream};
 use crate::routing::target::Target;
 use crate::state::State;
 
@@ -74,21 +74,28 @@ impl fmt::Display for Failed {
 }
 
 /// Routes `target` by the current table and dials it along that route, within the connect
-/// timeout: directly, or a channel from the jump host chain's last hop.
+/// timeout: directly, or a channel from the jump host chain's last hop. For kharond's own
+/// requests (`Test`, `FetchObject`).
 pub async fn dial(state: &State, target: &Target) -> Result<(Route, Upstream), Failed> {
     let route = Route::of(&state.table().table, target);
-    match along(state, &route, target).await {
+    match along(state, &route, target, Client::Local).await {
         Ok(upstream) => Ok((route, upstream)),
         Err(error) => Err(Failed { route, error }),
     }
 }
 
 /// Dials `target` along a `route` already taken from the table ([`Route::of`]), within the
-/// connect timeout. For a caller that shows the route before the dial ends (client connections).
-pub async fn along(state: &State, route: &Route, target: &Target) -> Result<Upstream, dial::Error> {
+/// connect timeout, for `client` (a remote one never reaches loopback directly: `dial`). For a
+/// caller that shows the route before the dial ends (client connections).
+pub async fn along(
+    state: &State,
+    route: &Route,
+    target: &Target,
+    client: Client,
+) -> Result<Upstream, dial::Error> {
     let timeout = state.proxy.connect_timeout;
     match route {
-        Route::Direct => dial::direct(target, timeout).await,
+        Route::Direct => dial::direct(target, timeout, client).await,
         Route::Jumphost(jumphost) => dial::via_jumphost(&state.pool, jumphost, target, timeout).await,
     }
 }

@@ -12,6 +12,7 @@ use std::path::{Path, PathBuf};
 use std::time::SystemTime;
 
 use kharon_shared::routing::RoutingTable;
+use kharon_shared::trust::OwnHosts;
 use kharon_shared::{cache, inventory};
 
 use crate::routing::catalog::Catalog;
@@ -66,10 +67,16 @@ pub struct LoadedTable {
 }
 
 impl LoadedTable {
-    /// The table, `Test`'s endpoints and an unrendered PAC for `clusters`, loaded now.
-    fn compile(clusters: &[inventory::Cluster], modified_at: Option<SystemTime>, missing: bool) -> Self {
+    /// The table, `Test`'s endpoints and an unrendered PAC for `clusters`, loaded now; no
+    /// cluster's dynamic facts may claim a host in `own`.
+    fn compile(
+        clusters: &[inventory::Cluster],
+        own: &OwnHosts,
+        modified_at: Option<SystemTime>,
+        missing: bool,
+    ) -> Self {
         LoadedTable {
-            table: RoutingTable::compile(clusters),
+            table: RoutingTable::compile_with(clusters, own),
             loaded_at: SystemTime::now(),
             modified_at,
             endpoints: endpoints::of(clusters),
@@ -91,16 +98,18 @@ pub enum Error {
 /// [`load`] for the start of the daemon: a cache that does not exist yet is an empty table (marked
 /// [`LoadedTable::missing`]), not an error. An `--inventory` file that does not exist, and a cache
 /// that exists but cannot be read or parsed, are errors as always.
-pub fn load_at_start(source: &Inventory) -> Result<LoadedTable, Error> {
-    match load(source) {
-        Err(Error::Cache(cache::Error::Missing { .. })) => Ok(LoadedTable::compile(&[], None, true)),
+pub fn load_at_start(source: &Inventory, own: &OwnHosts) -> Result<LoadedTable, Error> {
+    match load(source, own) {
+        Err(Error::Cache(cache::Error::Missing { .. })) => Ok(LoadedTable::compile(&[], own, None, true)),
         other => other,
     }
 }
 
 /// Reads and compiles the inventory. Nothing is swapped here: a failure leaves the caller's
-/// current table in place.
-pub fn load(source: &Inventory) -> Result<LoadedTable, Error> {
+/// current table in place. `own` is what the settings name of the hosts kharon itself talks to; a
+/// cache adds the Lieutenant it came from and the issuer of its token.
+pub fn load(source: &Inventory, own: &OwnHosts) -> Result<LoadedTable, Error> {
+    let mut own = own.clone();
     let (clusters, modified_at) = match source {
         Inventory::File(path) => {
             let clusters = inventory::load_file(path)?;
@@ -109,13 +118,40 @@ pub fn load(source: &Inventory) -> Result<LoadedTable, Error> {
         }
         Inventory::Cache(path) => {
             let envelope = cache::load(path)?;
+            envelope.own_hosts(&mut own);
             (envelope.clusters, Some(envelope.fetched_at))
         }
     };
-    let loaded = LoadedTable::compile(&clusters, modified_at, false);
+    let loaded = LoadedTable::compile(&clusters, &own, modified_at, false);
     drop(clusters);
     crate::process::malloc::release_free();
     Ok(loaded)
+}
+
+/// Logs what the table says about its inventory, at start and after every reload: conflicts,
+/// warnings and every refused name, each at WARN (the one place kharond's log names them).
+pub fn log_report(table: &RoutingTable) {
+    let report = table.report();
+    for conflict in &report.conflicts {
+        tracing::warn!(
+            "suffix {} is claimed by clusters with different jump hosts; {} ({}) wins over {}",
+            conflict.suffix,
+            conflict.winner.cluster,
+            conflict.winner.jumphost,
+            conflict
+                .shadowed
+                .iter()
+                .map(|c| format!("{} ({})", c.cluster, c.jumphost))
+                .collect::<Vec<_>>()
+                .join(", ")
+        );
+    }
+    for warning in &report.warnings {
+        tracing::warn!("{warning}");
+    }
+    for refused in &report.refused {
+        tracing::warn!("{refused}; it is not routed");
+    }
 }
 
 #[cfg(test)]
@@ -126,32 +162,33 @@ mod tests {
     fn only_a_cache_that_does_not_exist_yet_starts_empty() {
         let dir = tempfile::tempdir().unwrap();
         let cache_path = cache::path(&dir.path().join("never-updated"));
-        let loaded = load_at_start(&Inventory::Cache(cache_path.clone())).unwrap();
+        let none = OwnHosts::default();
+        let loaded = load_at_start(&Inventory::Cache(cache_path.clone()), &none).unwrap();
         assert!(loaded.missing);
         assert_eq!(loaded.table.report().clusters_total, 0);
         assert!(loaded.table.routes().is_empty() && loaded.endpoints.is_empty());
         // A reload still reports it missing, so the empty table stays and the user is told.
-        let err = load(&Inventory::Cache(cache_path)).unwrap_err().to_string();
+        let err = load(&Inventory::Cache(cache_path), &none).unwrap_err().to_string();
         assert!(err.contains("run `kharonctl update`"), "{err}");
 
         // An --inventory file that is not there is a mistake, not a first start.
         let file = dir.path().join("inventory.json");
-        let err = load_at_start(&Inventory::File(file.clone())).unwrap_err().to_string();
+        let err = load_at_start(&Inventory::File(file.clone()), &none).unwrap_err().to_string();
         assert!(err.contains(&file.display().to_string()), "{err}");
 
         // A cache that exists but is unusable is an error too.
         let corrupt = cache::path(dir.path());
         std::fs::write(&corrupt, "{").unwrap();
-        let err = load_at_start(&Inventory::Cache(corrupt)).unwrap_err().to_string();
+        let err = load_at_start(&Inventory::Cache(corrupt), &none).unwrap_err().to_string();
         assert!(err.contains("is corrupt"), "{err}");
         let unreadable = dir.path().join("not-a-dir");
         std::fs::write(&unreadable, "").unwrap();
-        let err = load_at_start(&Inventory::Cache(cache::path(&unreadable))).unwrap_err().to_string();
+        let err = load_at_start(&Inventory::Cache(cache::path(&unreadable)), &none).unwrap_err().to_string();
         assert!(err.contains("cannot read inventory cache"), "{err}");
 
         let cache_path = cache::path(dir.path());
         cache::store(&cache_path, &cache::Envelope::new("https://a/", vec![], vec![])).unwrap();
-        assert!(!load_at_start(&Inventory::Cache(cache_path)).unwrap().missing);
+        assert!(!load_at_start(&Inventory::Cache(cache_path), &none).unwrap().missing);
     }
 
     #[test]
@@ -164,7 +201,7 @@ mod tests {
             {"id": "c-a", "tenant": "t"}
         ]);
         std::fs::write(&file, clusters.to_string()).unwrap();
-        let loaded = load(&Inventory::File(file.clone())).unwrap();
+        let loaded = load(&Inventory::File(file.clone()), &OwnHosts::default()).unwrap();
         // The file changes afterwards: the table in force still answers what it was compiled from.
         std::fs::write(&file, "[]").unwrap();
         let kept = inventory::parse_clusters(&loaded.catalog.as_ref().unwrap().json().unwrap()).unwrap();
@@ -172,7 +209,9 @@ mod tests {
         assert_eq!(ids, ["c-b", "c-a"]);
         assert_eq!(kept[0].fact_str("jumphost"), Some("jump-b"));
         assert_eq!(kept[0].dynamic_facts["x"]["y"], 1);
-        let empty = load_at_start(&Inventory::Cache(cache::path(&dir.path().join("none")))).unwrap();
+        let empty =
+            load_at_start(&Inventory::Cache(cache::path(&dir.path().join("none"))), &OwnHosts::default())
+                .unwrap();
         assert_eq!(empty.catalog.unwrap().json().unwrap(), b"[]");
     }
 }

@@ -527,6 +527,7 @@ fn example_inventory_compiles_cleanly() {
     let table = RoutingTable::compile(&clusters);
     let report = table.report();
     assert!(report.conflicts.is_empty() && report.warnings.is_empty(), "{report:?}");
+    assert!(report.refused.is_empty(), "{report:?}");
     assert_eq!(report.clusters_ignored, 1);
     check(
         &table,
@@ -535,6 +536,98 @@ fn example_inventory_compiles_cleanly() {
             (&format!("myapp.apps.{BASE}"), None, Rule::Exclude),
         ],
     );
+}
+
+/// Issue 33: what a cluster reports about itself may route its own names, never another cluster's,
+/// a whole domain, a public suffix or a host kharon itself talks to.
+#[test]
+fn dynamic_claims_beyond_the_clusters_own_names_are_refused_and_named() {
+    let victim = cluster(json!({"id": "c-victim", "facts": {"jumphost": "jump-v"}, "dynamicFacts": {
+        "openshiftBaseDomain": "c-victim.example.net",
+        "openshiftApiURL": "https://api.c-victim.example.net:6443"
+    }}));
+    let attacker =
+        cluster(json!({"id": "c-x", "facts": {"jumphost": "jump-x", "jumphostDomains": "vpn.customer.ch"},
+            "dynamicFacts": {
+                "openshiftBaseDomain": "c-x.example.net",
+                "openshiftApiURL": "https://api.c-victim.example.net:6443",
+                "openshiftConsoleURL": "https://console.apps.c-x.example.net",
+                "openshiftAppsDomain": "co.uk",
+                "talosBaseDomain": "vshnmanaged.net",
+                "talosAppsDomain": "syn.vshn.net"
+        }}));
+    let typo = routed("c-typo", "jump-t", "ch,storage.typo.ch", "");
+    let mut own = OwnHosts::default();
+    own.add_url("Lieutenant", "https://api.syn.vshn.net");
+    let table = RoutingTable::compile_with(&[attacker, victim, typo], &own);
+    check(
+        &table,
+        &[
+            // The victim keeps its API; the attacker keeps its own names and its static ones.
+            (
+                "api.c-victim.example.net",
+                Some(("jump-v", "c-victim", "api.c-victim.example.net")),
+                Rule::Include,
+            ),
+            (
+                "etcd.c-victim.example.net",
+                Some(("jump-v", "c-victim", "c-victim.example.net")),
+                Rule::Include,
+            ),
+            ("api.c-x.example.net", Some(("jump-x", "c-x", "c-x.example.net")), Rule::Include),
+            (
+                "console.apps.c-x.example.net",
+                Some(("jump-x", "c-x", "console.apps.c-x.example.net")),
+                Rule::Include,
+            ),
+            ("a.vpn.customer.ch", Some(("jump-x", "c-x", "vpn.customer.ch")), Rule::Include),
+            ("www.example.co.uk", None, Rule::NoMatch),
+            ("www.vshnmanaged.net", None, Rule::NoMatch),
+            ("api.syn.vshn.net", None, Rule::NoMatch),
+            ("www.admin.ch", None, Rule::NoMatch),
+            ("x.storage.typo.ch", Some(("jump-t", "c-typo", "storage.typo.ch")), Rule::Include),
+        ],
+    );
+    let refused: Vec<String> = table.report().refused.iter().map(ToString::to_string).collect();
+    assert_eq!(
+        refused,
+        [
+            r#"cluster c-typo: jumphostDomains "ch" refused: ch is a public suffix (Public Suffix List): it would route every domain under it"#,
+            r#"cluster c-x: openshiftAppsDomain "co.uk" refused: co.uk is a public suffix (Public Suffix List): it would route every domain under it"#,
+            r#"cluster c-x: talosBaseDomain "vshnmanaged.net" refused: vshnmanaged.net is a registrable domain (Public Suffix List): a cluster's dynamic facts may claim names inside a domain, never a whole one"#,
+            r#"cluster c-x: talosAppsDomain "syn.vshn.net" refused: syn.vshn.net covers api.syn.vshn.net, which kharon itself talks to (Lieutenant)"#,
+            r#"cluster c-x: openshiftApiURL "https://api.c-victim.example.net:6443" refused: cluster c-victim claims api.c-victim.example.net too"#,
+        ]
+    );
+    assert!(table.report().warnings.is_empty(), "{:?}", table.report().warnings);
+    // Without the host to protect, the same name routes.
+    let table = RoutingTable::compile(&[cluster(json!({"id": "c-x", "facts": {"jumphost": "jump-x"},
+        "dynamicFacts": {"talosAppsDomain": "syn.vshn.net"}}))]);
+    assert_eq!(table.lookup("api.syn.vshn.net").jumphost(), Some("jump-x"));
+}
+
+#[test]
+fn a_cluster_whose_every_name_is_refused_routes_nothing_and_says_so() {
+    let table = RoutingTable::compile(&[
+        cluster(
+            json!({"id": "c-1", "facts": {"jumphost": "j1"}, "dynamicFacts": {"openshiftBaseDomain": "co.uk"}}),
+        ),
+        cluster(json!({"id": "c-2", "facts": {"jumphost": "j2", "jumphostSkipDomains": "b.example"},
+            "dynamicFacts": {"openshiftBaseDomain": "a.example", "openshiftAppsDomain": "b.example"}})),
+        cluster(
+            json!({"id": "c-3", "facts": {"jumphost": "j3"}, "dynamicFacts": {"openshiftBaseDomain": "a.example"}}),
+        ),
+    ]);
+    assert_eq!(
+        table.report().warnings,
+        [
+            "cluster c-1 has jumphost j1 but every domain it claims is refused (see the refusals); nothing is routed through it",
+            "cluster c-2 has jumphost j2 but its domains are refused or covered by its jumphostSkipDomains; nothing is routed through it",
+            "cluster c-3 has jumphost j3 but every domain it claims is refused (see the refusals); nothing is routed through it",
+        ]
+    );
+    assert_eq!(table.report().refused.len(), 3, "{:?}", table.report().refused);
+    assert_eq!(table.report().clusters_routed, 0);
 }
 
 mod model {

@@ -13,6 +13,7 @@
 //! token, user `emergency-credentials/<i>/<cluster-id>/kharon-login`: Go kharon's names, so that a
 //! merge replaces the token Go kharon wrote instead of leaving it beside ours.
 
+use kharon_shared::text::Escaped;
 use std::io::{IsTerminal as _, Read as _};
 use std::process::ExitCode;
 use std::time::{SystemTime, UNIX_EPOCH};
@@ -125,12 +126,13 @@ pub async fn run(args: Args, run: &Run<'_>) -> anyhow::Result<ExitCode> {
     let buckets = emergency::parse_buckets(&secret)?;
 
     eprintln!(
-        "Fetching the emergency credentials of {id} from {} through kharond…",
+        "Fetching the emergency credentials of {} from {} through kharond…",
+        Escaped(id),
         crate::output::count(buckets.len() as u64, "bucket")
     );
     let outcome = emergency::collect(&mut daemon, session.key(), &buckets, id).await;
     for failure in &outcome.failures {
-        eprintln!("kharonctl: bucket {failure}");
+        eprintln!("kharonctl: bucket {}", Escaped(&failure.to_string()));
     }
     if outcome.tokens.is_empty() {
         anyhow::bail!(
@@ -143,7 +145,7 @@ pub async fn run(args: Args, run: &Run<'_>) -> anyhow::Result<ExitCode> {
     let settings = args.destination.settings(kube::Settings::new(proxy, run.catalog.inventory_file())?);
     let (cluster_part, warnings) = kube::cluster_part(cluster, &settings)?;
     for w in &warnings {
-        eprintln!("kharonctl: warning: {w}");
+        eprintln!("kharonctl: warning: {}", Escaped(w));
     }
     let entries: Vec<kube::Entry> = outcome
         .tokens
@@ -163,11 +165,13 @@ pub async fn run(args: Args, run: &Run<'_>) -> anyhow::Result<ExitCode> {
 
     let now = SystemTime::now();
     for (entry, token) in entries.iter().zip(&outcome.tokens) {
-        eprintln!("{}: token from bucket {}, {}", entry.name, token.bucket, expiry_text(&token.token, now));
+        let line =
+            format!("{}: token from bucket {}, {}", entry.name, token.bucket, expiry_text(&token.token, now));
+        eprintln!("{}", Escaped(&line));
     }
     if let Some(first) = entries.first() {
         match (&written_to, merged) {
-            (_, true) => eprintln!("Use it: kubectl --context '{}' get nodes", first.name),
+            (_, true) => eprintln!("Use it: kubectl --context '{}' get nodes", Escaped(&first.name)),
             (Some(path), false) => eprintln!("Use it: KUBECONFIG={} kubectl get nodes", path.display()),
             (None, false) => {}
         }

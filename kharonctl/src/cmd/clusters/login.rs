@@ -44,6 +44,10 @@ pub async fn run(args: Args, run: &Run<'_>) -> anyhow::Result<ExitCode> {
     };
     let path = ocp::path(&run.ctx.config.cache_dir.value, &cluster.id);
     ocp::save(&path, &stored)?;
-    eprintln!("Logged in to {}; the token is in {}", cluster.id, path.display());
+    eprintln!(
+        "Logged in to {}; the token is in {}",
+        kharon_shared::text::Escaped(&cluster.id),
+        path.display()
+    );
     Ok(ExitCode::SUCCESS)
 }

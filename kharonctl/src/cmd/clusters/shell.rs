@@ -76,7 +76,9 @@ fn each(args: &Args, run: &Run<'_>, clusters: &[&Cluster]) -> anyhow::Result<Exi
         let code = match one_prefixed(args, run, cluster) {
             Ok(code) => code.to_string(),
             Err(e) => {
-                eprintln!("[{}] kharonctl: {}", cluster.id, kharon_shared::errors::chain(e.as_ref()));
+                let said =
+                    format!("[{}] kharonctl: {}", cluster.id, kharon_shared::errors::chain(e.as_ref()));
+                eprintln!("{}", kharon_shared::text::Escaped(&said));
                 "error".to_owned()
             }
         };

@@ -35,7 +35,10 @@ pub async fn run(args: Args, run: &Run<'_>) -> anyhow::Result<ExitCode> {
         Some(t) if t.is_fresh(SystemTime::now()) => t,
         stale if cluster.distribution() == Distribution::OpenShift && can_open_browser() => {
             if stale.is_some() {
-                eprintln!("The token of {} has expired; logging in again.", cluster.id);
+                eprintln!(
+                    "The token of {} has expired; logging in again.",
+                    kharon_shared::text::Escaped(&cluster.id)
+                );
             }
             let token = ocp::web_login(&ocp::WebLogin::for_cluster(run.ctx, cluster, None).await?).await?;
             ocp::save(&path, &token)?;

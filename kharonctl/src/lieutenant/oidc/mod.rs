@@ -24,6 +24,8 @@ pub mod token;
 use std::path::PathBuf;
 use std::time::{Duration, SystemTime};
 
+use kharon_shared::text::Escaped;
+
 use crate::lieutenant::Lieutenant;
 pub use error::Error;
 use provider::Provider;
@@ -121,6 +123,11 @@ impl<'a> Auth<'a> {
             }
         }
         self.login().await
+    }
+
+    /// The issuer of the current token (its `iss`), once [`Auth::bearer`] found one.
+    pub fn issuer(&self) -> Option<String> {
+        token::issuer(self.tokens.as_ref()?.id_token.as_str())
     }
 
     /// Lieutenant rejected the current bearer: a better one, or `None` when a fresh login's token
@@ -241,8 +248,9 @@ impl<'a> Auth<'a> {
         let provider = self.provider().await?;
         let auth = provider.authorize()?;
         eprintln!(
-            "log in to {api_url} in your browser; if it does not open, visit this URL:\n\n    {}\n",
-            auth.url
+            "log in to {} in your browser; if it does not open, visit this URL:\n\n    {}\n",
+            Escaped(&api_url),
+            Escaped(auth.url.as_str())
         );
         if let Err(e) = crate::browser::open(auth.url.as_str(), kharon_browser.or(browser).as_deref()) {
             eprintln!("(cannot start a browser: {e}; open the URL above yourself)");
@@ -256,9 +264,14 @@ impl<'a> Auth<'a> {
         let provider = self.provider().await?;
         let details = provider.device_start().await?;
         let uri = details.verification_uri().to_string();
-        eprintln!("to log in, open {uri} on any device and enter the code: {}", details.user_code().secret());
+        // From the identity provider: shown, never interpreted by the terminal.
+        eprintln!(
+            "to log in, open {} on any device and enter the code: {}",
+            Escaped(&uri),
+            Escaped(details.user_code().secret())
+        );
         if let Some(complete) = details.verification_uri_complete() {
-            eprintln!("(or open {} directly)", complete.secret());
+            eprintln!("(or open {} directly)", Escaped(complete.secret()));
         }
         eprintln!("waiting up to {}s for the login to complete…", timeout.as_secs());
         provider.device_finish(&details, timeout).await

@@ -42,14 +42,25 @@ impl Tokens {
 #[derive(Debug, Deserialize)]
 struct Claims {
     exp: Option<f64>,
+    iss: Option<String>,
+}
+
+/// A JWT's payload claims, without checking its signature (we only read our own tokens).
+fn claims(jwt: &str) -> Option<Claims> {
+    let payload = jwt.split('.').nth(1)?;
+    let bytes =
+        base64::engine::general_purpose::URL_SAFE_NO_PAD.decode(payload.trim_end_matches('=')).ok()?;
+    serde_json::from_slice(&bytes).ok()
+}
+
+/// `iss` of a JWT: the issuer a Lieutenant token came from (kept out of every cluster's routes).
+pub fn issuer(jwt: &str) -> Option<String> {
+    claims(jwt)?.iss.filter(|iss| !iss.is_empty())
 }
 
 /// `exp` of a JWT as a time, if it is a JWT with an `exp` that is a representable time.
 pub fn expiry(jwt: &str) -> Option<SystemTime> {
-    let payload = jwt.split('.').nth(1)?;
-    let bytes =
-        base64::engine::general_purpose::URL_SAFE_NO_PAD.decode(payload.trim_end_matches('=')).ok()?;
-    let claims: Claims = serde_json::from_slice(&bytes).ok()?;
+    let claims = claims(jwt)?;
     // try_from_secs_f64 refuses negative, NaN and too large values; checked_add refuses a
     // Duration that fits but a SystemTime that does not (beyond year ~292 billion).
     let exp = Duration::try_from_secs_f64(claims.exp?).ok()?;
@@ -87,6 +98,10 @@ pub(crate) mod tests {
         assert!(!is_stale(&token, at(989)));
         assert!(is_stale(&token, at(990)));
         assert!(is_stale(&token, at(2_000)));
+        assert_eq!(expiry(&token), Some(at(1_000)));
+        assert_eq!(issuer(&token), None);
+        let token = jwt(serde_json::json!({"exp": 1_000, "iss": "https://id.example/realms/x"}));
+        assert_eq!(issuer(&token).as_deref(), Some("https://id.example/realms/x"));
         assert_eq!(expiry(&token), Some(at(1_000)));
     }
 

@@ -50,7 +50,6 @@ use tokio::time::Instant;
 use crate::proxy::credentials::Credentials;
 use crate::proxy::linger::{LINGER, linger};
 use crate::proxy::pac;
-use crate::routing::target::Target;
 use crate::state::State;
 
 pub mod connect;
@@ -78,8 +77,9 @@ pub fn looks_like_http(first: u8) -> bool {
 
 /// What a request head asks for, decided by the parse that found its end.
 pub enum Head {
-    /// `CONNECT host:port`: the target, or why the request is refused.
-    Connect(Result<Target, connect::Error>),
+    /// `CONNECT host:port`: the target and credentials still to check, or why the request is
+    /// refused ([`connect::admit`] checks them).
+    Connect(Result<connect::Connect, connect::Error>),
     /// Any other request: its answer (the PAC, or why not).
     Answer(Reply),
 }
@@ -94,6 +94,16 @@ pub struct PacRequest {
 impl PacRequest {
     pub fn new(stream: TcpStream, reply: Reply) -> Self {
         PacRequest { stream, reply }
+    }
+
+    /// The same request answered 403, whatever it asked: its client is another local user
+    /// (`proxy::owner`).
+    pub fn forbidden(self) -> Self {
+        let reply = Reply {
+            whole_request_read: self.reply.whole_request_read,
+            ..Reply::text("403 Forbidden", "kharond serves only the user it runs as\n")
+        };
+        PacRequest { reply, ..self }
     }
 }
 

@@ -11,9 +11,11 @@
 //! # Credentials
 //! With `[socks] username` and `password` set, a CONNECT needs exactly one
 //! `Proxy-Authorization: Basic base64(username:password)`, compared in constant time by the same
-//! check as SOCKS5's ([`credentials::matches`]); else 407 with `Proxy-Authenticate: Basic
-//! realm="kharon"`. The header is never logged, and the decoded credentials and the request head
-//! holding them are wiped once judged. Without a password, none is asked for, as with SOCKS.
+//! gated check as SOCKS5's ([`Credentials::check`]: at most 10 wrong guesses answered a second);
+//! else 407 with `Proxy-Authenticate: Basic realm="kharon"`. The parse that finds the head's end
+//! only decodes them ([`decide`]); the check waits its turn afterwards ([`admit`]). The header is
+//! never logged, and the decoded credentials and the request head holding them are wiped once
+//! judged. Without a password, none is asked for, as with SOCKS.
 //!
 //! # Who can send CONNECT
 //! The PAC path checks `Host` and `Sec-Fetch-*` to keep web pages out (see [`super`]); CONNECT
@@ -30,13 +32,14 @@
 //!   same port: the listener is loopback-only unless a password is set, and then CONNECT needs it.
 
 use std::fmt;
+use std::net::SocketAddr;
 
 use base64::Engine;
 use tokio::io::{AsyncWrite, AsyncWriteExt};
 use zeroize::Zeroizing;
 
 use super::response::{TEXT, response_head};
-use crate::proxy::credentials::{self, Credentials};
+use crate::proxy::credentials::Credentials;
 use crate::routing::target::{self, Shown, Target, Unreachable};
 
 /// The answer that opens the tunnel. RFC 9110 §9.3.6: no Content-Length, no body.
@@ -63,17 +66,48 @@ pub enum Error {
     Target(#[from] target::Error),
 }
 
-/// A complete CONNECT request's target, or why it is refused ([`read_head`](super::read_head)
-/// calls this from the parse that found the head's end). Credentials first: without them, a client
-/// learns nothing about targets.
-pub fn decide(request: &httparse::Request<'_, '_>, auth: Option<&Credentials>) -> Result<Target, Error> {
-    if let Some(expected) = auth {
-        authorize(request.headers, expected)?;
-    }
-    authority(request.path.unwrap_or("").as_bytes())
+/// A complete CONNECT request as the parse read it: its target (or why that is refused) and, when
+/// kharond requires them, the credentials it carries, not checked yet ([`admit`] does).
+pub struct Connect {
+    target: Result<Target, Error>,
+    credentials: Option<Given>,
 }
 
-fn authorize(headers: &[httparse::Header<'_>], expected: &Credentials) -> Result<(), Error> {
+/// Decoded `user:password` of a `Proxy-Authorization`, wiped when dropped.
+struct Given {
+    decoded: Zeroizing<Vec<u8>>,
+    colon: usize,
+}
+
+/// A complete CONNECT request's target and credentials ([`read_head`](super::read_head) calls
+/// this from the parse that found the head's end), or why it is refused at once: missing or
+/// malformed credentials. Credentials first: without them, a client learns nothing about targets.
+pub fn decide(request: &httparse::Request<'_, '_>, auth: Option<&Credentials>) -> Result<Connect, Error> {
+    let credentials = match auth {
+        Some(_) => Some(given(request.headers)?),
+        None => None,
+    };
+    Ok(Connect { target: authority(request.path.unwrap_or("").as_bytes()), credentials })
+}
+
+/// The target of a decided CONNECT, once its credentials passed the gated check (which may wait
+/// its turn: credentials.rs); or why it is refused. `peer` names the client of a failed login.
+pub async fn admit(
+    decided: Result<Connect, Error>,
+    auth: Option<&Credentials>,
+    peer: SocketAddr,
+) -> Result<Target, Error> {
+    let connect = decided?;
+    if let (Some(expected), Some(given)) = (auth, &connect.credentials) {
+        let (username, password) = given.decoded.split_at(given.colon);
+        if !expected.check(username, &password[1..], peer).await {
+            return Err(Error::AuthRejected);
+        }
+    }
+    connect.target
+}
+
+fn given(headers: &[httparse::Header<'_>]) -> Result<Given, Error> {
     let mut given = headers.iter().filter(|h| h.name.eq_ignore_ascii_case("proxy-authorization"));
     let header = match (given.next(), given.next()) {
         (None, _) => return Err(Error::NoCredentials),
@@ -93,11 +127,7 @@ fn authorize(headers: &[httparse::Header<'_>], expected: &Credentials) -> Result
     );
     // RFC 7617: the user-id ends at the first colon; the password may hold more.
     let colon = decoded.iter().position(|b| *b == b':').ok_or(Error::MalformedCredentials)?;
-    if credentials::matches(expected, &decoded[..colon], &decoded[colon + 1..]) {
-        Ok(())
-    } else {
-        Err(Error::AuthRejected)
-    }
+    Ok(Given { decoded, colon })
 }
 
 /// The request target in authority form (RFC 9112 §3.2.3): `host:port` or `[IPv6]:port`, the

@@ -14,11 +14,16 @@ fn connect(target: &str, headers: &str) -> String {
     format!("CONNECT {target} HTTP/1.1\r\nHost: {target}\r\n{headers}\r\n")
 }
 
-/// What a request head is to this module, as `read_head` judges it: `None` when it is not a
-/// complete CONNECT request (the PAC path answers it), else its target or why it is refused.
+/// What a request head is to this module, as `read_head` judges it and the handshake admits it:
+/// `None` when it is not a complete CONNECT request (the PAC path answers it), else its target or
+/// why it is refused.
 fn judge(head: &[u8], auth: Option<&Credentials>) -> Option<Result<Target, Error>> {
     match super::super::request::judge(head, |request| decide(request, auth)) {
-        Judged::Connect { verdict, .. } => Some(verdict),
+        Judged::Connect { verdict, .. } => {
+            let peer = "127.0.0.1:40000".parse().unwrap();
+            let runtime = tokio::runtime::Builder::new_current_thread().enable_time().build().unwrap();
+            Some(runtime.block_on(admit(verdict, auth, peer)))
+        }
         Judged::Partial | Judged::Answer { .. } => None,
     }
 }

@@ -1,0 +1,441 @@
+//! The trust model of the inventory: who says what about a cluster, and what each may make kharon
+//! do (issue 33). `inventory` reads the facts and asks [`judge_name`] about each name; `routing`
+//! asks [`OwnHosts`] and [`arbitrate`] about the names of all clusters together; kharonctl's
+//! kubeconfigs follow the same split (no code from a dynamic fact). README, "Security", says the
+//! same for users.
+//!
+//! # Who says what
+//! - **Static facts** (`facts`) are set by VSHN in Lieutenant: `jumphost`, `jumphostDomains`,
+//!   `jumphostSkipDomains`, `distribution`, `kharonIgnore`, and where present `kubeconfigAuthInfo`,
+//!   `oidcIssuer`, `oidcClientId`. They are the engineer's own organisation's word: they choose a
+//!   cluster's jump host (an ssh_config alias, checked as a plain name: `inventory::check_jumphost`)
+//!   and may route any name but a public suffix (a typo must not send `.ch` through one jump host),
+//!   and a static `kubeconfigAuthInfo` is used as given.
+//! - **Dynamic facts** (`dynamicFacts`) are reported by Steward from inside the cluster, where a
+//!   customer may be cluster-admin. They are the cluster's claim about itself, and may:
+//!   - route names of the cluster's own domain through the cluster's own jump host (base and apps
+//!     domains, the host names of the API and console URLs);
+//!   - name the API server (a kubeconfig's `server`), the console URL (opened only as an http(s)
+//!     URL), the API's CA;
+//!   - choose the OIDC issuer and client id of a Talos cluster's `kubectl oidc-login` entry, within
+//!     bounds: an `https` URL with a host name, a client id that cannot read as an option. The
+//!     token kubelogin gets goes to that cluster's own API server, which the cluster controls
+//!     anyway; a static `oidcIssuer`/`oidcClientId` wins over the dynamic one.
+//!
+//!   They may not:
+//!   - become code: no `exec` entry, command, argument list or executed path comes from a dynamic
+//!     fact (a dynamic `kubeconfigAuthInfo` is ignored, with a warning);
+//!   - claim a public suffix, a registrable domain or a top-level domain ([`judge_name`]): that
+//!     would capture every host of a customer, of VSHN, or of a country that no cluster claims;
+//!   - claim a name at or above a host kharon itself talks to ([`OwnHosts`]: Lieutenant, Passbolt,
+//!     the OIDC issuer): its own logins would leave through a customer's network;
+//!   - claim a name that covers, equals or lies inside another cluster's claim ([`arbitrate`]):
+//!     the longest suffix wins, so `api.<another cluster's domain>` would take over that API,
+//!     through the wrong customer's jump host and DNS.
+//!
+//!   A refused name is dropped with its reason ([`Refused`]: cluster, fact, value, why), which
+//!   `kharonctl update`, `reload`, `status` and kharond's log all show; the cluster keeps its
+//!   static routes and its other dynamic ones.
+//!
+//! # Contested names
+//! Every routed name has a [`Tier`]: static; anchored (a dynamic base domain, or a dynamic name
+//! at or below the same cluster's base domain); loose (any other dynamic name). A dynamic name is
+//! refused when another cluster's name overlaps it (equal, above or below, on label boundaries)
+//! and is at least as strong. So a cluster that reports `api.<another cluster's base domain>` as
+//! its API URL loses that name and the other cluster keeps its own; two clusters that report the
+//! same base domain both lose it.
+//!
+//! # What is not defended
+//! - A cluster that reports another cluster's base domain as its own takes that name out of the
+//!   table for both (refused and named): a denial, never a capture.
+//! - Static facts are trusted: a wrong one routes what it says.
+//! - A name under a top-level domain the Public Suffix List does not know (`.internal`,
+//!   `.example`, a private TLD) is judged by its labels only: a single label is refused, two are
+//!   taken as a name inside a domain.
+//! - A cluster chooses its own API URL and OIDC issuer: `kubectl` against that cluster talks to
+//!   what the cluster says (as it always did), and kubelogin opens the issuer it names.
+
+use std::collections::HashMap;
+use std::fmt;
+
+/// How strongly a cluster holds a routed name; ordered strongest first.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub enum Tier {
+    /// From a static fact (`jumphostDomains`): VSHN's word.
+    Static,
+    /// A dynamic base domain (`openshiftBaseDomain`, `talosBaseDomain`), or a dynamic name at or
+    /// below one of the same cluster's base domains.
+    Anchored,
+    /// Any other dynamic name: an apps domain or an API or console host outside the base domain.
+    Loose,
+}
+
+/// How a contested name stands to the other cluster's.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
+pub enum Relation {
+    /// The same name.
+    Same,
+    /// Below the other's name.
+    Inside,
+    /// Above the other's name.
+    Covers,
+}
+
+/// Why a name a fact asks to route is refused.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum Refusal {
+    #[error("{name} is a public suffix (Public Suffix List): it would route every domain under it")]
+    PublicSuffix { name: String },
+    #[error(
+        "{name} is a registrable domain (Public Suffix List): a cluster's dynamic facts may claim \
+         names inside a domain, never a whole one"
+    )]
+    RegistrableDomain { name: String },
+    #[error("{name} is a top-level domain: a cluster's dynamic facts may claim names inside a domain")]
+    TopLevel { name: String },
+    #[error("{name} covers {host}, which kharon itself talks to ({what})")]
+    OwnHost { name: String, host: String, what: String },
+    #[error("{}", contested(name, cluster, claim, *relation))]
+    Contested { name: String, cluster: String, claim: String, relation: Relation },
+}
+
+fn contested(name: &str, cluster: &str, claim: &str, relation: Relation) -> String {
+    match relation {
+        Relation::Same => format!("cluster {cluster} claims {name} too"),
+        Relation::Inside => format!("{name} lies inside {claim}, which cluster {cluster} claims"),
+        Relation::Covers => format!("{name} covers {claim}, which cluster {cluster} claims"),
+    }
+}
+
+/// A fact value that is not routed, and why.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Refused {
+    pub cluster: String,
+    /// The fact that held it, e.g. `openshiftApiURL`.
+    pub fact: &'static str,
+    /// The fact's value (for a list: the one entry).
+    pub value: String,
+    pub reason: Refusal,
+}
+
+impl fmt::Display for Refused {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "cluster {}: {} {:?} refused: {}", self.cluster, self.fact, self.value, self.reason)
+    }
+}
+
+/// Whether a fact may route `name` (normalised: lowercase, no trailing dot), judged by the name
+/// alone against the Public Suffix List: never a public suffix; for a dynamic fact also never a
+/// registrable domain (the domain a registrant owns, `vshnmanaged.net`, `example.co.uk`) nor a
+/// single label. Only rules the list names count: under a top-level domain it does not know, only
+/// a single label is refused (see the module doc).
+pub fn judge_name(name: &str, dynamic: bool) -> Result<(), Refusal> {
+    let suffix = psl::suffix(name.as_bytes()).filter(psl::Suffix::is_known);
+    let refuse = |make: fn(String) -> Refusal| Err(make(name.to_owned()));
+    if suffix.is_some_and(|s| s.as_bytes() == name.as_bytes()) {
+        return refuse(|name| Refusal::PublicSuffix { name });
+    }
+    if !dynamic {
+        return Ok(());
+    }
+    if !name.contains('.') {
+        return refuse(|name| Refusal::TopLevel { name });
+    }
+    let registrable =
+        suffix.is_some() && psl::domain(name.as_bytes()).is_some_and(|d| d.as_bytes() == name.as_bytes());
+    if registrable {
+        return refuse(|name| Refusal::RegistrableDomain { name });
+    }
+    Ok(())
+}
+
+/// A host kharon itself talks to.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct OwnHost {
+    /// Lowercase, without a trailing dot.
+    pub host: String,
+    /// What it is, for the refusal: "Lieutenant", "Passbolt", "the OIDC issuer".
+    pub what: String,
+}
+
+/// The hosts kharon itself talks to: Lieutenant (its inventory and logins), Passbolt (emergency
+/// credentials) and the OIDC issuer of the Lieutenant login. No dynamic fact may claim a name at
+/// or above one of them. Filled from the settings (`lieutenant_url`, `passbolt_url`,
+/// `oidc_discovery_url`) and from what `kharonctl update` recorded in the cache (the Lieutenant it
+/// fetched from and the issuer of its token).
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct OwnHosts {
+    hosts: Vec<OwnHost>,
+}
+
+impl OwnHosts {
+    /// Adds the host of `url`, when it is a URL with a DNS name (an IP literal is never routed).
+    pub fn add_url(&mut self, what: &str, url: &str) {
+        let Some(url::Host::Domain(host)) =
+            url::Url::parse(url).ok().and_then(|u| u.host().map(|h| h.to_owned()))
+        else {
+            return;
+        };
+        let host = host.trim_end_matches('.').to_ascii_lowercase();
+        if host.is_empty() || self.hosts.iter().any(|h| h.host == host) {
+            return;
+        }
+        self.hosts.push(OwnHost { host, what: what.to_owned() });
+    }
+
+    pub fn iter(&self) -> impl Iterator<Item = &OwnHost> {
+        self.hosts.iter()
+    }
+
+    /// The first host `name` covers (the host is `name` or lies below it), if any.
+    pub fn covered_by(&self, name: &str) -> Option<&OwnHost> {
+        self.hosts.iter().find(|h| at_or_below(&h.host, name))
+    }
+}
+
+/// One cluster's routed name, for [`arbitrate`].
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Claim<'a> {
+    pub cluster: &'a str,
+    /// Normalised: lowercase, no trailing dot.
+    pub name: &'a str,
+    pub tier: Tier,
+}
+
+/// The dynamic claims that another cluster's claim contests (module doc, "Contested names"): each
+/// one's index in `claims` and why, in index order. The reason names the contesting claim lowest
+/// by (cluster, name), so the answer does not depend on the order of `claims`.
+///
+/// Every claim walks its own label suffixes once, with one hash lookup each: linear in the number
+/// of claims times their labels.
+pub fn arbitrate<'a>(claims: &[Claim<'a>]) -> Vec<(usize, Refusal)> {
+    let names = Names::of(claims);
+    // For each refused claim: the contesting claim that names it, lowest first.
+    let mut found: HashMap<usize, (&'a str, &'a str, Relation)> = HashMap::new();
+    let mut contest = |refused: usize, by: &Claim<'a>, relation| {
+        let key = (by.cluster, by.name, relation);
+        let slot = found.entry(refused).or_insert(key);
+        if key < *slot {
+            *slot = key;
+        }
+    };
+    for (j, other) in claims.iter().enumerate() {
+        for (depth, parent) in label_suffixes(other.name).enumerate() {
+            for i in names.at(parent) {
+                let dynamic = &claims[i];
+                // `dynamic` is `other`'s name or above it; it loses when `other` is as strong.
+                if i == j
+                    || dynamic.tier == Tier::Static
+                    || dynamic.cluster == other.cluster
+                    || other.tier > dynamic.tier
+                {
+                    continue;
+                }
+                contest(i, other, if depth == 0 { Relation::Same } else { Relation::Covers });
+            }
+            // And `other` lies inside a name of its own parent: seen from `other` when it is dynamic.
+            if depth == 0 || other.tier == Tier::Static {
+                continue;
+            }
+            for i in names.at(parent) {
+                let above = &claims[i];
+                if above.cluster != other.cluster && above.tier <= other.tier {
+                    contest(j, above, Relation::Inside);
+                }
+            }
+        }
+    }
+    let mut refused: Vec<(usize, Refusal)> = found
+        .into_iter()
+        .map(|(i, (cluster, claim, relation))| {
+            let reason = Refusal::Contested {
+                name: claims[i].name.to_owned(),
+                cluster: cluster.to_owned(),
+                claim: claim.to_owned(),
+                relation,
+            };
+            (i, reason)
+        })
+        .collect();
+    refused.sort_by_key(|(i, _)| *i);
+    refused
+}
+
+/// The claims by name, for [`arbitrate`]'s walks: the first claim of each name, the next claim of
+/// the same name after each claim (a chain through one array: no list per name), and which name
+/// lengths occur at all, so that most label suffixes of a name are skipped without hashing them.
+/// A 50,000-cluster inventory has a quarter of a million names.
+struct Names<'a> {
+    first: HashMap<&'a str, u32, foldhash::fast::RandomState>,
+    next: Vec<u32>,
+    lengths: [u64; 4],
+}
+
+impl<'a> Names<'a> {
+    const END: u32 = u32::MAX;
+
+    fn of(claims: &[Claim<'a>]) -> Self {
+        let mut names = Names {
+            first: HashMap::with_capacity_and_hasher(claims.len(), Default::default()),
+            next: vec![Self::END; claims.len()],
+            lengths: [0; 4],
+        };
+        // Backwards, so that each chain runs in index order.
+        for (i, claim) in claims.iter().enumerate().rev() {
+            // More claims than u32 can count cannot come out of one JSON document we can hold.
+            let i = u32::try_from(i).unwrap_or(Self::END - 1);
+            if let Some(word) = names.lengths.get_mut(claim.name.len() / 64) {
+                *word |= 1 << (claim.name.len() % 64);
+            }
+            if let Some(head) = names.first.insert(claim.name, i) {
+                names.next[i as usize] = head;
+            }
+        }
+        names
+    }
+
+    /// The indices of the claims on `name`.
+    fn at(&self, name: &str) -> impl Iterator<Item = usize> + '_ {
+        let known =
+            self.lengths.get(name.len() / 64).is_some_and(|word| word & (1 << (name.len() % 64)) != 0);
+        let head = if known { self.first.get(name).copied().unwrap_or(Self::END) } else { Self::END };
+        std::iter::successors(Some(head), |&i| self.next.get(i as usize).copied())
+            .take_while(|&i| i != Self::END)
+            .map(|i| i as usize)
+    }
+}
+
+/// `a.b.c`, `b.c`, `c`: a name's label suffixes, longest first.
+fn label_suffixes(name: &str) -> impl Iterator<Item = &str> {
+    std::iter::successors(Some(name), |s| s.find('.').map(|dot| &s[dot + 1..]))
+}
+
+/// Whether `name` is `suffix` or lies below it, on a label boundary.
+pub fn at_or_below(name: &str, suffix: &str) -> bool {
+    name.strip_suffix(suffix).is_some_and(|rest| rest.is_empty() || rest.ends_with('.'))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn public_suffixes_registrable_domains_and_top_levels() {
+        for name in ["ch", "co.uk", "net", "github.io", "s3.amazonaws.com"] {
+            assert!(matches!(judge_name(name, false), Err(Refusal::PublicSuffix { .. })), "{name}");
+            assert!(matches!(judge_name(name, true), Err(Refusal::PublicSuffix { .. })), "{name}");
+        }
+        for name in ["vshnmanaged.net", "example.co.uk", "bettersmarter.ch", "someone.github.io"] {
+            assert_eq!(judge_name(name, false), Ok(()), "{name}: static may");
+            assert!(matches!(judge_name(name, true), Err(Refusal::RegistrableDomain { .. })), "{name}");
+        }
+        for name in ["example", "internal", "corp"] {
+            assert_eq!(judge_name(name, false), Ok(()), "{name}: unknown to the list, static may");
+            assert!(matches!(judge_name(name, true), Err(Refusal::TopLevel { .. })), "{name}");
+        }
+        for name in [
+            "c-x.vshnmanaged.net",
+            "apps.c-x.vshnmanaged.net",
+            "ocp.customer.co.uk",
+            "a.example",
+            "x.internal",
+        ] {
+            assert_eq!(judge_name(name, true), Ok(()), "{name}");
+            assert_eq!(judge_name(name, false), Ok(()), "{name}");
+        }
+        assert_eq!(
+            judge_name("co.uk", true).unwrap_err().to_string(),
+            "co.uk is a public suffix (Public Suffix List): it would route every domain under it"
+        );
+    }
+
+    #[test]
+    fn own_hosts_are_protected_from_names_that_cover_them() {
+        let mut own = OwnHosts::default();
+        own.add_url("Lieutenant", "https://API.syn.vshn.net./");
+        own.add_url("Passbolt", "https://cloud.passbolt.com/vshn");
+        own.add_url("the OIDC issuer", "http://127.0.0.1:4000/realms/x");
+        own.add_url("Lieutenant", "not a url");
+        let hosts: Vec<&str> = own.iter().map(|h| h.host.as_str()).collect();
+        assert_eq!(hosts, ["api.syn.vshn.net", "cloud.passbolt.com"]);
+        assert_eq!(own.covered_by("syn.vshn.net").map(|h| h.what.as_str()), Some("Lieutenant"));
+        assert_eq!(own.covered_by("api.syn.vshn.net").map(|h| h.what.as_str()), Some("Lieutenant"));
+        assert_eq!(own.covered_by("x.api.syn.vshn.net"), None);
+        assert_eq!(own.covered_by("yn.vshn.net"), None, "labels, not characters");
+    }
+
+    fn claim<'a>(cluster: &'a str, name: &'a str, tier: Tier) -> Claim<'a> {
+        Claim { cluster, name, tier }
+    }
+
+    fn judged(claims: &[Claim<'_>]) -> Vec<(usize, String)> {
+        arbitrate(claims).into_iter().map(|(i, r)| (i, r.to_string())).collect()
+    }
+
+    #[test]
+    fn a_loose_name_inside_another_clusters_domain_loses_and_the_owner_keeps_it() {
+        let claims = [
+            claim("c-victim", "c-victim.example", Tier::Anchored),
+            claim("c-victim", "api.c-victim.example", Tier::Anchored),
+            claim("c-x", "c-x.example", Tier::Anchored),
+            claim("c-x", "api.c-victim.example", Tier::Loose),
+            claim("c-x", "api.c-x.example", Tier::Anchored),
+        ];
+        assert_eq!(
+            judged(&claims),
+            [(3, "cluster c-victim claims api.c-victim.example too".to_owned())],
+            "only the attacker's out-of-domain name goes"
+        );
+    }
+
+    #[test]
+    fn anchored_names_of_two_clusters_that_overlap_both_lose_and_static_names_always_win() {
+        let claims = [
+            claim("c-a", "shared.example", Tier::Anchored),
+            claim("c-b", "x.shared.example", Tier::Anchored),
+            claim("c-s", "static.example", Tier::Static),
+            claim("c-d", "static.example", Tier::Anchored),
+            claim("c-e", "deep.static.example", Tier::Loose),
+            claim("c-f", "example", Tier::Static),
+            claim("c-g", "other.example", Tier::Static),
+        ];
+        assert_eq!(
+            judged(&claims),
+            [
+                (0, "shared.example covers x.shared.example, which cluster c-b claims".to_owned()),
+                (1, "x.shared.example lies inside shared.example, which cluster c-a claims".to_owned()),
+                (3, "static.example lies inside example, which cluster c-f claims".to_owned()),
+                (4, "deep.static.example lies inside static.example, which cluster c-d claims".to_owned()),
+            ]
+        );
+        // Static claims of different clusters may nest: that is the routing table's business
+        // (longest suffix, conflicts), not a refusal.
+        let claims =
+            [claim("c-1", "example.com", Tier::Static), claim("c-2", "api.example.com", Tier::Static)];
+        assert!(arbitrate(&claims).is_empty());
+        // One cluster's own names never contest each other, nor two copies of one cluster.
+        let claims = [
+            claim("c-1", "c-1.example", Tier::Anchored),
+            claim("c-1", "apps.c-1.example", Tier::Loose),
+            claim("c-1", "c-1.example", Tier::Anchored),
+        ];
+        assert!(arbitrate(&claims).is_empty());
+    }
+
+    #[test]
+    fn the_verdict_does_not_depend_on_the_order() {
+        let claims = [
+            claim("c-b", "a.example", Tier::Loose),
+            claim("c-c", "a.example", Tier::Anchored),
+            claim("c-a", "x.a.example", Tier::Anchored),
+        ];
+        let forward = judged(&claims);
+        let mut reversed = claims;
+        reversed.reverse();
+        let mut backward: Vec<(usize, String)> =
+            judged(&reversed).into_iter().map(|(i, r)| (claims.len() - 1 - i, r)).collect();
+        backward.sort();
+        assert_eq!(forward, backward);
+        assert_eq!(forward[0], (0, "a.example covers x.a.example, which cluster c-a claims".to_owned()));
+    }
+}
