@@ -13,10 +13,13 @@ class Kharon < Formula
   def install
     system "cargo", "build", "--release", "--locked"
     bin.install "target/release/kharond", "target/release/kharonctl"
+    # man1 is share/man/man1, linked into $(brew --prefix)/share/man/man1, where man finds it
+    # through PATH; both commands create the folder.
     system bin/"kharonctl", "man-pages", "--output", man1
     system bin/"kharond", "--man-pages", man1
     # Loaders, not generated scripts: a generated one would name this Cellar path (see
-    # contrib/completions/README.md).
+    # contrib/completions/README.md). They land in etc/bash_completion.d (bash-completion@2 reads
+    # it), share/zsh/site-functions (on zsh's $fpath) and share/fish/vendor_completions.d.
     bash_completion.install "contrib/completions/kharonctl.bash" => "kharonctl"
     zsh_completion.install "contrib/completions/_kharonctl"
     fish_completion.install "contrib/completions/kharonctl.fish"
@@ -35,6 +38,10 @@ class Kharon < Formula
     assert_match version.to_s, shell_output("#{bin}/kharonctl --version")
     assert_match version.to_s, shell_output("#{bin}/kharond --version")
     assert_match "kharonctl-status", (man1/"kharonctl-status.1").read
+    assert_path_exists man1/"kharond.1"
+    assert_match "kharonctl completions bash", (bash_completion/"kharonctl").read
+    assert_path_exists zsh_completion/"_kharonctl"
+    assert_path_exists fish_completion/"kharonctl.fish"
     (testpath/"man").mkpath
     system bin/"kharond", "--man-pages", testpath/"man"
     assert_path_exists testpath/"man/kharond.1"

@@ -7,19 +7,31 @@
 //! |---|---|---|
 //! | config file | `$XDG_CONFIG_HOME/kharon/config.toml` | `~/Library/Application Support/ch.vshn.kharon/config.toml` |
 //! | cache dir | `$XDG_CACHE_HOME/kharon` | `~/Library/Caches/ch.vshn.kharon` |
-//! | control socket | `$XDG_RUNTIME_DIR/kharon/kharond.sock` | `$TMPDIR/kharon-<uid>/kharond.sock` |
+//! | control socket | `$XDG_RUNTIME_DIR/kharon/kharond.sock` | `~/Library/Application Support/ch.vshn.kharon/kharond.sock` |
 //!
 //! Without `XDG_RUNTIME_DIR` (sudo, cron, containers, plain ssh without logind) the socket falls
 //! back to `$TMPDIR/kharon-<uid>/` (`/tmp` when `TMPDIR` is unset); crates.md §6.
+//!
+//! macOS has no runtime directory. Its per-user `$TMPDIR` (`/var/folders/…/T`) is the wrong place
+//! for a daemon's socket: the system's cleaner (`com.apple.bsd.dirhelper`) deletes what lies there
+//! untouched for three days, and connecting to a socket touches nothing, so a daemon running for
+//! a week would lose its socket. The socket goes beside the config file instead, which nothing
+//! prunes; a home path so long that this exceeds `sun_path`'s 104 bytes falls back to
+//! `/tmp/kharon-<uid>/` (checked like any socket folder: ours, not writable by others).
+//! [`default_control_socket`] is that rule, pure, so both platforms' are tested anywhere.
 
 use std::os::unix::fs::{DirBuilderExt, MetadataExt, PermissionsExt};
 use std::path::{Path, PathBuf};
 
-/// `sun_path` holds 108 bytes on Linux and 104 on macOS, including the terminating NUL.
+/// `sun_path` holds 108 bytes on Linux, including the terminating NUL.
+pub const LINUX_MAX_SOCKET_PATH: usize = 107;
+/// `sun_path` holds 104 bytes on macOS (`<sys/un.h>`), including the terminating NUL.
+pub const MACOS_MAX_SOCKET_PATH: usize = 103;
+/// The longest socket path this platform's `sun_path` holds.
 #[cfg(target_os = "linux")]
-pub const MAX_SOCKET_PATH: usize = 107;
+pub const MAX_SOCKET_PATH: usize = LINUX_MAX_SOCKET_PATH;
 #[cfg(not(target_os = "linux"))]
-pub const MAX_SOCKET_PATH: usize = 103;
+pub const MAX_SOCKET_PATH: usize = MACOS_MAX_SOCKET_PATH;
 
 /// File name of the control socket inside the runtime directory.
 pub const SOCKET_FILE: &str = "kharond.sock";
@@ -94,17 +106,47 @@ pub fn cache_dir() -> Result<PathBuf, Error> {
 
 /// Default control socket path.
 pub fn control_socket() -> Result<PathBuf, Error> {
-    let dir = match project_dirs()?.runtime_dir() {
-        Some(dir) => dir.to_path_buf(),
-        None => {
-            let tmp = std::env::var_os("TMPDIR")
-                .filter(|v| !v.is_empty())
-                .map(PathBuf::from)
-                .unwrap_or_else(|| PathBuf::from("/tmp"));
-            tmp.join(format!("kharon-{}", uid()))
+    let dirs = project_dirs()?;
+    let tmpdir = std::env::var_os("TMPDIR").filter(|v| !v.is_empty()).map(PathBuf::from);
+    Ok(default_control_socket(&SocketPlaces {
+        macos: cfg!(target_os = "macos"),
+        runtime_dir: dirs.runtime_dir(),
+        tmpdir: tmpdir.as_deref(),
+        config_dir: dirs.config_dir(),
+        uid: uid(),
+    }))
+}
+
+/// What the default control socket path is made of.
+#[derive(Debug, Clone, Copy)]
+pub struct SocketPlaces<'a> {
+    /// Whether to follow macOS's rule rather than Linux's.
+    pub macos: bool,
+    /// `$XDG_RUNTIME_DIR/kharon` (Linux, when set).
+    pub runtime_dir: Option<&'a Path>,
+    /// `$TMPDIR`, when set and not empty.
+    pub tmpdir: Option<&'a Path>,
+    /// The config file's folder.
+    pub config_dir: &'a Path,
+    pub uid: u32,
+}
+
+/// The default control socket (see the module doc): Linux, in the runtime directory, else in
+/// `kharon-<uid>` in `$TMPDIR` or `/tmp`; macOS, beside the config file, else (too long for
+/// `sun_path`) in `/tmp/kharon-<uid>`.
+pub fn default_control_socket(places: &SocketPlaces<'_>) -> PathBuf {
+    let private_tmp = |tmp: &Path| tmp.join(format!("kharon-{}", places.uid)).join(SOCKET_FILE);
+    if places.macos {
+        let beside_config = places.config_dir.join(SOCKET_FILE);
+        if beside_config.as_os_str().len() <= MACOS_MAX_SOCKET_PATH {
+            return beside_config;
         }
-    };
-    Ok(dir.join(SOCKET_FILE))
+        return private_tmp(Path::new("/tmp"));
+    }
+    match places.runtime_dir {
+        Some(dir) => dir.join(SOCKET_FILE),
+        None => private_tmp(places.tmpdir.unwrap_or(Path::new("/tmp"))),
+    }
 }
 
 /// Checks that a socket path fits into `sun_path`.
@@ -187,6 +229,42 @@ mod tests {
         assert!(err.contains("longer than"), "{err}");
         assert!(err.contains("--control-socket"), "{err}");
         check_socket_path(Path::new("/run/user/1000/kharon/kharond.sock")).unwrap();
+    }
+
+    fn places<'a>(macos: bool, runtime_dir: Option<&'a Path>, config_dir: &'a Path) -> SocketPlaces<'a> {
+        let tmpdir = Some(Path::new("/var/folders/5d/q8hk1m1d0b52lmfn62lw0t1h0000gn/T"));
+        SocketPlaces { macos, runtime_dir, tmpdir, config_dir, uid: 501 }
+    }
+
+    #[test]
+    fn macos_socket_goes_beside_the_config_file_never_into_tmpdir() {
+        let config = Path::new("/Users/me/Library/Application Support/ch.vshn.kharon");
+        let socket = default_control_socket(&places(true, None, config));
+        assert_eq!(socket, config.join("kharond.sock"));
+        // A home path that pushes it past sun_path's 104 bytes: a short private folder instead.
+        let long = format!("/Users/{}/Library/Application Support/ch.vshn.kharon", "n".repeat(41));
+        let socket = default_control_socket(&places(true, None, Path::new(&long)));
+        assert_eq!(socket, Path::new("/tmp/kharon-501/kharond.sock"));
+        // Right at the limit still fits: 103 bytes of path and the NUL.
+        let at_limit = format!("/Users/{}/Library/Application Support/ch.vshn.kharon", "n".repeat(40));
+        let socket = default_control_socket(&places(true, None, Path::new(&at_limit)));
+        assert_eq!(socket.as_os_str().len(), MACOS_MAX_SOCKET_PATH);
+        assert!(socket.starts_with("/Users/"));
+    }
+
+    #[test]
+    fn linux_socket_goes_into_the_runtime_dir_else_a_private_tmp_folder() {
+        let config = Path::new("/home/me/.config/kharon");
+        let runtime = Path::new("/run/user/1000/kharon");
+        let socket = default_control_socket(&places(false, Some(runtime), config));
+        assert_eq!(socket, runtime.join("kharond.sock"));
+        let socket = default_control_socket(&places(false, None, config));
+        assert_eq!(
+            socket,
+            Path::new("/var/folders/5d/q8hk1m1d0b52lmfn62lw0t1h0000gn/T/kharon-501/kharond.sock")
+        );
+        let no_tmpdir = SocketPlaces { tmpdir: None, ..places(false, None, config) };
+        assert_eq!(default_control_socket(&no_tmpdir), Path::new("/tmp/kharon-501/kharond.sock"));
     }
 
     #[test]

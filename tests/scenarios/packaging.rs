@@ -1,6 +1,7 @@
 //! What packagers and releases rely on: the licence file, the changelog's order, the release
 //! script making the tag the Homebrew formula and the Arch PKGBUILD build from (run in a throwaway
-//! clone), and the zsh completion loader completing from the first TAB in a real zsh on a pty.
+//! clone), the Homebrew formula's man page and completion steps, and the zsh completion loader
+//! completing from the first TAB in a real zsh on a pty.
 
 use std::io::Write as _;
 use std::path::{Path, PathBuf};
@@ -99,6 +100,63 @@ fn changelog_is_newest_first_and_the_formula_builds_the_current_version_tag() {
     let pkgbuild = read(&root.join("contrib/arch/PKGBUILD"));
     assert!(pkgbuild.lines().any(|l| l == format!("pkgver={version}")), "{pkgbuild}");
     assert!(pkgbuild.contains("#tag=v$pkgver"), "{pkgbuild}");
+}
+
+/// The Homebrew formula's install steps, run here as far as Linux can: each `system bin/"X", …, man1`
+/// line with the built binary X and a Homebrew-shaped `share/man/man1`, and each
+/// `*_completion.install` naming a loader that exists, into the folder Homebrew gives that shell.
+#[test]
+fn homebrew_formula_installs_man_pages_and_completion_loaders_where_homebrew_looks() {
+    let root = workspace();
+    let formula = read(&root.join("contrib/homebrew/kharon.rb"));
+    let env = Env::new();
+    let man1 = env.path().join("Cellar/kharon/share/man/man1");
+    let quoted =
+        |line: &str| -> Vec<String> { line.split('"').skip(1).step_by(2).map(str::to_owned).collect() };
+    // `def install` up to its `end` (the `test do` block runs the binaries differently).
+    let install: Vec<&str> = formula
+        .lines()
+        .skip_while(|l| l.trim() != "def install")
+        .take_while(|l| l.trim_end() != "  end")
+        .map(str::trim)
+        .collect();
+    assert!(!install.is_empty(), "no `def install` in\n{formula}");
+    let mut ran = Vec::new();
+    for line in &install {
+        let Some(rest) = line.strip_prefix("system bin/") else { continue };
+        assert!(rest.ends_with(", man1"), "a system line that does not write into man1: {line}");
+        let words = quoted(rest);
+        let (program, args) = words.split_first().expect("a program");
+        let out = Command::new(bin(program)).args(args).arg(&man1).output().expect("run");
+        assert!(out.status.success(), "{line}: {}", String::from_utf8_lossy(&out.stderr));
+        ran.push(program.clone());
+    }
+    assert_eq!(ran, ["kharonctl", "kharond"], "{formula}");
+    for page in ["kharonctl.1", "kharonctl-status.1", "kharond.1"] {
+        assert!(man1.join(page).is_file(), "{page} not in {}", man1.display());
+    }
+    let installs: Vec<(String, Vec<String>)> = install
+        .iter()
+        .filter_map(|l| Some((l.split_once("_completion.install ")?.0.to_owned(), quoted(l))))
+        .collect();
+    assert_eq!(
+        installs,
+        [
+            (
+                "bash".to_owned(),
+                vec!["contrib/completions/kharonctl.bash".to_owned(), "kharonctl".to_owned()]
+            ),
+            ("zsh".to_owned(), vec!["contrib/completions/_kharonctl".to_owned()]),
+            ("fish".to_owned(), vec!["contrib/completions/kharonctl.fish".to_owned()]),
+        ]
+    );
+    for (_, files) in &installs {
+        let loader = read(&root.join(&files[0]));
+        assert!(loader.contains("kharonctl completions"), "{}: {loader}", files[0]);
+    }
+    // macOS's /bin/bash 3.2 sources nothing from `source <(…)`: the bash loader must eval.
+    let bash = read(&root.join("contrib/completions/kharonctl.bash"));
+    assert!(bash.lines().any(|l| l == "eval \"$(kharonctl completions bash)\""), "{bash}");
 }
 
 /// A git command in `dir` as a release engineer would run it; panics with its output on failure.

@@ -127,7 +127,9 @@ fn launchd_dry_run_is_a_plist_with_absolute_paths() {
     assert_eq!(string("StandardOutPath"), Some(log.clone()));
     assert_eq!(string("StandardErrorPath"), Some(log));
     assert_eq!(dict.get("RunAtLoad").and_then(plist::Value::as_boolean), Some(true));
-    assert_eq!(dict.get("KeepAlive").and_then(plist::Value::as_boolean), Some(true));
+    // Restarted when it fails (launchd.plist(5) `SuccessfulExit` false), as systemd's on-failure.
+    let keep_alive = dict.get("KeepAlive").and_then(plist::Value::as_dictionary).expect("KeepAlive");
+    assert_eq!(keep_alive.get("SuccessfulExit").and_then(plist::Value::as_boolean), Some(false));
     // launchd hands the agent its own SSH_AUTH_SOCK; nothing to write in.
     assert!(dict.get("EnvironmentVariables").is_none());
 }

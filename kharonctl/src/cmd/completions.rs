@@ -12,7 +12,7 @@ use crate::completion;
 use crate::context::Context;
 
 #[derive(Debug, clap::Args)]
-#[command(after_help = "Examples:\n  source <(kharonctl completions bash)      # in ~/.bashrc\n  \
+#[command(after_help = "Examples:\n  eval \"$(kharonctl completions bash)\"     # in ~/.bashrc\n  \
     source <(kharonctl completions zsh)       # in ~/.zshrc\n  \
     kharonctl completions fish > ~/.config/fish/completions/kharonctl.fish")]
 pub struct Args {

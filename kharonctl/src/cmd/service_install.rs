@@ -14,7 +14,7 @@ use std::process::{Command, ExitCode};
 use anyhow::{Context as _, bail};
 
 use crate::context::Context;
-use crate::service::{self, Agent, File, Inputs, Platform, launchd, systemd};
+use crate::service::{self, Agent, File, Inputs, Platform, is_per_login_agent, launchd, systemd};
 
 #[derive(Debug, clap::Args)]
 #[command(after_help = "Examples:\n  kharonctl service-install --dry-run\n  \
@@ -85,10 +85,17 @@ pub async fn run(args: Args, ctx: &Context) -> anyhow::Result<ExitCode> {
              without a passphrase; start your agent and run service-install again"
         ),
         // `ssh-agent` started by hand or by a login script picks a new random directory each time.
-        Agent::Socket(sock) if sock.starts_with("/tmp/ssh-") => eprintln!(
-            "note: the service will use the ssh-agent at {sock}, which changes with every login; prefer an \
-             agent with a fixed socket (e.g. `systemctl --user enable --now ssh-agent`, %t/ssh-agent.socket) \
-             and run service-install again"
+        Agent::Socket(sock) if is_per_login_agent(sock) => eprintln!(
+            "note: the service will use the ssh-agent at {sock}, which changes with every login; {} and run \
+             service-install again",
+            match platform {
+                Platform::Linux =>
+                    "prefer an agent with a fixed socket (e.g. `systemctl --user enable --now \
+                                    ssh-agent`, %t/ssh-agent.socket)",
+                Platform::Macos =>
+                    "prefer the agent macOS starts at every login (leave SSH_AUTH_SOCK as \
+                                    launchd sets it) or one with a fixed socket (1Password, Secretive)",
+            }
         ),
         _ => {}
     }
@@ -189,7 +196,10 @@ pub async fn run_uninstall(args: UninstallArgs, _ctx: &Context) -> anyhow::Resul
                 let units: Vec<&str> = installed.iter().filter_map(|p| p.file_name()?.to_str()).collect();
                 systemctl(&[&["disable", "--now"], &units[..]].concat())
             }
-            Platform::Macos => launchctl(&["bootout", &format!("gui/{}/{}", uid(), launchd::LABEL)]),
+            Platform::Macos => {
+                let args = launchd::stop_args(uid());
+                launchctl(&args.iter().map(String::as_str).collect::<Vec<_>>())
+            }
         };
         if let Err(e) = stopped {
             eprintln!(
@@ -349,24 +359,38 @@ fn start_systemd(files: &[File], changed: bool) -> anyhow::Result<String> {
     }
 }
 
-/// Loads the agent into the GUI domain; a changed plist is booted out first, since launchd keeps
-/// the copy it loaded.
+/// Bootstraps the agent into the GUI domain, or makes sure the loaded one runs
+/// ([`launchd::start_steps`]).
 fn start_launchd(files: &[File], changed: bool) -> anyhow::Result<String> {
-    let domain = format!("gui/{}", uid());
-    let target = format!("{domain}/{}", launchd::LABEL);
+    let uid = uid();
+    let target = launchd::service_target(uid);
     let Some(plist) = files.first().map(|f| f.path.to_string_lossy().into_owned()) else {
         bail!("no plist to load");
     };
-    let loaded = launchctl(&["print", &target]).is_ok();
-    if loaded && !changed {
-        return Ok(format!("{} is loaded and unchanged", launchd::LABEL));
+    let loaded = || launchctl(&["print", &target]).is_ok();
+    let was_loaded = loaded();
+    for step in launchd::start_steps(uid, &plist, was_loaded, changed) {
+        match step {
+            launchd::Step::Launchctl(args) => {
+                launchctl(&args.iter().map(String::as_str).collect::<Vec<_>>())?
+            }
+            launchd::Step::AwaitBootout => {
+                // At most 5 s, checked every 100 ms: launchd removes a service within moments.
+                let gone = (0..50).any(|_| {
+                    std::thread::sleep(std::time::Duration::from_millis(100));
+                    !loaded()
+                });
+                if !gone {
+                    bail!("launchd still has the old {} after `launchctl bootout {target}`", launchd::LABEL);
+                }
+            }
+        }
     }
-    if loaded {
-        launchctl(&["bootout", &target])?;
-    }
-    launchctl(&["enable", &target])?;
-    launchctl(&["bootstrap", &domain, &plist])?;
-    Ok(format!("loaded {} into {domain}", launchd::LABEL))
+    Ok(if was_loaded && !changed {
+        format!("{} is loaded and unchanged; started it if it was not running", launchd::LABEL)
+    } else {
+        format!("bootstrapped {} into {}", launchd::LABEL, launchd::domain(uid))
+    })
 }
 
 fn start_hint(platform: Platform, files: &[File]) -> String {

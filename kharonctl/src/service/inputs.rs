@@ -45,6 +45,16 @@ impl Agent {
     }
 }
 
+/// Whether `sock` is where a hand-started `ssh-agent` puts its socket, `ssh-XXXXXXXXXX/agent.PID`
+/// in the temporary folder (`/tmp` on Linux, the per-user `$TMPDIR` on macOS): a new random
+/// folder at every login, so a service pointed at it loses its agent at the next one.
+pub fn is_per_login_agent(sock: &str) -> bool {
+    let path = std::path::Path::new(sock);
+    let file = path.file_name().and_then(|f| f.to_str()).unwrap_or_default();
+    let dir = path.parent().and_then(|d| d.file_name()).and_then(|d| d.to_str()).unwrap_or_default();
+    dir.starts_with("ssh-") && file.starts_with("agent.")
+}
+
 fn is_launchd_agent(sock: &str) -> bool {
     let sock = sock.strip_prefix("/private").unwrap_or(sock);
     sock.starts_with("/tmp/com.apple.launchd.") && sock.ends_with("/Listeners")
@@ -95,6 +105,17 @@ mod tests {
         let getenv = env(&[("XDG_CURRENT_DESKTOP", "KDE"), ("SSH_AUTH_SOCK", "/tmp/ssh-x/agent.1")]);
         assert_eq!(Agent::for_systemd(&getenv), Agent::Socket("/tmp/ssh-x/agent.1".into()));
         assert_eq!(Agent::for_systemd(&env(&[])), Agent::Inherit);
+    }
+
+    #[test]
+    fn a_hand_started_agent_is_recognised_on_both_platforms() {
+        assert!(is_per_login_agent("/tmp/ssh-XXXXabcd1234/agent.4242"));
+        assert!(is_per_login_agent(
+            "/var/folders/5d/q8hk1m1d0b52lmfn62lw0t1h0000gn/T/ssh-Ab12Cd34/agent.777"
+        ));
+        assert!(!is_per_login_agent("/private/tmp/com.apple.launchd.AbC123/Listeners"));
+        assert!(!is_per_login_agent("/run/user/1000/gcr/ssh"));
+        assert!(!is_per_login_agent("/Users/me/.1password/agent.sock"));
     }
 
     #[test]

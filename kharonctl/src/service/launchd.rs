@@ -5,7 +5,12 @@
 //! `SSH_AUTH_SOCK` is normally *not* set: launchd gives every agent in the session the system
 //! ssh-agent's socket. Only a different agent (1Password, Secretive, …) is written in
 //! ([`super::inputs::Agent::for_launchd`]). There is no socket activation here; kharond binds its own
-//! sockets, and `KeepAlive` restarts it when it exits.
+//! sockets. `RunAtLoad` starts it at login and `KeepAlive` `SuccessfulExit` = false restarts it when
+//! it fails (exits non-zero or is killed by a signal), like the systemd unit's `Restart=on-failure`:
+//! a kharond that was stopped on purpose (it exits 0 on SIGTERM) stays stopped.
+//!
+//! launchctl is driven the way launchctl(1) documents since macOS 10.11: `bootstrap gui/UID PLIST`
+//! and `bootout gui/UID/LABEL`, never the deprecated `load`/`unload` ([`start_steps`], pure).
 
 use plist::{Dictionary, Value};
 
@@ -27,7 +32,9 @@ pub fn render(inputs: &Inputs) -> String {
         Value::Array(vec![inputs.kharond.to_string_lossy().into_owned().into()]),
     );
     dict.insert("RunAtLoad".into(), true.into());
-    dict.insert("KeepAlive".into(), true.into());
+    let mut keep_alive = Dictionary::new();
+    keep_alive.insert("SuccessfulExit".into(), false.into());
+    dict.insert("KeepAlive".into(), Value::Dictionary(keep_alive));
     // The proxy sits in the path of the user's browser and kubectl: no background throttling.
     dict.insert("ProcessType".into(), "Interactive".into());
     // Only in the GUI session, where launchd provides the user's ssh-agent.
@@ -49,6 +56,52 @@ pub fn render(inputs: &Inputs) -> String {
         text.push('\n');
     }
     text
+}
+
+/// One step of (re)starting the agent.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Step {
+    /// Run `launchctl` with these arguments.
+    Launchctl(Vec<String>),
+    /// Wait, bounded, until the service has left the domain: `bootout` returns before launchd has
+    /// removed it, and a `bootstrap` meanwhile fails ("Bootstrap failed: 5: Input/output error").
+    AwaitBootout,
+}
+
+/// `gui/UID`: the user's GUI login session, where the agent runs.
+pub fn domain(uid: u32) -> String {
+    format!("gui/{uid}")
+}
+
+/// `gui/UID/LABEL`: the agent in that session.
+pub fn service_target(uid: u32) -> String {
+    format!("{}/{LABEL}", domain(uid))
+}
+
+/// What (re)starts the agent whose plist is at `plist`, given whether launchd has it loaded now
+/// and whether the plist just changed. Loaded and unchanged: `kickstart` (starts it if it is not
+/// running, leaves a running one alone). Otherwise the loaded copy, which launchd keeps however the
+/// file changes, is booted out first, then the service is enabled (a disabled one cannot be
+/// bootstrapped) and the plist bootstrapped into the session.
+pub fn start_steps(uid: u32, plist: &str, loaded: bool, changed: bool) -> Vec<Step> {
+    let target = service_target(uid);
+    let run = |args: &[&str]| Step::Launchctl(args.iter().map(|a| (*a).to_owned()).collect());
+    if loaded && !changed {
+        return vec![run(&["kickstart", &target])];
+    }
+    let mut steps = Vec::new();
+    if loaded {
+        steps.push(run(&["bootout", &target]));
+        steps.push(Step::AwaitBootout);
+    }
+    steps.push(run(&["enable", &target]));
+    steps.push(run(&["bootstrap", &domain(uid), plist]));
+    steps
+}
+
+/// What stops the agent and removes it from the session (the plist stays where it is).
+pub fn stop_args(uid: u32) -> Vec<String> {
+    vec!["bootout".to_owned(), service_target(uid)]
 }
 
 #[cfg(test)]
@@ -78,7 +131,10 @@ mod tests {
         let args = dict.get("ProgramArguments").and_then(Value::as_array).expect("args");
         assert_eq!(args[0].as_string(), Some("/opt/homebrew/bin/kharond"));
         assert_eq!(dict.get("RunAtLoad").and_then(Value::as_boolean), Some(true));
-        assert_eq!(dict.get("KeepAlive").and_then(Value::as_boolean), Some(true));
+        // Restarted when it fails, not when it was stopped on purpose (launchd.plist(5)).
+        let keep_alive = dict.get("KeepAlive").and_then(Value::as_dictionary).expect("KeepAlive dict");
+        assert_eq!(keep_alive.get("SuccessfulExit").and_then(Value::as_boolean), Some(false));
+        assert_eq!(keep_alive.len(), 1);
         for key in ["StandardOutPath", "StandardErrorPath"] {
             assert_eq!(dict.get(key).and_then(Value::as_string), Some("/Users/me/Library/Logs/kharond.log"));
         }
@@ -93,5 +149,38 @@ mod tests {
             env.get("SSH_AUTH_SOCK").and_then(Value::as_string),
             Some("/Users/me/.1password/agent.sock")
         );
+    }
+
+    fn args(step: &Step) -> Vec<String> {
+        match step {
+            Step::Launchctl(args) => args.clone(),
+            Step::AwaitBootout => vec!["<await bootout>".to_owned()],
+        }
+    }
+
+    #[test]
+    fn agent_is_bootstrapped_into_the_gui_domain_never_loaded() {
+        let plist = "/Users/me/Library/LaunchAgents/ch.vshn.kharond.plist";
+        let fresh: Vec<Vec<String>> = start_steps(501, plist, false, true).iter().map(args).collect();
+        assert_eq!(fresh, [vec!["enable", "gui/501/ch.vshn.kharond"], vec!["bootstrap", "gui/501", plist]]);
+        // A changed plist: launchd keeps the copy it loaded, so out with it first, and wait.
+        let changed: Vec<Vec<String>> = start_steps(501, plist, true, true).iter().map(args).collect();
+        assert_eq!(
+            changed,
+            [
+                vec!["bootout", "gui/501/ch.vshn.kharond"],
+                vec!["<await bootout>"],
+                vec!["enable", "gui/501/ch.vshn.kharond"],
+                vec!["bootstrap", "gui/501", plist],
+            ]
+        );
+        // Loaded and unchanged: make sure it runs, without killing a running one (no -k).
+        let same: Vec<Vec<String>> = start_steps(501, plist, true, false).iter().map(args).collect();
+        assert_eq!(same, [vec!["kickstart", "gui/501/ch.vshn.kharond"]]);
+        // Not loaded although unchanged (booted out by hand): bootstrapped again.
+        assert_eq!(start_steps(501, plist, false, false), start_steps(501, plist, false, true));
+        assert_eq!(stop_args(501), ["bootout", "gui/501/ch.vshn.kharond"]);
+        let every = [fresh, changed, same].concat();
+        assert!(every.iter().all(|a| a[0] != "load" && a[0] != "unload"), "{every:?}");
     }
 }

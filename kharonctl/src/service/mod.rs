@@ -14,7 +14,7 @@ pub mod systemd;
 
 use std::path::PathBuf;
 
-pub use inputs::{Agent, Inputs};
+pub use inputs::{Agent, Inputs, is_per_login_agent};
 
 /// Which service manager to write files for.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]

@@ -27,9 +27,11 @@ pub const TRACE_MAX_WAIT: Duration = Duration::from_secs(3600);
 pub async fn connections(state: &State) -> pb::ConnectionsResponse {
     let entries = state.registry.snapshot();
     let clients: Vec<SocketAddr> = entries.iter().map(|e| e.client).collect();
-    let port = state.listen.port();
-    // Reading /proc blocks: off the async threads. A failed lookup only leaves processes unknown.
-    let processes = tokio::task::spawn_blocking(move || peer::find(&clients, port)).await.unwrap_or_default();
+    let listen = state.listen;
+    // Reading /proc (walking every process on macOS) blocks: off the async threads. A failed
+    // lookup only leaves processes unknown.
+    let processes =
+        tokio::task::spawn_blocking(move || peer::find(&clients, listen)).await.unwrap_or_default();
     let loaded = state.table();
     let connections = entries
         .iter()

@@ -11,6 +11,18 @@
 //! ~300 clients). When even the hard limit is short of what the wanted connections need, kharond
 //! asks for more: that works only with CAP_SYS_RESOURCE (root, or a service manager that allows
 //! it); unprivileged it fails with EPERM, which is fine: the daemon then serves what fits.
+//!
+//! macOS differs (getrlimit(2), setrlimit in xnu's `kern_resource.c`): the hard limit is usually
+//! `RLIM_INFINITY` and the soft one 256, and the kernel holds a process to
+//! `kern.maxfilesperproc` whatever its limits say. A soft limit above that ceiling is refused
+//! with EINVAL rather than clamped (Apple: "use `rlim_cur = min(OPEN_MAX, rlim_max)`"), so there
+//! the soft limit goes up to the hard limit *or the ceiling*, whichever is lower: the sysctl when
+//! it can be read, else [`OPEN_MAX`]. [`ceiling_for`], [`hard_request`] and [`soft_request`] are
+//! those rules, pure and tested on every platform; only reading the sysctl is macOS code.
+//!
+//! When the limit cannot even be read, the connection limit assumes the platform's usual soft
+//! limit ([`USUAL_SOFT`]: 1024 on Linux, 256 on macOS) rather than a number that would admit
+//! more clients than there are descriptors; when raising it fails, what was there stays and counts.
 
 use std::io;
 
@@ -29,6 +41,16 @@ pub const MIN_CONNECTIONS: usize = 16;
 /// wanted connections is only said (a laptop's 20,000 fits 9,808, which nobody reaches).
 pub const WORKSTATION_NEEDS: usize = 1024;
 
+/// macOS `OPEN_MAX` (`<sys/syslimits.h>`): the soft limit Apple's getrlimit(2) says to ask for
+/// at most when `kern.maxfilesperproc` is not known.
+pub const OPEN_MAX: u64 = 10_240;
+
+/// The soft limit a process usually starts with, assumed when it cannot be read.
+#[cfg(target_os = "macos")]
+pub const USUAL_SOFT: u64 = 256;
+#[cfg(not(target_os = "macos"))]
+pub const USUAL_SOFT: u64 = 1024;
+
 /// RLIMIT_NOFILE, soft and hard.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct Limit {
@@ -43,6 +65,32 @@ pub struct Raised {
     pub now: Limit,
     /// Why the hard limit could not go up to what was wanted (usually EPERM), if it was tried.
     pub hard_refused: Option<io::Error>,
+    /// Why the soft limit could not go up (it stays at `now.soft`), if it was tried.
+    pub soft_refused: Option<io::Error>,
+}
+
+/// The highest soft limit the kernel accepts, given what `kern.maxfilesperproc` read (`None`:
+/// not readable) on macOS; `None` (no ceiling but the hard limit) elsewhere.
+pub fn ceiling_for(macos: bool, maxfilesperproc: Option<u64>) -> Option<u64> {
+    macos.then(|| maxfilesperproc.filter(|&n| n > 0).unwrap_or(OPEN_MAX))
+}
+
+/// The first setrlimit [`raise`] makes, if any: both limits up to `wanted` when the hard one is
+/// lower (only a privileged process gets that), the soft part held to `ceiling`, which macOS
+/// would refuse to exceed with EINVAL.
+pub fn hard_request(found: Limit, wanted: u64, ceiling: Option<u64>) -> Option<Limit> {
+    (found.hard < wanted).then(|| Limit { soft: capped(wanted, ceiling), hard: wanted })
+}
+
+/// The soft limit to ask for once the hard limit is what it will be: the hard limit, held to
+/// `ceiling`; `None` when the soft limit is there already (never lowered).
+pub fn soft_request(current: Limit, ceiling: Option<u64>) -> Option<Limit> {
+    let soft = capped(current.hard, ceiling);
+    (soft > current.soft).then_some(Limit { soft, hard: current.hard })
+}
+
+fn capped(soft: u64, ceiling: Option<u64>) -> u64 {
+    ceiling.map_or(soft, |c| soft.min(c))
 }
 
 /// Descriptors `connections` clients need, reserve included.
@@ -63,11 +111,18 @@ pub fn connection_limit(wanted: usize) -> usize {
     let raised = match raise(needed) {
         Ok(raised) => raised,
         Err(e) => {
-            tracing::warn!("cannot read or raise the descriptor limit (RLIMIT_NOFILE): {e}");
-            // The usual soft limit, so the guess errs on the side of waiting clients over EMFILE.
-            return wanted.min(connections_fitting(1024));
+            tracing::warn!("cannot read the descriptor limit (RLIMIT_NOFILE): {e}");
+            // The platform's usual soft limit, so the guess errs on the side of waiting clients
+            // over EMFILE.
+            return wanted.min(connections_fitting(USUAL_SOFT));
         }
     };
+    if let Some(e) = &raised.soft_refused {
+        tracing::warn!(
+            "cannot raise the soft descriptor limit from {} (RLIMIT_NOFILE): {e}",
+            raised.now.soft
+        );
+    }
     let fit = connections_fitting(raised.now.soft);
     let limit = wanted.min(fit);
     if raised.now != raised.before {
@@ -117,9 +172,7 @@ pub fn shortfall(
         Some(e) => format!(" (kharond may not raise its hard limit itself: {e})"),
         None => String::new(),
     };
-    let fix = format!(
-        "set LimitNOFILE={needed} in the service unit or run `ulimit -n {needed}` where kharond starts{refused}"
-    );
+    let fix = format!("{}{refused}", how_to_allow(needed));
     if limit < WORKSTATION_NEEDS {
         Some((
             Level::Warn,
@@ -139,22 +192,65 @@ pub fn shortfall(
     }
 }
 
-/// Raises the soft limit to the hard limit, and both to `wanted` when the hard limit is lower
-/// and the process may raise it.
+/// What the user can change so that `needed` descriptors are allowed.
+fn how_to_allow(needed: u64) -> String {
+    if cfg!(target_os = "macos") {
+        // The ceiling first: kharond raises its own soft limit up to it.
+        format!(
+            "raise macOS's per-process cap with `sudo sysctl kern.maxfilesperproc={needed}` (kern.maxfiles \
+             too if it is lower), start kharond without a lower `ulimit -n`, and restart it"
+        )
+    } else {
+        format!(
+            "set LimitNOFILE={needed} in the service unit or run `ulimit -n {needed}` where kharond starts"
+        )
+    }
+}
+
+/// Raises the soft limit to the hard limit (on macOS: no higher than the kernel's per-process
+/// ceiling), and both to `wanted` when the hard limit is lower and the process may raise it.
+/// Fails only when the limit cannot be read; a refused raise is reported in [`Raised`].
 pub fn raise(wanted: u64) -> io::Result<Raised> {
+    let ceiling = ceiling();
     let before = get()?;
     let mut hard_refused = None;
-    if before.hard < wanted {
-        match set(Limit { soft: wanted, hard: wanted }) {
-            Ok(()) => {}
-            Err(e) => hard_refused = Some(e),
-        }
+    if let Some(ask) = hard_request(before, wanted, ceiling) {
+        hard_refused = set(ask).err();
     }
     let current = get()?;
-    if current.soft < current.hard {
-        set(Limit { soft: current.hard, hard: current.hard })?;
+    let soft_refused = soft_request(current, ceiling).and_then(|ask| set(ask).err());
+    Ok(Raised { before, now: get()?, hard_refused, soft_refused })
+}
+
+/// This platform's ceiling for the soft limit ([`ceiling_for`]).
+fn ceiling() -> Option<u64> {
+    #[cfg(target_os = "macos")]
+    {
+        ceiling_for(true, maxfilesperproc())
     }
-    Ok(Raised { before, now: get()?, hard_refused })
+    #[cfg(not(target_os = "macos"))]
+    {
+        ceiling_for(false, None)
+    }
+}
+
+/// `kern.maxfilesperproc`, if it can be read.
+#[cfg(target_os = "macos")]
+fn maxfilesperproc() -> Option<u64> {
+    let mut value: libc::c_int = 0;
+    let mut len = std::mem::size_of::<libc::c_int>();
+    // SAFETY: the name is NUL-terminated, and sysctlbyname writes at most `len` bytes into
+    // `value`, which is that large; no new value is set.
+    let rc = unsafe {
+        libc::sysctlbyname(
+            c"kern.maxfilesperproc".as_ptr(),
+            (&raw mut value).cast(),
+            &mut len,
+            std::ptr::null_mut(),
+            0,
+        )
+    };
+    (rc == 0 && len == std::mem::size_of::<libc::c_int>()).then(|| u64::try_from(value).ok()).flatten()
 }
 
 #[allow(clippy::unnecessary_cast, reason = "rlim_t is u32 on 32-bit Linux")]
@@ -207,6 +303,64 @@ mod tests {
     fn a_tiny_limit_still_serves_a_few() {
         assert_eq!(connections_fitting(0), MIN_CONNECTIONS);
         assert_eq!(connections_fitting(RESERVE), MIN_CONNECTIONS);
+    }
+
+    /// macOS's `RLIM_INFINITY` (`(1 << 63) - 1`) as `get` reads it.
+    const INFINITY: u64 = i64::MAX as u64;
+    /// A macOS login session's limits: soft 256, hard unlimited.
+    const MAC_DEFAULT: Limit = Limit { soft: 256, hard: INFINITY };
+
+    #[test]
+    fn macos_hard_infinite_raises_the_soft_limit_to_kern_maxfilesperproc_not_to_infinity() {
+        let ceiling = ceiling_for(true, Some(61_440));
+        assert_eq!(ceiling, Some(61_440));
+        // Nothing to ask of the hard limit: unlimited is more than any number of connections.
+        assert_eq!(hard_request(MAC_DEFAULT, needed_for(16_384), ceiling), None);
+        // setrlimit with rlim_cur = RLIM_INFINITY (or anything above the sysctl) fails with EINVAL.
+        assert_eq!(soft_request(MAC_DEFAULT, ceiling), Some(Limit { soft: 61_440, hard: INFINITY }));
+        assert_eq!(connections_fitting(61_440), (61_440 - RESERVE as usize) / 2);
+    }
+
+    #[test]
+    fn macos_hard_below_open_max_raises_the_soft_limit_to_the_hard_one() {
+        // `ulimit -Hn 4096` in the shell that started kharond: the hard limit is the ceiling.
+        let found = Limit { soft: 256, hard: 4096 };
+        for ceiling in [ceiling_for(true, Some(61_440)), ceiling_for(true, None)] {
+            // More is asked for (EPERM unless root), the soft part within the kernel's ceiling...
+            let ask = hard_request(found, needed_for(16_384), ceiling).expect("hard limit is short");
+            assert_eq!(ask.hard, needed_for(16_384));
+            assert!(ask.soft <= ceiling.unwrap(), "{ask:?} above {ceiling:?}");
+            // ...and refused, so the soft limit goes up to the hard one, below either ceiling.
+            assert_eq!(soft_request(found, ceiling), Some(Limit { soft: 4096, hard: 4096 }));
+        }
+    }
+
+    #[test]
+    fn macos_raised_kern_maxfilesperproc_is_used_in_full_and_open_max_only_without_it() {
+        // `sudo sysctl kern.maxfilesperproc=524288`: kharond goes up to it, past OPEN_MAX.
+        let raised = ceiling_for(true, Some(524_288));
+        assert_eq!(soft_request(MAC_DEFAULT, raised), Some(Limit { soft: 524_288, hard: INFINITY }));
+        // The sysctl unreadable (or zero): Apple's rule, min(OPEN_MAX, rlim_max).
+        for unknown in [ceiling_for(true, None), ceiling_for(true, Some(0))] {
+            assert_eq!(soft_request(MAC_DEFAULT, unknown), Some(Limit { soft: OPEN_MAX, hard: INFINITY }));
+        }
+        // A hard request by root stays within the ceiling too (EINVAL above it).
+        let root = hard_request(Limit { soft: 256, hard: 1024 }, 600_000, raised).expect("short");
+        assert_eq!(root, Limit { soft: 524_288, hard: 600_000 });
+    }
+
+    #[test]
+    fn linux_has_no_ceiling_but_the_hard_limit_and_no_limit_is_lowered() {
+        assert_eq!(ceiling_for(false, Some(10)), None);
+        let login = Limit { soft: 1024, hard: 524_288 };
+        assert_eq!(soft_request(login, None), Some(Limit { soft: 524_288, hard: 524_288 }));
+        assert_eq!(hard_request(login, needed_for(16_384), None), None);
+        let short = Limit { soft: 1024, hard: 4096 };
+        let wanted = needed_for(16_384);
+        assert_eq!(hard_request(short, wanted, None), Some(Limit { soft: wanted, hard: wanted }));
+        // Already at the hard limit, or above a ceiling someone raised it past: left alone.
+        assert_eq!(soft_request(Limit { soft: 4096, hard: 4096 }, None), None);
+        assert_eq!(soft_request(Limit { soft: 20_000, hard: INFINITY }, Some(10_240)), None);
     }
 
     /// Runs in a child process: limits are process-wide and other tests share this one.

@@ -1,6 +1,10 @@
 //! How much memory the daemon holds, for `Status`: its resident set, and what its heaps hold for
 //! live allocations. Over weeks the two tell a leak (live bytes grow) from an allocator that keeps
 //! pages it once needed (only the resident set grows); bench/soak.sh samples both.
+//!
+//! Linux: VmRSS from /proc and glibc's `mallinfo2`. macOS: the resident size libproc reports
+//! (`proc_pidinfo(PROC_PIDTASKINFO)`, what `ps` shows) and the malloc zones' own statistics
+//! (`malloc_zone_statistics` over every zone: bytes in use, bytes the zones hold).
 
 /// The daemon's memory now. Fields the system cannot tell are 0.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
@@ -26,7 +30,19 @@ fn resident() -> Option<u64> {
     status.vmrss.map(|kib| kib * 1024)
 }
 
-#[cfg(not(target_os = "linux"))]
+#[cfg(target_os = "macos")]
+fn resident() -> Option<u64> {
+    // SAFETY: proc_taskinfo is plain integers, for which all-zero bytes are a valid value.
+    let mut info: libc::proc_taskinfo = unsafe { std::mem::zeroed() };
+    let size = libc::c_int::try_from(std::mem::size_of::<libc::proc_taskinfo>()).ok()?;
+    // SAFETY: proc_pidinfo writes at most `size` bytes into `info`, which is that large.
+    let written = unsafe {
+        libc::proc_pidinfo(libc::getpid(), libc::PROC_PIDTASKINFO, 0, (&raw mut info).cast(), size)
+    };
+    (written == size).then_some(info.pti_resident_size)
+}
+
+#[cfg(not(any(target_os = "linux", target_os = "macos")))]
 fn resident() -> Option<u64> {
     None
 }
@@ -40,18 +56,27 @@ fn heap() -> Option<(u64, u64)> {
     Some((info.uordblks as u64 + mapped, info.arena as u64 + mapped))
 }
 
-#[cfg(not(all(target_os = "linux", target_env = "gnu")))]
+/// (live, held) bytes as the malloc zones count them, summed over every zone.
+#[cfg(target_os = "macos")]
+fn heap() -> Option<(u64, u64)> {
+    let mut stats =
+        libc::malloc_statistics_t { blocks_in_use: 0, size_in_use: 0, max_size_in_use: 0, size_allocated: 0 };
+    // SAFETY: a null zone asks for the sum over all zones (malloc/malloc.h); it writes `stats` only.
+    unsafe { libc::malloc_zone_statistics(std::ptr::null_mut(), &mut stats) };
+    Some((stats.size_in_use as u64, stats.size_allocated as u64))
+}
+
+#[cfg(not(any(all(target_os = "linux", target_env = "gnu"), target_os = "macos")))]
 fn heap() -> Option<(u64, u64)> {
     None
 }
 
 #[cfg(test)]
 mod tests {
-    use super::*;
-
-    #[cfg(all(target_os = "linux", target_env = "gnu"))]
+    #[cfg(any(all(target_os = "linux", target_env = "gnu"), target_os = "macos"))]
     #[test]
     fn live_allocations_show_in_the_heap_and_leave_it_when_freed() {
+        use super::now;
         let before = now();
         assert!(before.resident > 0 && before.heap_in_use > 0, "{before:?}");
         assert!(before.heap >= before.heap_in_use, "{before:?}");

@@ -3,8 +3,9 @@
 //! Two shapes, one contract (both honour half-close: when one side shuts down writing, the other
 //! direction is still delivered in full, and the byte counts come back as a [`Transfer`]):
 //! - [`tcp`]: TCP ↔ TCP (the direct path). On Linux this is splice(2) through a kernel pipe, so
-//!   payload never enters user space (targets.md §0: 1.7–3× a userspace copy); elsewhere a copy
-//!   with large buffers. The pipes are shared and bounded (`pipes.rs`): a connection holds one
+//!   payload never enters user space (targets.md §0: 1.7–3× a userspace copy); elsewhere (macOS)
+//!   a copy with buffers that grow to 256 KiB (`copy.rs`), held to the same contract by the same
+//!   tests on Linux. The pipes are shared and bounded (`pipes.rs`): a connection holds one
 //!   only while data moves, so an idle connection costs its two sockets and nothing more.
 //! - [`stream`]: TCP ↔ a stream that receives in owned chunks (an SSH channel): up is a user-space
 //!   copy (`copy.rs`), down writes the chunks themselves, several per `writev` (`chunked.rs`). The
@@ -79,9 +80,21 @@ pub async fn tcp(
     }
     #[cfg(not(target_os = "linux"))]
     {
-        let (up, down) = copy::bidirectional(client, upstream, counters).await?;
-        Ok(Transfer { up: sent + up, down })
+        copied(client, upstream, sent, counters).await
     }
+}
+
+/// The direct path where there is no splice(2) (macOS): a user-space copy each way, `sent`
+/// bytes of `early` already upstream. Linux tests it over real TCP sockets too (tests.rs).
+#[cfg(any(test, not(target_os = "linux")))]
+async fn copied(
+    client: &mut TcpStream,
+    upstream: &mut TcpStream,
+    sent: u64,
+    counters: &Counters,
+) -> std::io::Result<Transfer> {
+    let (up, down) = copy::bidirectional(client, upstream, counters).await?;
+    Ok(Transfer { up: sent + up, down })
 }
 
 /// Relays between a TCP client and an upstream that receives in owned chunks until both

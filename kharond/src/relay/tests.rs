@@ -73,7 +73,10 @@ impl AsyncWrite for Chunking<'_> {
 
 #[derive(Clone, Copy)]
 enum Path {
+    /// [`tcp`]: splice(2) on Linux, the copy elsewhere.
     Splice,
+    /// The direct path's copy, as macOS runs it, on any platform.
+    Copy,
     Generic,
     #[cfg(target_os = "linux")]
     SpliceWith(&'static pipes::Pipes),
@@ -90,6 +93,10 @@ async fn relay(
     let counters = Counters::default();
     let transfer = match path {
         Path::Splice => tcp(client, upstream, early.to_vec(), &counters).await,
+        Path::Copy => {
+            let sent = send_early(upstream, early.to_vec(), &counters).await?;
+            copied(client, upstream, sent, &counters).await
+        }
         Path::Generic => stream(client, &mut Chunking::new(upstream), early.to_vec(), &counters).await,
         #[cfg(target_os = "linux")]
         Path::SpliceWith(pool) => {
@@ -139,6 +146,11 @@ async fn half_close_delivers_reply(path: Path) {
 #[tokio::test]
 async fn tcp_relay_delivers_other_direction_after_half_close() {
     half_close_delivers_reply(Path::Splice).await;
+}
+
+#[tokio::test]
+async fn copying_tcp_relay_delivers_other_direction_after_half_close() {
+    half_close_delivers_reply(Path::Copy).await;
 }
 
 #[tokio::test]

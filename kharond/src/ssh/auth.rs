@@ -10,7 +10,7 @@
 //! that list picks the RSA signature hash, as in ssh.
 //!
 //! An encrypted key file that the agent does not hold cannot be used: the daemon cannot prompt,
-//! so the error says to `ssh-add` it. The agent socket comes from `IdentityAgent` or the daemon's
+//! so the error says to `ssh-add` it (on macOS the Keychain way, [`encrypted_advice`]). The agent socket comes from `IdentityAgent` or the daemon's
 //! captured `SSH_AUTH_SOCK` (never this process's live environment).
 //! Knows nothing of host keys or how the session's transport was made (`chain`).
 
@@ -28,9 +28,9 @@ use super::config::{Hop, IdentityAgent};
 #[derive(Debug, thiserror::Error)]
 pub enum Error {
     /// `agent`: whether the hop has an agent to add it to; without one, `ssh-add` in a shell
-    /// cannot help kharond.
-    #[error("{}", encrypted(path, *agent))]
-    Encrypted { path: PathBuf, agent: Agent },
+    /// cannot help kharond. `keychain`: the hop's `UseKeychain` (macOS).
+    #[error("{}", encrypted(path, *agent, *keychain))]
+    Encrypted { path: PathBuf, agent: Agent, keychain: bool },
     #[error("no key was accepted for {user}; tried {}{}", tried_list(tried), agent_note(agent))]
     Rejected { user: String, tried: Vec<String>, agent: Option<String> },
     /// The session ended while keys were being tried; `said` is the server's disconnect message,
@@ -66,23 +66,48 @@ pub enum Agent {
     NoSocket,
 }
 
-fn encrypted(path: &Path, agent: Agent) -> String {
-    let path = path.display();
+fn encrypted(path: &Path, agent: Agent, keychain: bool) -> String {
+    let shown = path.display();
     match agent {
-        Agent::Some => {
-            format!("{path} is encrypted; add it to your agent with `ssh-add {path}` (kharond cannot prompt)")
-        }
+        Agent::Some => encrypted_advice(path, keychain, cfg!(target_os = "macos")),
         Agent::NoneConfigured => format!(
-            "{path} is encrypted and the ssh config gives this hop no agent (IdentityAgent none); kharond \
+            "{shown} is encrypted and the ssh config gives this hop no agent (IdentityAgent none); kharond \
              cannot prompt: let it use your agent, or use a key without a passphrase"
         ),
-        Agent::NoSocket => format!(
-            "{path} is encrypted and kharond has no ssh-agent to use it (no SSH_AUTH_SOCK when it \
-             started; it cannot prompt): start kharond from a shell whose agent holds the key \
-             (`ssh-add {path}` there; as a service: `systemctl --user import-environment SSH_AUTH_SOCK`, \
-             then restart it)"
-        ),
+        Agent::NoSocket => {
+            // The service manager that started kharond without an agent decides the fix.
+            let service = if cfg!(target_os = "macos") {
+                "as a launchd agent: run `kharonctl service-install` again from that shell"
+            } else {
+                "as a service: `systemctl --user import-environment SSH_AUTH_SOCK`, then restart it"
+            };
+            format!(
+                "{shown} is encrypted and kharond has no ssh-agent to use it (no SSH_AUTH_SOCK when it \
+                 started; it cannot prompt): start kharond from a shell whose agent holds the key \
+                 (`ssh-add {shown}` there; {service})"
+            )
+        }
     }
+}
+
+/// What to do about an encrypted key file the agent does not hold. On macOS the passphrase of a
+/// key file can live in the user's Keychain (Apple's `UseKeychain`, here `keychain`), which only
+/// Apple's ssh and ssh-add may read: `ssh-add --apple-load-keychain` loads every such key into the
+/// agent, `--apple-use-keychain` adds one and keeps its passphrase there for the next login.
+pub fn encrypted_advice(path: &Path, keychain: bool, macos: bool) -> String {
+    let path = path.display();
+    let advice = match (macos, keychain) {
+        (false, _) => format!("add it to your agent with `ssh-add {path}`"),
+        (true, false) => format!(
+            "add it to your agent with `ssh-add --apple-use-keychain {path}`, which also keeps its \
+             passphrase in your Keychain for `ssh-add --apple-load-keychain` after a restart"
+        ),
+        (true, true) => format!(
+            "if its passphrase is in your Keychain (UseKeychain), load it into your agent with \
+             `ssh-add --apple-load-keychain`; else add it with `ssh-add --apple-use-keychain {path}`"
+        ),
+    };
+    format!("{path} is encrypted; {advice} (kharond cannot prompt)")
 }
 
 fn tried_list(tried: &[String]) -> String {
@@ -236,7 +261,7 @@ where
                 (None, IdentityAgent::None) => Agent::NoneConfigured,
                 (None, _) => Agent::NoSocket,
             };
-            Err(Error::Encrypted { path, agent })
+            Err(Error::Encrypted { path, agent, keychain: hop.use_keychain })
         }
         None => Err(Error::Rejected { user: hop.user.clone(), tried, agent: agent_problem }),
     }
@@ -309,4 +334,30 @@ fn with_suffix(path: &Path, suffix: &str) -> PathBuf {
     let mut s = path.as_os_str().to_owned();
     s.push(suffix);
     PathBuf::from(s)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn an_encrypted_key_is_advised_the_platforms_way_into_the_agent() {
+        let key = Path::new("/home/me/.ssh/id_ed25519");
+        let linux = encrypted_advice(key, true, false);
+        assert_eq!(
+            linux,
+            "/home/me/.ssh/id_ed25519 is encrypted; add it to your agent with `ssh-add /home/me/.ssh/id_ed25519` \
+             (kharond cannot prompt)"
+        );
+        let key = Path::new("/Users/me/.ssh/id_ed25519");
+        let mac = encrypted_advice(key, false, true);
+        assert!(mac.contains("`ssh-add --apple-use-keychain /Users/me/.ssh/id_ed25519`"), "{mac}");
+        assert!(!mac.contains("UseKeychain"), "{mac}");
+        let keychain = encrypted_advice(key, true, true);
+        assert!(keychain.contains("`ssh-add --apple-load-keychain`"), "{keychain}");
+        assert!(
+            keychain.contains("(UseKeychain)") && keychain.ends_with("(kharond cannot prompt)"),
+            "{keychain}"
+        );
+    }
 }

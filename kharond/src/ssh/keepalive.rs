@@ -10,11 +10,15 @@
 //!   timer and no task (an idle daemon must not wake up for it, issue 21): at the moments
 //!   something happens (a connection routed through a jump host, a `Status` probe) the pool asks
 //!   [`Detector::look`], which compares how far apart the clock that counts suspended time (Linux
-//!   `CLOCK_BOOTTIME`, macOS `CLOCK_MONOTONIC`) and the one that does not (`CLOCK_MONOTONIC`,
+//!   `CLOCK_BOOTTIME`, macOS `CLOCK_MONOTONIC_RAW`) and the one that does not (`CLOCK_MONOTONIC`,
 //!   `CLOCK_UPTIME_RAW`) are with how far apart they were at the previous look: the difference
-//!   grew by exactly the time the machine slept. A process that was only stopped (SIGSTOP, a
-//!   debugger) is not a sleep: the network did not change, and keepalive finds a session that
-//!   died meanwhile. A container cannot suspend its machine, so tests stand in for a sleep with
+//!   grew by exactly the time the machine slept. On macOS both are raw clocks on one timebase
+//!   (clock_gettime(3): `CLOCK_UPTIME_RAW` is `CLOCK_MONOTONIC_RAW` "but does not increment while
+//!   the system is asleep"). `CLOCK_MONOTONIC` counts sleep too, but follows the clock's frequency
+//!   adjustments, which the raw clocks do not ("should not be compared to other system time
+//!   sources"): its drift against `CLOCK_UPTIME_RAW` would add up to a sleep that never happened.
+//!   A process that was only stopped (SIGSTOP, a debugger) is not a sleep: the network did not
+//!   change, and keepalive finds a session that died meanwhile. A container cannot suspend its machine, so tests stand in for a sleep with
 //!   `KHARON_TEST_SLEPT_FILE` (test-only, undocumented for users): a file holding seconds that
 //!   count as slept, added to what the clocks say. The detector knows nothing of the pool.
 //! - After a sleep ([`probe_all`]): every session is marked suspect and probed at once; one that
@@ -85,7 +89,7 @@ fn asleep_so_far() -> u64 {
     #[cfg(target_os = "linux")]
     let (with_sleep, without_sleep) = (libc::CLOCK_BOOTTIME, libc::CLOCK_MONOTONIC);
     #[cfg(target_os = "macos")]
-    let (with_sleep, without_sleep) = (libc::CLOCK_MONOTONIC, libc::CLOCK_UPTIME_RAW);
+    let (with_sleep, without_sleep) = (libc::CLOCK_MONOTONIC_RAW, libc::CLOCK_UPTIME_RAW);
     #[cfg(any(target_os = "linux", target_os = "macos"))]
     {
         read(with_sleep).saturating_sub(read(without_sleep))

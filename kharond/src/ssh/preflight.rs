@@ -279,6 +279,7 @@ mod tests {
             connect_timeout: None,
             address_family: Default::default(),
             bind: None,
+            use_keychain: false,
             strict_host_key_checking: crate::ssh::config::StrictHostKeyChecking::Yes,
             user_known_hosts_files: Vec::new(),
             global_known_hosts_files: Vec::new(),

@@ -200,6 +200,7 @@ impl SshConfig {
         Ok(Hop {
             identity_files,
             identities_only: options.identities_only.unwrap_or(false),
+            use_keychain: options.use_keychain.unwrap_or(false),
             identity_agent,
             certificate_files: paths(&options.certificate_files, "CertificateFile")?,
             transport,

@@ -115,6 +115,9 @@ pub struct Hop {
     /// not exist.
     pub identity_files: Vec<PathBuf>,
     pub identities_only: bool,
+    /// `UseKeychain yes` (Apple's ssh): the passphrases of encrypted key files may be in the
+    /// user's Keychain, which changes what the error for one says (`auth.rs`).
+    pub use_keychain: bool,
     pub identity_agent: IdentityAgent,
     pub certificate_files: Vec<PathBuf>,
     /// Only meaningful on the first hop; later hops always ride a direct-tcpip channel.

@@ -37,6 +37,8 @@ pub(super) enum Key {
     CanonicalizeMaxDots,
     CanonicalizeFallbackLocal,
     CanonicalizePermittedCnames,
+    /// Apple's ssh only; read for the advice an encrypted key gets (`auth.rs`).
+    UseKeychain,
 }
 
 #[derive(Debug, Clone, Copy)]
@@ -96,7 +98,12 @@ const TABLE: &[(&str, Kind)] = &[
     ("CanonicalizeMaxDots", Kind::Apply(Key::CanonicalizeMaxDots)),
     ("CanonicalizeFallbackLocal", Kind::Apply(Key::CanonicalizeFallbackLocal)),
     ("CanonicalizePermittedCNAMEs", Kind::Apply(Key::CanonicalizePermittedCnames)),
+    // Apple's ssh: the passphrases of key files are kept in the user's Keychain, which only
+    // Apple's ssh and ssh-add may read; kharond cannot, so it only tells how to load them.
+    ("UseKeychain", Kind::Apply(Key::UseKeychain)),
     // Interactive sessions, forwarding, multiplexing, logging: a tunnel does none of it.
+    // AddKeysToAgent: ssh adds a key file it decrypted to the agent; kharond never decrypts one
+    // (an encrypted key must already be in the agent), so there is nothing for it to add.
     ("AddKeysToAgent", Kind::Ignore),
     ("BatchMode", Kind::Ignore),
     ("ChallengeResponseAuthentication", Kind::Ignore),
@@ -151,7 +158,6 @@ const TABLE: &[(&str, Kind)] = &[
     ("Tunnel", Kind::Ignore),
     ("TunnelDevice", Kind::Ignore),
     ("UpdateHostKeys", Kind::Ignore),
-    ("UseKeychain", Kind::Ignore),
     ("VisualHostKey", Kind::Ignore),
     ("WarnWeakCrypto", Kind::Ignore),
     ("XAuthLocation", Kind::Ignore),

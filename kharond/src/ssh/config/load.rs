@@ -82,6 +82,7 @@ pub(super) enum Setting {
     CanonicalizeFallbackLocal(bool),
     /// (source patterns, target patterns), lowercased; empty for `none`.
     CanonicalizePermittedCnames(Vec<(String, String)>),
+    UseKeychain(bool),
 }
 
 #[derive(Debug, Clone)]
@@ -276,6 +277,7 @@ impl Loader<'_> {
             Key::IdentityFile => Setting::IdentityFile(self.path(name, one(name, line)?)?),
             Key::CertificateFile => Setting::CertificateFile(self.path(name, one(name, line)?)?),
             Key::IdentitiesOnly => Setting::IdentitiesOnly(yes_no(name, one(name, line)?)?),
+            Key::UseKeychain => Setting::UseKeychain(yes_no(name, one(name, line)?)?),
             Key::IdentityAgent => Setting::IdentityAgent(match one(name, line)? {
                 "none" => Agent::None,
                 "SSH_AUTH_SOCK" => Agent::Env,

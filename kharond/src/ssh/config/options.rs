@@ -58,6 +58,7 @@ pub(super) struct Options<'c> {
     pub canonicalize_max_dots: Option<u32>,
     pub canonicalize_fallback_local: Option<bool>,
     pub permitted_cnames: Option<&'c [(String, String)]>,
+    pub use_keychain: Option<bool>,
     /// Blocks that applied: where, and whether they name this host (a pattern other than a bare
     /// `*`, or a `Match host`/`originalhost`).
     pub blocks: Vec<(&'c Origin, bool)>,
@@ -126,6 +127,7 @@ impl<'c> Options<'c> {
             Setting::CanonicalizeMaxDots(v) => first(&mut self.canonicalize_max_dots, *v),
             Setting::CanonicalizeFallbackLocal(v) => first(&mut self.canonicalize_fallback_local, *v),
             Setting::CanonicalizePermittedCnames(v) => first(&mut self.permitted_cnames, v.as_slice()),
+            Setting::UseKeychain(v) => first(&mut self.use_keychain, *v),
         }
     }
 

@@ -310,6 +310,18 @@ Host *
     assert_eq!(hop.identity_files, [ssh.join("bastion"), ssh.join("default")]);
 }
 
+/// Apple's `UseKeychain` (first value wins, like any flag) reaches the hop; a value ssh would
+/// refuse is refused with its line; `AddKeysToAgent` is accepted and changes nothing.
+#[test]
+fn use_keychain_applies_first_value_and_a_bad_value_names_its_line() {
+    let config = "Host bastion\n  UseKeychain yes\n  AddKeysToAgent confirm\nHost *\n  UseKeychain no\n";
+    assert!(chain_of(config, "bastion").unwrap().hops[0].use_keychain);
+    assert!(!chain_of(config, "other").unwrap().hops[0].use_keychain);
+    let home = home(&[(".ssh/config", "Host *\n  UseKeychain sometimes\n")]);
+    let err = load_error(&home);
+    assert!(err.contains(&at(&home, 2)) && err.contains("UseKeychain: expected yes or no"), "{err}");
+}
+
 #[test]
 fn keywords_ignore_case_and_accept_equals_and_quotes() {
     let config = "HOST bastion\n  hostname=b.example\n  PORT = 2200\n  user \"ops team\"\n";

@@ -15,6 +15,7 @@ pub(crate) fn hop(alias: &str, host: &str, port: u16, known_hosts: &Path) -> Hop
         user: "tester".to_owned(),
         identity_files: Vec::new(),
         identities_only: false,
+        use_keychain: false,
         identity_agent: IdentityAgent::None,
         certificate_files: Vec::new(),
         transport: Transport::Tcp,
