@@ -1,11 +1,13 @@
 //! Wall-clock times as people and logs read them, without a date library: Unix seconds as
 //! RFC 3339 in UTC.
 
+/// The last second RFC 3339's four-digit years can write: 9999-12-31T23:59:59Z.
+pub const LAST_RFC3339: u64 = 253_402_300_799;
+
 /// Unix seconds as `YYYY-MM-DDTHH:MM:SSZ` (civil-from-days, Howard Hinnant's algorithm). Times
 /// past the year 9999 (an OpenSSH certificate's "forever" is `u64::MAX`) print as `forever`.
 pub fn rfc3339(secs: u64) -> String {
-    // 9999-12-31T23:59:59Z
-    if secs > 253_402_300_799 {
+    if secs > LAST_RFC3339 {
         return "forever".to_owned();
     }
     let days = (secs / 86_400) as i64;

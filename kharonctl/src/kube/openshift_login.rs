@@ -20,6 +20,7 @@ use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 use base64::Engine as _;
 use kharon_shared::inventory::Cluster;
+use kharon_shared::time;
 use serde::{Deserialize, Serialize};
 use sha2::Digest as _;
 use tokio::net::{TcpListener, TcpStream};
@@ -124,8 +125,10 @@ pub fn exec_api_version(exec_info: Option<&str>) -> String {
 pub fn exec_credential(token: &StoredToken, api_version: &str) -> serde_json::Value {
     let mut status = serde_json::json!({ "token": token.token });
     if let Some(at) = token.expires_at {
-        // Expire it early on kubectl's side too, so it asks again before the server refuses.
-        status["expirationTimestamp"] = serde_json::json!(rfc3339(at.saturating_sub(EXPIRY_MARGIN_SECS)));
+        // Expire it early on kubectl's side too, so it asks again before the server refuses. The
+        // server chose `at`: past the year 9999 it is clamped, kubectl parses no "forever".
+        let at = at.saturating_sub(EXPIRY_MARGIN_SECS).min(time::LAST_RFC3339);
+        status["expirationTimestamp"] = serde_json::json!(time::rfc3339(at));
     }
     serde_json::json!({
         "kind": "ExecCredential",
@@ -342,32 +345,16 @@ async fn callback(mut stream: TcpStream, state: &str) -> Option<Result<String, E
     Some(Ok(code))
 }
 
-/// Unix seconds as `YYYY-MM-DDTHH:MM:SSZ` (civil-from-days, Howard Hinnant's algorithm).
-pub(crate) fn rfc3339(secs: u64) -> String {
-    let days = (secs / 86_400) as i64;
-    let rem = secs % 86_400;
-    let z = days + 719_468;
-    let era = z.div_euclid(146_097);
-    let doe = z.rem_euclid(146_097);
-    let yoe = (doe - doe / 1460 + doe / 36_524 - doe / 146_096) / 365;
-    let doy = doe - (365 * yoe + yoe / 4 - yoe / 100);
-    let mp = (5 * doy + 2) / 153;
-    let d = doy - (153 * mp + 2) / 5 + 1;
-    let m = if mp < 10 { mp + 3 } else { mp - 9 };
-    let y = yoe + era * 400 + i64::from(m <= 2);
-    format!("{y:04}-{m:02}-{d:02}T{:02}:{:02}:{:02}Z", rem / 3600, rem / 60 % 60, rem % 60)
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
     use std::time::Duration;
 
     #[test]
-    fn timestamps_are_rfc3339() {
-        assert_eq!(rfc3339(0), "1970-01-01T00:00:00Z");
-        assert_eq!(rfc3339(1_767_225_600), "2026-01-01T00:00:00Z");
-        assert_eq!(rfc3339(951_782_400 + 3661), "2000-02-29T01:01:01Z");
+    fn an_expiry_past_the_year_9999_is_clamped_to_a_date_kubectl_parses() {
+        let token = StoredToken { token: "t".into(), expires_at: Some(u64::MAX) };
+        let credential = exec_credential(&token, crate::kube::EXEC_API_V1);
+        assert_eq!(credential["status"]["expirationTimestamp"], "9999-12-31T23:59:59Z");
     }
 
     #[test]

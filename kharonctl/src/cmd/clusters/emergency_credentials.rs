@@ -197,9 +197,7 @@ fn expiry_text(token: &str, now: SystemTime) -> String {
     let Some(exp) = crate::lieutenant::oidc::token::expiry(token) else {
         return "no expiry in the token (not a JWT with exp)".to_owned();
     };
-    let at = crate::kube::openshift_login::rfc3339(
-        exp.duration_since(UNIX_EPOCH).map(|d| d.as_secs()).unwrap_or(0),
-    );
+    let at = kharon_shared::time::rfc3339(exp.duration_since(UNIX_EPOCH).map(|d| d.as_secs()).unwrap_or(0));
     match exp.duration_since(now) {
         Ok(left) => format!("expires {at} (in {})", crate::output::age(left.as_secs())),
         Err(_) => format!("EXPIRED at {at}: ask for the credentials to be renewed"),
