@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # The cost of the owner check (issue 33) on the direct path's connection setup. Not a test.
 #
-#   [PAIRS=5] [CONNS=4000] bench/owner_check.sh
+#   [JSON=FILE] [PAIRS=5] [CONNS=4000] bench/owner_check.sh
 #
 # A password-less kharond asks the kernel which user owns each client's socket (sock_diag) and
 # serves only its own; `allow_other_users = true` turns that off. This starts both, from the same
@@ -10,7 +10,8 @@
 # is measured first in every other run so that drift on the machine hits both alike. It prints each
 # run's added setup p50 (over plain loopback, measured in the same run) for both, then the median
 # of the per-run ratios: "with check / without". The budget is 1.10 (the benchmark page's added
-# setup p50 may grow by at most 10 %).
+# setup p50 may grow by at most 10 %). JSON appends both series for bench/report.py (bench/run.sh
+# puts the figure on the benchmark page).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 . bench/lib.sh
@@ -54,11 +55,16 @@ print(" ".join(out))
 PY
 )")
 done
-python3 - "${RATIOS[@]}" <<'PY'
-import statistics, sys
+python3 - "${JSON:-}" "$CONNS" "${RATIOS[@]}" <<'PY'
+import json, statistics, sys
+out, conns, runs = sys.argv[1], int(sys.argv[2]), sys.argv[3:]
 for k, how in enumerate(("IP", "name")):
-    pairs = [tuple(map(float, run.split()[k].split(":")[1:])) for run in sys.argv[1:]]
+    pairs = [tuple(map(float, run.split()[k].split(":")[1:])) for run in runs]
     ratios = [c / u for c, u in pairs]
+    if out:
+        with open(out, "a") as f:
+            print(json.dumps({"phase": "owner_check", "how": how, "conns": conns,
+                              "checked_us": [c for c, _ in pairs], "unchecked_us": [u for _, u in pairs]}), file=f)
     print(f"added setup p50 by {how:<4}: with the owner check " + ", ".join(f"{c:.1f}" for c, _ in pairs)
           + " µs; without " + ", ".join(f"{u:.1f}" for _, u in pairs) + " µs")
     print(f"  ratio per run " + ", ".join(f"{r:.3f}" for r in ratios) + f"; median {statistics.median(ratios):.3f}"

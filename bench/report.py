@@ -179,6 +179,16 @@ def direct_figures(rec, figures):
                                     [k["added_p50_us"] / m["added_p50_us"]], 1.2, at_least=False,
                                     ceiling=ceiling, note=note))
 
+    for r in rec["owner_check"]:
+        c, u = r["checked_us"], r["unchecked_us"]
+        figures.append(ratio_figure(
+            f"direct, added setup p50 by {r['how']}: owner check / none", pair_ratios(c, u), 1.1,
+            at_least=False,
+            note=f"a password-less kharond asking the kernel who owns each client's socket (sock_diag) "
+                 f"against one with allow_other_users: {med(c):.1f} / {med(u):.1f} µs added p50, "
+                 f"{med([x - y for x, y in zip(c, u)]):+.1f} µs; {len(c)} interleaved runs of "
+                 f"{r['conns']} connections (issue 33)"))
+
     rates = {r["path"]: r for r in rec["rate"] if "hops" not in r}
     if "kharond" in rates:
         k = rates["kharond"]

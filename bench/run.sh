@@ -14,6 +14,8 @@
 #   3 hops and over a 50 ms link, then each side's default cipher; warm setup; connections per
 #   second with 64 workers (with each process's CPU per connection, and the ceiling they imply);
 #   browser-like page loads;
+# - bench/owner_check.sh: connection setup of a password-less kharond with and without the check
+#   of who owns the client's socket (issue 33);
 # - bench/inventory.sh: a 50,000-cluster inventory (start, RSS, PAC size);
 # - `cargo bench -p kharon-shared --bench routing`: route lookup at 10,000 clusters.
 #
@@ -44,11 +46,11 @@ fi
 if [ "$QUICK" = 1 ]; then
   BYTES=$((16 << 20)); RUNS=2; CONNS=100; RATE_CONNS=500; IDLE=200,1000; LINK_BYTES=$((8 << 20))
   R_MIB=16; R_CONNS=50; R_RUNS=2; R_HOPS_RUNS=2; SLOW_MIB=8; SLOW_CONNS=10; SLOW_RUNS=2; R_RATE=300; R_PAGES=5
-  INV_RUNS=1; CRITERION=(--warm-up-time 0.2 --measurement-time 0.5)
+  INV_RUNS=1; OWNER_PAIRS=2; CRITERION=(--warm-up-time 0.2 --measurement-time 0.5)
 else
   BYTES=$((1 << 30)); RUNS=9; CONNS=2000; RATE_CONNS=10000; IDLE=1000,9000; LINK_BYTES=$((256 << 20))
   R_MIB=1024; R_CONNS=500; R_RUNS=15; R_HOPS_RUNS=9; SLOW_MIB=256; SLOW_CONNS=100; SLOW_RUNS=5; R_RATE=5000; R_PAGES=100
-  INV_RUNS=3; CRITERION=(--warm-up-time 1 --measurement-time 3)
+  INV_RUNS=3; OWNER_PAIRS=6; CRITERION=(--warm-up-time 1 --measurement-time 3)
 fi
 
 echo "== building (release)"
@@ -74,6 +76,9 @@ echo "== routed, same cipher, 50 ms and 1 Gbit/s to the jump host"
 RTT_MS=50 bench/routed.sh "$SLOW_MIB" "$SLOW_CONNS" "$SLOW_RUNS"
 echo "== routed, each side's default cipher"
 CIPHER=default bench/routed.sh "$R_MIB" "$R_CONNS" "$R_RUNS"
+
+echo "== the owner check's cost on connection setup (with and without, A/B)"
+PAIRS=$OWNER_PAIRS CONNS=$CONNS bench/owner_check.sh
 
 echo "== 50,000-cluster inventory"
 bench/inventory.sh 50000 "$INV_RUNS"
