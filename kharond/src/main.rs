@@ -307,9 +307,16 @@ async fn start(cli: Cli) -> Result<(), Exit> {
         state = state.with_reload_deadline(std::time::Duration::from_millis(ms));
     }
     let state = Arc::new(state);
-    // Before serving: what will fail (a jump host no Host block names that does not resolve, no
-    // ssh-agent and no usable key) is said now, not at the first connection through it.
-    state.preflight().await;
+    // What will fail (a jump host no Host block names that does not resolve, no ssh-agent and no
+    // usable key) is said at start, not at the first connection through it; beside serving, not
+    // before it: the lookups wait for DNS (up to their deadline when offline or with hundreds of
+    // jump hosts), and nothing that works should wait for them.
+    tokio::spawn({
+        let state = Arc::clone(&state);
+        async move {
+            state.preflight().await;
+        }
+    });
     daemon::run(state, socks, control, owns_socket, std::future::pending())
         .await
         .map_err(|e| fail(exit::RUNTIME)(e.into()))

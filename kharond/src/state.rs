@@ -103,8 +103,9 @@ impl State {
     pub async fn preflight(&self) -> ssh::preflight::Findings {
         let jumphosts = self.table().table.jumphosts();
         let findings = ssh::preflight::run(&self.pool, &jumphosts).await;
-        findings.log();
+        // Kept before it is logged: whoever read the log line finds the same in `Status`.
         *self.preflight.lock().unwrap_or_else(std::sync::PoisonError::into_inner) = findings.clone();
+        findings.log();
         findings
     }
 

@@ -9,7 +9,7 @@
 use std::time::{Duration, Instant};
 
 use kharon_e2e::kharond::Kharond;
-use kharon_e2e::{Env, inventory, kharonctl};
+use kharon_e2e::{Env, inventory, kharonctl, wait_until};
 use serde_json::json;
 
 use crate::jumphost::{Lab, LabOptions};
@@ -86,6 +86,8 @@ fn no_agent_and_no_usable_key_is_a_warning_at_start_and_a_failed_test_row() {
         log.lines()
             .any(|l| l.contains("WARN") && l.contains("kharond has no ssh-agent") && l.contains("jump-a"))
     };
+    // The check runs beside serving (its lookups may wait for DNS): said within its deadline.
+    wait_until(Duration::from_secs(10), || warned(&daemon.log()));
     assert!(warned(&daemon.log()), "a WARN at start:\n{}", daemon.log());
 
     let agent_row = |env: &Env| {
@@ -130,14 +132,11 @@ fn a_jump_host_no_host_block_names_is_named_before_any_connection_fails() {
         &["--inventory", inv.to_str().unwrap(), "--ssh-config", config.to_str().unwrap()],
     );
     let hint = "did you mean \"jump-tyrr\"?";
-    assert!(
-        daemon
-            .log()
-            .lines()
-            .any(|l| l.contains("WARN") && l.contains("jump host jump-tyr:") && l.contains(hint)),
-        "{}",
-        daemon.log()
-    );
+    let warned = |log: &str| {
+        log.lines().any(|l| l.contains("WARN") && l.contains("jump host jump-tyr:") && l.contains(hint))
+    };
+    wait_until(Duration::from_secs(10), || warned(&daemon.log()));
+    assert!(warned(&daemon.log()), "{}", daemon.log());
 
     let status = kharonctl::run(&env, &["status"]);
     ok(&status);
