@@ -284,10 +284,23 @@ async fn start(cli: Cli) -> Result<(), Exit> {
         }
     };
 
-    let auth = config.socks_auth.as_ref().map(|s| proxy::credentials::Credentials::new(&s.value));
+    let me = kharon_shared::paths::uid();
+    let auth = config.socks_auth.as_ref().map(|s| {
+        // The engineer's own clients get a login gate of their own (credentials.rs).
+        let uids = proxy::owner::Uids::open(me).map(|(uids, why)| {
+            if let Some(why) = why {
+                tracing::warn!(
+                    "{why}: until it can be opened, your own logins wait behind other clients' wrong guesses"
+                );
+            }
+            uids
+        });
+        proxy::credentials::Credentials::new(&s.value, uids)
+    });
     // Without a password every local user reaches the loopback listener: serve only our own.
     let owner_only = (auth.is_none() && !config.allow_other_users.value)
-        .then(|| Arc::new(proxy::owner::OwnerOnly::new(kharon_shared::paths::uid())));
+        .then(|| proxy::owner::OwnerOnly::new(me).map(Arc::new))
+        .flatten();
     if auth.is_none() && config.allow_other_users.value {
         tracing::info!(
             "no [socks] password and allow_other_users = true (from {}): every local user can use the \

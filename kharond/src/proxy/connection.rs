@@ -24,6 +24,7 @@ use tracing::{debug, info};
 
 use crate::observe::registry::Protocol;
 use crate::observe::trace::Tracer;
+use crate::proxy::credentials::Caller;
 use crate::proxy::eviction::Handshake;
 use crate::proxy::handshake::{self, Accepted};
 use crate::proxy::http;
@@ -43,17 +44,20 @@ const FIRST_BYTE_WAIT: Duration = Duration::from_secs(60);
 /// this connection to make room for a new client (eviction.rs).
 pub async fn serve(state: Arc<State>, stream: TcpStream, peer: SocketAddr, handshake: Handshake) {
     let tracked = state.registry.track(peer);
+    // The connection's two ends tell the kernel whose socket the client's is. A listener bound to
+    // one address is our end on every connection (no getsockname); only an unspecified one (never
+    // password-less) asks.
+    let local = match state.listen {
+        listen if listen.ip().is_unspecified() => stream.local_addr().unwrap_or(listen),
+        listen => listen,
+    };
+    let caller = Caller { addr: peer, local };
     // Asked now, while the client's socket surely exists; answered once its request is read.
-    let foreign = state.proxy.owner_only.as_ref().and_then(|owner| {
-        // Password-less means a loopback listener, bound to one address: ours on every connection
-        // (no getsockname needed). An unspecified one is never password-less; asked all the same.
-        let local = match state.listen {
-            listen if !listen.ip().is_unspecified() => Some(listen),
-            _ => stream.local_addr().ok(),
-        };
-        let ours = local.is_some_and(|local| owner.admits(peer, local));
-        (!ours).then(|| NotOurs { me: owner.me() })
-    });
+    let foreign = state
+        .proxy
+        .owner_only
+        .as_ref()
+        .and_then(|owner| (!owner.admits(peer, local)).then(|| NotOurs { me: owner.me() }));
     // Taken once, at accept: the whole handshake, whatever its protocol, shares it.
     let timeout = state.proxy.handshake_timeout;
     let deadline = Deadline::now() + timeout;
@@ -61,12 +65,15 @@ pub async fn serve(state: Arc<State>, stream: TcpStream, peer: SocketAddr, hands
     // stage, and a relayed connection lives long in the smallest. Inline, the refusal's 4 KiB
     // discard buffer alone made every connection's task 5.7 KB.
     let request =
-        match Box::pin(handshake::accept(stream, peer, state.proxy.auth.as_ref(), deadline, timeout)).await {
+        match Box::pin(handshake::accept(stream, caller, state.proxy.auth.as_ref(), deadline, timeout)).await
+        {
             Ok(Accepted::Proxy(request)) => request,
             Ok(Accepted::Http(request)) => {
                 tracked.http();
-                // The PAC lists every cluster domain: not for other users either.
-                let request = if foreign.is_some() { request.forbidden() } else { request };
+                // The PAC lists every cluster domain: not for other users, nor for other machines
+                // (a non-loopback listener has a password, which a PAC fetch never carries).
+                let refused = foreign.is_some() || Client::of(peer) == Client::Remote;
+                let request = if refused { request.forbidden() } else { request };
                 if let Err(e) = Box::pin(http::serve(&state, request)).await {
                     debug!(client.addr = %peer, "PAC request failed: {e}");
                 }

@@ -12,8 +12,14 @@
 //! taken *before* the password is compared, so no answer comes sooner for a right password than for
 //! a wrong one: closing a connection that has not been answered yet tells a guesser nothing. The
 //! right password keeps working meanwhile, behind the guesses that arrived before it (one hold
-//! each, within the handshake timeout). Failed logins are logged at WARN, at most one line per
-//! [`WARN_EVERY`] with the count of those in between.
+//! each). Failed logins are logged at WARN, at most one line per [`WARN_EVERY`] with the count of
+//! those in between.
+//!
+//! A queue that every login shares can be filled: about a hundred waiting guesses (ten seconds of
+//! holds) would make the engineer's own login outlast the handshake timeout. So the clients whose
+//! socket belongs to kharond's own user (asked of the kernel, as for a password-less kharond:
+//! [`Uids`]) pass a gate of their own, and only each other's guesses hold it; everyone else (other
+//! local users, other machines, and everyone where the kernel cannot tell) shares the other gate.
 
 use std::net::SocketAddr;
 use std::sync::{Arc, Mutex, PoisonError};
@@ -21,6 +27,8 @@ use std::time::Duration;
 
 use kharon_shared::Secret;
 use kharon_shared::config::SocksAuth;
+
+use crate::proxy::owner::Uids;
 use subtle::ConstantTimeEq;
 use tokio::sync::Semaphore;
 use tokio::time::Instant;
@@ -36,12 +44,39 @@ pub const WRONG_GUESS_HOLD: Duration = Duration::from_millis(101);
 pub const WARN_EVERY: Duration = Duration::from_secs(10);
 
 /// `[socks]` username and password as SHA-256 digests, the form [`matches()`] compares, and the
-/// gate every check of them passes. Clones share the gate.
+/// gates every check of them passes. Clones share the gates.
 #[derive(Debug, Clone)]
 pub struct Credentials {
     username: Secret<Digest>,
     password: Secret<Digest>,
-    gate: Arc<Gate>,
+    gates: Arc<Gates>,
+}
+
+/// Who asks: the client's address and the listener address it reached (the connection's two
+/// ends, which tell the kernel whose socket it is).
+#[derive(Debug, Clone, Copy)]
+pub struct Caller {
+    pub addr: SocketAddr,
+    pub local: SocketAddr,
+}
+
+#[cfg(test)]
+impl Caller {
+    /// A loopback client of a loopback listener, for tests that do not ask the kernel.
+    pub const TEST: Caller = Caller {
+        addr: SocketAddr::new(std::net::IpAddr::V4(std::net::Ipv4Addr::LOCALHOST), 40000),
+        local: SocketAddr::new(std::net::IpAddr::V4(std::net::Ipv4Addr::LOCALHOST), 12000),
+    };
+}
+
+/// The engineer's own clients' gate and everyone else's (module doc), and the failed logins.
+#[derive(Debug)]
+struct Gates {
+    own: Gate,
+    others: Gate,
+    /// Tells the engineer's own clients; `None` where the system cannot (all are others).
+    uids: Option<Uids>,
+    failures: Mutex<Failures>,
 }
 
 /// One check at a time, and a pause after each wrong guess.
@@ -51,7 +86,6 @@ struct Gate {
     turn: Semaphore,
     /// Protected by `turn`: when the next check may compare.
     open_at: Mutex<Option<Instant>>,
-    failures: Mutex<Failures>,
 }
 
 /// Failed logins since the last WARN.
@@ -62,23 +96,28 @@ struct Failures {
 }
 
 impl Credentials {
-    pub fn new(auth: &SocksAuth) -> Self {
+    /// `uids` tells the engineer's own clients from others (a gate each); without it all share one.
+    pub fn new(auth: &SocksAuth, uids: Option<Uids>) -> Self {
+        let gate = || Gate { turn: Semaphore::new(1), open_at: Mutex::new(None) };
         Credentials {
             username: Secret::new(digest(auth.username.as_bytes())),
             password: Secret::new(digest(auth.password.as_bytes())),
-            gate: Arc::new(Gate {
-                turn: Semaphore::new(1),
-                open_at: Mutex::new(None),
+            gates: Arc::new(Gates {
+                own: gate(),
+                others: gate(),
+                uids,
                 failures: Mutex::new(Failures::default()),
             }),
         }
     }
 
-    /// Whether `username` and `password` are ours, through the gate (module doc): waits for the
-    /// checks that arrived before, and for the hold after a wrong guess, then compares. The caller
-    /// answers right away; `client` names who failed in the log.
-    pub async fn check(&self, username: &[u8], password: &[u8], client: SocketAddr) -> bool {
-        let gate = &self.gate;
+    /// Whether `username` and `password` are ours, through the caller's gate (module doc): waits
+    /// for the checks that arrived there before, and for the hold after a wrong guess, then
+    /// compares. The caller answers right away; `caller` names who failed in the log.
+    pub async fn check(&self, username: &[u8], password: &[u8], caller: Caller) -> bool {
+        let gates = &self.gates;
+        let own = gates.uids.as_ref().is_some_and(|uids| uids.is_ours(caller.addr, caller.local));
+        let gate = if own { &gates.own } else { &gates.others };
         // Never closed, so acquiring cannot fail; if it did, refusing is the safe answer.
         let Ok(_turn) = gate.turn.acquire().await else { return false };
         let open_at = *gate.open_at.lock().unwrap_or_else(PoisonError::into_inner);
@@ -89,13 +128,13 @@ impl Credentials {
         if !accepted {
             *gate.open_at.lock().unwrap_or_else(PoisonError::into_inner) =
                 Some(Instant::now() + WRONG_GUESS_HOLD);
-            gate.failed(client);
+            gates.failed(caller.addr);
         }
         accepted
     }
 }
 
-impl Gate {
+impl Gates {
     /// Counts a failed login and logs it, at most once per [`WARN_EVERY`].
     fn failed(&self, client: SocketAddr) {
         let mut failures = self.failures.lock().unwrap_or_else(PoisonError::into_inner);
@@ -135,10 +174,10 @@ mod tests {
     use super::*;
 
     fn creds() -> Credentials {
-        Credentials::new(&SocksAuth { username: "kh".into(), password: "s3cret".into() })
+        Credentials::new(&SocksAuth { username: "kh".into(), password: "s3cret".into() }, None)
     }
 
-    const CLIENT: SocketAddr = SocketAddr::new(std::net::IpAddr::V4(std::net::Ipv4Addr::LOCALHOST), 40000);
+    const CLIENT: Caller = Caller::TEST;
 
     #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
     async fn wrong_guesses_are_answered_at_most_ten_a_second_and_the_right_one_still_passes() {
@@ -184,5 +223,40 @@ mod tests {
         assert!(!creds.check(b"KH", b"s3cret", CLIENT).await);
         assert!(!creds.check(b"kh", b"s3cret!", CLIENT).await);
         assert!(started.elapsed() >= WRONG_GUESS_HOLD);
+    }
+    /// Twenty queued guesses are two seconds of holds (a hundred would outlast the handshake
+    /// timeout): the engineer's own client (its socket ours, asked of the kernel) is answered at
+    /// once all the same, while a stranger's right password still waits its turn behind them.
+    #[cfg(target_os = "linux")]
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn the_engineers_own_login_never_queues_behind_other_clients_guesses() {
+        let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+        let server = listener.local_addr().unwrap();
+        let _client = std::net::TcpStream::connect(server).unwrap();
+        let (_accepted, peer) = listener.accept().unwrap();
+        let (uids, _) = Uids::open(kharon_shared::paths::uid()).expect("Linux can tell");
+        let auth = SocksAuth { username: "kh".into(), password: "s3cret".into() };
+        let creds = Credentials::new(&auth, Some(uids));
+        // A connection the kernel does not know: not provably ours, so it is one of the others.
+        let stranger = Caller { addr: SocketAddr::from(([127, 0, 0, 1], 1)), local: server };
+        let guesses: Vec<_> = (0..20)
+            .map(|i| {
+                let creds = creds.clone();
+                tokio::spawn(
+                    async move { creds.check(b"kh", format!("guess-{i}").as_bytes(), stranger).await },
+                )
+            })
+            .collect();
+        // Let them queue: the first holds the gate after its answer.
+        tokio::time::sleep(Duration::from_millis(20)).await;
+
+        let started = Instant::now();
+        assert!(creds.check(b"kh", b"s3cret", Caller { addr: peer, local: server }).await);
+        assert!(started.elapsed() < WRONG_GUESS_HOLD, "our own login waited {:?}", started.elapsed());
+        assert!(creds.check(b"kh", b"s3cret", stranger).await);
+        assert!(started.elapsed() >= WRONG_GUESS_HOLD * 19, "a stranger jumped the queue");
+        for guess in guesses {
+            assert!(!guess.await.unwrap());
+        }
     }
 }

@@ -20,7 +20,7 @@ use tokio::net::TcpStream;
 use tokio::time::Instant;
 use zeroize::Zeroizing;
 
-use crate::proxy::credentials::Credentials;
+use crate::proxy::credentials::{Caller, Credentials};
 use crate::proxy::http;
 use crate::proxy::linger::{LINGER, linger};
 use crate::proxy::socks;
@@ -78,10 +78,10 @@ const FIRST_READ: usize = 512;
 
 /// Reads the client's handshake, whatever its protocol, within `deadline`. A refusal (bad
 /// input, wrong password) has been answered and the connection closed when this returns it.
-/// `peer` is the client's address, for the log of a failed login.
+/// `caller` is the connection's two ends, for the login gate and the log of a failed login.
 pub async fn accept(
     mut client: TcpStream,
-    peer: SocketAddr,
+    caller: Caller,
     auth: Option<&Credentials>,
     deadline: Instant,
     timeout: Duration,
@@ -93,18 +93,20 @@ pub async fn accept(
             return Err(Error::Closed);
         }
         if !http::looks_like_http(received[0]) {
-            let target = socks::negotiate(&mut client, &mut received, auth, peer).await?;
+            let target = socks::negotiate(&mut client, &mut received, auth, caller).await?;
             return Ok(Handshake::Proxy(target, Protocol::Socks5, received.to_vec()));
         }
         match http::read_head(&mut client, &mut received, auth).await? {
             (http::Head::Answer(reply), _) => Ok(Handshake::Http(reply)),
-            (http::Head::Connect(decided), early) => match http::connect::admit(decided, auth, peer).await {
-                Ok(target) => Ok(Handshake::Proxy(target, Protocol::HttpConnect, early)),
-                Err(e) => {
-                    http::connect::refuse(&mut client, &e).await?;
-                    Err(e.into())
+            (http::Head::Connect(decided), early) => {
+                match http::connect::admit(decided, auth, caller).await {
+                    Ok(target) => Ok(Handshake::Proxy(target, Protocol::HttpConnect, early)),
+                    Err(e) => {
+                        http::connect::refuse(&mut client, &e).await?;
+                        Err(e.into())
+                    }
                 }
-            },
+            }
         }
     };
     let outcome = tokio::time::timeout_at(deadline, handshake).await;
@@ -186,14 +188,13 @@ mod tests {
         let (mut client, server) = tcp_pair().await;
         let timeout = Duration::from_millis(300);
         client.write_all(b"CONNECT api.example:443 HTTP/1.1\r\nHost: api.example:443\r\n").await.unwrap();
-        let peer = "127.0.0.1:40000".parse().unwrap();
-        let accepted = accept(server, peer, None, Instant::now() + timeout, timeout).await;
+        let accepted = accept(server, Caller::TEST, None, Instant::now() + timeout, timeout).await;
         assert!(matches!(accepted, Err(Error::Deadline(_))), "an unfinished head outlived the deadline");
 
         let (mut client, server) = tcp_pair().await;
         client.write_all(b"CONNECT API.example:443 HTTP/1.1\r\n\r\nhello").await.unwrap();
         let deadline = Instant::now() + Duration::from_secs(10);
-        let Ok(Accepted::Proxy(request)) = accept(server, peer, None, deadline, timeout).await else {
+        let Ok(Accepted::Proxy(request)) = accept(server, Caller::TEST, None, deadline, timeout).await else {
             panic!("not a proxy request")
         };
         assert_eq!(request.target, Target::Name("api.example".into(), 443));

@@ -6,7 +6,9 @@
 //! asks the kernel, for each client, which user owns the client's end of the exact connection
 //! ([`OwnerOnly::admits`]), and answers any other user's request with SOCKS "not allowed" (0x02)
 //! or HTTP 403, and one WARN per user and minute naming the uid. `allow_other_users = true` in the
-//! config file turns the check off; with a password there is none (the password decides).
+//! config file turns the check off; with a password there is none (the password decides), but the
+//! same lookup ([`Uids`]) gives the engineer's own clients a login gate of their own
+//! (`credentials.rs`), so that no number of queued guessers can starve them.
 //!
 //! How the kernel is asked is per system, behind one type with one method (`Kernel::client_uid`)
 //! and a constant saying whether it can tell at all (`CHECKS`):
@@ -38,8 +40,6 @@ pub enum Lookup {
     NotFound,
     /// The lookup failed (why, for the log).
     Failed(String),
-    /// This system offers no check (yet): nothing is known.
-    Unsupported,
 }
 
 #[cfg(not(target_os = "linux"))]
@@ -53,19 +53,67 @@ const WARN_EVERY: Duration = Duration::from_secs(60);
 /// uids is one more line each, never unbounded memory).
 const REMEMBERED: usize = 1024;
 
-/// The check of a password-less kharond: only clients of `me` are served.
-pub struct OwnerOnly {
+/// Which uid owns a client's socket, asked of the kernel (per system, module doc).
+pub struct Uids {
     me: u32,
     /// Where the kernel is asked; `None` after it could not be opened (tried again next time).
     /// A lookup holds the lock for its two system calls only.
     kernel: Mutex<Option<system::Kernel>>,
-    warned: Mutex<Warned>,
 }
 
-impl std::fmt::Debug for OwnerOnly {
+impl std::fmt::Debug for Uids {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("OwnerOnly").field("me", &self.me).finish_non_exhaustive()
+        f.debug_struct("Uids").field("me", &self.me).finish_non_exhaustive()
     }
+}
+
+impl Uids {
+    /// Lookups for a kharond running as `me`, and why the kernel cannot be asked yet (it is tried
+    /// again at the next lookup); `None` where this system cannot tell at all.
+    pub fn open(me: u32) -> Option<(Self, Option<String>)> {
+        if !system::CHECKS {
+            return None;
+        }
+        let (kernel, why) = match system::Kernel::open() {
+            Ok(kernel) => (Some(kernel), None),
+            Err(why) => (None, Some(why)),
+        };
+        Some((Uids { me, kernel: Mutex::new(kernel) }, why))
+    }
+
+    /// The uid owning the socket at `client` that is connected to our `server` address.
+    pub fn client_uid(&self, client: SocketAddr, server: SocketAddr) -> Lookup {
+        let mut kernel = self.kernel.lock().unwrap_or_else(PoisonError::into_inner);
+        let asked = match &mut *kernel {
+            Some(asked) => asked,
+            None => match system::Kernel::open() {
+                Ok(opened) => kernel.insert(opened),
+                Err(why) => return Lookup::Failed(why),
+            },
+        };
+        match asked.client_uid(client, server) {
+            Ok(Some(uid)) => Lookup::Uid(uid),
+            Ok(None) => Lookup::NotFound,
+            Err(why) => {
+                // A socket in a bad state is not reused: the next lookup opens a fresh one.
+                *kernel = None;
+                Lookup::Failed(why)
+            }
+        }
+    }
+
+    /// Whether the client at `client` is provably ours; anything else (another uid, a socket
+    /// the kernel does not know, a failed lookup) is not.
+    pub fn is_ours(&self, client: SocketAddr, server: SocketAddr) -> bool {
+        self.client_uid(client, server) == Lookup::Uid(self.me)
+    }
+}
+
+/// The check of a password-less kharond: only clients of our own user are served.
+#[derive(Debug)]
+pub struct OwnerOnly {
+    uids: Uids,
+    warned: Mutex<Warned>,
 }
 
 #[derive(Debug, Default)]
@@ -87,67 +135,38 @@ impl std::fmt::Display for NotOurs {
 }
 
 impl OwnerOnly {
-    /// The check for a kharond running as `me`; opens where the kernel is asked, and says at
-    /// start what it checks.
-    pub fn new(me: u32) -> Self {
-        let kernel = match system::Kernel::open() {
-            Ok(kernel) => Some(kernel),
-            Err(why) => {
-                warn!(
-                    "{why}: every client will be refused until it can be opened (set a [socks] password or allow_other_users = true)"
-                );
-                None
-            }
-        };
-        if !system::CHECKS {
+    /// The check for a kharond running as `me`, and says at start what it checks; `None` where
+    /// this system cannot tell who a client is (said at start too: every local user is served).
+    pub fn new(me: u32) -> Option<Self> {
+        let Some((uids, why)) = Uids::open(me) else {
             warn!(
                 "no [socks] password, and on this system kharond cannot tell which local user a client \
                  is: every local user can use the proxy (and your SSH identity). Set [socks] username \
                  and password in the config file to keep them out"
             );
-        } else {
-            info!(
-                "no [socks] password: serving only clients of uid {me} (allow_other_users = true in the \
-                 config file serves every local user)"
+            return None;
+        };
+        if let Some(why) = why {
+            warn!(
+                "{why}: every client will be refused until it can be opened (set a [socks] password or allow_other_users = true)"
             );
         }
-        OwnerOnly { me, kernel: Mutex::new(kernel), warned: Mutex::new(Warned::default()) }
-    }
-
-    /// The uid owning the socket at `client` that is connected to our `server` address.
-    pub fn client_uid(&self, client: SocketAddr, server: SocketAddr) -> Lookup {
-        if !system::CHECKS {
-            return Lookup::Unsupported;
-        }
-        let mut kernel = self.kernel.lock().unwrap_or_else(PoisonError::into_inner);
-        if kernel.is_none() {
-            match system::Kernel::open() {
-                Ok(opened) => *kernel = Some(opened),
-                Err(why) => return Lookup::Failed(why),
-            }
-        }
-        let Some(asked) = kernel.as_mut() else { return Lookup::Failed("no netlink socket".to_owned()) };
-        match asked.client_uid(client, server) {
-            Ok(Some(uid)) => Lookup::Uid(uid),
-            Ok(None) => Lookup::NotFound,
-            Err(why) => {
-                // A socket in a bad state is not reused: the next lookup opens a fresh one.
-                *kernel = None;
-                Lookup::Failed(why)
-            }
-        }
+        info!(
+            "no [socks] password: serving only clients of uid {me} (allow_other_users = true in the \
+             config file serves every local user)"
+        );
+        Some(OwnerOnly { uids, warned: Mutex::new(Warned::default()) })
     }
 
     pub fn me(&self) -> u32 {
-        self.me
+        self.uids.me
     }
 
     /// Whether the client at `peer`, connected to our `local` address, belongs to us; a refusal is
     /// logged (rate-limited). A lookup that fails refuses: serving a stranger is the worse error.
     pub fn admits(&self, peer: SocketAddr, local: SocketAddr) -> bool {
-        match self.client_uid(peer, local) {
-            Lookup::Uid(uid) if uid == self.me => true,
-            Lookup::Unsupported => true,
+        match self.uids.client_uid(peer, local) {
+            Lookup::Uid(uid) if uid == self.uids.me => true,
             Lookup::Uid(uid) => {
                 self.refused_uid(uid, peer);
                 false
@@ -179,7 +198,7 @@ impl OwnerOnly {
             client.uid = uid,
             "refused a client of uid {uid}: without a [socks] password kharond serves only its own user \
              (uid {}); set allow_other_users = true in the config file to serve other local users",
-            self.me
+            self.uids.me
         );
     }
 
@@ -195,7 +214,7 @@ impl OwnerOnly {
             client.addr = %peer,
             "refused a client whose user cannot be told ({why}): without a [socks] password kharond \
              serves only its own user (uid {})",
-            self.me
+            self.uids.me
         );
     }
 }
@@ -212,17 +231,20 @@ mod tests {
         let (_accepted, peer) = listener.accept().unwrap();
         assert_eq!(peer, client.local_addr().unwrap());
         let me = kharon_shared::paths::uid();
-        let owner = OwnerOnly::new(me);
-        assert_eq!(owner.client_uid(peer, server), Lookup::Uid(me));
+        let owner = OwnerOnly::new(me).expect("Linux can tell");
+        assert_eq!(owner.uids.client_uid(peer, server), Lookup::Uid(me));
         assert!(owner.admits(peer, server));
+        assert!(owner.uids.is_ours(peer, server));
         // Asked many times: the netlink socket is reused and answers stay right.
         for _ in 0..100 {
-            assert_eq!(owner.client_uid(peer, server), Lookup::Uid(me));
+            assert_eq!(owner.uids.client_uid(peer, server), Lookup::Uid(me));
         }
         let nobody = SocketAddr::from(([127, 0, 0, 1], 1));
-        assert_eq!(owner.client_uid(nobody, server), Lookup::NotFound);
+        assert_eq!(owner.uids.client_uid(nobody, server), Lookup::NotFound);
         assert!(!owner.admits(nobody, server));
-        assert!(!OwnerOnly::new(me.wrapping_add(1)).admits(peer, server), "another uid is refused");
+        assert!(!owner.uids.is_ours(nobody, server));
+        let other = OwnerOnly::new(me.wrapping_add(1)).expect("Linux can tell");
+        assert!(!other.admits(peer, server), "another uid is refused");
         assert_eq!(
             NotOurs { me: 7 }.to_string(),
             "because without a [socks] password it serves only the user it runs as (uid 7)"
@@ -238,6 +260,7 @@ mod tests {
         let _client = std::net::TcpStream::connect(server).unwrap();
         let (_accepted, peer) = listener.accept().unwrap();
         let me = kharon_shared::paths::uid();
-        assert_eq!(OwnerOnly::new(me).client_uid(peer, server), Lookup::Uid(me));
+        let (uids, _) = Uids::open(me).expect("Linux can tell");
+        assert_eq!(uids.client_uid(peer, server), Lookup::Uid(me));
     }
 }

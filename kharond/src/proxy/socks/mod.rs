@@ -19,7 +19,7 @@ use std::net::SocketAddr;
 
 use tokio::io::{AsyncRead, AsyncReadExt, AsyncWrite, AsyncWriteExt};
 
-use crate::proxy::credentials::Credentials;
+use crate::proxy::credentials::{Caller, Credentials};
 use crate::routing::target::{self, Target, Unreachable};
 use wire::{Address, Parse, Violation};
 
@@ -65,12 +65,12 @@ const READ: usize = 512;
 /// Runs greeting, authentication and request; on success the client waits for our reply.
 /// `buf` holds what was already read from the client (it starts with the greeting); on success it
 /// holds what the client sent after its request, for the relay. A refusal is written before the
-/// error is returned. `peer` is the client's address, for the log of a failed login.
+/// error is returned. `caller` is who asks, for the login gate and the log of a failed login.
 pub async fn negotiate<S>(
     client: &mut S,
     buf: &mut Vec<u8>,
     auth: Option<&Credentials>,
-    peer: SocketAddr,
+    caller: Caller,
 ) -> Result<Target, Error>
 where
     S: AsyncRead + AsyncWrite + Unpin,
@@ -95,7 +95,7 @@ where
         let (credentials, len) = read_message(client, buf, wire::credentials).await?;
         // Through the gate that keeps guessing slow (credentials.rs).
         let accepted = expected
-            .check(&buf[credentials.username.clone()], &buf[credentials.password.clone()], peer)
+            .check(&buf[credentials.username.clone()], &buf[credentials.password.clone()], caller)
             .await;
         // Vec does not clear what it frees or moves: the password would stay in the heap.
         buf[..len].fill(0);

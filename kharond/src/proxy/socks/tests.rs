@@ -78,7 +78,7 @@ impl AsyncWrite for Client {
 }
 
 fn creds() -> Credentials {
-    Credentials::new(&SocksAuth { username: "kh".into(), password: "s3cret".into() })
+    Credentials::new(&SocksAuth { username: "kh".into(), password: "s3cret".into() }, None)
 }
 
 /// A runtime of its own for each handshake: the credentials' gate holds a wrong guess with tokio's
@@ -87,15 +87,13 @@ fn block_on<F: std::future::Future>(future: F) -> F::Output {
     tokio::runtime::Builder::new_current_thread().enable_time().build().expect("runtime").block_on(future)
 }
 
-const PEER: std::net::SocketAddr =
-    std::net::SocketAddr::new(std::net::IpAddr::V4(std::net::Ipv4Addr::LOCALHOST), 40000);
-
 /// Runs the handshake; returns the outcome and the client (what we wrote, what is left for the
 /// relay).
 fn run(input: &[u8], chunks: &[usize], auth: Option<&Credentials>) -> (Result<Target, Error>, Client) {
     let mut client = Client::new(input, chunks);
     let mut received = Vec::new();
-    let outcome = block_on(negotiate(&mut client, &mut received, auth, PEER));
+    let outcome =
+        block_on(negotiate(&mut client, &mut received, auth, crate::proxy::credentials::Caller::TEST));
     if outcome.is_ok() {
         client.early = received;
     }

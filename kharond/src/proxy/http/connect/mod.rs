@@ -32,14 +32,13 @@
 //!   same port: the listener is loopback-only unless a password is set, and then CONNECT needs it.
 
 use std::fmt;
-use std::net::SocketAddr;
 
 use base64::Engine;
 use tokio::io::{AsyncWrite, AsyncWriteExt};
 use zeroize::Zeroizing;
 
 use super::response::{TEXT, response_head};
-use crate::proxy::credentials::Credentials;
+use crate::proxy::credentials::{Caller, Credentials};
 use crate::routing::target::{self, Shown, Target, Unreachable};
 
 /// The answer that opens the tunnel. RFC 9110 §9.3.6: no Content-Length, no body.
@@ -91,18 +90,24 @@ pub fn decide(request: &httparse::Request<'_, '_>, auth: Option<&Credentials>) -
 }
 
 /// The target of a decided CONNECT, once its credentials passed the gated check (which may wait
-/// its turn: credentials.rs); or why it is refused. `peer` names the client of a failed login.
+/// its turn: credentials.rs); or why it is refused. `caller` is who asks (credentials.rs).
 pub async fn admit(
     decided: Result<Connect, Error>,
     auth: Option<&Credentials>,
-    peer: SocketAddr,
+    caller: Caller,
 ) -> Result<Target, Error> {
     let connect = decided?;
-    if let (Some(expected), Some(given)) = (auth, &connect.credentials) {
-        let (username, password) = given.decoded.split_at(given.colon);
-        if !expected.check(username, &password[1..], peer).await {
-            return Err(Error::AuthRejected);
+    match (auth, &connect.credentials) {
+        (Some(expected), Some(given)) => {
+            let (username, password) = given.decoded.split_at(given.colon);
+            if !expected.check(username, &password[1..], caller).await {
+                return Err(Error::AuthRejected);
+            }
         }
+        // `decide` asks for credentials whenever a password is set; should it not have, this is
+        // still no way in.
+        (Some(_), None) => return Err(Error::NoCredentials),
+        (None, _) => {}
     }
     connect.target
 }

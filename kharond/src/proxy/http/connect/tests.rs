@@ -7,7 +7,7 @@ use super::super::request::Judged;
 use super::*;
 
 fn creds() -> Credentials {
-    Credentials::new(&SocksAuth { username: "kh".into(), password: "s3:cret".into() })
+    Credentials::new(&SocksAuth { username: "kh".into(), password: "s3:cret".into() }, None)
 }
 
 fn connect(target: &str, headers: &str) -> String {
@@ -20,9 +20,8 @@ fn connect(target: &str, headers: &str) -> String {
 fn judge(head: &[u8], auth: Option<&Credentials>) -> Option<Result<Target, Error>> {
     match super::super::request::judge(head, |request| decide(request, auth)) {
         Judged::Connect { verdict, .. } => {
-            let peer = "127.0.0.1:40000".parse().unwrap();
             let runtime = tokio::runtime::Builder::new_current_thread().enable_time().build().unwrap();
-            Some(runtime.block_on(admit(verdict, auth, peer)))
+            Some(runtime.block_on(admit(verdict, auth, crate::proxy::credentials::Caller::TEST)))
         }
         Judged::Partial | Judged::Answer { .. } => None,
     }
