@@ -182,13 +182,8 @@ fn main() -> ExitCode {
     match result {
         Ok(code) => code,
         Err(e) => {
-            // Each cause once: many of our errors already quote their source. An error can carry
-            // data (a daemon's or a server's text, an id): escaped line by line, keeping the lines
-            // a message is made of (a list of matches).
-            let message = kharon_shared::errors::chain(e.as_ref());
-            let lines: Vec<String> =
-                message.split('\n').map(|line| kharon_shared::text::escape(line).into_owned()).collect();
-            eprintln!("kharonctl: {}", lines.join("\n"));
+            // Each cause once, escaped: an error can carry data (a daemon's or a server's text, an id).
+            eprintln!("kharonctl: {}", kharon_shared::errors::shown(e.as_ref()));
             if matches!(e.downcast_ref::<daemon::Error>(), Some(daemon::Error::NotRunning { .. })) {
                 ExitCode::from(exit::NOT_RUNNING)
             } else if matches!(e.downcast_ref::<catalog::Error>(), Some(catalog::Error::Ambiguous { .. })) {

@@ -129,7 +129,7 @@ fn main() -> ExitCode {
         Ok(()) => ExitCode::SUCCESS,
         Err(Exit { code, error }) => {
             // Each cause once: many of our errors already quote their source.
-            eprintln!("kharond: {}", kharon_shared::errors::chain(error.as_ref()));
+            eprintln!("kharond: {}", kharon_shared::errors::shown(error.as_ref()));
             ExitCode::from(code)
         }
     }

@@ -2,7 +2,7 @@
 //!
 //! Many errors already put their cause into their own message (`"config file X: {source}"`) and
 //! also return it from `source()`; printing the chain with `{:#}` then says the cause twice. Both
-//! binaries print their last error through [`chain`].
+//! binaries print their last error through [`shown`]: the chain, escaped for a terminal.
 
 /// `error`, then each cause that the text so far does not already contain, joined by ": ".
 pub fn chain(error: &dyn std::error::Error) -> String {
@@ -19,9 +19,17 @@ pub fn chain(error: &dyn std::error::Error) -> String {
     out
 }
 
+/// [`chain`] as a terminal may show it: every line escaped ([`crate::text`]), the lines a message
+/// is made of kept (a list of matches, a hint below the error). Errors that carry a server's or
+/// another program's text escape it where they take it in, so no newline of theirs survives to
+/// here.
+pub fn shown(error: &dyn std::error::Error) -> String {
+    chain(error).split('\n').map(|line| crate::text::escape(line)).collect::<Vec<_>>().join("\n")
+}
+
 #[cfg(test)]
 mod tests {
-    use super::chain;
+    use super::{chain, shown};
 
     #[derive(Debug, thiserror::Error)]
     #[error("config file x.toml: {source}")]
@@ -45,5 +53,11 @@ mod tests {
     fn a_cause_the_message_leaves_out_is_added() {
         let e = Hides { source: std::io::Error::other("Connection refused") };
         assert_eq!(chain(&e), "cannot reach it: Connection refused");
+    }
+
+    #[test]
+    fn shown_escapes_every_line_and_keeps_the_lines() {
+        let e = Hides { source: std::io::Error::other("\u{1b}]0;title\u{7}\nhint: run it again") };
+        assert_eq!(shown(&e), "cannot reach it: \\x1b]0;title\\x07\nhint: run it again");
     }
 }

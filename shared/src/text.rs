@@ -11,9 +11,9 @@
 //! Escaped visibly, so that the value can still be read and reported:
 //! - C0 controls U+0000–U+001F and DEL U+007F: `\n`, `\r`, `\t`, else `\x1b` style;
 //! - C1 controls U+0080–U+009F (a UTF-8 terminal takes U+009B as CSI): `\u{9b}` style;
-//! - the Unicode line and paragraph separators and the bidirectional embeddings, overrides and
-//!   isolates (U+2028, U+2029, U+202A–U+202E, U+2066–U+2069), which break or reorder a line on
-//!   screen without being controls.
+//! - the Unicode line and paragraph separators and the bidirectional marks, embeddings, overrides
+//!   and isolates (U+2028, U+2029, U+061C, U+200E, U+200F, U+202A–U+202E, U+2066–U+2069), which
+//!   break or reorder a line on screen without being controls.
 //!
 //! Everything else, letters of any script included, passes unchanged; a backslash too (a value
 //! that contains `\n` literally reads the same as one that contained a newline, which is harmless:
@@ -21,7 +21,7 @@
 //! a table has to lay out, however large a value is.
 
 use std::borrow::Cow;
-use std::fmt::{self, Write as _};
+use std::fmt;
 
 /// The most characters a table cell shows of one value; the rest is cut and replaced by `…`.
 /// More than any DNS name (253), so a host name or a suffix is never cut.
@@ -29,34 +29,30 @@ pub const MAX_CELL: usize = 256;
 
 /// Whether `c` is escaped by [`escape`].
 pub fn needs_escape(c: char) -> bool {
-    matches!(c, '\u{0}'..='\u{1f}' | '\u{7f}'..='\u{9f}' | '\u{2028}'..='\u{202e}' | '\u{2066}'..='\u{2069}')
+    matches!(
+        c,
+        '\u{0}'..='\u{1f}'
+            | '\u{7f}'..='\u{9f}'
+            | '\u{61c}'
+            | '\u{200e}'..='\u{200f}'
+            | '\u{2028}'..='\u{202e}'
+            | '\u{2066}'..='\u{2069}'
+    )
 }
 
 /// `text` with every character [`needs_escape`] names written as a visible escape; borrowed when
 /// there is none (the common case).
 pub fn escape(text: &str) -> Cow<'_, str> {
-    let Some(first) = text.find(needs_escape) else { return Cow::Borrowed(text) };
-    let mut out = String::with_capacity(text.len() + 8);
-    out.push_str(&text[..first]);
-    for c in text[first..].chars() {
-        push_escaped(&mut out, c);
-    }
-    Cow::Owned(out)
+    if text.contains(needs_escape) { Cow::Owned(Escaped(text).to_string()) } else { Cow::Borrowed(text) }
 }
 
-fn push_escaped(out: &mut String, c: char) {
+fn push_escaped(out: &mut impl fmt::Write, c: char) -> fmt::Result {
     match c {
-        '\n' => out.push_str("\\n"),
-        '\r' => out.push_str("\\r"),
-        '\t' => out.push_str("\\t"),
-        // Writing into a String cannot fail.
-        c if u32::from(c) < 0x80 && needs_escape(c) => {
-            let _ = write!(out, "\\x{:02x}", u32::from(c));
-        }
-        c if needs_escape(c) => {
-            let _ = write!(out, "\\u{{{:x}}}", u32::from(c));
-        }
-        c => out.push(c),
+        '\n' => out.write_str("\\n"),
+        '\r' => out.write_str("\\r"),
+        '\t' => out.write_str("\\t"),
+        c if u32::from(c) < 0x80 => write!(out, "\\x{:02x}", u32::from(c)),
+        c => write!(out, "\\u{{{:x}}}", u32::from(c)),
     }
 }
 
@@ -86,12 +82,20 @@ impl fmt::Display for Escaped<'_> {
         while let Some(at) = rest.find(needs_escape) {
             f.write_str(&rest[..at])?;
             let c = rest[at..].chars().next().unwrap_or('\u{fffd}');
-            let mut escaped = String::with_capacity(10);
-            push_escaped(&mut escaped, c);
-            f.write_str(&escaped)?;
+            push_escaped(f, c)?;
             rest = &rest[at + c.len_utf8()..];
         }
         f.write_str(rest)
+    }
+}
+
+/// A writer that escapes everything written through it as [`Escaped`] does: for formatting
+/// arguments straight into an output (kharond's log lines) without an intermediate string.
+pub struct EscapingWriter<W>(pub W);
+
+impl<W: fmt::Write> fmt::Write for EscapingWriter<W> {
+    fn write_str(&mut self, s: &str) -> fmt::Result {
+        write!(self.0, "{}", Escaped(s))
     }
 }
 
@@ -111,6 +115,8 @@ mod tests {
             escape("evil\u{202e}txt.exe \u{2066}x\u{2069} line\u{2028}sep"),
             r"evil\u{202e}txt.exe \u{2066}x\u{2069} line\u{2028}sep"
         );
+        // The bare direction marks reorder neutral characters around them too.
+        assert_eq!(escape("a\u{200f}b\u{200e}c\u{61c}d"), r"a\u{200f}b\u{200e}c\u{61c}d");
         assert_eq!(escape(r"a\nb"), r"a\nb", "a backslash stays");
         for c in ['\u{a0}', '\u{200b}', '\u{2030}', 'é'] {
             assert!(!needs_escape(c), "{c:?}");
@@ -119,6 +125,10 @@ mod tests {
 
     #[test]
     fn the_display_form_is_the_same() {
+        let mut through = String::new();
+        fmt::Write::write_fmt(&mut EscapingWriter(&mut through), format_args!("{}|{:?}", "a\nb", "c\u{1b}"))
+            .unwrap();
+        assert_eq!(through, escape(&format!("{}|{:?}", "a\nb", "c\u{1b}")));
         for text in ["", "plain", "a\nb", "\u{1b}[31mred\u{1b}[0m", "x\u{9b}y\u{202e}z", "ende\r"] {
             assert_eq!(Escaped(text).to_string(), escape(text), "{text:?}");
         }

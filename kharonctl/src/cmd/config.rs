@@ -107,7 +107,7 @@ pub async fn run(args: Args, ctx: &Context) -> anyhow::Result<ExitCode> {
             );
             println!("{table}");
             if let Some(why) = &clusters_error {
-                println!("clusters: {why}");
+                println!("clusters: {}", kharon_shared::text::Escaped(why));
             }
         }
     }

@@ -117,7 +117,7 @@ async fn trace(args: &Args, target: &Target, ctx: &Context) -> anyhow::Result<Ex
     let port = args.port.or(target.port);
     if let Some(given) = &target.given {
         let on = port.map(|p| format!(", port {p}")).unwrap_or_default();
-        eprintln!("tracing {}{on}, the host of {given}", target.host);
+        eprintln!("tracing {}{on}, the host of {}", Escaped(&target.host), Escaped(given));
     }
     let mut events = match daemon.trace(&target.host, port.unwrap_or(0), args.timeout).await {
         Ok(events) => events,
@@ -199,7 +199,8 @@ pub async fn run(args: Args, ctx: &Context) -> anyhow::Result<ExitCode> {
         eprintln!(
             "kharonctl: {:?} is not a host: {}; give a host name or IP address (a URL or host:port \
              is read as its host), e.g. api.c-example.vshnmanaged.net",
-            args.host, answer.reason
+            args.host,
+            Escaped(&answer.reason)
         );
         return Ok(ExitCode::from(crate::exit::USAGE));
     }

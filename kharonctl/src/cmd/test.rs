@@ -113,7 +113,7 @@ async fn https_check(
 ) -> Result<Duration, String> {
     let started = Instant::now();
     client.get(url).send().await.map_err(|e| {
-        let chain = crate::lieutenant::chain(&e);
+        let chain = kharon_shared::errors::chain(&e);
         let host = e.url().and_then(|u| u.host_str()).unwrap_or_default().to_owned();
         match trust::explain(&chain, &host, own_ca) {
             Some(words) => format!("{words}; `kharonctl clusters {cluster} login` refuses it too ({chain})"),

@@ -45,7 +45,7 @@ pub enum Error {
         path.display(), listener.peer, listener.uid
     )]
     ForeignListener { path: PathBuf, listener: ForeignListener },
-    #[error("kharond: {}", status.message())]
+    #[error("kharond: {}", kharon_shared::text::Escaped(status.message()))]
     Call { status: tonic::Status },
 }
 

@@ -56,13 +56,13 @@ pub enum Error {
     /// The server's certificate is refused (kube/trust.rs says why in words; `test` says the same).
     #[error("{url}: {words} ({detail})")]
     Certificate { url: String, words: String, detail: String },
-    #[error("{url} answered HTTP {status}: {body}")]
+    #[error("{url} answered HTTP {status}: {}", kharon_shared::text::Escaped(body))]
     Status { url: String, status: u16, body: String },
     #[error("{url} did not return OAuth server metadata: {source}")]
     Metadata { url: String, source: reqwest::Error },
     #[error("cannot listen for the browser on 127.0.0.1: {0}")]
     Bind(std::io::Error),
-    #[error("the OAuth server refused the login: {error}{}", in_parens(description.as_deref()))]
+    #[error("the OAuth server refused the login: {}{}", kharon_shared::text::Escaped(error), in_parens(description.as_deref()))]
     Denied { error: String, description: Option<String> },
     #[error("no login within {secs} s; open the URL printed above, or run the command again")]
     Timeout { secs: u64 },
@@ -71,7 +71,8 @@ pub enum Error {
 }
 
 fn in_parens(text: Option<&str>) -> String {
-    text.map(|d| format!(" ({d})")).unwrap_or_default()
+    // The server's words (or a callback's query string): escaped where they are taken in.
+    text.map(|d| format!(" ({})", kharon_shared::text::Escaped(d))).unwrap_or_default()
 }
 
 /// One cluster's stored bearer token.
@@ -280,7 +281,7 @@ async fn checked(
     let request = request.header("Accept", "application/json").build().map_err(Error::Client)?;
     let host = request.url().host_str().unwrap_or_default().to_owned();
     let response = client.execute(request).await.map_err(|source| {
-        let detail = crate::lieutenant::chain(&source);
+        let detail = kharon_shared::errors::chain(&source);
         match super::trust::explain(&detail, &host, own_ca) {
             Some(words) => Error::Certificate { url: url.to_owned(), words, detail },
             None => Error::Http { url: url.to_owned(), source },
@@ -355,6 +356,15 @@ mod tests {
         let token = StoredToken { token: "t".into(), expires_at: Some(u64::MAX) };
         let credential = exec_credential(&token, crate::kube::EXEC_API_V1);
         assert_eq!(credential["status"]["expirationTimestamp"], "9999-12-31T23:59:59Z");
+    }
+
+    #[test]
+    fn a_servers_words_in_an_error_cannot_start_a_line_or_drive_the_terminal() {
+        let refused =
+            Error::Status { url: "https://oauth".into(), status: 500, body: "no\n\u{1b}[2Jforged".into() };
+        assert_eq!(refused.to_string(), "https://oauth answered HTTP 500: no\\n\\x1b[2Jforged");
+        let denied = Error::Denied { error: "x\ny".into(), description: Some("a\rb".into()) };
+        assert_eq!(denied.to_string(), "the OAuth server refused the login: x\\ny (a\\rb)");
     }
 
     #[test]

@@ -26,7 +26,7 @@ pub enum Error {
     BadUrl { url: String, source: url::ParseError },
     #[error("cannot build the HTTP client: {0}")]
     Client(#[source] reqwest::Error),
-    #[error("cannot reach Lieutenant at {url}: {}", chain(source))]
+    #[error("cannot reach Lieutenant at {url}: {}", kharon_shared::errors::chain(source))]
     Connect { url: String, source: reqwest::Error },
     #[error("Lieutenant at {url} rejected the token (401 {reason})")]
     Unauthorized { url: String, reason: String },
@@ -34,12 +34,6 @@ pub enum Error {
     Status { url: String, status: u16, reason: String },
     #[error("Lieutenant at {url} sent a reply that is not what the API describes: {source}")]
     Decode { url: String, source: serde_json::Error },
-}
-
-/// The error and its causes on one line: reqwest's own message ("error sending request") hides the
-/// useful part ("Connection refused") in its sources.
-pub(crate) fn chain(e: &dyn std::error::Error) -> String {
-    kharon_shared::errors::chain(e)
 }
 
 /// The HTTP client for Lieutenant and the IdP: no proxy from the environment, no redirects.

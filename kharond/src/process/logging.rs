@@ -13,7 +13,7 @@
 use std::fmt;
 use std::io::IsTerminal;
 
-use kharon_shared::text::Escaped;
+use kharon_shared::text::EscapingWriter;
 use tracing::Subscriber;
 use tracing::field::{Field, Visit};
 use tracing::level_filters::LevelFilter;
@@ -97,13 +97,14 @@ impl EscapingVisitor<'_> {
         if self.result.is_err() || field.name().starts_with("log.") {
             return;
         }
-        let text = value.to_string();
         let separator = if self.empty { "" } else { " " };
         self.empty = false;
+        // Escaped as it is written: no string per field on the way.
         self.result = match field.name() {
-            "message" => write!(self.writer, "{separator}{}", Escaped(&text)),
-            name => write!(self.writer, "{separator}{name}={}", Escaped(&text)),
-        };
+            "message" => self.writer.write_str(separator),
+            name => write!(self.writer, "{separator}{name}="),
+        }
+        .and_then(|()| fmt::write(&mut EscapingWriter(&mut self.writer), value));
     }
 }
 

@@ -76,9 +76,8 @@ fn each(args: &Args, run: &Run<'_>, clusters: &[&Cluster]) -> anyhow::Result<Exi
         let code = match one_prefixed(args, run, cluster) {
             Ok(code) => code.to_string(),
             Err(e) => {
-                let said =
-                    format!("[{}] kharonctl: {}", cluster.id, kharon_shared::errors::chain(e.as_ref()));
-                eprintln!("{}", kharon_shared::text::Escaped(&said));
+                let id = kharon_shared::text::Escaped(&cluster.id);
+                eprintln!("[{id}] kharonctl: {}", kharon_shared::errors::shown(e.as_ref()));
                 "error".to_owned()
             }
         };

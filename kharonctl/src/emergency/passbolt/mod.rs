@@ -38,14 +38,14 @@ const REQUEST_TIMEOUT: Duration = Duration::from_secs(30);
 /// Redirects followed for one call, as many as Go's HTTP client follows (upstream sends one).
 const MAX_REDIRECTS: usize = 10;
 
-/// Messages carry their causes themselves (no `#[source]`): `kharonctl`'s `{:#}` would repeat them.
+/// Messages carry their causes themselves (no `#[source]`), and Passbolt's own words escaped.
 #[derive(Debug, thiserror::Error)]
 pub enum Error {
     #[error("cannot build the HTTP client: {0}")]
     Client(reqwest::Error),
     #[error("--passbolt-url {0:?} is not an http(s) URL")]
     BaseUrl(String),
-    #[error("cannot reach Passbolt at {url}: {}", crate::lieutenant::chain(cause))]
+    #[error("cannot reach Passbolt at {url}: {}", kharon_shared::errors::chain(cause))]
     Connect { url: String, cause: reqwest::Error },
     #[error(
         "{url} redirected to {to}, which is not the Passbolt server you gave ({base}); not following it \
@@ -61,7 +61,7 @@ pub enum Error {
          URL right (setting passbolt_url, env KHARON_PASSBOLT_URL, flag --passbolt-url)?"
     )]
     NotPassbolt { url: String, status: u16 },
-    #[error("Passbolt refused {what} (HTTP {status}): {message}")]
+    #[error("Passbolt refused {what} (HTTP {status}): {}", kharon_shared::text::Escaped(message))]
     Refused { what: String, status: u16, message: String },
     #[error(
         "Passbolt at {url} knows no user with key {fingerprint}: use the key of your Passbolt account \
@@ -78,8 +78,9 @@ pub enum Error {
     )]
     KeyMismatch { url: String, ours: String, theirs: String },
     #[error(
-        "Passbolt refused the TOTP code: {message} Give the current code from your authenticator \
-         app (KHARON_PASSBOLT_TOTP or EMR_TOTP_TOKEN must hold a fresh one)"
+        "Passbolt refused the TOTP code: {} Give the current code from your authenticator \
+         app (KHARON_PASSBOLT_TOTP or EMR_TOTP_TOKEN must hold a fresh one)",
+        kharon_shared::text::Escaped(message)
     )]
     TotpRejected { message: String },
     #[error(

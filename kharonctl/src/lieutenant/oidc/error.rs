@@ -3,7 +3,9 @@
 
 use std::net::SocketAddr;
 
-use crate::lieutenant::{self, chain};
+use kharon_shared::errors::chain;
+
+use crate::lieutenant;
 
 use super::store;
 
@@ -35,7 +37,11 @@ pub enum Error {
     Bind { addr: SocketAddr, source: std::io::Error },
     #[error("no login completed within {secs}s; run the command again (or give more time with --timeout)")]
     Timeout { secs: u64 },
-    #[error("the identity provider refused the login: {error}{}", description.as_ref().map(|d| format!(": {d}")).unwrap_or_default())]
+    #[error(
+        "the identity provider refused the login: {}{}",
+        kharon_shared::text::Escaped(error),
+        description.as_ref().map(|d| format!(": {}", kharon_shared::text::Escaped(d))).unwrap_or_default()
+    )]
     Denied { error: String, description: Option<String> },
     #[error("{what} at the identity provider failed: {}", chain(source.as_ref()))]
     Token { what: &'static str, source: BoxError },

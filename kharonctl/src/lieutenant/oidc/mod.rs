@@ -175,7 +175,7 @@ impl<'a> Auth<'a> {
                     return Some((t.clone(), Origin::Ours));
                 }
             }
-            Err(e) => eprintln!("warning: {e}"),
+            Err(e) => eprintln!("warning: {}", Escaped(&e.to_string())),
         }
         let path = self.places.commodore_file.as_ref()?;
         store::commodore_lookup(path, &self.api_url).map(|t| (t, Origin::Commodore))
@@ -198,7 +198,7 @@ impl<'a> Auth<'a> {
         match result {
             Ok(fresh) => Some(current.clone().refreshed(fresh)),
             Err(e) => {
-                eprintln!("cannot refresh the token ({e}); logging in again");
+                eprintln!("cannot refresh the token ({}); logging in again", Escaped(&e.to_string()));
                 None
             }
         }
@@ -207,7 +207,7 @@ impl<'a> Auth<'a> {
     fn save(&self, tokens: &Tokens) -> Result<(), Error> {
         let path = &self.places.token_file;
         let mut file = TokenFile::load(path).unwrap_or_else(|e| {
-            eprintln!("warning: {e}; replacing it");
+            eprintln!("warning: {}; replacing it", Escaped(&e.to_string()));
             TokenFile::default()
         });
         file.put(&self.api_url, tokens.clone());

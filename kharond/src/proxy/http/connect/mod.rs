@@ -195,8 +195,9 @@ fn failure_status(failure: Unreachable) -> &'static str {
 }
 
 fn failure_answer(target: &Target, failure: Unreachable, why: &str) -> String {
-    // One line: an SSH or OS error text could carry line breaks or escapes.
-    let why: String = why.chars().map(|c| if c.is_control() { ' ' } else { c }).collect();
+    // One line: an SSH or OS error text could carry line breaks, escapes or bidi overrides.
+    let needs = kharon_shared::text::needs_escape;
+    let why: String = why.chars().map(|c| if needs(c) { ' ' } else { c }).collect();
     let body = format!("kharond cannot reach {target} {why}\n");
     response_head(failure_status(failure), TEXT, body.len(), "") + &body
 }
