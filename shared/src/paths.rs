@@ -161,18 +161,12 @@ pub fn check_socket_path(path: &Path) -> Result<(), Error> {
 /// Creates the socket's parent directory `0700` if missing, then refuses a directory that is
 /// not ours or that others can write to (someone could swap our socket for theirs).
 ///
-/// The path itself is looked at first (lstat): in a shared folder such as `/tmp` (the fallback
+/// The path itself is looked at too (lstat): in a shared folder such as `/tmp` (the fallback
 /// `$TMPDIR/kharon-<uid>` without `XDG_RUNTIME_DIR`) another user can plant a symbolic link by
 /// that name, pointing at a directory of ours today and at one of theirs tomorrow. A link of
 /// another user is refused; a link of our own is followed and its target checked as below.
 pub fn prepare_private_dir(dir: &Path) -> Result<(), Error> {
     let me = uid();
-    match std::fs::symlink_metadata(dir) {
-        Ok(link) if link.file_type().is_symlink() && link.uid() != me => {
-            return Err(Error::ForeignLink { path: dir.to_owned(), owner: link.uid(), uid: me });
-        }
-        _ => {}
-    }
     if !dir.exists() {
         std::fs::DirBuilder::new()
             .recursive(true)
@@ -182,6 +176,13 @@ pub fn prepare_private_dir(dir: &Path) -> Result<(), Error> {
         // `recursive` applies the mode to every level it creates, but umask may have narrowed it.
         std::fs::set_permissions(dir, std::fs::Permissions::from_mode(0o700))
             .map_err(|source| Error::CreateDir { path: dir.to_owned(), source })?;
+    }
+    // After creating, not before: a link planted between the two would otherwise pass.
+    match std::fs::symlink_metadata(dir) {
+        Ok(link) if link.file_type().is_symlink() && link.uid() != me => {
+            return Err(Error::ForeignLink { path: dir.to_owned(), owner: link.uid(), uid: me });
+        }
+        _ => {}
     }
     let meta = std::fs::metadata(dir).map_err(|source| Error::CreateDir { path: dir.to_owned(), source })?;
     if meta.uid() != me {

@@ -29,9 +29,10 @@
 //!     would capture every host of a customer, of VSHN, or of a country that no cluster claims;
 //!   - claim a name at or above a host kharon itself talks to ([`OwnHosts`]: Lieutenant, Passbolt,
 //!     the OIDC issuer): its own logins would leave through a customer's network;
-//!   - claim a name that covers, equals or lies inside another cluster's claim ([`arbitrate`]):
-//!     the longest suffix wins, so `api.<another cluster's domain>` would take over that API,
-//!     through the wrong customer's jump host and DNS.
+//!   - claim a name that covers, equals or lies inside another cluster's claim that is at least
+//!     as strong ([`arbitrate`], "Contested names" below): the longest suffix wins, so
+//!     `api.<another cluster's domain>` would take over that API, through the wrong customer's
+//!     jump host and DNS.
 //!
 //!   A refused name is dropped with its reason ([`Refused`]: cluster, fact, value, why), which
 //!   `kharonctl update`, `reload`, `status` and kharond's log all show; the cluster keeps its
@@ -48,6 +49,15 @@
 //! # What is not defended
 //! - A cluster that reports another cluster's base domain as its own takes that name out of the
 //!   table for both (refused and named): a denial, never a capture.
+//! - A name nobody else claims is the claimant's: a cluster can route any unclaimed host that is
+//!   not a public suffix, a registrable domain or at or above one of kharon's own hosts through
+//!   its own jump host (a console URL of `https://git.example.com`, say).
+//! - A cluster's anchor is its own word: a base domain makes the names at and below it stronger
+//!   than another cluster's *loose* names (an apps domain outside that cluster's base domain). So
+//!   a cluster that reports another cluster's loose apps domain, or a name inside it, as its base
+//!   domain takes those names (the other cluster's loose name is refused and named). Only clusters
+//!   whose apps domain lies outside their base domain are exposed; telling the owner apart needs
+//!   an anchor a cluster cannot set itself (a static base domain).
 //! - Static facts are trusted: a wrong one routes what it says.
 //! - A name under a top-level domain the Public Suffix List does not know (`.internal`,
 //!   `.example`, a private TLD) is judged by its labels only: a single label is refused, two are
