@@ -159,9 +159,8 @@ pub struct RoutingFacts {
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct DynamicName {
     pub suffix: String,
-    /// The first fact that claimed it, and its value (a URL fact's whole URL).
+    /// The first fact that claimed it ([`Cluster::refused_fact`] says its value).
     pub fact: &'static str,
-    pub value: String,
     /// [`Tier::Anchored`] at or below one of the cluster's dynamic base domains, else [`Tier::Loose`].
     pub tier: Tier,
 }
@@ -307,23 +306,19 @@ impl Cluster {
                 self.dynamic_name(key, value, url_host(value), &mut dynamic, &mut out);
             }
         }
-        let anchors: Vec<&str> = dynamic
-            .iter()
-            .filter(|(key, _, _)| BASE_FACTS.contains(key))
-            .map(|(_, _, s)| s.as_str())
-            .collect();
+        let anchored = |suffix: &str| {
+            dynamic
+                .iter()
+                .any(|(key, _, anchor)| BASE_FACTS.contains(key) && trust::at_or_below(suffix, anchor))
+        };
+        let tiers: Vec<Tier> =
+            dynamic.iter().map(|(_, _, s)| if anchored(s) { Tier::Anchored } else { Tier::Loose }).collect();
         let mut names: Vec<DynamicName> = Vec::new();
-        for (key, value, suffix) in &dynamic {
-            if include.contains(suffix) || names.iter().any(|n| &n.suffix == suffix) {
+        for ((key, _, suffix), tier) in dynamic.into_iter().zip(tiers) {
+            if include.contains(&suffix) || names.iter().any(|n| n.suffix == suffix) {
                 continue;
             }
-            let anchored = anchors.iter().any(|anchor| trust::at_or_below(suffix, anchor));
-            names.push(DynamicName {
-                suffix: suffix.clone(),
-                fact: key,
-                value: (*value).to_owned(),
-                tier: if anchored { Tier::Anchored } else { Tier::Loose },
-            });
+            names.push(DynamicName { suffix, fact: key, tier });
         }
         include.extend(names.iter().map(|n| n.suffix.clone()));
         self.list_fact(fact::JUMPHOST_SKIP_DOMAINS, &mut exclude, &mut out);
@@ -354,6 +349,12 @@ impl Cluster {
 
     fn refused(&self, fact: &'static str, value: &str, reason: trust::Refusal) -> Refused {
         Refused { cluster: self.id.clone(), fact, value: value.to_owned(), reason }
+    }
+
+    /// The refusal of a name one of this cluster's dynamic facts (`fact`, as [`DynamicName::fact`]
+    /// names it) claimed, with the fact's value as the cluster reported it.
+    pub(crate) fn refused_fact(&self, fact: &'static str, reason: trust::Refusal) -> Refused {
+        self.refused(fact, self.dynamic_fact_str(fact).unwrap_or_default(), reason)
     }
 
     /// A dynamic fact as a string; a non-string (number, object, …) of a fact that should name a

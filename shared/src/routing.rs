@@ -223,7 +223,7 @@ pub struct RoutingTable {
     suffixes: HashMap<Box<str>, Entry>,
     /// Bit n set when some suffix is n bytes long: most label suffixes of a host can be skipped
     /// without hashing them.
-    lengths: [u64; 4],
+    lengths: trust::Lengths,
     report: CompileReport,
 }
 
@@ -285,19 +285,19 @@ struct Candidate<'c> {
     exclude: Vec<String>,
 }
 
-/// A routed name and how strongly its cluster holds it.
-type Tiered = (String, Tier);
+/// A routed name, how strongly its cluster holds it, and the dynamic fact that claimed it (none
+/// for a static name), to name in a refusal.
+type Tiered = (String, Tier, Option<&'static str>);
 
-/// One cluster with a jump host, before the names of all clusters are judged together.
+/// One cluster with a jump host, before the names of all clusters are judged together. Holds
+/// only the names: a refusal asks `cluster` for the fact's value.
 struct Gathered<'c> {
-    id: &'c str,
+    cluster: &'c Cluster,
     jumphost: &'c str,
-    /// Its includes that no own exclusion kills, each with its tier; and the killed ones.
+    /// Its includes that no own exclusion kills; and the killed ones.
     live: Vec<Tiered>,
     dead: Vec<String>,
     exclude: Vec<String>,
-    /// The dynamic names, to name the fact of a refusal.
-    dynamic: Vec<inventory::DynamicName>,
 }
 
 impl RoutingTable {
@@ -374,11 +374,11 @@ impl RoutingTable {
             // More than u32::MAX routed clusters cannot come out of one JSON document we can hold.
             let idx = MemberIdx::try_from(idx).unwrap_or(MemberIdx::MAX);
             for suffix in &candidate.include {
-                table.note_length(suffix.len());
+                table.lengths.insert(suffix.len());
                 building.entry(suffix).or_default().include.push(idx);
             }
             for suffix in &candidate.exclude {
-                table.note_length(suffix.len());
+                table.lengths.insert(suffix.len());
                 building.entry(suffix).or_default().exclude.push(idx);
             }
             table.members.push(Member { id: candidate.id.into(), jumphost: candidate.jumphost.into() });
@@ -410,16 +410,6 @@ impl RoutingTable {
         table
     }
 
-    fn note_length(&mut self, len: usize) {
-        if let Some(word) = self.lengths.get_mut(len / 64) {
-            *word |= 1 << (len % 64);
-        }
-    }
-
-    fn has_length(&self, len: usize) -> bool {
-        self.lengths.get(len / 64).is_some_and(|word| word & (1 << (len % 64)) != 0)
-    }
-
     /// The route for `host` (a SOCKS target name). This is the per-connection hot path.
     pub fn lookup(&self, host: &str) -> Route<'_> {
         let mut buf = [0u8; MAX_NAME_LEN];
@@ -440,7 +430,7 @@ impl RoutingTable {
         let mut start = 0;
         loop {
             let candidate = &name[start..];
-            if self.has_length(candidate.len())
+            if self.lengths.contains(candidate.len())
                 && let Some((suffix, entry)) = self.suffixes.get_key_value(candidate)
             {
                 if !entry.exclude().is_empty() {
@@ -530,7 +520,7 @@ impl RoutingTable {
 
     /// The longest exclude suffix of `member` that covers `name`.
     fn exclusion_of(&self, member: MemberIdx, name: &str) -> Option<&str> {
-        label_suffixes(name).find_map(|candidate| {
+        trust::label_suffixes(name).find_map(|candidate| {
             let (suffix, entry) = self.suffixes.get_key_value(candidate)?;
             entry.exclude().binary_search(&member).is_ok().then_some(&**suffix)
         })
@@ -622,16 +612,6 @@ fn classify<'b>(host: &'b str, buf: &'b mut [u8; MAX_NAME_LEN]) -> Host<'b> {
     }
 }
 
-/// `a.b.c`, `b.c`, `c`: a valid name's label suffixes, longest first.
-fn label_suffixes(name: &str) -> impl Iterator<Item = &str> {
-    std::iter::successors(Some(name), |s| s.find('.').map(|dot| &s[dot + 1..]))
-}
-
-/// Whether `name` equals `suffix` or lies below it, on a label boundary.
-fn is_at_or_below(name: &str, suffix: &str) -> bool {
-    name.strip_suffix(suffix).is_some_and(|rest| rest.is_empty() || rest.ends_with('.'))
-}
-
 /// One cluster with a jump host, as far as its own facts and `own` decide: its valid names minus
 /// those the trust model refuses by themselves or because they cover a host of kharon's own, split
 /// into the live ones and those its own exclusions kill. `None` (with a warning) when it asks to
@@ -647,8 +627,9 @@ fn gather<'c>(
     for invalid in &facts.invalid {
         warnings.push(format!("cluster {id}: {invalid}; it is ignored"));
     }
-    refused.extend(facts.refused.iter().cloned());
-    if facts.include.is_empty() && facts.refused.is_empty() {
+    let asked_nothing = facts.include.is_empty() && facts.refused.is_empty();
+    refused.extend(facts.refused);
+    if asked_nothing {
         warnings.push(format!(
             "cluster {id} has jumphost {jumphost} but no domains; nothing is routed through it"
         ));
@@ -656,30 +637,27 @@ fn gather<'c>(
     }
     let mut include = Vec::with_capacity(facts.include.len());
     for suffix in facts.include {
-        let dynamic = facts.dynamic.iter().find(|d| d.suffix == suffix);
-        let Some(dynamic) = dynamic else {
-            include.push((suffix, Tier::Static));
+        let Some(dynamic) = facts.dynamic.iter().find(|d| d.suffix == suffix) else {
+            include.push((suffix, Tier::Static, None));
             continue;
         };
         match own.covered_by(&suffix) {
-            Some(host) => refused.push(Refused {
-                cluster: id.to_owned(),
-                fact: dynamic.fact,
-                value: dynamic.value.clone(),
-                reason: Refusal::OwnHost { name: suffix, host: host.host.clone(), what: host.what.clone() },
-            }),
-            None => include.push((suffix, dynamic.tier)),
+            Some(host) => refused.push(cluster.refused_fact(
+                dynamic.fact,
+                Refusal::OwnHost { name: suffix, host: host.host.clone(), what: host.what.clone() },
+            )),
+            None => include.push((suffix, dynamic.tier, Some(dynamic.fact))),
         }
     }
-    let (live, dead): (Vec<Tiered>, Vec<Tiered>) =
-        include.into_iter().partition(|(inc, _)| !facts.exclude.iter().any(|exc| is_at_or_below(inc, exc)));
+    let (live, dead): (Vec<Tiered>, Vec<Tiered>) = include
+        .into_iter()
+        .partition(|(inc, _, _)| !facts.exclude.iter().any(|exc| trust::at_or_below(inc, exc)));
     Some(Gathered {
-        id,
+        cluster,
         jumphost,
         live,
-        dead: dead.into_iter().map(|(suffix, _)| suffix).collect(),
+        dead: dead.into_iter().map(|(suffix, _, _)| suffix).collect(),
         exclude: facts.exclude,
-        dynamic: facts.dynamic,
     })
 }
 
@@ -689,23 +667,19 @@ fn contest(gathered: &mut [(usize, Gathered<'_>)], told: &mut [(Vec<String>, Vec
     let mut claims = Vec::new();
     let mut whose = Vec::new();
     for (g, (_, gathered)) in gathered.iter().enumerate() {
-        for (n, (suffix, tier)) in gathered.live.iter().enumerate() {
-            claims.push(trust::Claim { cluster: gathered.id, name: suffix, tier: *tier });
-            whose.push((g, n));
+        for (n, (suffix, tier, _)) in gathered.live.iter().enumerate() {
+            claims.push(trust::Claim { cluster: &gathered.cluster.id, name: suffix, tier: *tier });
+            whose.push((g as u32, n as u32));
         }
     }
     let mut drop: Vec<(usize, usize)> = Vec::new();
     for (i, reason) in trust::arbitrate(&claims) {
-        let (g, n) = whose[i];
+        let (g, n) = (whose[i].0 as usize, whose[i].1 as usize);
         let (at, gathered) = &gathered[g];
-        let suffix = &gathered.live[n].0;
-        let Some(dynamic) = gathered.dynamic.iter().find(|d| &d.suffix == suffix) else { continue };
-        told[*at].1.push(Refused {
-            cluster: gathered.id.to_owned(),
-            fact: dynamic.fact,
-            value: dynamic.value.clone(),
-            reason,
-        });
+        // Only dynamic names are ever contested; a name without a fact is dropped all the same.
+        if let Some(fact) = gathered.live[n].2 {
+            told[*at].1.push(gathered.cluster.refused_fact(fact, reason));
+        }
         drop.push((g, n));
     }
     // Highest index first, so the indices of the rest stay valid.
@@ -717,8 +691,9 @@ fn contest(gathered: &mut [(usize, Gathered<'_>)], told: &mut [(Vec<String>, Vec
 /// The routing view of one gathered cluster: its live includes, and the exclusions that can
 /// still matter. Everything dropped is explained in `warnings`.
 fn candidate<'c>(gathered: Gathered<'c>, refused: bool, warnings: &mut Vec<String>) -> Option<Candidate<'c>> {
-    let Gathered { id, jumphost, live, dead, exclude: excludes, .. } = gathered;
-    let include: Vec<String> = live.into_iter().map(|(suffix, _)| suffix).collect();
+    let Gathered { cluster, jumphost, live, dead, exclude: excludes } = gathered;
+    let id = cluster.id.as_str();
+    let include: Vec<String> = live.into_iter().map(|(suffix, _, _)| suffix).collect();
     if include.is_empty() {
         let why = match (dead.is_empty(), refused) {
             (true, _) => "every domain it claims is refused (see the refusals)",
@@ -734,10 +709,10 @@ fn candidate<'c>(gathered: Gathered<'c>, refused: bool, warnings: &mut Vec<Strin
     // exclusions are scoped per cluster (Go kharon kept one global list).
     let mut exclude = Vec::new();
     for exc in excludes {
-        let carves = include.iter().any(|inc| is_at_or_below(&exc, inc));
+        let carves = include.iter().any(|inc| trust::at_or_below(&exc, inc));
         if carves {
             exclude.push(exc);
-        } else if !dead.iter().any(|inc| is_at_or_below(inc, &exc)) {
+        } else if !dead.iter().any(|inc| trust::at_or_below(inc, &exc)) {
             warnings.push(format!(
                 "cluster {id}: jumphostSkipDomains {exc} is not below any domain the cluster routes; it has no effect"
             ));

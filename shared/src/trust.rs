@@ -231,7 +231,8 @@ pub fn arbitrate<'a>(claims: &[Claim<'a>]) -> Vec<(usize, Refusal)> {
     };
     for (j, other) in claims.iter().enumerate() {
         for (depth, parent) in label_suffixes(other.name).enumerate() {
-            for i in names.at(parent) {
+            let head = names.head(parent);
+            for i in names.from(head) {
                 let dynamic = &claims[i];
                 // `dynamic` is `other`'s name or above it; it loses when `other` is as strong.
                 if i == j
@@ -247,7 +248,7 @@ pub fn arbitrate<'a>(claims: &[Claim<'a>]) -> Vec<(usize, Refusal)> {
             if depth == 0 || other.tier == Tier::Static {
                 continue;
             }
-            for i in names.at(parent) {
+            for i in names.from(head) {
                 let above = &claims[i];
                 if above.cluster != other.cluster && above.tier <= other.tier {
                     contest(j, above, Relation::Inside);
@@ -278,7 +279,25 @@ pub fn arbitrate<'a>(claims: &[Claim<'a>]) -> Vec<(usize, Refusal)> {
 struct Names<'a> {
     first: HashMap<&'a str, u32, foldhash::fast::RandomState>,
     next: Vec<u32>,
-    lengths: [u64; 4],
+    lengths: Lengths,
+}
+
+/// Which name lengths occur in a set of names (one bit per length up to 255 bytes, the longest a
+/// DNS name may be): most label suffixes of a name asked about can be skipped without hashing
+/// them. Used by [`arbitrate`] and by the routing table's lookups.
+#[derive(Debug, Clone, Copy, Default)]
+pub(crate) struct Lengths([u64; 4]);
+
+impl Lengths {
+    pub(crate) fn insert(&mut self, len: usize) {
+        if let Some(word) = self.0.get_mut(len / 64) {
+            *word |= 1 << (len % 64);
+        }
+    }
+
+    pub(crate) fn contains(&self, len: usize) -> bool {
+        self.0.get(len / 64).is_some_and(|word| word & (1 << (len % 64)) != 0)
+    }
 }
 
 impl<'a> Names<'a> {
@@ -288,15 +307,13 @@ impl<'a> Names<'a> {
         let mut names = Names {
             first: HashMap::with_capacity_and_hasher(claims.len(), Default::default()),
             next: vec![Self::END; claims.len()],
-            lengths: [0; 4],
+            lengths: Lengths::default(),
         };
         // Backwards, so that each chain runs in index order.
         for (i, claim) in claims.iter().enumerate().rev() {
             // More claims than u32 can count cannot come out of one JSON document we can hold.
             let i = u32::try_from(i).unwrap_or(Self::END - 1);
-            if let Some(word) = names.lengths.get_mut(claim.name.len() / 64) {
-                *word |= 1 << (claim.name.len() % 64);
-            }
+            names.lengths.insert(claim.name.len());
             if let Some(head) = names.first.insert(claim.name, i) {
                 names.next[i as usize] = head;
             }
@@ -304,11 +321,16 @@ impl<'a> Names<'a> {
         names
     }
 
-    /// The indices of the claims on `name`.
-    fn at(&self, name: &str) -> impl Iterator<Item = usize> + '_ {
-        let known =
-            self.lengths.get(name.len() / 64).is_some_and(|word| word & (1 << (name.len() % 64)) != 0);
-        let head = if known { self.first.get(name).copied().unwrap_or(Self::END) } else { Self::END };
+    /// The first claim on `name` ([`Names::END`] for none): one hash, for both of a walk's looks.
+    fn head(&self, name: &str) -> u32 {
+        if !self.lengths.contains(name.len()) {
+            return Self::END;
+        }
+        self.first.get(name).copied().unwrap_or(Self::END)
+    }
+
+    /// The indices of the claims from `head` on (all the claims on one name).
+    fn from(&self, head: u32) -> impl Iterator<Item = usize> + '_ {
         std::iter::successors(Some(head), |&i| self.next.get(i as usize).copied())
             .take_while(|&i| i != Self::END)
             .map(|i| i as usize)
@@ -316,7 +338,7 @@ impl<'a> Names<'a> {
 }
 
 /// `a.b.c`, `b.c`, `c`: a name's label suffixes, longest first.
-fn label_suffixes(name: &str) -> impl Iterator<Item = &str> {
+pub(crate) fn label_suffixes(name: &str) -> impl Iterator<Item = &str> {
     std::iter::successors(Some(name), |s| s.find('.').map(|dot| &s[dot + 1..]))
 }
 
