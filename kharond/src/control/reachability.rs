@@ -80,7 +80,7 @@ async fn agent_check(state: &State) -> pb::TestEvent {
     let mut event = pb::TestEvent { step: "agent".to_owned(), ok: true, ..Default::default() };
     let Some(socket) = state.pool.default_agent() else {
         let jumphosts = state.table().table.jumphosts();
-        if let Some(why) = crate::ssh::preflight::credentials_of(&state.pool, &jumphosts) {
+        if let Some(why) = crate::ssh::preflight::credentials_of(&state.pool, &jumphosts).await {
             event.ok = false;
             event.error = why;
         }
@@ -98,8 +98,8 @@ async fn agent_check(state: &State) -> pb::TestEvent {
     event.ok = false;
     event.error = format!(
         "kharond's SSH_AUTH_SOCK {socket}: {error}; the agent it was started with is gone. Restart \
-         kharond from a shell whose agent works (as a service: `systemctl --user import-environment \
-         SSH_AUTH_SOCK`, then restart it)"
+         kharond from a shell whose agent works ({})",
+        crate::ssh::auth::service_agent_advice()
     );
     event
 }

@@ -74,19 +74,23 @@ fn encrypted(path: &Path, agent: Agent, keychain: bool) -> String {
             "{shown} is encrypted and the ssh config gives this hop no agent (IdentityAgent none); kharond \
              cannot prompt: let it use your agent, or use a key without a passphrase"
         ),
-        Agent::NoSocket => {
-            // The service manager that started kharond without an agent decides the fix.
-            let service = if cfg!(target_os = "macos") {
-                "as a launchd agent: run `kharonctl service-install` again from that shell"
-            } else {
-                "as a service: `systemctl --user import-environment SSH_AUTH_SOCK`, then restart it"
-            };
-            format!(
-                "{shown} is encrypted and kharond has no ssh-agent to use it (no SSH_AUTH_SOCK when it \
-                 started; it cannot prompt): start kharond from a shell whose agent holds the key \
-                 (`ssh-add {shown}` there; {service})"
-            )
-        }
+        Agent::NoSocket => format!(
+            "{shown} is encrypted and kharond has no ssh-agent to use it (no SSH_AUTH_SOCK when it \
+             started; it cannot prompt): start kharond from a shell whose agent holds the key \
+             (`ssh-add {shown}` there; {})",
+            service_agent_advice()
+        ),
+    }
+}
+
+/// How kharond running as a service gets the agent of the user's shell: the service manager that
+/// started it decides. Every message about a missing or dead agent ends with it.
+pub fn service_agent_advice() -> &'static str {
+    if cfg!(target_os = "macos") {
+        "as a launchd agent: run `kharonctl service-install` again from that shell"
+    } else {
+        "as a service: `systemctl --user import-environment SSH_AUTH_SOCK`, then `systemctl --user \
+         restart kharond`"
     }
 }
 

@@ -68,17 +68,38 @@ impl Findings {
 /// Checks `jumphosts` (the table's) as the pool resolved them.
 pub async fn run(pool: &Pool, jumphosts: &[String]) -> Findings {
     let resolved = chains(pool, jumphosts);
-    let settings = pool.settings();
-    let credentials = credentials(&resolved, &settings.env);
-    let unresolved = unresolved(&resolved, &settings.ssh_config).await;
+    let credentials = credentials_in(&resolved, pool.default_agent()).await;
+    let unresolved = unresolved(&resolved, &pool.settings().ssh_config).await;
     Findings { at: SystemTime::now(), unresolved, credentials }
 }
 
 /// Only the credentials part of [`run`] (`Test`'s agent check): why jump hosts will refuse
 /// kharond, if they will.
-pub fn credentials_of(pool: &Pool, jumphosts: &[String]) -> Option<String> {
-    let settings = pool.settings();
-    credentials(&chains(pool, jumphosts), &settings.env)
+pub async fn credentials_of(pool: &Pool, jumphosts: &[String]) -> Option<String> {
+    credentials_in(&chains(pool, jumphosts), pool.default_agent()).await
+}
+
+/// How long kharond's agent may take to accept before it counts as not answering.
+const AGENT_CONNECT: Duration = Duration::from_secs(2);
+
+/// [`credentials`] for `chains`, with kharond's `agent` asked whether it answers (off the async
+/// threads' way: a connect, bounded) and key files read on a blocking thread.
+async fn credentials_in(chains: &[(String, Vec<Hop>)], agent: Option<&str>) -> Option<String> {
+    let answers = match agent {
+        None => None,
+        Some(socket) => {
+            Some(match tokio::time::timeout(AGENT_CONNECT, tokio::net::UnixStream::connect(socket)).await {
+                Ok(Ok(_)) => Ok(()),
+                Ok(Err(e)) => Err(e.to_string()),
+                Err(_) => Err(format!("no answer within {AGENT_CONNECT:?}")),
+            })
+        }
+    };
+    let chains = chains.to_vec();
+    let agent = agent.map(str::to_owned);
+    tokio::task::spawn_blocking(move || credentials(&chains, agent.as_deref().zip(answers)))
+        .await
+        .unwrap_or_default()
 }
 
 /// The hops of each of `jumphosts` the pool gives a chain.
@@ -186,17 +207,16 @@ fn judge(jumphost: &str, hop: &Hop, found: &Lookup, ssh_config: &Path) -> Option
 /// answers, and some jump host's hops have no agent of their own and no key file usable without
 /// one. With no jump hosts yet (no inventory) there is nothing to authenticate to: the reload
 /// that brings them (`kharonctl update`) says it.
-fn credentials(chains: &[(String, Vec<Hop>)], env: &HashMap<String, String>) -> Option<String> {
-    let agent = env.get("SSH_AUTH_SOCK").filter(|s| !s.is_empty());
-    if let Some(socket) = agent {
-        return match std::os::unix::net::UnixStream::connect(socket) {
-            Ok(_) => None,
-            Err(e) => Some(format!(
+/// `agent`: kharond's agent socket and whether it answered.
+fn credentials(chains: &[(String, Vec<Hop>)], agent: Option<(&str, Result<(), String>)>) -> Option<String> {
+    if let Some((socket, answered)) = agent {
+        return answered.err().map(|e| {
+            format!(
                 "kharond's ssh-agent does not answer (SSH_AUTH_SOCK {socket}: {e}): the agent it was \
                  started with is gone, so jump hosts get only key files without a passphrase. {}",
-                RESTART_ADVICE
-            )),
-        };
+                restart_advice()
+            )
+        });
     }
     let mut checked: HashMap<PathBuf, KeyFile> = HashMap::new();
     let mut usable = |files: &[PathBuf]| {
@@ -232,13 +252,17 @@ fn credentials(chains: &[(String, Vec<Hop>)], env: &HashMap<String, String>) -> 
     let who = format!("{noun} {}{more}", named.join(", "));
     Some(format!(
         "kharond has no ssh-agent (SSH_AUTH_SOCK was not set when it started) and {keys}: {who} will \
-         refuse it. {RESTART_ADVICE}"
+         refuse it. {}",
+        restart_advice()
     ))
 }
 
-const RESTART_ADVICE: &str = "Start kharond from a shell whose ssh-agent holds your key (as a \
-    service: `systemctl --user import-environment SSH_AUTH_SOCK`, then `systemctl --user restart \
-    kharond`)";
+fn restart_advice() -> String {
+    format!(
+        "Start kharond from a shell whose ssh-agent holds your key ({})",
+        crate::ssh::auth::service_agent_advice()
+    )
+}
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 enum KeyFile {
@@ -324,13 +348,12 @@ mod tests {
         assert_eq!(unresolved(&chains, config).await, Vec::new());
     }
 
-    #[test]
-    fn no_agent_and_no_usable_key_file_is_said_with_the_jump_hosts() {
+    #[tokio::test]
+    async fn no_agent_and_no_usable_key_file_is_said_with_the_jump_hosts() {
         let dir = tempfile::tempdir().unwrap();
         let missing = dir.path().join("id_missing");
-        let env = HashMap::new();
         let chains = vec![("jump-a".to_owned(), vec![hop("jump-a", "h", true, None, vec![missing.clone()])])];
-        let why = credentials(&chains, &env).unwrap();
+        let why = credentials_in(&chains, None).await.unwrap();
         assert!(why.contains("no ssh-agent") && why.contains("jump host jump-a"), "{why}");
         // A key file usable without an agent is enough.
         let key = dir.path().join("id_plain");
@@ -342,12 +365,15 @@ mod tests {
         std::fs::write(&key, pair.to_openssh(russh::keys::ssh_key::LineEnding::LF).unwrap().as_bytes())
             .unwrap();
         let chains = vec![("jump-a".to_owned(), vec![hop("jump-a", "h", true, None, vec![missing, key])])];
-        assert_eq!(credentials(&chains, &env), None);
+        assert_eq!(credentials_in(&chains, None).await, None);
         // An agent that answers is enough; one that does not is said.
-        let gone = [("SSH_AUTH_SOCK".to_owned(), dir.path().join("gone.sock").display().to_string())].into();
-        let why = credentials(&chains, &gone).unwrap();
+        let listening = dir.path().join("agent.sock");
+        let _agent = tokio::net::UnixListener::bind(&listening).unwrap();
+        assert_eq!(credentials_in(&[], Some(listening.to_str().unwrap())).await, None);
+        let gone = dir.path().join("gone.sock").display().to_string();
+        let why = credentials_in(&chains, Some(&gone)).await.unwrap();
         assert!(why.contains("does not answer"), "{why}");
         // No jump hosts yet: nothing to authenticate to, nothing to say.
-        assert_eq!(credentials(&[], &env), None);
+        assert_eq!(credentials_in(&[], None).await, None);
     }
 }
