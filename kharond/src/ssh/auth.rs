@@ -33,24 +33,24 @@ pub enum Error {
     Encrypted { path: PathBuf, agent: Agent, keychain: bool },
     #[error("no key was accepted for {user}; tried {}{}", tried_list(tried), agent_note(agent))]
     Rejected { user: String, tried: Vec<String>, agent: Option<String> },
-    /// The session ended while keys were being tried; `said` is the server's disconnect message,
+    /// The session ended while keys were being tried; `refused` of them were offered and refused
+    /// (the rest of `tried` never reached the server); `said` is the server's disconnect message,
     /// which the caller adds once the session has reported it.
-    #[error("{}", interrupted(tried, said.as_deref(), source))]
-    Interrupted { tried: Vec<String>, said: Option<String>, source: russh::Error },
+    #[error("{}", interrupted(tried, *refused, said.as_deref(), source))]
+    Interrupted { tried: Vec<String>, refused: usize, said: Option<String>, source: russh::Error },
 }
 
 /// After refused keys, a server that hangs up is almost always sshd's `MaxAuthTries` ("Too many
 /// authentication failures"): ssh fails the same way, and the fix is the same.
-fn interrupted(tried: &[String], said: Option<&str>, source: &russh::Error) -> String {
+fn interrupted(tried: &[String], refused: usize, said: Option<&str>, source: &russh::Error) -> String {
     let said = said.map(|s| format!(" ({s})")).unwrap_or_default();
-    if tried.is_empty() {
+    if refused == 0 {
         return format!("the server ended the session during authentication{said}: {source}");
     }
     format!(
-        "the server ended the session after refusing {} key{}{said}: {}. sshd stops after MaxAuthTries keys; \
+        "the server ended the session after refusing {refused} key{}{said}: {}. sshd stops after MaxAuthTries keys; \
          name this host's key with IdentityFile and set IdentitiesOnly yes, as ssh needs too",
-        tried.len(),
-        if tried.len() == 1 { "" } else { "s" },
+        if refused == 1 { "" } else { "s" },
         tried.join(", ")
     )
 }
@@ -144,6 +144,7 @@ where
 {
     let files = key_files(hop);
     let mut tried = Vec::new();
+    let mut refused = 0usize;
     let mut agent_problem = None;
     // Public keys the agent offered: a key file holding one of them needs no passphrase.
     let mut agent_keys: Vec<PublicKey> = Vec::new();
@@ -177,7 +178,8 @@ where
                             AgentIdentity::Certificate { certificate, .. } => (certificate.algorithm(), true),
                         };
                         let chosen = signature(handle, hop, &algorithm, certificate).await;
-                        let Some(hash) = chosen.map_err(|e| interrupted_by(tried.clone(), e))? else {
+                        let Some(hash) = chosen.map_err(|e| interrupted_by(tried.clone(), refused, e))?
+                        else {
                             tried.push(format!("{label} ({NOT_ACCEPTED})"));
                             continue;
                         };
@@ -200,12 +202,15 @@ where
                         };
                         match result {
                             Ok(AuthResult::Success) => return Ok(()),
-                            Ok(AuthResult::Failure { .. }) => tried.push(label),
+                            Ok(AuthResult::Failure { .. }) => {
+                                refused += 1;
+                                tried.push(label);
+                            }
                             Err(e) => {
                                 // The agent declined or failed to sign; the session is still usable.
                                 tracing::debug!(hop = %hop.display(), error = %e, "agent could not sign");
                                 if handle.is_closed() {
-                                    return Err(interrupted_by(tried, russh::Error::Disconnect));
+                                    return Err(interrupted_by(tried, refused, russh::Error::Disconnect));
                                 }
                                 tried.push(format!("{label} (agent failed: {e})"));
                             }
@@ -242,7 +247,7 @@ where
         let key = Arc::new(key);
         let cert = f.cert.as_ref().filter(|c| c.public_key() == key.public_key().key_data());
         let chosen = signature(handle, hop, &key.algorithm(), cert.is_some()).await;
-        let Some(hash) = chosen.map_err(|e| interrupted_by(tried.clone(), e))? else {
+        let Some(hash) = chosen.map_err(|e| interrupted_by(tried.clone(), refused, e))? else {
             tried.push(format!("{} ({NOT_ACCEPTED})", f.path.display()));
             continue;
         };
@@ -254,8 +259,11 @@ where
         };
         match result {
             Ok(AuthResult::Success) => return Ok(()),
-            Ok(AuthResult::Failure { .. }) => tried.push(f.path.display().to_string()),
-            Err(e) => return Err(interrupted_by(tried, e)),
+            Ok(AuthResult::Failure { .. }) => {
+                refused += 1;
+                tried.push(f.path.display().to_string());
+            }
+            Err(e) => return Err(interrupted_by(tried, refused, e)),
         }
     }
     match encrypted {
@@ -273,8 +281,8 @@ where
 
 const NOT_ACCEPTED: &str = "its type is not in PubkeyAcceptedAlgorithms";
 
-fn interrupted_by(tried: Vec<String>, source: russh::Error) -> Error {
-    Error::Interrupted { tried, said: None, source }
+fn interrupted_by(tried: Vec<String>, refused: usize, source: russh::Error) -> Error {
+    Error::Interrupted { tried, refused, said: None, source }
 }
 
 /// The RSA hash to sign in with a key of `algorithm` (meaningless for other types), or `None`

@@ -583,21 +583,20 @@ async fn dial_hop(
         }
     })?;
     let handshake = started.elapsed().saturating_sub(transport);
-    let mut down = rx;
+    let mut rx = rx;
     match auth::authenticate(&mut handle, hop, settings.env).await {
         Ok(()) => {}
-        Err(auth::Error::Interrupted { tried, source, .. }) => {
+        Err(auth::Error::Interrupted { tried, refused, source, .. }) => {
             // The session reports the server's disconnect message on its own task: wait for it
             // briefly, it is what names the cause ("Too many authentication failures").
-            let said = tokio::time::timeout(AUTH_DISCONNECT_WAIT, down.wait_for(Option::is_some))
+            let said = tokio::time::timeout(AUTH_DISCONNECT_WAIT, rx.wait_for(Option::is_some))
                 .await
                 .ok()
                 .and_then(|r| r.ok().and_then(|v| v.clone()));
-            return Err(ErrorKind::Auth(auth::Error::Interrupted { tried, said, source }));
+            return Err(ErrorKind::Auth(auth::Error::Interrupted { tried, refused, said, source }));
         }
         Err(e) => return Err(ErrorKind::Auth(e)),
     }
-    let rx = down;
     let auth = started.elapsed().saturating_sub(transport + handshake);
     let timing = HopTiming { hop: hop.display(), transport, handshake, auth };
     Ok(Session { handle, events, down: rx, hop: id.clone(), timing })

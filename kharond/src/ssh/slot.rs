@@ -172,7 +172,8 @@ impl Slot {
             target,
             at: SystemTime::now(),
         };
-        tracing::info!(jumphost = %self.jumphost, target = %refusal.target, reason = %refusal.reason,
+        // The client's connection logs the refusal at INFO, in its own span; this is the slot's side.
+        tracing::debug!(jumphost = %self.jumphost, target = %refusal.target, reason = %refusal.reason,
             description = %refusal.description, "the jump host refused a channel");
         self.lock().last_refusal = Some(refusal);
     }

@@ -83,8 +83,8 @@ async fn resolve(host: &str, port: u16, family: AddressFamily) -> Result<Vec<Soc
     .map_err(|e| e.to_string())
     .and_then(|r| r);
     let resolve = |why| Error::Resolve { host: host.to_owned(), family, why };
-    let addrs: Vec<SocketAddr> =
-        looked_up.map_err(resolve)?.into_iter().filter(|a| family.allows(&a.ip())).collect();
+    // getaddrinfo was given the family: what it returns is of that family.
+    let addrs: Vec<SocketAddr> = looked_up.map_err(resolve)?;
     if addrs.is_empty() {
         return Err(resolve("no address".to_owned()));
     }

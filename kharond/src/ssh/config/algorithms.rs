@@ -120,27 +120,22 @@ const PUBKEY_CERTS: &[&str] = &[
 const CERT_SUFFIX: &str = "-cert-v01@openssh.com";
 
 /// The host certificate types offered when the config names none: OpenSSH 9.2's default
-/// `HostKeyAlgorithms` without the security-key types.
-const DEFAULT_HOST_KEY_CERTS: &[&str] = &[
-    "ssh-ed25519-cert-v01@openssh.com",
-    "ecdsa-sha2-nistp256-cert-v01@openssh.com",
-    "ecdsa-sha2-nistp384-cert-v01@openssh.com",
-    "ecdsa-sha2-nistp521-cert-v01@openssh.com",
-    "rsa-sha2-512-cert-v01@openssh.com",
-    "rsa-sha2-256-cert-v01@openssh.com",
-];
+/// `HostKeyAlgorithms` without the security-key types, i.e. [`PUBKEY_CERTS`] without its last,
+/// SHA-1 one.
+const DEFAULT_HOST_KEY_CERTS: &[&str] = without_sha1(PUBKEY_CERTS);
 
 /// OpenSSH 9.2's default `CASignatureAlgorithms` without the security-key types, which kharon
-/// cannot verify: a host certificate signed with anything else (SHA-1 RSA above all) is not
-/// accepted.
-const DEFAULT_CA_SIGNATURES: &[&str] = &[
-    "ssh-ed25519",
-    "ecdsa-sha2-nistp256",
-    "ecdsa-sha2-nistp384",
-    "ecdsa-sha2-nistp521",
-    "rsa-sha2-512",
-    "rsa-sha2-256",
-];
+/// cannot verify: [`HOST_KEYS`] without `ssh-rsa`. A host certificate signed with anything else
+/// (SHA-1 RSA above all) is not accepted.
+const DEFAULT_CA_SIGNATURES: &[&str] = without_sha1(HOST_KEYS);
+
+/// `list` without its last entry, the SHA-1 RSA one (checked by a test).
+const fn without_sha1(list: &'static [&'static str]) -> &'static [&'static str] {
+    match list.split_last() {
+        Some((_, rest)) => rest,
+        None => list,
+    }
+}
 
 /// Whether `name` is a certificate type (`*-cert-v01@openssh.com`).
 pub(crate) fn is_certificate(name: &str) -> bool {
@@ -273,7 +268,7 @@ impl Category {
             Category::Kex => kex::ALL_KEX_ALGORITHMS.iter().map(|n| n.as_ref()).collect(),
             // The certificate types are kharon's to check, not russh's: see the module doc.
             Category::HostKeys | Category::Pubkeys => pubkeys(),
-            Category::CaSignatures => DEFAULT_CA_SIGNATURES.iter().copied().chain(["ssh-rsa"]).collect(),
+            Category::CaSignatures => HOST_KEYS.to_vec(),
         };
         names.into_iter().filter(|n| !matches!(*n, "none" | "clear")).collect()
     }
@@ -514,6 +509,15 @@ fn same_key_type(known: &Algorithm, algorithm: &Algorithm) -> bool {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn the_defaults_are_the_full_lists_without_their_sha1_entry() {
+        assert_eq!(PUBKEY_CERTS.last(), Some(&"ssh-rsa-cert-v01@openssh.com"));
+        assert_eq!(HOST_KEYS.last(), Some(&"ssh-rsa"));
+        assert_eq!(DEFAULT_HOST_KEY_CERTS.len(), 6);
+        assert_eq!(DEFAULT_CA_SIGNATURES.len(), 6);
+        assert!(!DEFAULT_CA_SIGNATURES.contains(&"ssh-rsa"));
+    }
 
     #[test]
     fn host_key_names_are_russhs_defaults() {

@@ -42,15 +42,6 @@ pub enum AddressFamily {
 }
 
 impl AddressFamily {
-    /// Whether an address of this family may be used.
-    pub fn allows(self, addr: &std::net::IpAddr) -> bool {
-        match self {
-            AddressFamily::Any => true,
-            AddressFamily::Inet => addr.is_ipv4(),
-            AddressFamily::Inet6 => addr.is_ipv6(),
-        }
-    }
-
     /// The `AF_*` constant getaddrinfo(3) is given.
     pub fn libc(self) -> i32 {
         match self {

@@ -176,9 +176,9 @@ impl KnownHosts {
                 }
             }
         }
-        let plain = |entries: &[Entry]| -> Vec<Entry> {
-            entries.iter().filter(|e| e.marker == Marker::None).cloned().collect()
-        };
+        fn plain(entries: &[Entry]) -> impl Iterator<Item = &Entry> {
+            entries.iter().filter(|e| e.marker == Marker::None)
+        }
         let mut changed = None;
         for e in plain(&self.named) {
             if e.key.key_data() == presented.key_data() {
@@ -197,7 +197,7 @@ impl KnownHosts {
                 recorded: Box::new(e.line.clone()),
             });
         }
-        if let Some(e) = plain(&self.bare).into_iter().find(|e| e.key.key_data() == presented.key_data()) {
+        if let Some(e) = plain(&self.bare).find(|e| e.key.key_data() == presented.key_data()) {
             return Ok(Accepted::Known(e.line.clone()));
         }
         match hop.strict_host_key_checking {
