@@ -170,7 +170,10 @@ fn test_checks_api_console_and_oauth_and_names_a_malformed_url() {
 #[test]
 fn test_refuses_the_certificate_login_refuses_and_says_it_once() {
     let lab = Lab::new(LabOptions {
-        last_hop_hosts: vec![("api.c2.example".to_owned(), "127.0.0.1".to_owned())],
+        last_hop_hosts: vec![
+            ("api.c2.example".to_owned(), "127.0.0.1".to_owned()),
+            ("api.c3.example".to_owned(), "127.0.0.1".to_owned()),
+        ],
         ..LabOptions::default()
     });
     let good_dir = lab.env.path().join("good");
@@ -187,7 +190,13 @@ fn test_refuses_the_certificate_login_refuses_and_says_it_once() {
     let mut fine = inventory::routed("c-good", &lab.jumphost(), "c2.example");
     fine["dynamicFacts"]["openshiftApiURL"] = format!("https://api.c2.example:{}", good.port).into();
     fine["dynamicFacts"][CA_FACT] = good.ca_base64.clone().into();
-    let inv = lab.env.write("inventory.json", &inventory::to_json(&[leaf, fine]));
+    // A CA fact that decodes but holds no certificate: that cluster's row fails, the rest go on.
+    let mut broken = inventory::routed("c-badca", &lab.jumphost(), "c3.example");
+    broken["dynamicFacts"]["openshiftApiURL"] = format!("https://api.c3.example:{}", good.port).into();
+    broken["dynamicFacts"][CA_FACT] =
+        crate::kubeconfig::base64_encode(b"-----BEGIN CERTIFICATE-----\n!!!!\n-----END CERTIFICATE-----\n")
+            .into();
+    let inv = lab.env.write("inventory.json", &inventory::to_json(&[leaf, fine, broken]));
     let agent = lab.agent.socket().display().to_string();
     let _daemon = Kharond::start_with(
         &lab.env,
@@ -200,6 +209,10 @@ fn test_refuses_the_certificate_login_refuses_and_says_it_once() {
     let rows = out.json();
     let rows = rows.as_array().unwrap();
     assert_eq!(find(rows, "c-good", "api", "https")["ok"], true, "{rows:#?}");
+    let unusable = find(rows, "c-badca", "api", "https");
+    assert_eq!(unusable["ok"], false, "{unusable}");
+    let why = unusable["error"].as_str().unwrap_or_default();
+    assert!(why.contains("cannot make an HTTPS client with the cluster's own CA"), "{why}");
     assert_eq!(find(rows, "c-leaf", "api", "connect")["ok"], true, "the path works: {rows:#?}");
     let refused = find(rows, "c-leaf", "api", "https");
     assert_eq!(refused["ok"], false, "{refused}");

@@ -76,24 +76,29 @@ fn https_client(proxy: &Proxy, ca_pem: Option<&[u8]>) -> anyhow::Result<reqwest:
         .build()?)
 }
 
-/// One HTTPS client per cluster (its CA may differ), made on first use.
+/// One HTTPS client per CA a cluster brings (most bring none and share one), made on first use:
+/// each client loads the system's roots.
 struct Clients<'a> {
     proxy: Proxy,
     catalog: Option<&'a Catalog>,
-    made: HashMap<String, (reqwest::Client, bool)>,
+    made: HashMap<Option<Vec<u8>>, Result<reqwest::Client, String>>,
 }
 
 impl Clients<'_> {
-    /// The client for `cluster`'s checks, and whether it trusts a CA of the cluster's own.
-    fn of(&mut self, cluster: &str) -> anyhow::Result<(reqwest::Client, bool)> {
-        if let Some(made) = self.made.get(cluster) {
-            return Ok(made.clone());
-        }
+    /// The client for `cluster`'s checks and whether it trusts a CA of the cluster's own; or why
+    /// none can be made (the cluster's CA is no certificate): that cluster's rows fail, the rest go on.
+    fn of(&mut self, cluster: &str) -> (Result<reqwest::Client, String>, bool) {
         let ca =
             self.catalog.and_then(|c| catalog::find(c.clusters(), cluster).ok()).and_then(trust::cluster_ca);
-        let made = (https_client(&self.proxy, ca.as_deref())?, ca.is_some());
-        self.made.insert(cluster.to_owned(), made.clone());
-        Ok(made)
+        let own_ca = ca.is_some();
+        let proxy = &self.proxy;
+        let made = self.made.entry(ca).or_insert_with_key(|ca| {
+            https_client(proxy, ca.as_deref()).map_err(|e| {
+                let whose = if ca.is_some() { " with the cluster's own CA from the inventory" } else { "" };
+                format!("cannot make an HTTPS client{whose}: {}", kharon_shared::errors::chain(e.as_ref()))
+            })
+        });
+        (made.clone(), own_ca)
     }
 }
 
@@ -260,8 +265,11 @@ pub async fn run(args: Args, ctx: &Context) -> anyhow::Result<ExitCode> {
             }
             let url = https_url(&event);
             let mut row = endpoint_row(&event, "https");
-            let (client, own_ca) = clients.of(&event.cluster)?;
-            match https_check(&client, &url, &event.cluster, own_ca).await {
+            let checked = match clients.of(&event.cluster) {
+                (Ok(client), own_ca) => https_check(&client, &url, &event.cluster, own_ca).await,
+                (Err(why), _) => Err(why),
+            };
+            match checked {
                 Ok(took) => row.latency_ms = took.as_secs_f64() * 1000.0,
                 Err(e) => (row.ok, row.latency_ms, row.error) = (false, 0.0, e),
             }
