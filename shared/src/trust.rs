@@ -130,8 +130,15 @@ pub struct Refused {
 
 impl fmt::Display for Refused {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        write!(f, "cluster {}: {} {:?} refused: {}", self.cluster, self.fact, self.value, self.reason)
+        f.write_str(&refusal_text(&self.cluster, self.fact, &self.value, &self.reason))
     }
+}
+
+/// A refusal as `update`, `reload`, `status` and kharond's log all say it: cluster, fact, value
+/// (at most [`crate::text::MAX_CELL`] characters of it) and why. Not escaped: each output escapes.
+pub fn refusal_text(cluster: &str, fact: &str, value: &str, reason: &dyn fmt::Display) -> String {
+    let value = crate::text::cap(value, crate::text::MAX_CELL);
+    format!("cluster {cluster}: {fact} {value:?} refused: {reason}")
 }
 
 /// Whether a fact may route `name` (normalised: lowercase, no trailing dot), judged by the name

@@ -40,13 +40,7 @@ pub async fn run(_args: Args, ctx: &Context) -> anyhow::Result<ExitCode> {
         println!("  routes unchanged");
     }
     for c in &inv.conflicts {
-        let winner = c.winner.clone().unwrap_or_default();
-        eprintln!(
-            "warning: {} is claimed by several jump hosts; {} ({}) wins",
-            Escaped(&c.suffix),
-            Escaped(&winner.cluster),
-            Escaped(&winner.jumphost)
-        );
+        eprintln!("warning: {}", crate::daemon::reload_outcome::conflict(c));
     }
     crate::daemon::reload_outcome::warnings(&reply);
     for r in &inv.refused_claims {

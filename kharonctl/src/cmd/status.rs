@@ -281,13 +281,7 @@ pub async fn run(args: Args, ctx: &Context) -> anyhow::Result<ExitCode> {
         println!("{}", output::table(&["route", "open", "since start", "failed", "bytes up/down"], rows));
     }
     for c in &inv.conflicts {
-        let w = c.winner.clone().unwrap_or_default();
-        println!(
-            "conflict: {} claimed by several jump hosts; {} ({}) wins",
-            Escaped(&c.suffix),
-            Escaped(&w.cluster),
-            Escaped(&w.jumphost)
-        );
+        println!("conflict: {}", crate::daemon::reload_outcome::conflict(c));
     }
     for w in &inv.warnings {
         println!("warning: {}", Escaped(w));
@@ -342,11 +336,8 @@ pub async fn run(args: Args, ctx: &Context) -> anyhow::Result<ExitCode> {
     }
     if let Some(p) = &s.preflight {
         let checked = format!("checked {} ago", age_of(p.checked_at_ms));
-        for u in &p.unresolved {
-            println!("warning: jump host {}: {} ({checked})", Escaped(&u.jumphost), Escaped(&u.reason));
-        }
-        if !p.credentials.is_empty() {
-            println!("warning: {} ({checked})", Escaped(&p.credentials));
+        for line in crate::daemon::reload_outcome::preflight_lines(p) {
+            println!("warning: {line} ({checked})");
         }
     }
     Ok(ExitCode::SUCCESS)

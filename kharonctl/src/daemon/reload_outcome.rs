@@ -25,22 +25,39 @@ pub(crate) fn partial(reply: &pb::ReloadResponse) -> Option<()> {
 
 /// Says on stderr what kharond's check after the reload found will fail: jump hosts no Host block
 /// names that do not resolve, and no credentials any jump host would take. Not a partial reload
-/// (everything is in force), so it changes no exit code. Returns how many lines it said.
-pub(crate) fn warnings(reply: &pb::ReloadResponse) -> usize {
-    let Some(found) = &reply.preflight else { return 0 };
-    for u in &found.unresolved {
-        eprintln!("warning: jump host {}: {}", Escaped(&u.jumphost), Escaped(&u.reason));
+/// (everything is in force), so it changes no exit code.
+pub(crate) fn warnings(reply: &pb::ReloadResponse) {
+    for line in reply.preflight.iter().flat_map(preflight_lines) {
+        eprintln!("warning: {line}");
     }
-    if !found.credentials.is_empty() {
-        eprintln!("warning: {}", Escaped(&found.credentials));
-    }
-    found.unresolved.len() + usize::from(!found.credentials.is_empty())
 }
 
-/// A name the routing table refuses, as `status` and `reload` say it, in the words of `update` and
-/// kharond's log (`trust::Refused`): cluster, fact, value, why; escaped, since all of it is data.
+/// What kharond's check found, a line each, escaped: as `reload`, `update` and `status` say it.
+pub(crate) fn preflight_lines(found: &pb::Preflight) -> Vec<String> {
+    let mut lines: Vec<String> = found
+        .unresolved
+        .iter()
+        .map(|u| format!("jump host {}: {}", Escaped(&u.jumphost), Escaped(&u.reason)))
+        .collect();
+    if !found.credentials.is_empty() {
+        lines.push(Escaped(&found.credentials).to_string());
+    }
+    lines
+}
+
+/// A name the routing table refuses, in the words of `update` and kharond's log
+/// ([`kharon_shared::trust::refusal_text`]); escaped, since all of it is data.
 pub(crate) fn refused_claim(r: &pb::RefusedClaim) -> String {
-    let value = kharon_shared::text::cap(&r.value, kharon_shared::text::MAX_CELL);
-    let line = format!("cluster {}: {} {value:?} refused: {}", r.cluster, r.fact, r.reason);
-    Escaped(&line).to_string()
+    Escaped(&kharon_shared::trust::refusal_text(&r.cluster, &r.fact, &r.value, &r.reason)).to_string()
+}
+
+/// A suffix several jump hosts claim and which one wins, as `reload` and `status` say it.
+pub(crate) fn conflict(c: &pb::Conflict) -> String {
+    let winner = c.winner.clone().unwrap_or_default();
+    format!(
+        "{} is claimed by several jump hosts; {} ({}) wins",
+        Escaped(&c.suffix),
+        Escaped(&winner.cluster),
+        Escaped(&winner.jumphost)
+    )
 }

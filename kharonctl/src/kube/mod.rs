@@ -37,7 +37,6 @@ pub mod trust;
 
 use std::path::{Path, PathBuf};
 
-use base64::Engine as _;
 use kharon_shared::inventory::{Cluster, Distribution, fact};
 use serde_norway::{Mapping, Value};
 
@@ -74,7 +73,6 @@ pub enum Error {
     NoExe(std::io::Error),
 }
 
-/// Why a cluster got no entry.
 /// Why a fact's OIDC issuer or client id is not put into a kubelogin entry.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 pub enum OidcError {
@@ -86,6 +84,7 @@ pub enum OidcError {
     ClientId,
 }
 
+/// Why a cluster got no entry.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 pub enum EntryError {
     #[error("{id}: no API URL fact (openshiftApiURL or talosApiURL)")]
@@ -199,11 +198,10 @@ pub fn cluster_part(cluster: &Cluster, settings: &Settings) -> Result<(Value, Ve
     let server = cluster.api_url().ok_or_else(|| EntryError::NoApiUrl { id: id.clone() })?;
     let mut warnings = Vec::new();
     let mut c = map([("server", s(server))]);
-    if let (Some(ca), Value::Mapping(m)) = (cluster.dynamic_fact_str(fact::TALOS_CA_DATA), &mut c) {
-        let ca: String = ca.split_whitespace().collect();
-        match base64::engine::general_purpose::STANDARD.decode(&ca) {
-            Ok(_) => {
-                m.insert(s("certificate-authority-data"), s(ca));
+    if let (Some(ca), Value::Mapping(m)) = (trust::cluster_ca_fact(cluster), &mut c) {
+        match ca {
+            Ok((text, _)) => {
+                m.insert(s("certificate-authority-data"), s(text));
             }
             Err(e) => warnings.push(format!("{id}: {} is not base64 ({e}); left out", fact::TALOS_CA_DATA)),
         }
@@ -250,9 +248,9 @@ fn user(cluster: &Cluster, settings: &Settings, warnings: &mut Vec<String>) -> R
                     "{id}: no kubectl oidc-login entry from the {from} facts {} {:?} and {} {:?}: {e}; \
                      log in yourself",
                     fact::OIDC_ISSUER,
-                    issuer,
+                    kharon_shared::text::cap(issuer, kharon_shared::text::MAX_CELL),
                     fact::OIDC_CLIENT_ID,
-                    client
+                    kharon_shared::text::cap(client, kharon_shared::text::MAX_CELL)
                 ));
                 return Ok(Value::Mapping(Mapping::new()));
             }

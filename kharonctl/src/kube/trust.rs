@@ -14,8 +14,14 @@ use kharon_shared::inventory::{Cluster, fact};
 
 /// The cluster's own CA (PEM) from its inventory fact, if it has a usable one.
 pub fn cluster_ca(cluster: &Cluster) -> Option<Vec<u8>> {
-    let ca = cluster.dynamic_fact_str(fact::TALOS_CA_DATA)?;
-    base64::engine::general_purpose::STANDARD.decode(ca.split_whitespace().collect::<String>()).ok()
+    cluster_ca_fact(cluster)?.ok().map(|(_, pem)| pem)
+}
+
+/// The cluster's CA fact as its base64 text without whitespace (what a kubeconfig's
+/// `certificate-authority-data` takes) and decoded; or why it does not decode. `None` without one.
+pub fn cluster_ca_fact(cluster: &Cluster) -> Option<Result<(String, Vec<u8>), base64::DecodeError>> {
+    let text: String = cluster.dynamic_fact_str(fact::TALOS_CA_DATA)?.split_whitespace().collect();
+    Some(base64::engine::general_purpose::STANDARD.decode(&text).map(|pem| (text, pem)))
 }
 
 /// A client builder that trusts the system's roots and `ca_pem` (a cluster's CA), nothing else.
