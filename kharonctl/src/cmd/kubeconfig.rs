@@ -36,6 +36,7 @@ pub async fn run(args: Args, ctx: &Context) -> anyhow::Result<ExitCode> {
         args.destination.settings(kube::Settings::new(ctx.proxy().await, catalog.inventory_file())?);
     let mut entries = Vec::new();
     let matched = selected.len();
+    let mut without_api_url = 0;
     for cluster in selected {
         match kube::entry(cluster, &settings) {
             Ok(entry) => {
@@ -43,11 +44,18 @@ pub async fn run(args: Args, ctx: &Context) -> anyhow::Result<ExitCode> {
                 entries.push(entry);
             }
             // Clusters without an API URL have nothing to connect to; not worth a line each.
-            Err(EntryError::NoApiUrl { .. }) => {}
+            Err(EntryError::NoApiUrl { .. }) => without_api_url += 1,
             Err(e) => {
                 eprintln!("kharonctl: warning: skipped {}", kharon_shared::text::Escaped(&e.to_string()))
             }
         }
+    }
+    if entries.is_empty() && without_api_url < matched {
+        anyhow::bail!(
+            "{} {} but none could be written (the warnings above say why)",
+            crate::output::count(matched as u64, "cluster"),
+            if matched == 1 { "matches" } else { "match" }
+        );
     }
     if entries.is_empty() {
         anyhow::bail!(
