@@ -64,8 +64,11 @@ pub enum Error {
     Bind(std::io::Error),
     #[error("the OAuth server refused the login: {}{}", kharon_shared::text::Escaped(error), in_parens(description.as_deref()))]
     Denied { error: String, description: Option<String> },
-    #[error("no login within {secs} s; open the URL printed above, or run the command again")]
-    Timeout { secs: u64 },
+    #[error(
+        "no login within {}; open the URL printed above, or run the command again",
+        crate::duration::show(*after)
+    )]
+    Timeout { after: Duration },
     #[error("{id} has no API URL fact, so there is nothing to log in to")]
     NoApiUrl { id: String },
 }
@@ -234,7 +237,7 @@ pub async fn web_login(opts: &WebLogin) -> Result<StoredToken, Error> {
     }
     let code = tokio::time::timeout(opts.timeout, wait_for_code(&listener, &state))
         .await
-        .map_err(|_| Error::Timeout { secs: opts.timeout.as_secs() })??;
+        .map_err(|_| Error::Timeout { after: opts.timeout })??;
 
     let form = [
         ("grant_type", "authorization_code"),

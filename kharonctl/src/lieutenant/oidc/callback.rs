@@ -65,7 +65,7 @@ impl Callback {
                 }
             }
         };
-        tokio::time::timeout(timeout, serve).await.map_err(|_| Error::Timeout { secs: timeout.as_secs() })?
+        tokio::time::timeout(timeout, serve).await.map_err(|_| Error::Timeout { after: timeout })?
     }
 }
 

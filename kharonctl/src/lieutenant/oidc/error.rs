@@ -35,8 +35,11 @@ pub enum Error {
     PortBusy { port: u16 },
     #[error("cannot listen on {addr} for the login callback: {source}")]
     Bind { addr: SocketAddr, source: std::io::Error },
-    #[error("no login completed within {secs}s; run the command again (or give more time with --timeout)")]
-    Timeout { secs: u64 },
+    #[error(
+        "no login completed within {}; run the command again (or give more time with --timeout)",
+        crate::duration::show(*after)
+    )]
+    Timeout { after: std::time::Duration },
     #[error(
         "the identity provider refused the login: {}{}",
         kharon_shared::text::Escaped(error),

@@ -273,7 +273,7 @@ impl<'a> Auth<'a> {
         if let Some(complete) = details.verification_uri_complete() {
             eprintln!("(or open {} directly)", Escaped(complete.secret()));
         }
-        eprintln!("waiting up to {}s for the login to complete…", timeout.as_secs());
+        eprintln!("waiting up to {} for the login to complete…", crate::duration::show(timeout));
         provider.device_finish(&details, timeout).await
     }
 }
