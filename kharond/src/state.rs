@@ -101,11 +101,15 @@ impl State {
     /// Checks the chains of the table in force for what will fail before a connection does
     /// ([`ssh::preflight`]), logs it, and keeps it for `Status`.
     pub async fn preflight(&self) -> ssh::preflight::Findings {
-        let jumphosts = self.table().table.jumphosts();
-        let findings = ssh::preflight::run(&self.pool, &jumphosts).await;
-        // Kept before it is logged: whoever read the log line finds the same in `Status`.
-        *self.preflight.lock().unwrap_or_else(std::sync::PoisonError::into_inner) = findings.clone();
-        findings.log();
+        let checked = self.table();
+        let findings = ssh::preflight::run(&self.pool, &checked.table.jumphosts()).await;
+        // The start's check runs beside a reload's, and its lookups can take seconds: the findings
+        // of a table no longer in force are not kept (the newer check's are, or will be).
+        if Arc::ptr_eq(&checked, &self.table()) {
+            // Kept before it is logged: whoever read the log line finds the same in `Status`.
+            *self.preflight.lock().unwrap_or_else(std::sync::PoisonError::into_inner) = findings.clone();
+            findings.log();
+        }
         findings
     }
 

@@ -93,6 +93,10 @@ struct Gate {
 struct Failures {
     warned_at: Option<Instant>,
     since: u64,
+    /// A task will tell `since` when [`WARN_EVERY`] after `warned_at` is up.
+    told_later: bool,
+    /// The client of the latest failure, named in the WARN.
+    latest: Option<SocketAddr>,
 }
 
 impl Credentials {
@@ -135,16 +139,38 @@ impl Credentials {
 }
 
 impl Gates {
-    /// Counts a failed login and logs it, at most once per [`WARN_EVERY`].
-    fn failed(&self, client: SocketAddr) {
+    /// Counts a failed login and logs it, at most once per [`WARN_EVERY`]; failures in between are
+    /// told when that time is up, even if no other failure comes (a burst, then silence).
+    fn failed(self: &Arc<Self>, client: SocketAddr) {
         let mut failures = self.failures.lock().unwrap_or_else(PoisonError::into_inner);
         failures.since += 1;
+        failures.latest = Some(client);
         let now = Instant::now();
-        if failures.warned_at.is_some_and(|at| now.duration_since(at) < WARN_EVERY) {
+        if let Some(at) = failures.warned_at.filter(|at| now.duration_since(*at) < WARN_EVERY) {
+            if !failures.told_later {
+                failures.told_later = true;
+                let gates = Arc::clone(self);
+                tokio::spawn(async move {
+                    tokio::time::sleep_until(at + WARN_EVERY).await;
+                    gates.tell();
+                });
+            }
             return;
         }
+        drop(failures);
+        self.tell();
+    }
+
+    /// Logs the failures counted since the last WARN, if any, naming the latest one's client.
+    fn tell(&self) {
+        let mut failures = self.failures.lock().unwrap_or_else(PoisonError::into_inner);
+        failures.told_later = false;
         let count = std::mem::take(&mut failures.since);
-        failures.warned_at = Some(now);
+        if count == 0 {
+            return;
+        }
+        failures.warned_at = Some(Instant::now());
+        let client = failures.latest.map(|c| c.to_string()).unwrap_or_default();
         drop(failures);
         warn!(
             client.addr = %client,
@@ -164,7 +190,8 @@ fn digest(bytes: &[u8]) -> Digest {
 /// compared, not the bytes, since comparing slices of different lengths returns early and would
 /// tell the length; both fields are always compared, so neither tells which one was wrong.
 /// [`Credentials::check`] is the gated form every client goes through.
-pub fn matches(expected: &Credentials, username: &[u8], password: &[u8]) -> bool {
+/// Not public beyond the proxy: every caller outside tests goes through the gate.
+pub(in crate::proxy) fn matches(expected: &Credentials, username: &[u8], password: &[u8]) -> bool {
     let same = |given: &[u8], wanted: &Secret<Digest>| digest(given).ct_eq(wanted.expose());
     bool::from(same(username, &expected.username) & same(password, &expected.password))
 }

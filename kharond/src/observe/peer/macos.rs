@@ -40,7 +40,10 @@ pub fn find(clients: &[SocketAddr], listen: SocketAddr) -> HashMap<SocketAddr, P
 /// Who holds the client end of kharond's connection from `client` to `listen`, when it is a
 /// process kharond may inspect (see the module doc: one of its own user's, unless it is root).
 /// `None` proves nothing about who it is, only that kharond cannot see it.
-#[allow(dead_code, reason = "the seam of the owner-only check for password-less kharond (issue 33) calls it")]
+#[allow(
+    dead_code,
+    reason = "kept for an owner-only check on macOS; proxy/owner/elsewhere.rs says why none uses it yet"
+)]
 pub fn holder(client: SocketAddr, listen: SocketAddr) -> Option<Holder> {
     scan(&[client], listen).into_iter().next().map(|(_, holder)| holder)
 }
