@@ -27,6 +27,27 @@ fn find(rows: &[serde_json::Value], cluster: &str, endpoint: &str, check: &str) 
         .clone()
 }
 
+/// Starts kharond on `clusters`, through the lab's jump hosts with the lab's agent, and runs
+/// `kharonctl test -o json` (with `env`), which must fail: every scenario here has a failing
+/// cluster. Returns the daemon (stopped when dropped), the inventory file and the rows.
+fn test_rows(
+    lab: &Lab,
+    clusters: &[serde_json::Value],
+    env: &[(&str, &str)],
+) -> (Kharond, std::path::PathBuf, Vec<serde_json::Value>) {
+    let inv = lab.env.write("inventory.json", &inventory::to_json(clusters));
+    let agent = lab.agent.socket().display().to_string();
+    let daemon = Kharond::start_with(
+        &lab.env,
+        &["--inventory", inv.to_str().unwrap(), "--ssh-config", lab.ssh_config.to_str().unwrap()],
+        &[("SSH_AUTH_SOCK", agent.as_str())],
+    );
+    let out = kharonctl::run_with(&lab.env, &["test", "-o", "json"], env);
+    assert_eq!(out.code, Some(1), "a failing cluster must fail the run\n{}\n{}", out.stdout, out.stderr);
+    let rows = out.json().as_array().cloned().unwrap_or_default();
+    (daemon, inv, rows)
+}
+
 #[test]
 fn test_checks_each_cluster_through_its_tunnel_and_names_the_broken_hop() {
     let lab = Lab::new(LabOptions::default());
@@ -41,19 +62,10 @@ fn test_checks_each_cluster_through_its_tunnel_and_names_the_broken_hop() {
     healthy["dynamicFacts"]["openshiftApiURL"] = format!("https://{TARGET}:{}", tls.port).into();
     healthy["dynamicFacts"][CA_FACT] = tls.ca_base64.clone().into();
     let broken = inventory::routed("c-broken", "hop-dead", "c2.example");
-    let inv = lab.env.write("inventory.json", &inventory::to_json(&[healthy, broken]));
     let agent = lab.agent.socket().display().to_string();
-    let _daemon = Kharond::start_with(
-        &lab.env,
-        &["--inventory", inv.to_str().unwrap(), "--ssh-config", lab.ssh_config.to_str().unwrap()],
-        &[("SSH_AUTH_SOCK", agent.as_str())],
-    );
-
     let agent_env = [("SSH_AUTH_SOCK", agent.as_str())];
-    let out = kharonctl::run_with(&lab.env, &["test", "-o", "json"], &agent_env);
-    assert_eq!(out.code, Some(1), "a broken cluster must fail the run\n{}\n{}", out.stdout, out.stderr);
-    let rows = out.json();
-    let rows = rows.as_array().unwrap();
+    let (_daemon, inv, rows) = test_rows(&lab, &[healthy, broken], &agent_env);
+    let rows = &rows[..];
     assert_eq!(find(rows, "c-ok", "api", "connect")["ok"], true, "{rows:?}");
     assert_eq!(find(rows, "c-ok", "api", "https")["ok"], true, "{rows:?}");
     assert_eq!(find(rows, "c-ok", "api", "https")["url"], format!("https://{TARGET}:{}/version", tls.port));
@@ -105,19 +117,10 @@ fn test_checks_api_console_and_oauth_and_names_a_malformed_url() {
     bad["dynamicFacts"]["openshiftApiURL"] = format!("https://{target}").into();
     bad["dynamicFacts"]["openshiftConsoleURL"] = "https://console.apps.c2.example:99999/".into();
     bad["dynamicFacts"][CA_FACT] = tls.ca_base64.clone().into();
-    let inv = lab.env.write("inventory.json", &inventory::to_json(&[full.clone(), bad]));
     let agent = lab.agent.socket().display().to_string();
-    let _daemon = Kharond::start_with(
-        &lab.env,
-        &["--inventory", inv.to_str().unwrap(), "--ssh-config", lab.ssh_config.to_str().unwrap()],
-        &[("SSH_AUTH_SOCK", agent.as_str())],
-    );
-
     // The harness clears the environment: this kharonctl has no SSH_AUTH_SOCK.
-    let out = kharonctl::run(&lab.env, &["test", "-o", "json"]);
-    assert_eq!(out.code, Some(1), "{}\n{}", out.stdout, out.stderr);
-    let rows = out.json();
-    let rows = rows.as_array().unwrap();
+    let (_daemon, inv, rows) = test_rows(&lab, &[full.clone(), bad], &[]);
+    let rows = &rows[..];
     for (endpoint, fact, fetched) in [
         ("api", "openshiftApiURL", format!("https://{target}/version")),
         ("console", "openshiftConsoleURL", format!("https://{target}/console")),
@@ -196,18 +199,8 @@ fn test_refuses_the_certificate_login_refuses_and_says_it_once() {
     broken["dynamicFacts"][CA_FACT] =
         crate::kubeconfig::base64_encode(b"-----BEGIN CERTIFICATE-----\n!!!!\n-----END CERTIFICATE-----\n")
             .into();
-    let inv = lab.env.write("inventory.json", &inventory::to_json(&[leaf, fine, broken]));
-    let agent = lab.agent.socket().display().to_string();
-    let _daemon = Kharond::start_with(
-        &lab.env,
-        &["--inventory", inv.to_str().unwrap(), "--ssh-config", lab.ssh_config.to_str().unwrap()],
-        &[("SSH_AUTH_SOCK", agent.as_str())],
-    );
-
-    let out = kharonctl::run(&lab.env, &["test", "-o", "json"]);
-    assert_eq!(out.code, Some(1), "{}\n{}", out.stdout, out.stderr);
-    let rows = out.json();
-    let rows = rows.as_array().unwrap();
+    let (_daemon, _, rows) = test_rows(&lab, &[leaf, fine, broken], &[]);
+    let rows = &rows[..];
     assert_eq!(find(rows, "c-good", "api", "https")["ok"], true, "{rows:#?}");
     let unusable = find(rows, "c-badca", "api", "https");
     assert_eq!(unusable["ok"], false, "{unusable}");
