@@ -1,6 +1,7 @@
-//! Compiles `proto/kharon/v1/*.proto` with protox (pure Rust), so building needs no `protoc`
-//! on the machine (crates.md §4.1), and sets `KHARON_VERSION`: the package version plus the git
-//! commit (see `build/version.rs`), which `kharon_shared::VERSION` and both `--version`s report.
+//! Compiles `proto/kharon/v1/*.proto` with protox (pure Rust), so building needs no `protoc` on the
+//! machine (docs/dependencies.md, "protox"), and sets `KHARON_VERSION`: the package version plus
+//! the git commit (see `build/version.rs`), which `kharon_shared::VERSION` and both `--version`s
+//! report.
 
 #[path = "build/version.rs"]
 mod version;

@@ -1,4 +1,5 @@
-//! Dynamic shell completion (clap_complete's `unstable-dynamic` engine, crates.md §7).
+//! Dynamic shell completion (clap_complete's `unstable-dynamic` engine; docs/dependencies.md,
+//! "clap_complete").
 //!
 //! The shell runs `kharonctl` on every TAB with `COMPLETE=<shell>` set; `main` hands that run to
 //! `clap_complete::CompleteEnv` before anything else. Everything here must therefore be fast,

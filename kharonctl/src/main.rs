@@ -127,7 +127,7 @@ enum Command {
 fn main() -> ExitCode {
     broken_pipe::quiet_on_closed_output();
     // Completion requests (`COMPLETE=bash kharonctl …`) are answered and exit here, before anything
-    // else can print (crates.md §7).
+    // else can print (docs/dependencies.md, "clap_complete").
     clap_complete::CompleteEnv::with_factory(Cli::command)
         .bin(completion::BIN)
         .completer(completion::completer())

@@ -22,15 +22,15 @@ pub const DEFAULT_LISTEN: &str = "127.0.0.1:12000";
 pub const DEFAULT_HANDSHAKE_TIMEOUT: Duration = Duration::from_secs(10);
 /// How long resolving and connecting a target may take before the client gets a reply code.
 pub const DEFAULT_CONNECT_TIMEOUT: Duration = Duration::from_secs(10);
-/// VSHN's production Lieutenant, the default of Go kharon's `update` (kharon-go.md, commands), so
-/// the first `kharonctl update` works without any setting.
+/// VSHN's production Lieutenant, the default of Go kharon's `update` (its `internal/cmd/update.go`),
+/// so the first `kharonctl update` works without any setting.
 pub const DEFAULT_LIEUTENANT_URL: &str = "https://api.syn.vshn.net";
 /// The range of `handshake_timeout_secs` and `connect_timeout_secs`. Both are waits a client
 /// sits through before it hears anything: an hour is far past any useful value (a TCP connect
 /// gives up after about two minutes of SYN retries), and a bound keeps deadlines computed from
 /// them (`now + timeout`) representable.
 pub const TIMEOUT_SECS: std::ops::RangeInclusive<u64> = 1..=3600;
-/// VSHN's Passbolt, which holds the emergency credentials' bucket list (protocols.md §3.1).
+/// VSHN's Passbolt, which holds the emergency credentials' bucket list (docs/emergency-credentials.md).
 pub const DEFAULT_PASSBOLT_URL: &str = "https://cloud.passbolt.com/vshn";
 
 /// Where a setting's value came from.
@@ -96,7 +96,7 @@ pub struct Config {
     pub connect_timeout: Setting<Duration>,
     /// Clients kharond serves at once, when lower than what its descriptor limit fits.
     pub max_connections: Option<Setting<usize>>,
-    /// The Lieutenant API base URL (protocols.md §1.1); [`DEFAULT_LIEUTENANT_URL`] unless set.
+    /// The Lieutenant API base URL (docs/lieutenant-and-oidc.md); [`DEFAULT_LIEUTENANT_URL`] unless set.
     pub lieutenant_url: Setting<String>,
     /// OIDC client id; overrides what Lieutenant's discovery (`GET /`) announces.
     pub oidc_client: Option<Setting<String>>,
@@ -366,8 +366,8 @@ impl Config {
         };
 
         // Lieutenant: flag > LIEUTENANT_URL > COMMODORE_API_URL > file > VSHN's production instance
-        // (protocols.md §1.1). The URL is kept as the user wrote it: commodore's token cache is keyed
-        // by that exact string.
+        // (docs/lieutenant-and-oidc.md, "The API URL"). The URL is kept as the user wrote it:
+        // commodore's token cache is keyed by that exact string.
         let http_url = |setting: &'static str, picked: Option<(String, Source)>| match picked {
             None => Ok(None),
             Some((v, source)) => match url::Url::parse(&v) {

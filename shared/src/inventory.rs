@@ -1,5 +1,5 @@
 //! The Lieutenant inventory: the JSON array `GET /clusters` returns, as [`Cluster`] values, and the
-//! facts kharon reads from each cluster (protocols.md §1.5–1.6).
+//! facts kharon reads from each cluster (docs/lieutenant-and-oidc.md, "The Cluster object").
 //!
 //! This module owns:
 //! - parsing (unknown fields are ignored, fact values may be any JSON);

@@ -10,7 +10,7 @@
 //! | control socket | `$XDG_RUNTIME_DIR/kharon/kharond.sock` | `~/Library/Application Support/ch.vshn.kharon/kharond.sock` |
 //!
 //! Without `XDG_RUNTIME_DIR` (sudo, cron, containers, plain ssh without logind) the socket falls
-//! back to `$TMPDIR/kharon-<uid>/` (`/tmp` when `TMPDIR` is unset); crates.md §6.
+//! back to `$TMPDIR/kharon-<uid>/` (`/tmp` when `TMPDIR` is unset; docs/dependencies.md, "directories").
 //!
 //! macOS has no runtime directory. Its per-user `$TMPDIR` (`/var/folders/…/T`) is the wrong place
 //! for a daemon's socket: the system's cleaner (`com.apple.bsd.dirhelper`) deletes what lies there

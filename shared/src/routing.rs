@@ -75,7 +75,7 @@ pub enum Via {
 }
 
 impl Via {
-    /// The word used for this path everywhere: log field `via`, JSON, tables (style.md §3.3).
+    /// The word used for this path everywhere: log field `via`, JSON, tables.
     pub fn as_str(&self) -> &'static str {
         match self {
             Via::Direct => "direct",

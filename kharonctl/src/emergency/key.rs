@@ -1,4 +1,4 @@
-//! Where the user's Passbolt private key comes from, and where it is kept (protocols.md §3.8).
+//! Where the user's Passbolt private key comes from, and where it is kept (docs/emergency-credentials.md).
 //!
 //! In order: our own file (`passbolt_key` in kharon's config dir, 0600), the legacy
 //! `emergency-credentials-receive` config (`passbolt_key` in its `config.yaml`, found the way that

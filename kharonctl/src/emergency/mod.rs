@@ -1,6 +1,6 @@
-//! Emergency credentials of one cluster (protocols.md §3): the bucket list from Passbolt, one S3
-//! object per bucket downloaded by kharond (through its routing: the storage may sit behind a
-//! jump host), and the one `secrets[].data` entry of each object that our key decrypts.
+//! Emergency credentials of one cluster (docs/emergency-credentials.md): the bucket list from
+//! Passbolt, one S3 object per bucket downloaded by kharond (through its routing: the storage may
+//! sit behind a jump host), and the one `secrets[].data` entry of each object that our key decrypts.
 //!
 //! - [`key`]: where the user's Passbolt key comes from and where it is kept.
 //! - [`passbolt`]: the Passbolt client (GPGAuth, MFA, resources and their secrets).
@@ -22,7 +22,8 @@ use sha2::{Digest as _, Sha256};
 use crate::daemon::Daemon;
 use crate::emergency::openpgp::PrivateKey;
 
-/// The Passbolt resource holding the bucket list. The typo is the real name (protocols.md §3.1).
+/// The Passbolt resource holding the bucket list. The typo is the real name, as in the other two clients
+/// (docs/emergency-credentials.md, "The pieces").
 pub const BUCKETS_RESOURCE: &str = "emergency-cedentials-buckets";
 
 /// `em-` + hex SHA-256 of the cluster id: the object name VSHN's controller configuration uses

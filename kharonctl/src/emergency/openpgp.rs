@@ -3,7 +3,8 @@
 //! subkeys, as OpenPGP.js and gopenpgp produce them), and tell whether a public key a server sent
 //! is this same key. Nothing here touches the network or the disk.
 //!
-//! Signatures on messages are not checked: the senders' keys are unknown here (protocols.md §3.4).
+//! Signatures on messages are not checked: the senders' keys are unknown here
+//! (docs/emergency-credentials.md, "The bucket list").
 
 use std::fmt;
 

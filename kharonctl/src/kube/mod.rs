@@ -6,7 +6,7 @@
 //! (extensions, other tools' keys, future kubeconfig fields) survive a read–modify–write untouched;
 //! only the three named lists, `current-context` and our preferences extension are edited.
 //!
-//! Authentication of an entry, first match wins (protocols.md §4, kharon-go.md §7.1):
+//! Authentication of an entry, first match wins (docs/kubeconfig.md, "Who the user is"):
 //! 1. a *static* fact [`AUTH_INFO_FACT`] holding a kubeconfig `user` object (JSON), used as given;
 //! 2. `oidcIssuer` + `oidcClientId`: the int128/kubelogin exec entry, exactly as kubelogin documents;
 //! 3. OpenShift: an exec entry running this very `kharonctl` (`clusters ID token --exec-credential`);
@@ -44,11 +44,11 @@ use crate::context::Proxy;
 
 /// A static or dynamic fact holding a kubeconfig `user` object (JSON), used as the user entry.
 pub const AUTH_INFO_FACT: &str = "kubeconfigAuthInfo";
-/// The exec API version kharonctl answers in when kubectl does not say (protocols.md §4.3).
+/// The exec API version kharonctl answers in when kubectl does not say (docs/kubeconfig.md).
 pub const EXEC_API_V1: &str = "client.authentication.k8s.io/v1";
 /// The exec API version of kubelogin's entry as Go kharon and VSHN's Talos template write it.
 pub const EXEC_API_V1BETA1: &str = "client.authentication.k8s.io/v1beta1";
-/// Scopes kubelogin asks for (kharon-go.md §7.1, protocols.md §4.1).
+/// Scopes kubelogin asks for, as Go kharon writes them (docs/kubeconfig.md, "The kubelogin entry").
 pub const KUBELOGIN_SCOPES: &str = "email offline_access profile openid";
 /// The preferences extension that remembers the previous context for `switch -` (Go-compatible).
 pub const LAST_CONTEXT_EXTENSION: &str = "kharon.vshn.io/last-context";
@@ -210,7 +210,7 @@ pub fn cluster_part(cluster: &Cluster, settings: &Settings) -> Result<(Value, Ve
         && let Value::Mapping(m) = &mut c
     {
         // socks5, not socks5h: kubectl rejects socks5h in proxy-url and socks5 already sends names
-        // (targets.md, "proxy-url"). client-go's SOCKS5 dialer takes the username and password
+        // (docs/kubeconfig.md, "proxy-url"). client-go's SOCKS5 dialer takes the username and password
         // from the URL's userinfo, so a kharond that requires them gets them there.
         m.insert(s("proxy-url"), s(settings.proxy.url("socks5")));
     }
@@ -227,7 +227,7 @@ fn user(cluster: &Cluster, settings: &Settings, warnings: &mut Vec<String>) -> R
     }
     if let Some(raw) = cluster.facts.get(AUTH_INFO_FACT) {
         let bad = || EntryError::BadAuthInfo { id: id.clone() };
-        // Static facts are strings, so there the object arrives as JSON text (protocols.md §4.2).
+        // Static facts are strings, so there the object arrives as JSON text (docs/kubeconfig.md).
         let object = match raw {
             serde_json::Value::String(text) => serde_json::from_str(text).map_err(|_| bad())?,
             other => other.clone(),
@@ -277,7 +277,7 @@ fn user(cluster: &Cluster, settings: &Settings, warnings: &mut Vec<String>) -> R
     Ok(Value::Mapping(Mapping::new()))
 }
 
-/// The int128/kubelogin exec entry (protocols.md §4.1): `kubectl oidc-login get-token …`.
+/// The int128/kubelogin exec entry (its README; docs/kubeconfig.md): `kubectl oidc-login get-token …`.
 pub fn kubelogin_user(issuer: &str, client_id: &str) -> Value {
     map([(
         "exec",

@@ -1,5 +1,5 @@
 //! OpenShift tokens for the kubeconfig exec entries: the per-cluster token store (one 0600 JSON file
-//! per cluster in our cache dir) and the `ExecCredential` answer kubectl expects (protocols.md §4.3).
+//! per cluster in our cache dir) and the `ExecCredential` answer kubectl expects (docs/kubeconfig.md).
 //!
 //! The exec entry `kharonctl clusters ID token --exec-credential` reads from here, so a token stored
 //! once (by `clusters ID login`) is what every kubeconfig of that cluster sends: the main one, the

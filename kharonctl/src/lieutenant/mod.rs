@@ -1,10 +1,11 @@
-//! The Lieutenant API client (protocols.md §1): discovery (`GET /`) and the inventory
+//! The Lieutenant API client (docs/lieutenant-and-oidc.md): discovery (`GET /`) and the inventory
 //! (`GET /clusters`), returning `shared::inventory` types.
 //!
 //! Errors keep what the server said: Lieutenant answers `{"reason": "…"}` on every failure, and a
 //! 401 is its own variant because the caller reacts to it (refresh, then log in again). The HTTP
 //! client ignores `HTTP(S)_PROXY`: users export `HTTPS_PROXY=socks5h://…` pointing at kharond,
-//! which must not carry its own inventory fetch (crates.md §5), and it follows no redirects.
+//! which must not carry its own inventory fetch (docs/dependencies.md, "reqwest 0.12"), and it follows
+//! no redirects.
 //!
 //! [`oidc`]: logging in to Lieutenant (browser or device code) and keeping the tokens (0600).
 

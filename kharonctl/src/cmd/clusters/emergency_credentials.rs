@@ -1,5 +1,5 @@
 //! `kharonctl clusters NAME emergency-credentials [-o FILE] [--merge]`: the cluster's emergency
-//! token in a kubeconfig, for when its normal login is broken (protocols.md §3).
+//! token in a kubeconfig, for when its normal login is broken (docs/emergency-credentials.md).
 //!
 //! The steps, and who does them: the cluster (API URL, CA) from the cached inventory, no
 //! Lieutenant call; kharond's listen address (for `proxy-url`) from `Status`; the key, passphrase

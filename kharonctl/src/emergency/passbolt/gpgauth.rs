@@ -1,4 +1,5 @@
-//! GPGAuth login (protocols.md §3.3, go-passbolt `api/auth.go`) and the `/users/me.json` key check.
+//! GPGAuth login (go-passbolt `api/auth.go`, `Login`; docs/emergency-credentials.md) and the
+//! `/users/me.json` key check.
 //!
 //! 1. `POST /auth/login.json {"gpg_auth": {"keyid": FINGERPRINT}}`: the server answers with a
 //!    token encrypted to our key in `X-GPGAuth-User-Auth-Token` (PHP-`urlencode`d, then

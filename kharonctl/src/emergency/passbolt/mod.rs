@@ -1,4 +1,4 @@
-//! A Passbolt API client, just what emergency credentials need (protocols.md §3.2–3.4), following
+//! A Passbolt API client, just what emergency credentials need (docs/emergency-credentials.md), following
 //! go-passbolt v0.7.2, which both VSHN tools use:
 //!
 //! - [`Session::login`] ([`gpgauth`]): GPGAuth with the user's OpenPGP key, the `/users/me.json`

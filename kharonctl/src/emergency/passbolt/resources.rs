@@ -1,4 +1,4 @@
-//! Finding a resource by name and reading its secret (protocols.md §3.4).
+//! Finding a resource by name and reading its secret (docs/emergency-credentials.md, "The bucket list").
 //!
 //! `GET /resources.json` lists what is shared with us. Before Passbolt v5 each resource carries its
 //! `name`; v5 resource types keep `name` empty and put it in `metadata`, an OpenPGP message

@@ -2,9 +2,10 @@
 //! `http://localhost:18000` that receives the IdP's redirect (opening the browser and speaking
 //! HTTP to it: [`crate::browser`]).
 //!
-//! The deployed IdP client only allows the redirect `http://localhost:18000` (protocols.md §2.4), so
-//! the port is fixed: we bind `127.0.0.1:18000` (a busy port is a clear error, not a hang) and, if
-//! possible, `[::1]:18000`, since browsers may try `localhost` over IPv6 first. The server answers
+//! The redirect must be `http://localhost:18000`, the one VSHN's IdP client is known to accept
+//! (docs/lieutenant-and-oidc.md, "Redirect URI"), so the port is fixed: we bind `127.0.0.1:18000`
+//! (a busy port is a clear error, not a hang) and, if possible, `[::1]:18000`, since browsers may
+//! try `localhost` over IPv6 first. The server answers
 //! `GET /?code=…&state=…` (checking `state`), `GET /?error=…` (the IdP refused), `/healthz`, and
 //! 404 for anything else (a browser also asks for `/favicon.ico`), until the flow ends or times
 //! out.

@@ -1,4 +1,4 @@
-//! Logging in to Lieutenant with OpenID Connect, and keeping the tokens (protocols.md §2).
+//! Logging in to Lieutenant with OpenID Connect, and keeping the tokens (docs/lieutenant-and-oidc.md).
 //!
 //! [`Auth`] answers one question, "which bearer do I send?", in commodore's order: a fresh id_token
 //! from our cache, else one from commodore's cache for the same API URL; a stale one is refreshed

@@ -1,8 +1,9 @@
-//! The identity provider side of the login, on `openidconnect` (crates.md §5): discovery, the
+//! The identity provider side of the login, on `openidconnect` (docs/lieutenant-and-oidc.md): discovery, the
 //! authorization code exchange with PKCE, the device grant (RFC 8628) and refreshing.
 //!
 //! Every request goes through the caller's `reqwest` client, which ignores `*_PROXY` (users point
-//! `HTTPS_PROXY` at kharond itself) and follows no redirects (the oauth2 docs' SSRF advice).
+//! `HTTPS_PROXY` at kharond itself) and follows no redirects (the oauth2 docs' SSRF advice; both in
+//! docs/dependencies.md, "reqwest 0.12").
 
 use std::time::Duration;
 
@@ -23,7 +24,7 @@ use super::callback::REDIRECT_URI;
 use super::error::Error;
 use super::token::Tokens;
 
-/// The discovery document path, appended when a discovery URL lacks it (protocols.md §1.2).
+/// The discovery document path, appended when a discovery URL lacks it (OpenID Connect Discovery 1.0 §4).
 const WELL_KNOWN: &str = "/.well-known/openid-configuration";
 /// The scopes commodore asks for; `openid` is added by the library.
 const SCOPES: [&str; 2] = ["email", "profile"];

@@ -6,7 +6,7 @@
 //!
 //! Commodore's is `$XDG_CACHE_HOME/commodore/token` (default `~/.cache/commodore/token`), one JSON
 //! object keyed by the API URL exactly as the user passed it to commodore, each value a token
-//! response (protocols.md §2.3). We look the URL up as given, then with and without a trailing slash,
+//! response (commodore `tokencache.py`). We look the URL up as given, then with and without a trailing slash,
 //! so commodore users need not log in twice. We never write it.
 
 use std::collections::BTreeMap;

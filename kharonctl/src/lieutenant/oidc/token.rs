@@ -2,7 +2,7 @@
 //!
 //! The `id_token` is decoded without checking its signature: Lieutenant (really the Kubernetes API
 //! server behind it) verifies it; we only read `exp` to avoid sending a token that is about to
-//! expire (protocols.md §2.5). A token without `exp`, or one that is not a JWT, counts as
+//! expire (docs/lieutenant-and-oidc.md, "Tokens"). A token without `exp`, or one that is not a JWT, counts as
 //! long-lived, as commodore does; so does an `exp` no clock can represent (1e300, 1.8e19): the
 //! token is untrusted input and must never panic us.
 
@@ -32,7 +32,7 @@ impl Tokens {
     }
 
     /// Merges a refresh reply: a provider that does not rotate refresh tokens sends none back, and
-    /// then the old one stays valid (protocols.md §2.5).
+    /// then the old one stays valid (RFC 6749 §6).
     pub fn refreshed(self, new: Tokens) -> Tokens {
         Tokens { refresh_token: new.refresh_token.or(self.refresh_token), ..new }
     }
