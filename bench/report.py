@@ -200,7 +200,7 @@ def direct_figures(rec, figures):
             if other in rates:
                 note += f"; {other} {med(rates[other]['conn_s']):,.0f}"
         figures.append(Figure("direct, connections per second, 64 workers", v, "conn/s", 5000, True,
-                              verdict(v, 5000, True) if k["errors"] == 0 else "not met", note + " (target: targets.md §6)",
+                              verdict(v, 5000, True) if k["errors"] == 0 else "not met", note + " (target: docs/performance.md)",
                               min(k["conn_s"]), max(k["conn_s"]), plot=False))
 
     link = {r["path"]: r for r in rec["link"]}

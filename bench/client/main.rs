@@ -34,7 +34,7 @@
 //! JSON object per figure to FILE, for `bench/report.py`.
 //!
 //! Blocking std I/O with 1 MiB buffers: a scripting-language client caps loopback at a fraction of
-//! what the kernel does (targets.md §6), which would hide the proxy's own cost.
+//! what the kernel does (docs/performance.md, "How we measure"), which would hide the proxy's own cost.
 
 mod net;
 mod sys;

@@ -1,4 +1,5 @@
-//! Lieutenant `/clusters` JSON for scenarios, in the shape the API returns (protocols.md §1.5).
+//! Lieutenant `/clusters` JSON for scenarios, in the shape the API returns
+//! (docs/lieutenant-and-oidc.md, "The Cluster object").
 
 use serde_json::{Value, json};
 

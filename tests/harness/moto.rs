@@ -1,4 +1,4 @@
-//! A real S3 implementation on loopback: PyPI `moto[server]` (protocols.md §6.4), which verifies
+//! A real S3 implementation on loopback: PyPI `moto[server]` (docs/emergency-credentials.md), which verifies
 //! SigV4 signatures once its first few unauthenticated calls are used up.
 //!
 //! [`Moto::start`] runs `python3 -m moto.server` on 127.0.0.1 at a free port (HTTPS with

@@ -1,4 +1,4 @@
-//! Half-close both ways on both paths (targets.md §7 item 6): whichever side shuts down its
+//! Half-close both ways on both paths (docs/performance.md, item 6): whichever side shuts down its
 //! sending half first, what the other side still sends arrives complete and in order, through the
 //! direct path (splice) and through a jump host.
 //!

@@ -1,4 +1,4 @@
-//! Frozen and killed jump hosts at each position of a 3-hop chain (targets.md §7 items 1, 2, 5):
+//! Frozen and killed jump hosts at each position of a 3-hop chain (docs/performance.md, items 1, 2, 5):
 //! every request is answered with an error in bounded time while a hop is down, the chain's error
 //! names the hop that failed, and the same daemon recovers once the hop is back.
 //!

@@ -1,4 +1,4 @@
-//! 10,000 short connections leave nothing behind (targets.md §7 item 8): kharond's descriptors
+//! 10,000 short connections leave nothing behind (docs/performance.md, item 8): kharond's descriptors
 //! and threads return to where they were (± 5) and its open-connection count to 0.
 //!
 //! Tokio tasks are not visible from outside; each connection is one task that holds the

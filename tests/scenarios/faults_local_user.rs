@@ -1,4 +1,4 @@
-//! Another local user is refused by the control API (targets.md §7 item 18), and by a
+//! Another local user is refused by the control API (docs/performance.md, item 18), and by a
 //! password-less proxy (issue 33). The control API: first by the
 //! private runtime directory; if someone loosened the modes, kharonctl itself refuses a socket
 //! that is not its user's, and a client that ignores that (raw gRPC over HTTP/2, here real `curl`)

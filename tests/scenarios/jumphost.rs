@@ -432,7 +432,7 @@ fn write_askpass(env: &Env, passphrase: &str) -> PathBuf {
     path
 }
 
-/// targets.md §7.7 (russh#474 panicked beyond 500 MB): 2 GiB through a routed channel, every byte
+/// docs/performance.md item 7 (russh#474 panicked beyond 500 MB): 2 GiB through a routed channel, every byte
 /// checked against the server's deterministic pattern (stronger than a checksum: it names the
 /// offset). About 20 s on 2 cores with a debug kharond.
 #[test]

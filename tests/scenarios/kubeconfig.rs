@@ -210,7 +210,7 @@ fn proxy_url_is_where_the_running_daemon_listens() {
     );
 }
 
-/// The user entry as int128/kubelogin's README shows it (protocols.md §4.1), with the extra scope and
+/// The user entry as int128/kubelogin's README shows it (docs/kubeconfig.md), with the extra scope and
 /// explicit `interactiveMode` Go kharon and VSHN's Talos template write.
 #[test]
 fn kubelogin_entry_matches_what_kubelogin_documents() {

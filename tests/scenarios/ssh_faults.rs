@@ -1,4 +1,5 @@
-//! Jump hosts that die, freeze or come back, and clients that stop reading (targets.md §7):
+//! Jump hosts that die, freeze or come back, and clients that stop reading (docs/performance.md,
+//! items 1, 2, 3, 5; docs/ssh-engine.md, "Slow readers"):
 //! kharond must answer every SOCKS request in bounded time, detect dead sessions within
 //! ServerAliveInterval × CountMax, and recover without a restart.
 
