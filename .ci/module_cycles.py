@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""Import cycles between the modules of each crate (kharond, kharonctl, shared).
+"""Import cycles between the modules of each crate (kharond, kharon-ssh, kharon-relay, kharonctl, shared).
 
 A module is one source file. There is an edge A -> B when A names something in B: a `use` item or
 a `crate::`/`super::`/`self::` path in code. A `mod b;` declaration alone is not an edge, and test
@@ -17,7 +17,7 @@ import os
 import re
 import sys
 
-CRATES = ["kharond/src", "kharonctl/src", "shared/src"]
+CRATES = ["kharond/src", "kharond/ssh/src", "kharond/relay/src", "kharonctl/src", "shared/src"]
 IDENT = r"[A-Za-z_][A-Za-z0-9_]*"
 
 

@@ -1,4 +1,4 @@
-//! The ssh_config lexer, loader and resolver (kharond/src/ssh/config/) on arbitrary file
+//! The ssh_config lexer, loader and resolver (kharond/ssh/src/config/) on arbitrary file
 //! contents: loading never panics, and neither does resolving the chain of every Host it names
 //! (tokens, `${VAR}`, ProxyJump lists, cycles). Errors are expected; their text must render.
 //!

@@ -30,7 +30,7 @@ pub mod proxy {
     }
 }
 
-#[path = "../../kharond/src/ssh"]
+#[path = "../../kharond/ssh/src"]
 pub mod ssh {
     pub mod config;
 }

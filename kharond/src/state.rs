@@ -19,7 +19,7 @@ use arc_swap::ArcSwap;
 use crate::observe::registry::Registry;
 use crate::proxy::credentials::Credentials;
 use crate::routing::table::{Inventory, LoadedTable};
-use crate::ssh;
+use kharon_ssh as ssh;
 
 /// Settings of the SOCKS side, fixed at start.
 #[derive(Debug, Clone)]
@@ -67,7 +67,7 @@ pub struct State {
     reload_deadline: Duration,
     reload_history: std::sync::Mutex<ReloadHistory>,
     /// What the last preflight check found (start, then every reload), for `Status`.
-    preflight: std::sync::Mutex<ssh::preflight::Findings>,
+    preflight: std::sync::Mutex<ssh::Findings>,
 }
 
 impl State {
@@ -99,10 +99,10 @@ impl State {
     }
 
     /// Checks the chains of the table in force for what will fail before a connection does
-    /// ([`ssh::preflight`]), logs it, and keeps it for `Status`.
-    pub async fn preflight(&self) -> ssh::preflight::Findings {
+    /// ([`ssh::Pool::preflight`]), logs it, and keeps it for `Status`.
+    pub async fn preflight(&self) -> ssh::Findings {
         let checked = self.table();
-        let findings = ssh::preflight::run(&self.pool, &checked.table.jumphosts()).await;
+        let findings = self.pool.preflight(&checked.table.jumphosts()).await;
         // The start's check runs beside a reload's, and its lookups can take seconds: the findings
         // of a table no longer in force are not kept (the newer check's are, or will be).
         if Arc::ptr_eq(&checked, &self.table()) {
@@ -114,7 +114,7 @@ impl State {
     }
 
     /// What the last [`State::preflight`] found.
-    pub fn preflight_findings(&self) -> ssh::preflight::Findings {
+    pub fn preflight_findings(&self) -> ssh::Findings {
         self.preflight.lock().unwrap_or_else(std::sync::PoisonError::into_inner).clone()
     }
 
@@ -151,9 +151,9 @@ pub struct ReloadOutcome {
     /// config read before stays in force.
     pub ssh_config_error: Option<String>,
     /// Jump hosts of the new inventory that the ssh config in force gives no chain.
-    pub refused: Vec<(String, ssh::health::Refusal)>,
+    pub refused: Vec<(String, ssh::Refusal)>,
     /// What will fail although it is in force (not a partial reload): the preflight check after it.
-    pub preflight: ssh::preflight::Findings,
+    pub preflight: ssh::Findings,
 }
 
 impl ReloadOutcome {
@@ -195,7 +195,7 @@ pub struct ReloadRecord {
     pub result: ReloadResult,
     /// Why nothing was installed (failed), or why the ssh config was not (partial).
     pub error: Option<String>,
-    pub refused: Vec<(String, ssh::health::Refusal)>,
+    pub refused: Vec<(String, ssh::Refusal)>,
 }
 
 /// The latest reload, and the latest that did not install everything.
@@ -229,7 +229,7 @@ pub enum ReloadError {
 /// A reload's fresh table and jump host chains, prepared and not yet installed.
 struct Fresh {
     table: LoadedTable,
-    pool: ssh::pool::Prepared,
+    pool: ssh::Prepared,
 }
 
 /// The caller gave up while the chains were being resolved: nothing is installed.
@@ -323,7 +323,7 @@ impl State {
             routes_removed: old_routes.difference(&new_routes).cloned().collect(),
             ssh_config_error: installed.config_error,
             refused: installed.refused,
-            preflight: ssh::preflight::Findings::default(),
+            preflight: ssh::Findings::default(),
         }
     }
 }

@@ -3,7 +3,7 @@
 //! 20,000 that kharond may not raise fits 9,808: two descriptors each plus its reserve). Every
 //! SOCKS CONNECT succeeds and relays bytes both ways while all are
 //! open, kharond holds about two descriptors per connection (kharond/src/fd_limit.rs, the pipe
-//! pool in kharond/src/relay/pipes.rs), and it is back to its baseline once they close.
+//! pool in kharond/relay/src/pipes.rs), and it is back to its baseline once they close.
 //!
 //! The echo target runs in a child process (tests/fixtures/echo_server.py), so this process holds
 //! only the client ends. Memory per connection is printed, not asserted: kharond's VmRSS, and the

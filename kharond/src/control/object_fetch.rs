@@ -1,7 +1,7 @@
 //! `FetchObject`: one S3 `GetObject` (path-style, AWS Signature V4), made by the daemon so that it
 //! takes the route a SOCKS client's connection to the same endpoint would take: direct, or a
 //! channel from the endpoint's jump host chain. Emergency credentials live in object storage that
-//! may be reachable only through a jump host (protocols.md §3.5); kharonctl does the Passbolt and
+//! may be reachable only through a jump host (docs/emergency-credentials.md, "The object"); kharonctl does the Passbolt and
 //! OpenPGP parts and asks the daemon for the bytes.
 //!
 //! ```text

@@ -75,12 +75,12 @@ const AGENT_CONNECT: Duration = Duration::from_secs(2);
 /// Whether the ssh-agent kharond uses by default answers: that, not the caller's shell, decides
 /// whether agent keys reach the jump hosts. No agent at all fails only when the jump hosts have
 /// nothing else to authenticate with (no key file usable without an agent, no `IdentityAgent` of
-/// their own: `ssh::preflight`); otherwise their connect checks show whether the files work.
+/// their own: `kharon_ssh::Pool::preflight`); otherwise their connect checks show whether the files work.
 async fn agent_check(state: &State) -> pb::TestEvent {
     let mut event = pb::TestEvent { step: "agent".to_owned(), ok: true, ..Default::default() };
     let Some(socket) = state.pool.default_agent() else {
         let jumphosts = state.table().table.jumphosts();
-        if let Some(why) = crate::ssh::preflight::credentials_of(&state.pool, &jumphosts).await {
+        if let Some(why) = state.pool.credentials_problem(&jumphosts).await {
             event.ok = false;
             event.error = why;
         }
@@ -99,7 +99,7 @@ async fn agent_check(state: &State) -> pb::TestEvent {
     event.error = format!(
         "kharond's SSH_AUTH_SOCK {socket}: {error}; the agent it was started with is gone. Restart \
          kharond from a shell whose agent works ({})",
-        crate::ssh::auth::service_agent_advice()
+        kharon_ssh::service_agent_advice()
     );
     event
 }

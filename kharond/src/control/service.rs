@@ -17,8 +17,8 @@ use crate::control::live;
 use crate::control::object_fetch;
 use crate::control::reachability;
 use crate::routing::table::LoadedTable;
-use crate::ssh;
 use crate::state::{ReloadError, ReloadRecord, ReloadResult, State, Trigger};
+use kharon_ssh as ssh;
 
 pub struct Control {
     state: Arc<State>,
@@ -138,22 +138,19 @@ fn chain_status(health: ssh::ChainHealth, probe: Option<Result<Duration, String>
     }
 }
 
-fn hop_detail(hop: &ssh::config::Hop) -> pb::HopDetail {
+fn hop_detail(hop: &ssh::HopSummary) -> pb::HopDetail {
     pb::HopDetail {
         alias: hop.alias.clone(),
         user: hop.user.clone(),
         host: hop.host_name.clone(),
         port: u32::from(hop.port),
         identity_files: hop.identity_files.iter().map(|p| p.display().to_string()).collect(),
-        proxy_command: match &hop.transport {
-            ssh::config::Transport::Command(command) => command.clone(),
-            ssh::config::Transport::Tcp => String::new(),
-        },
-        origin: hop.origin.as_ref().map(ToString::to_string).unwrap_or_default(),
+        proxy_command: hop.proxy_command.clone().unwrap_or_default(),
+        origin: hop.origin.clone().unwrap_or_default(),
     }
 }
 
-fn refused_jumphosts(refused: &[(String, ssh::health::Refusal)]) -> Vec<pb::RefusedJumphost> {
+fn refused_jumphosts(refused: &[(String, ssh::Refusal)]) -> Vec<pb::RefusedJumphost> {
     refused
         .iter()
         .map(|(jumphost, refusal)| pb::RefusedJumphost {
@@ -165,7 +162,7 @@ fn refused_jumphosts(refused: &[(String, ssh::health::Refusal)]) -> Vec<pb::Refu
 }
 
 /// What a preflight check found, without the jump hosts in `connected` (they work after all).
-fn preflight(findings: &ssh::preflight::Findings, connected: &[String]) -> pb::Preflight {
+fn preflight(findings: &ssh::Findings, connected: &[String]) -> pb::Preflight {
     pb::Preflight {
         checked_at_ms: unix_ms(findings.at),
         unresolved: findings

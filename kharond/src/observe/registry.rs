@@ -26,8 +26,8 @@ use std::sync::{Arc, Mutex, MutexGuard, OnceLock, PoisonError};
 use std::time::Instant;
 
 use crate::observe::trace::Traces;
-use crate::relay;
 use crate::routing::target::Target;
+use kharon_relay as relay;
 
 /// A route as the registry keys it: `None` for direct, else the jump host alias. (Not
 /// `route::Route`: that module dials, and the registry must not depend on what it watches.)
@@ -337,7 +337,7 @@ impl Drop for Tracked<'_> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::relay::Way;
+    use kharon_relay::Way;
 
     fn client(port: u16) -> SocketAddr {
         SocketAddr::from(([127, 0, 0, 1], port))

@@ -26,7 +26,7 @@
 
 use std::io;
 
-use crate::relay;
+use kharon_relay as relay;
 
 /// Descriptors kept for everything but client connections; see the module doc.
 pub const RESERVE: u64 = 256 + relay::PIPE_DESCRIPTORS as u64;

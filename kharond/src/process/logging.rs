@@ -39,6 +39,25 @@ const CAPPED: &[&str] = &[
     "russh::keys::agent",
 ];
 
+/// The daemon's own library crates. They log under their crate names, so a directive for
+/// `kharond` (`RUST_LOG=kharond=debug`, `-v`: what `--help` offers) is widened to them too.
+const OWN_CRATES: &[&str] = &["kharon_ssh", "kharon_relay"];
+
+/// `directives` with every directive for the `kharond` target repeated for [`OWN_CRATES`].
+fn widened(directives: &str) -> String {
+    let mut out: Vec<String> = Vec::new();
+    for directive in directives.split(',') {
+        out.push(directive.to_owned());
+        let level = match directive.trim().strip_prefix("kharond") {
+            Some("") => "",
+            Some(rest) if rest.starts_with('=') => rest,
+            _ => continue,
+        };
+        out.extend(OWN_CRATES.iter().map(|krate| format!("{krate}{level}")));
+    }
+    out.join(",")
+}
+
 /// Logs go to stderr, coloured only on a terminal; under systemd (JOURNAL_STREAM set) without
 /// timestamps or targets too, since the journal adds its own.
 pub fn init(verbose: u8) {
@@ -48,7 +67,7 @@ pub fn init(verbose: u8) {
         _ => "debug",
     };
     let directives = std::env::var("RUST_LOG").ok().filter(|d| EnvFilter::try_new(d).is_ok());
-    let filter = filter(directives.as_deref().unwrap_or(default));
+    let filter = filter(&widened(directives.as_deref().unwrap_or(default)));
     let journald = std::env::var_os("JOURNAL_STREAM").is_some();
     let layer = log_fmt::layer()
         .with_writer(std::io::stderr)
@@ -172,6 +191,24 @@ mod tests {
             assert!(log.contains("own debug line"), "{directives}: {log}");
         }
         assert!(!log_with("info").contains("own debug line"), "RUST_LOG levels still apply");
+    }
+
+    #[test]
+    fn a_directive_for_kharond_covers_its_own_crates() {
+        assert_eq!(widened("info,kharond=debug"), "info,kharond=debug,kharon_ssh=debug,kharon_relay=debug");
+        assert_eq!(widened("kharond"), "kharond,kharon_ssh,kharon_relay");
+        assert_eq!(widened("kharond::proxy=trace,russh=warn"), "kharond::proxy=trace,russh=warn");
+        let captured = Captured::default();
+        let writer = captured.clone();
+        let layer = log_fmt::layer().with_writer(move || writer.clone()).with_ansi(false);
+        let subscriber =
+            tracing_subscriber::registry().with(layer.with_filter(filter(&widened("info,kharond=debug"))));
+        tracing::subscriber::with_default(subscriber, || {
+            tracing::debug!(target: "kharon_ssh::pool", "engine debug line");
+            tracing::debug!(target: "russh::client", "dependency debug line");
+        });
+        let log = String::from_utf8(captured.0.lock().unwrap().clone()).unwrap();
+        assert!(log.contains("engine debug line") && !log.contains("dependency debug line"), "{log}");
     }
 
     /// Issue 33: a newline or an escape in data (a cluster id, a jump host) cannot forge a line.

@@ -29,11 +29,11 @@ use crate::proxy::eviction::Handshake;
 use crate::proxy::handshake::{self, Accepted};
 use crate::proxy::http;
 use crate::proxy::owner::NotOurs;
-use crate::relay;
 use crate::routing::dial::{Client, Upstream};
 use crate::routing::route::{self, Route};
 use crate::routing::target::{Target, Unreachable};
 use crate::state::State;
+use kharon_relay as relay;
 
 /// How long a trace waits for the target's first byte after the reply; a connection that stays
 /// quiet longer (the target waits for the client) ends the trace with that said.
@@ -206,13 +206,13 @@ fn trace_dial(t: &Tracer, route: &Route, upstream: &Upstream, started: Instant) 
         Upstream::Tunnel(tunnel) => tunnel,
     };
     let jumphost = route.jumphost().unwrap_or_default();
-    let chain = tunnel.chain();
-    let established = chain.established();
+    let report = tunnel.report();
+    let established = report.established;
     if established <= started {
         let age = started.saturating_duration_since(established);
         t.note("session", format!("SSH session through {jumphost} reused (up for {})", human(age)));
     } else {
-        let timings: Vec<_> = chain.timings().collect();
+        let timings = &report.hops;
         let count = timings.len();
         // Hops are dialled one after the other, the last one ending when the chain was up.
         let mut end = established;

@@ -18,7 +18,7 @@ use std::time::Duration;
 use tokio::net::TcpStream;
 
 use crate::routing::target::Target;
-use crate::ssh;
+use kharon_ssh as ssh;
 
 /// A deadline that never comes in practice, for a timeout too large to add to `now`.
 const FAR_FUTURE: Duration = Duration::from_secs(86_400 * 365);

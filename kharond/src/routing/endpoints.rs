@@ -15,7 +15,7 @@ pub struct Endpoint {
     /// The fact it came from, e.g. `openshiftConsoleURL`.
     pub fact: &'static str,
     /// The URL as checked (for the OAuth route: `https://` and the fact's host name, as Go kharon
-    /// checks it, kharon-go.md §8).
+    /// checks it: `TestClusters` in its internal/pkg/conntest/conntest.go).
     pub url: String,
     /// What to connect to, checked as strictly as a SOCKS client's target (it is inventory data),
     /// or why the URL is unusable.
@@ -23,7 +23,8 @@ pub struct Endpoint {
 }
 
 /// Each cluster's API and console URL (the distribution's own fact first, as `Cluster::api_url`
-/// reads them) and OAuth route. Go kharon's test checks the same three (kharon-go.md §8).
+/// reads them) and OAuth route. Go kharon's test checks the same three
+/// (`TestClusters`, internal/pkg/conntest/conntest.go).
 pub fn of(clusters: &[inventory::Cluster]) -> Vec<Endpoint> {
     let mut out = Vec::new();
     for c in clusters.iter().filter(|c| !c.is_ignored()) {

@@ -1,7 +1,7 @@
 //! [`Tunnel`]: one direct-tcpip channel as an `AsyncRead + AsyncWrite` byte stream, which never
 //! lets a slow reader freeze the session it shares with other channels.
 //!
-//! # Why a pump (crates.md §1.8)
+//! # Why a pump (docs/ssh-engine.md, "Slow readers")
 //! russh's session loop hands each incoming data packet to its channel's bounded queue and
 //! *waits* when that queue is full; it also re-opens the SSH window on receipt, so the server
 //! never slows down for us. One channel whose reader stops therefore stalls every channel of the
@@ -42,7 +42,8 @@ use tokio::io::{AsyncRead, AsyncWrite, ReadBuf};
 use tokio::sync::{mpsc, oneshot};
 
 use super::chain::{Dialled, PACKET};
-use crate::relay::{ChunkQueue, Chunked};
+use super::report::DialReport;
+use kharon_relay::{ChunkQueue, Chunked};
 
 /// Packets (up to 32 KiB each, `chain::PACKET`) a tunnel buffers for a consumer slower than the
 /// SSH link.
@@ -100,9 +101,9 @@ impl Tunnel {
         }
     }
 
-    /// The chain this channel was opened on (when it came up, how each hop took).
-    pub fn chain(&self) -> &Dialled {
-        &self.chain
+    /// How the chain this channel was opened on came up (when, and how long each hop took).
+    pub fn report(&self) -> DialReport {
+        self.chain.report()
     }
 }
 
@@ -142,7 +143,7 @@ async fn pump(
                     Err(_) => {
                         let why = format!(
                             "the client read nothing for {GRACE:?} with {BUFFER_PACKETS} packets waiting; \
-                             channel closed so the shared SSH session keeps flowing (crates.md §1.8)"
+                             channel closed so the shared SSH session keeps flowing"
                         );
                         tracing::warn!("{why}");
                         if let Ok(mut s) = stalled.lock() {

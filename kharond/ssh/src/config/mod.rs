@@ -11,8 +11,8 @@
 //! [`SshConfig::chain`] may run `Match exec` commands and look names up (through [`Machine`]),
 //! as `ssh` does for every connection and kharon does once per chain and reload.
 //!
-//! # Why not ssh2-config (crates.md §3)
-//! The crate was one of the chosen dependencies; we dropped it on purpose. §3 already planned a
+//! # Why not ssh2-config (docs/ssh-engine.md, "Why not the ssh2-config crate")
+//! The crate was one of the chosen dependencies; we dropped it on purpose. The dependency research already planned a
 //! pre-scanner of our own for file:line and for `Match`, leaving ssh2-config only Host
 //! matching. Once that scanner exists, ssh2-config would add a second parse of the same files
 //! that can disagree with the first, and it cannot do the part that is left:
@@ -25,8 +25,8 @@
 //!   value (OpenSSH: the first), and ProxyJump and ProxyCommand are two independent values,
 //!   while OpenSSH applies one "first wins" across both (see `chain`);
 //! - it does not know `Match`: without ALLOW_UNKNOWN_FIELDS it stops at the first one with no
-//!   line number; with it, it attaches the Match block's options to the previous Host (§3
-//!   "Match leak");
+//!   line number; with it, it attaches the Match block's options to the previous Host (docs/ssh-engine.md,
+//!   "Why not the ssh2-config crate");
 //! - it expands no `%` tokens and no `${VAR}`, so that code would be ours anyway.
 //!
 //! What is left (Host patterns, first-wins, Include and its globs) is small: the walk in
@@ -34,7 +34,8 @@
 //!
 //! # Matching, measured on OpenSSH 9.2 (`ssh -G -F file NAME`)
 //! Host patterns are matched **case-sensitively** against the name as given (`FOO` does not
-//! match `Host foo`; crates.md §3 assumed lowercasing first, `ssh -G` disagrees, and kharon-go
+//! match `Host foo`; the design research assumed lowercasing first, `ssh -G` disagrees (docs/ssh-engine.md, "Host
+//! patterns are case-sensitive"), and kharon-go
 //! inherited ssh's behaviour by running `ssh -G`), and the final host name is lowercased. A comma in a Host pattern is literal (`Host a,b` matches
 //! neither `a` nor `b`); we do the same and warn. How `ProxyJump a,b` is resolved is described
 //! in `chain`.

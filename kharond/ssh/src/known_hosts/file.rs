@@ -4,7 +4,7 @@
 //! is skipped with a debug log, as ssh skips it.
 //!
 //! Why not russh's `check_known_hosts_path`: it splits on single spaces only, has no wildcards,
-//! ignores markers and reads one file (crates.md §1.2). The lines are tokenised here and only
+//! ignores markers and reads one file (docs/ssh-engine.md, "known_hosts"). The lines are tokenised here and only
 //! the key and the hashed-name fields are decoded with `ssh_key`.
 
 use std::fmt;
@@ -13,7 +13,7 @@ use std::path::{Path, PathBuf};
 use russh::keys::PublicKey;
 use russh::keys::ssh_key::known_hosts::HostPatterns;
 
-use crate::ssh::config::pattern;
+use crate::config::pattern;
 
 /// Where a line is: for messages, and for `Accepted`.
 #[derive(Debug, Clone, PartialEq, Eq)]

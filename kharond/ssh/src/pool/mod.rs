@@ -8,7 +8,7 @@
 //! Leaves one jump host's state to `slot`, doubting and probing sessions (sleep/wake, frozen hops)
 //! to `keepalive`, what `Status` shows to `health`, what each failure means to `error`, ssh_config
 //! syntax to `config`, the hop-by-hop handshake to `chain`, and the relay of bytes to the daemon
-//! (`relay::stream`); each [`Tunnel`] reads its channel promptly itself (tunnel.rs, crates.md §1.8).
+//! (`relay::stream`); each [`Tunnel`] reads its channel promptly itself (tunnel.rs; docs/ssh-engine.md, "Slow readers").
 //!
 //! # Concurrency
 //! `Pool::chains` and each slot's `state` are std mutexes held only for map/field updates, never
@@ -440,6 +440,33 @@ impl Pool {
     /// The hops of `jumphost`'s chain as `status` shows them; empty for a refused or unknown one.
     pub fn hops(&self, jumphost: &str) -> Vec<String> {
         self.chains().get(jumphost).map(|slot| health::hops(slot)).unwrap_or_default()
+    }
+
+    /// Checks `jumphosts` (the routing table's) for what will fail before a connection does: jump
+    /// hosts no Host block names whose name does not resolve, and no ssh-agent with no key file
+    /// usable without one (see [`preflight`](super::preflight)).
+    pub async fn preflight(&self, jumphosts: &[String]) -> super::preflight::Findings {
+        let resolved = self.resolved_hops(jumphosts);
+        super::preflight::run(&resolved, self.default_agent(), &self.settings.ssh_config).await
+    }
+
+    /// Only the credentials part of [`Pool::preflight`]: why `jumphosts` will refuse us, if they
+    /// will.
+    pub async fn credentials_problem(&self, jumphosts: &[String]) -> Option<String> {
+        super::preflight::credentials_in(&self.resolved_hops(jumphosts), self.default_agent()).await
+    }
+
+    /// The hops of each of `jumphosts` that has a chain, sorted by jump host (what `preflight`
+    /// checks).
+    fn resolved_hops(&self, jumphosts: &[String]) -> Vec<(String, Vec<config::Hop>)> {
+        let mut found: Vec<(String, Vec<config::Hop>)> = self
+            .slots()
+            .into_iter()
+            .filter(|slot| jumphosts.contains(&slot.jumphost))
+            .map(|slot| (slot.jumphost.clone(), slot.chain.hops.clone()))
+            .collect();
+        found.sort_by(|a, b| a.0.cmp(&b.0));
+        found
     }
 
     /// What `Status` shows of every jump host known so far (see [`health`]).

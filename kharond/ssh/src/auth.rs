@@ -1,7 +1,7 @@
 //! Public-key authentication of one hop: the ssh-agent first, then key files.
 //!
 //! Owns: which keys are offered in which order, and the error a user can act on when none works.
-//! Order, as OpenSSH (and bounded by sshd's `MaxAuthTries`, crates.md §1.3):
+//! Order, as OpenSSH (and bounded by sshd's `MaxAuthTries`; docs/ssh-engine.md, "Authentication"):
 //! 1. agent keys (and agent certificates) matching an `IdentityFile` (its `.pub` or `-cert.pub`),
 //! 2. with `IdentitiesOnly no`, the agent's other keys,
 //! 3. unencrypted key files, with their `CertificateFile`/`-cert.pub` certificate when present.

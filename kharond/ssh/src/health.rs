@@ -11,7 +11,8 @@ use std::time::{Duration, SystemTime};
 use tokio::time::Instant;
 
 use super::config;
-use super::slot::{ChainState, ChannelRefusal, Slot, Stamped};
+use super::slot::{ChainState, Slot};
+pub use super::slot::{ChannelRefusal, Stamped};
 
 /// Why the ssh config gives a jump host no chain, as `Status` shows it.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -34,6 +35,39 @@ impl From<&config::Error> for Refusal {
     }
 }
 
+/// One hop of a chain as the ssh config resolved it, as `Status` shows it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct HopSummary {
+    /// The name the chain uses for it (a Host alias, or what ProxyJump names).
+    pub alias: String,
+    pub user: String,
+    /// Where it connects (`HostName`).
+    pub host_name: String,
+    pub port: u16,
+    pub identity_files: Vec<std::path::PathBuf>,
+    /// The `ProxyCommand` that reaches it, if one does instead of TCP.
+    pub proxy_command: Option<String>,
+    /// "file:line" of the Host block or option that decided, if one did.
+    pub origin: Option<String>,
+}
+
+impl From<&config::Hop> for HopSummary {
+    fn from(hop: &config::Hop) -> Self {
+        HopSummary {
+            alias: hop.alias.clone(),
+            user: hop.user.clone(),
+            host_name: hop.host_name.clone(),
+            port: hop.port,
+            identity_files: hop.identity_files.clone(),
+            proxy_command: match &hop.transport {
+                config::Transport::Command(command) => Some(command.clone()),
+                config::Transport::Tcp => None,
+            },
+            origin: hop.origin.as_ref().map(ToString::to_string),
+        }
+    }
+}
+
 /// What `Status` shows for one jump host chain.
 #[derive(Debug, Clone)]
 pub struct ChainHealth {
@@ -41,7 +75,7 @@ pub struct ChainHealth {
     /// "user@host:port", first to last.
     pub hops: Vec<String>,
     /// The hops as resolved, first to last (empty when refused).
-    pub details: Vec<config::Hop>,
+    pub details: Vec<HopSummary>,
     /// Set when the ssh config gives this jump host no chain; it is then never dialled.
     pub refused: Option<Refusal>,
     pub state: ChainState,
@@ -68,7 +102,7 @@ pub(super) fn status<'r>(
             ChainHealth {
                 jumphost: slot.jumphost.clone(),
                 hops: hops(slot),
-                details: slot.chain.hops.clone(),
+                details: slot.chain.hops.iter().map(HopSummary::from).collect(),
                 refused: None,
                 state: st.state,
                 since: st.since,

@@ -163,7 +163,7 @@ mod pool {
     use std::os::fd::AsRawFd;
 
     use super::*;
-    use crate::relay::pipes::Pipes;
+    use crate::pipes::Pipes;
 
     /// A pool of its own per test: the shared one is used by every test running in parallel.
     fn pool(max_idle: usize, max_open: usize) -> &'static Pipes {

@@ -20,7 +20,6 @@ use std::time::{Duration, SystemTime};
 use futures::StreamExt as _;
 
 use super::config::{Hop, IdentityAgent, Transport};
-use super::pool::Pool;
 
 /// Name lookups run at once at most this many.
 const LOOKUPS_AT_ONCE: usize = 16;
@@ -65,26 +64,21 @@ impl Findings {
     }
 }
 
-/// Checks `jumphosts` (the table's) as the pool resolved them.
-pub async fn run(pool: &Pool, jumphosts: &[String]) -> Findings {
-    let resolved = chains(pool, jumphosts);
-    let credentials = credentials_in(&resolved, pool.default_agent()).await;
-    let unresolved = unresolved(&resolved, &pool.settings().ssh_config).await;
+/// Checks the chains the pool resolved (jump host and its hops) with kharond's own `agent`, if
+/// any; `ssh_config` is the file a missing Host block would go into.
+pub async fn run(resolved: &[(String, Vec<Hop>)], agent: Option<&str>, ssh_config: &Path) -> Findings {
+    let credentials = credentials_in(resolved, agent).await;
+    let unresolved = unresolved(resolved, ssh_config).await;
     Findings { at: SystemTime::now(), unresolved, credentials }
-}
-
-/// Only the credentials part of [`run`] (`Test`'s agent check): why jump hosts will refuse
-/// kharond, if they will.
-pub async fn credentials_of(pool: &Pool, jumphosts: &[String]) -> Option<String> {
-    credentials_in(&chains(pool, jumphosts), pool.default_agent()).await
 }
 
 /// How long kharond's agent may take to accept before it counts as not answering.
 const AGENT_CONNECT: Duration = Duration::from_secs(2);
 
-/// [`credentials`] for `chains`, with kharond's `agent` asked whether it answers (off the async
+/// Only the credentials part of [`run`] (`Test`'s agent check): why jump hosts will refuse
+/// kharond, if they will. [`credentials`] for `chains`, with kharond's `agent` asked whether it answers (off the async
 /// threads' way: a connect, bounded) and key files read on a blocking thread.
-async fn credentials_in(chains: &[(String, Vec<Hop>)], agent: Option<&str>) -> Option<String> {
+pub async fn credentials_in(chains: &[(String, Vec<Hop>)], agent: Option<&str>) -> Option<String> {
     let answers = match agent {
         None => None,
         Some(socket) => {
@@ -100,15 +94,6 @@ async fn credentials_in(chains: &[(String, Vec<Hop>)], agent: Option<&str>) -> O
     tokio::task::spawn_blocking(move || credentials(&chains, agent.as_deref().zip(answers)))
         .await
         .unwrap_or_default()
-}
-
-/// The hops of each of `jumphosts` the pool gives a chain.
-fn chains(pool: &Pool, jumphosts: &[String]) -> Vec<(String, Vec<Hop>)> {
-    pool.status()
-        .into_iter()
-        .filter(|health| health.refused.is_none() && jumphosts.contains(&health.jumphost))
-        .map(|health| (health.jumphost, health.details))
-        .collect()
 }
 
 /// How a name lookup ended, as far as this check cares.
@@ -260,7 +245,7 @@ fn credentials(chains: &[(String, Vec<Hop>)], agent: Option<(&str, Result<(), St
 fn restart_advice() -> String {
     format!(
         "Start kharond from a shell whose ssh-agent holds your key ({})",
-        crate::ssh::auth::service_agent_advice()
+        crate::auth::service_agent_advice()
     )
 }
 
@@ -304,7 +289,7 @@ mod tests {
             address_family: Default::default(),
             bind: None,
             use_keychain: false,
-            strict_host_key_checking: crate::ssh::config::StrictHostKeyChecking::Yes,
+            strict_host_key_checking: crate::config::StrictHostKeyChecking::Yes,
             user_known_hosts_files: Vec::new(),
             global_known_hosts_files: Vec::new(),
             host_key_alias: None,

@@ -3,14 +3,14 @@
 //! Two shapes, one contract (both honour half-close: when one side shuts down writing, the other
 //! direction is still delivered in full, and the byte counts come back as a [`Transfer`]):
 //! - [`tcp`]: TCP ↔ TCP (the direct path). On Linux this is splice(2) through a kernel pipe, so
-//!   payload never enters user space (targets.md §0: 1.7–3× a userspace copy); elsewhere (macOS)
+//!   payload never enters user space (1.7–3× a userspace copy: docs/performance.md, "Where the targets come from"); elsewhere (macOS)
 //!   a copy with buffers that grow to 256 KiB (`copy.rs`), held to the same contract by the same
 //!   tests on Linux. The pipes are shared and bounded (`pipes.rs`): a connection holds one
 //!   only while data moves, so an idle connection costs its two sockets and nothing more.
 //! - [`stream`]: TCP ↔ a stream that receives in owned chunks (an SSH channel): up is a user-space
 //!   copy (`copy.rs`), down writes the chunks themselves, several per `writev` (`chunked.rs`). The
-//!   channel side protects its shared session from slow readers itself (ssh/tunnel.rs, crates.md
-//!   §1.8); an extra buffering task here measured 0.67× `ssh -D` throughput against 0.96×
+//!   channel side protects its shared session from slow readers itself (the SSH engine's tunnel.rs;
+//!   docs/ssh-engine.md, "Slow readers"); an extra buffering task here measured 0.67× `ssh -D` throughput against 0.96×
 //!   without it.
 //!
 //! Both take `early`: what the client sent with its request, read by the handshake; it goes

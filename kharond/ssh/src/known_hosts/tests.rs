@@ -4,7 +4,7 @@ use std::time::Duration;
 use russh::keys::{Algorithm, PrivateKey};
 
 use super::*;
-use crate::ssh::config::{AddressFamily, IdentityAgent, Transport, pattern};
+use crate::config::{AddressFamily, IdentityAgent, Transport, pattern};
 
 /// A hop with every setting at its default, for unit tests of the engine.
 pub(crate) fn hop(alias: &str, host: &str, port: u16, known_hosts: &Path) -> Hop {
@@ -332,7 +332,7 @@ fn a_certificate_that_does_not_fit_the_host_is_refused_naming_the_ca_line_and_wh
     );
 
     let mut strict_ca = h.clone();
-    strict_ca.algorithms = crate::ssh::config::Algorithms::with_ca_signatures(&["rsa-sha2-512"]);
+    strict_ca.algorithms = crate::config::Algorithms::with_ca_signatures(&["rsa-sha2-512"]);
     let good = c.cert("ca", &["-h", "-n", "jump.example"]);
     assert_eq!(
         refused(&good, &strict_ca),

@@ -2,7 +2,7 @@
 //!
 //! Owns: the transport of the first hop (TCP from `tcp` with a connect timeout, or a
 //! `ProxyCommand` child from `proxy_command`), each later hop as a direct-tcpip channel of the previous session plus
-//! `client::connect_stream` (crates.md §1.1), the russh client settings (window, keepalive, the
+//! `client::connect_stream` (docs/ssh-engine.md, "Hops over channels"), the russh client settings (window, keepalive, the
 //! algorithm lists the hop's ssh_config chose, ordered by what known_hosts holds for it), the
 //! russh `Handler` (host keys through `known_hosts`, the channel-open failure text, session
 //! end), and errors that name the hop.
@@ -11,7 +11,7 @@
 //!
 //! # Lifetimes
 //! A session stays alive while its `Handle` or any of its channels exists, and a nested hop's
-//! session task owns the parent's channel stream (crates.md §1.1). So a [`Dialled`] chain keeps
+//! session task owns the parent's channel stream (docs/ssh-engine.md, "Lifetimes"). So a [`Dialled`] chain keeps
 //! every hop up, and a [`russh::ChannelStream`] handed out keeps the path it uses up, even after
 //! the pool has replaced the chain.
 
@@ -31,6 +31,7 @@ use tokio::sync::watch;
 use super::config::{Chain, Hop, KnownHostKeys, Transport};
 use super::gather::Gathered;
 use super::known_hosts::KnownHosts;
+use super::report::{DialReport, HopTiming};
 use super::{auth, known_hosts, proxy_command, tcp};
 
 /// The per-channel receive window is sized for each session from the round trip to its hop.
@@ -59,7 +60,7 @@ const WINDOW_PER_RTT_SECOND: f64 = 2.0 * 125_000_000.0;
 /// Below this, a channel message from a nested hop is answered (see `Handler::answer`).
 const SMALL_MESSAGE: usize = 16 * 1024;
 
-/// OpenSSH's packet size; russh complains above 64 KiB (crates.md §1.1).
+/// OpenSSH's packet size; russh logs an error above 65535 (docs/ssh-engine.md, "Window and packet size").
 pub(super) const PACKET: u32 = 32 * 1024;
 
 /// The receive window for a session whose hop is `rtt` away; unknown (a `ProxyCommand`
@@ -371,18 +372,6 @@ struct Session {
     timing: HopTiming,
 }
 
-/// How long one hop took to come up when the chain was dialled (for `kharonctl route --trace`).
-#[derive(Debug, Clone)]
-pub struct HopTiming {
-    /// "user@host:port".
-    pub hop: String,
-    /// TCP connect, a channel through the previous hop, or a ProxyCommand's start.
-    pub transport: Duration,
-    /// Key exchange and host key check.
-    pub handshake: Duration,
-    pub auth: Duration,
-}
-
 /// A connected chain: one session per hop, first to last.
 pub struct Dialled {
     sessions: Vec<Session>,
@@ -394,14 +383,12 @@ pub struct Dialled {
 }
 
 impl Dialled {
-    /// When the whole chain was up.
-    pub fn established(&self) -> Instant {
-        self.established
-    }
-
-    /// Each hop's set-up times, first to last.
-    pub fn timings(&self) -> impl Iterator<Item = &HopTiming> {
-        self.sessions.iter().map(|s| &s.timing)
+    /// How this chain came up, for a trace.
+    pub fn report(&self) -> DialReport {
+        DialReport {
+            established: self.established,
+            hops: self.sessions.iter().map(|s| s.timing.clone()).collect(),
+        }
     }
 
     /// Counts a channel closed by us first (see [`Dialled::abandoned`]).
@@ -496,7 +483,7 @@ fn client_config(hop: &Hop, known: &KnownHostKeys, window: u32) -> Arc<client::C
     Arc::new(client::Config {
         keepalive_interval: (!interval.is_zero()).then_some(interval),
         keepalive_max: hop.server_alive_count_max.max(1) as usize,
-        // Shared sessions must never be reaped for being quiet (crates.md §1.4).
+        // Shared sessions must never be reaped for being quiet (docs/ssh-engine.md, "Keepalive and inactivity").
         inactivity_timeout: None,
         nodelay: true,
         window_size: window,

@@ -1,5 +1,18 @@
 //! The SSH engine: from a cluster's `jumphost` alias to a direct-tcpip channel at the last hop.
 //!
+//! # Public surface
+//! Everything a daemon needs, and nothing of how it is done (every module is private):
+//! - configured: [`PoolSettings`] (the ssh_config file, HOME, the environment, the connect timeout)
+//!   and [`Pool::new`], which reads the ssh_config;
+//! - prepared: [`Pool::validate`] at start, and a reload's two halves, [`Pool::prepare`] (slow,
+//!   changes nothing: [`Prepared`]) and [`Pool::install`] (quick: [`Installed`]);
+//! - dialled: [`Pool::connect`] gives a [`Tunnel`], a byte stream to the target through the chain,
+//!   whose [`Tunnel::report`] tells how it came to be ([`DialReport`]: when the session was up, how
+//!   long each hop took), without the sessions themselves;
+//! - reported: [`Pool::status`] ([`ChainHealth`] per jump host), [`Pool::round_trips`],
+//!   [`Pool::preflight`] ([`Findings`]: what will fail before a connection does), and the
+//!   [`Error`] of a failed connect with the [`std::io::ErrorKind`] it means for the client.
+//!
 //! # Layout
 //! - [`config`]: ssh_config (Include, Host and Match blocks, canonicalization, ProxyJump,
 //!   `ProxyCommand ssh -W`) → [`config::Chain`].
@@ -27,23 +40,28 @@
 //! The engine knows nothing of SOCKS: failures carry an [`std::io::ErrorKind`] so the caller can
 //! pick a reply code.
 
-pub mod auth;
-pub mod chain;
-pub mod config;
-pub mod error;
-pub mod gather;
-pub mod health;
-pub mod keepalive;
-pub mod known_hosts;
-pub mod pool;
-pub mod preflight;
-pub mod proxy_command;
-pub mod quickack;
-pub mod slot;
-pub mod tcp;
-pub mod tunnel;
+mod auth;
+mod chain;
+mod config;
+mod error;
+mod gather;
+mod health;
+mod keepalive;
+mod known_hosts;
+mod pool;
+mod preflight;
+mod proxy_command;
+mod quickack;
+mod report;
+mod slot;
+mod tcp;
+mod tunnel;
 
+pub use auth::service_agent_advice;
 pub use error::Error;
-pub use health::ChainHealth;
-pub use pool::{Pool, PoolSettings, Tunnel};
+pub use health::{ChainHealth, ChannelRefusal, HopSummary, Refusal, Stamped};
+pub use pool::{Installed, Pool, PoolSettings, Prepared};
+pub use preflight::{Findings, Unresolved};
+pub use report::{DialReport, HopTiming};
 pub use slot::ChainState;
+pub use tunnel::Tunnel;

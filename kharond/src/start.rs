@@ -1,0 +1,311 @@
+//! From settings to a serving daemon, in the three steps a start takes and a test can take one by
+//! one (`kharond/tests/in_process.rs`):
+//!
+//! 1. [`Loaded::load`]: the descriptor limit, the routing table and the ssh config; nothing is
+//!    bound yet, so a bad file fails before a port is taken.
+//! 2. [`Listeners::bind`]: the SOCKS listener and the control socket, or the ones systemd handed
+//!    over (socket activation); a second daemon is recognised here.
+//! 3. [`serve`]: the shared [`State`], the start-time preflight beside serving, then
+//!    [`daemon::run`] until shutdown.
+//!
+//! [`start`] is the three in a row, as `main` calls it. Every way a start can fail is one
+//! [`Error`] variant, and [`Error::exit_code`] is the one place that maps them to exit codes.
+
+use std::collections::HashMap;
+use std::future::Future;
+use std::path::PathBuf;
+use std::sync::Arc;
+use std::time::Duration;
+
+use kharon_shared::config::{Config, Source};
+use tokio::net::{TcpListener, UnixListener};
+
+use crate::cli::Cli;
+use crate::daemon;
+use crate::process;
+use crate::proxy;
+use crate::routing::table::{self, Inventory, LoadedTable};
+use crate::state::{self, State};
+
+/// Exit codes; `--help` lists them (cli.rs).
+pub mod exit {
+    /// The daemon failed while running.
+    pub const RUNTIME: u8 = 1;
+    /// Settings, inventory or ssh config are unusable.
+    pub const CONFIG: u8 = 2;
+    /// The listen port or control socket is taken, or another daemon runs.
+    pub const UNAVAILABLE: u8 = 3;
+}
+
+/// Why the daemon did not start, or stopped with a failure.
+#[derive(Debug, thiserror::Error)]
+pub enum Error {
+    #[error(transparent)]
+    Config(#[from] kharon_shared::config::Error),
+    /// The inventory cannot be read; `hint` names the other way in.
+    #[error("{source}{hint}")]
+    Inventory { source: table::Error, hint: &'static str },
+    #[error(transparent)]
+    SshConfig(kharon_ssh::Error),
+    #[error(transparent)]
+    Activation(#[from] process::activation::Error),
+    #[error(
+        "kharond is already running: its control socket {} answers and {listen} is taken \
+         (`kharonctl status` shows it); stop it first, or start this one with another --listen and \
+         --control-socket",
+        control.display()
+    )]
+    AlreadyRunning { control: PathBuf, listen: std::net::SocketAddr },
+    #[error(
+        "cannot listen on {addr} (from {origin}); is another proxy or kharond using that port? pick \
+         another with --listen"
+    )]
+    Listen { addr: std::net::SocketAddr, origin: Source, source: std::io::Error },
+    #[error(transparent)]
+    ControlSocket(daemon::Error),
+    #[error("cannot start the async runtime")]
+    Runtime(#[source] std::io::Error),
+    #[error(transparent)]
+    Listener(std::io::Error),
+    #[error(transparent)]
+    Daemon(daemon::Error),
+}
+
+impl Error {
+    /// The exit code this failure ends the process with ([`exit`]).
+    pub fn exit_code(&self) -> u8 {
+        match self {
+            Error::Config(_) | Error::Inventory { .. } | Error::SshConfig(_) | Error::Activation(_) => {
+                exit::CONFIG
+            }
+            Error::ControlSocket(daemon::Error::AlreadyRunning { .. }) => exit::UNAVAILABLE,
+            Error::ControlSocket(_) => exit::CONFIG,
+            Error::AlreadyRunning { .. } | Error::Listen { .. } => exit::UNAVAILABLE,
+            Error::Runtime(_) | Error::Listener(_) | Error::Daemon(_) => exit::RUNTIME,
+        }
+    }
+}
+
+/// Runs the daemon as `kharond` does with these flags, until SIGINT or SIGTERM.
+pub async fn start(cli: &Cli) -> Result<(), Error> {
+    let config = Config::load(&cli.overrides())?;
+    for warning in config.warnings() {
+        tracing::warn!("{warning}");
+    }
+    let mut loaded = Loaded::load(&config)?;
+    if let Some(ms) = cli.test_reload_deadline_ms {
+        loaded.reload_deadline = Some(Duration::from_millis(ms));
+    }
+    let listeners = Listeners::bind(&config).await?;
+    serve(&config, loaded, listeners, std::future::pending()).await
+}
+
+/// What the files say, read and checked before anything is bound.
+pub struct Loaded {
+    source: Inventory,
+    own_hosts: kharon_shared::trust::OwnHosts,
+    table: LoadedTable,
+    pool: Arc<kharon_ssh::Pool>,
+    max_connections: usize,
+    /// Another reload deadline than the default, for tests (`--test-reload-deadline-ms`).
+    pub reload_deadline: Option<Duration>,
+}
+
+impl Loaded {
+    /// Raises the descriptor limit, loads the routing table and the ssh config, and resolves every
+    /// jump host the table names (their errors are logged: routing through them fails until fixed).
+    pub fn load(config: &Config) -> Result<Self, Error> {
+        // Before anything opens descriptors of its own; every later one counts against this.
+        let wanted = config
+            .max_connections
+            .as_ref()
+            .map_or(proxy::listener::MAX_CONNECTIONS, |m| m.value.min(proxy::listener::MAX_CONNECTIONS));
+        let max_connections = process::fd_limit::connection_limit(wanted);
+
+        let source = match &config.inventory {
+            // Absolute: status and kharonctl (in another directory) name the file it is.
+            Some(file) => {
+                Inventory::File(std::path::absolute(&file.value).unwrap_or_else(|_| file.value.clone()))
+            }
+            None => Inventory::Cache(kharon_shared::cache::path(&config.cache_dir.value)),
+        };
+        let own_hosts = config.own_hosts();
+        let table = table::load_at_start(&source, &own_hosts).map_err(|source_error| {
+            // The cache error already says to run `kharonctl update`; add the other way in.
+            let hint = match &source {
+                Inventory::Cache(_) => {
+                    "; or start with --inventory FILE (a Lieutenant /clusters JSON such as \
+                     contrib/examples/inventory.json)"
+                }
+                Inventory::File(_) => "",
+            };
+            Error::Inventory { source: source_error, hint }
+        })?;
+        if table.missing {
+            tracing::warn!(
+                "no inventory yet: {} does not exist, so every host goes direct; run `kharonctl update` \
+                 to fetch the clusters from Lieutenant (kharond picks them up without a restart)",
+                source.path().display()
+            );
+        }
+        let report = table.table.report();
+        tracing::info!(
+            source = %source.path().display(),
+            clusters = report.clusters_total,
+            routed = report.clusters_routed,
+            suffixes = report.include_suffixes,
+            conflicts = report.conflicts.len(),
+            refused = report.refused.len(),
+            "routing table loaded"
+        );
+        table::log_report(&table.table);
+
+        let env: HashMap<String, String> = std::env::vars().collect();
+        let home = env.get("HOME").map(PathBuf::from).unwrap_or_else(|| PathBuf::from("/"));
+        let pool = kharon_ssh::Pool::new(kharon_ssh::PoolSettings {
+            ssh_config: config.ssh_config.value.clone(),
+            home,
+            env,
+            connect_timeout: config.connect_timeout.value,
+        })
+        .map_err(Error::SshConfig)?;
+        // The engine's errors name the jump host themselves; routing through it fails until fixed.
+        for (_, error) in pool.validate(&table.table.jumphosts()) {
+            tracing::warn!("{error}; connections routed through it will fail");
+        }
+        Ok(Loaded { source, own_hosts, table, pool, max_connections, reload_deadline: None })
+    }
+}
+
+/// The SOCKS listener and the control socket, bound.
+pub struct Listeners {
+    socks: TcpListener,
+    control: UnixListener,
+    control_path: PathBuf,
+    /// Whether the control socket is ours to remove at the end (not when systemd created it).
+    owns_control_socket: bool,
+}
+
+impl Listeners {
+    /// Binds what `config` names, or takes the listeners systemd handed over in their place.
+    pub async fn bind(config: &Config) -> Result<Self, Error> {
+        let activated = process::activation::take()?;
+        let listen = config.listen.value;
+        if let Some(name) = &config.listen_name
+            && activated.socks.is_none()
+        {
+            let all: Vec<String> = name.resolved.iter().map(ToString::to_string).collect();
+            tracing::info!(
+                "listen address {} (from {}) resolves to {}; using {listen}",
+                name.name,
+                config.listen.source,
+                all.join(", ")
+            );
+        }
+        let socks = match activated.socks {
+            Some(std_listener) => {
+                let addr = std_listener.local_addr().map_err(Error::Listener)?;
+                // The unit decides the address, not --listen; the loopback rule holds all the same.
+                config.check_listener(addr, Source::SocketActivation)?;
+                tracing::info!(%addr, "using the SOCKS listener passed by the service manager");
+                TcpListener::from_std(std_listener).map_err(Error::Listener)?
+            }
+            None => match TcpListener::bind(listen).await {
+                Ok(listener) => listener,
+                // Started twice (the port is the first thing both want): say it is kharond, not a guess.
+                Err(e)
+                    if e.kind() == std::io::ErrorKind::AddrInUse
+                        && tokio::net::UnixStream::connect(&config.control_socket.value).await.is_ok() =>
+                {
+                    return Err(Error::AlreadyRunning {
+                        control: config.control_socket.value.clone(),
+                        listen,
+                    });
+                }
+                Err(source) => {
+                    return Err(Error::Listen { addr: listen, origin: config.listen.source.clone(), source });
+                }
+            },
+        };
+        let (control, control_path, owns_control_socket) = match activated.control {
+            Some(std_listener) => {
+                let path = std_listener
+                    .local_addr()
+                    .ok()
+                    .and_then(|a| a.as_pathname().map(PathBuf::from))
+                    .unwrap_or_else(|| config.control_socket.value.clone());
+                (UnixListener::from_std(std_listener).map_err(Error::Listener)?, path, false)
+            }
+            None => {
+                let path = config.control_socket.value.clone();
+                let listener = daemon::bind_control_socket(&path).await.map_err(Error::ControlSocket)?;
+                (listener, path, true)
+            }
+        };
+        Ok(Listeners { socks, control, control_path, owns_control_socket })
+    }
+
+    /// The SOCKS listener's real address (the configured port may have been 0).
+    pub fn socks_addr(&self) -> std::io::Result<std::net::SocketAddr> {
+        self.socks.local_addr()
+    }
+}
+
+/// Serves on `listeners` until `shutdown` resolves or SIGINT/SIGTERM arrives.
+pub async fn serve(
+    config: &Config,
+    loaded: Loaded,
+    listeners: Listeners,
+    shutdown: impl Future<Output = ()> + Send + 'static,
+) -> Result<(), Error> {
+    let Listeners { socks, control, control_path, owns_control_socket } = listeners;
+    let listen = socks.local_addr().map_err(Error::Listener)?;
+    let me = kharon_shared::paths::uid();
+    let auth = config.socks_auth.as_ref().map(|s| {
+        // The engineer's own clients get a login gate of their own (credentials.rs).
+        let uids = proxy::owner::Uids::open(me).map(|(uids, why)| {
+            if let Some(why) = why {
+                tracing::warn!(
+                    "{why}: until it can be opened, your own logins wait behind other clients' wrong guesses"
+                );
+            }
+            uids
+        });
+        proxy::credentials::Credentials::new(&s.value, uids)
+    });
+    // Without a password every local user reaches the loopback listener: serve only our own.
+    let owner_only = (auth.is_none() && !config.allow_other_users.value)
+        .then(|| proxy::owner::OwnerOnly::new(me).map(Arc::new))
+        .flatten();
+    if auth.is_none() && config.allow_other_users.value {
+        tracing::info!(
+            "no [socks] password and allow_other_users = true (from {}): every local user can use the \
+             proxy, with your SSH identity",
+            config.allow_other_users.source
+        );
+    }
+    let proxy = state::ProxySettings {
+        auth,
+        owner_only,
+        handshake_timeout: config.handshake_timeout.value,
+        connect_timeout: config.connect_timeout.value,
+        max_connections: loaded.max_connections,
+    };
+    let Loaded { source, own_hosts, table, pool, reload_deadline, .. } = loaded;
+    let mut state = State::new(source, own_hosts, proxy, pool, listen, control_path, table);
+    if let Some(deadline) = reload_deadline {
+        state = state.with_reload_deadline(deadline);
+    }
+    let state = Arc::new(state);
+    // What will fail (a jump host no Host block names that does not resolve, no ssh-agent and no
+    // usable key) is said at start, not at the first connection through it; beside serving, not
+    // before it: the lookups wait for DNS (up to their deadline when offline or with hundreds of
+    // jump hosts), and nothing that works should wait for them.
+    tokio::spawn({
+        let state = Arc::clone(&state);
+        async move {
+            state.preflight().await;
+        }
+    });
+    daemon::run(state, socks, control, owns_control_socket, shutdown).await.map_err(Error::Daemon)
+}
