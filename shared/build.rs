@@ -2,9 +2,74 @@
 //! machine (docs/dependencies.md, "protox"), and sets `KHARON_VERSION`: the package version plus
 //! the git commit (see `build/version.rs`), which `kharon_shared::VERSION` and both `--version`s
 //! report.
+//!
+//! The messages kharonctl prints with `-o json` derive `serde::Serialize` here, so their JSON
+//! follows the proto: a new field shows up in it without anyone retyping it. Where the JSON was
+//! never the proto field as it is (a rename, an enum's word, microseconds shown as milliseconds),
+//! the field names a function of `src/proto/json.rs`, which says what shape it keeps.
 
 #[path = "build/version.rs"]
 mod version;
+
+/// The messages kharonctl prints as JSON (or YAML), and every message inside them. Requests stay
+/// out: FetchObjectRequest carries a secret key, which nothing should be able to print.
+const PRINTED: &[&str] = &[
+    // status
+    "StatusResponse",
+    "InventoryInfo",
+    "Conflict",
+    "Claim",
+    "RefusedClaim",
+    "ConnectionStats",
+    "RouteTotals",
+    "ChainStatus",
+    "HopDetail",
+    "ChannelRefusal",
+    "ReloadRecord",
+    "RefusedJumphost",
+    "Memory",
+    "Preflight",
+    "JumphostWarning",
+    // connections
+    "ConnectionsResponse",
+    "Connection",
+    // route, route --trace
+    "RouteResponse",
+    "TraceEvent",
+];
+
+/// Where the JSON differs from the field: `Message.field` and its serde attribute.
+const FIELDS: &[(&str, &str)] = &[
+    // kharonctl has always shown an unset inventory or counters as zeros, never as null
+    ("StatusResponse.inventory", r#"serialize_with = "crate::proto::json::or_default""#),
+    ("StatusResponse.connections", r#"serialize_with = "crate::proto::json::or_default""#),
+    ("InventoryInfo.source_kind", r#"rename = "source""#),
+    ("InventoryInfo.source_path", r#"rename = "path""#),
+    ("InventoryInfo.refused_claims", r#"rename = "refused""#),
+    ("Conflict.winner", r#"serialize_with = "crate::proto::json::or_default""#),
+    ("ChainStatus.state", r#"serialize_with = "crate::proto::json::chain_state""#),
+    ("ChainStatus.probe", r#"flatten, serialize_with = "crate::proto::json::probe""#),
+    ("ReloadRecord.result", r#"serialize_with = "crate::proto::json::reload_result""#),
+    ("Connection.pid", r#"serialize_with = "crate::proto::json::zero_as_null""#),
+    ("Connection.program", r#"serialize_with = "crate::proto::json::empty_as_null""#),
+    ("Connection.destination", r#"serialize_with = "crate::proto::json::empty_as_null""#),
+    ("Connection.route", r#"serialize_with = "crate::proto::json::empty_as_null""#),
+    ("Connection.cluster", r#"serialize_with = "crate::proto::json::empty_as_null""#),
+    ("Connection.state", r#"serialize_with = "crate::proto::json::connection_state""#),
+    (
+        "Connection.age_ms",
+        r#"rename = "age_seconds", serialize_with = "crate::proto::json::millis_as_seconds""#,
+    ),
+    ("RouteResponse.via", r#"serialize_with = "crate::proto::json::via""#),
+    ("RouteResponse.jumphost", r#"serialize_with = "crate::proto::json::empty_as_null""#),
+    ("RouteResponse.cluster", r#"serialize_with = "crate::proto::json::empty_as_null""#),
+    ("RouteResponse.suffix", r#"serialize_with = "crate::proto::json::empty_as_null""#),
+    ("TraceEvent.at_us", r#"rename = "at_ms", serialize_with = "crate::proto::json::micros_as_millis""#),
+    (
+        "TraceEvent.took_us",
+        r#"rename = "took_ms", serialize_with = "crate::proto::json::micros_as_millis_or_null""#,
+    ),
+];
 
 fn main() -> Result<(), Box<dyn std::error::Error>> {
     // Read when the script runs, not when it was compiled: a build-script binary reused from a
@@ -13,7 +78,37 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
     let proto_root = manifest_dir.join("../proto");
     let file = proto_root.join("kharon/v1/control.proto");
     let fds = protox::compile([&file], [&proto_root])?;
-    tonic_prost_build::configure().build_server(true).build_client(true).compile_fds(fds)?;
+    // An attribute on a path that names nothing is dropped without a word, and the JSON would
+    // change with it: a renamed message or field stops the build instead.
+    let messages: Vec<_> = fds.file.iter().flat_map(|f| &f.message_type).collect();
+    let has_field = |path: &str| {
+        let (message, field) = path.split_once('.').unwrap_or((path, ""));
+        messages.iter().any(|m| {
+            m.name() == message
+                && (m.field.iter().any(|f| f.name() == field)
+                    || m.oneof_decl.iter().any(|o| o.name() == field))
+        })
+    };
+    for message in PRINTED {
+        if !messages.iter().any(|m| m.name() == *message) {
+            return Err(format!("build.rs PRINTED names {message}, which control.proto does not have").into());
+        }
+    }
+    for (field, _) in FIELDS {
+        if !has_field(field) {
+            return Err(format!("build.rs FIELDS names {field}, which control.proto does not have").into());
+        }
+    }
+    let mut builder = tonic_prost_build::configure().build_server(true).build_client(true);
+    // Paths without the leading dot: prost matches ".kharon.v1.ChainStatus.probe" as a prefix too,
+    // which puts the oneof field's attribute on the variants of its enum as well.
+    for message in PRINTED {
+        builder = builder.message_attribute(format!("kharon.v1.{message}"), "#[derive(serde::Serialize)]");
+    }
+    for (field, attribute) in FIELDS {
+        builder = builder.field_attribute(format!("kharon.v1.{field}"), format!("#[serde({attribute})]"));
+    }
+    builder.compile_fds(fds)?;
     // compile_fds does not emit this for us
     println!("cargo:rerun-if-changed={}", proto_root.display());
 
