@@ -7,7 +7,6 @@ use std::process::ExitCode;
 use std::time::Duration;
 
 use kharon_shared::proto::v1 as pb;
-use serde::Serialize;
 
 use crate::context::Context;
 use crate::output::{self, Listing};
@@ -37,99 +36,43 @@ fn interval(text: &str) -> Result<Duration, String> {
     crate::duration::within(text, Duration::from_millis(100), Duration::from_secs(3600))
 }
 
-/// One connection; also the JSON and YAML shape (a stable interface for scripts).
-#[derive(Debug, Serialize)]
-struct Row {
-    id: u64,
-    /// The client's address as kharond sees it.
-    client: String,
-    /// `null` when the process cannot be seen.
-    pid: Option<u32>,
-    program: Option<String>,
-    /// "SOCKS", "CONNECT", "HTTP" (a PAC request) or "unknown" (handshake not done).
-    protocol: String,
-    /// host:port; `null` during the handshake.
-    destination: Option<String>,
-    /// "direct" or the jump host alias; `null` until routed.
-    route: Option<String>,
-    /// The cluster that routes the destination; `null` when direct.
-    cluster: Option<String>,
-    /// "handshake", "dialing", "open" or "half-closed".
-    state: &'static str,
-    bytes_up: u64,
-    bytes_down: u64,
-    age_seconds: f64,
+/// A field kharond leaves empty (not known yet, or not to be seen) as "-".
+fn text(value: &str) -> String {
+    if value.is_empty() { "-".to_owned() } else { value.to_owned() }
 }
 
-#[derive(Debug, Serialize)]
-struct Listed {
-    connections: Vec<Row>,
-}
-
-fn non_empty(s: String) -> Option<String> {
-    (!s.is_empty()).then_some(s)
-}
-
-fn state_name(state: pb::ConnectionState) -> &'static str {
-    match state {
-        pb::ConnectionState::Handshake => "handshake",
-        pb::ConnectionState::Dialing => "dialing",
-        pb::ConnectionState::Open => "open",
-        pb::ConnectionState::HalfClosed => "half-closed",
-        pb::ConnectionState::Unspecified => "unknown",
-    }
-}
-
-fn row(c: pb::Connection) -> Row {
-    let state = state_name(c.state());
-    Row {
-        id: c.id,
-        client: c.client,
-        pid: (c.pid != 0).then_some(c.pid),
-        program: non_empty(c.program),
-        protocol: c.protocol,
-        destination: non_empty(c.destination),
-        route: non_empty(c.route),
-        cluster: non_empty(c.cluster),
-        state,
-        bytes_up: c.bytes_up,
-        bytes_down: c.bytes_down,
-        age_seconds: c.age_ms as f64 / 1000.0,
-    }
+/// The client's pid, "-" when kharond cannot see the process.
+fn pid_text(c: &pb::Connection) -> String {
+    if c.pid == 0 { "-".to_owned() } else { c.pid.to_string() }
 }
 
 /// The route as one column: "direct", "CLUSTER via JUMPHOST", "-" while not yet routed.
-fn route_text(r: &Row) -> String {
-    match (&r.route, &r.cluster) {
-        (None, _) => "-".to_owned(),
-        (Some(route), _) if route == "direct" => route.clone(),
-        (Some(jumphost), Some(cluster)) => format!("{cluster} via {jumphost}"),
-        (Some(jumphost), None) => format!("via {jumphost}"),
+fn route_text(c: &pb::Connection) -> String {
+    match (c.route.as_str(), c.cluster.as_str()) {
+        ("", _) => "-".to_owned(),
+        ("direct", _) => "direct".to_owned(),
+        (jumphost, "") => format!("via {jumphost}"),
+        (jumphost, cluster) => format!("{cluster} via {jumphost}"),
     }
 }
 
-fn text(value: Option<&String>) -> String {
-    value.cloned().unwrap_or_else(|| "-".to_owned())
-}
-
-fn render(rows: &[Row], wide: bool) -> String {
+fn render(rows: &[pb::Connection], wide: bool) -> String {
     if rows.is_empty() {
         return "no connections open".to_owned();
     }
-    let pid = |r: &Row| r.pid.map_or_else(|| "-".to_owned(), |p| p.to_string());
-    let age = |r: &Row| output::age(r.age_seconds as u64);
+    let age = |r: &pb::Connection| output::age(r.age_ms / 1000);
     if wide {
         let lines = rows.iter().map(|r| {
             vec![
                 r.id.to_string(),
                 r.client.clone(),
-                pid(r),
-                text(r.program.as_ref()),
+                pid_text(r),
+                text(&r.program),
                 r.protocol.clone(),
-                text(r.destination.as_ref()),
-                text(r.cluster.as_ref()),
-                text(r.route.as_ref()),
-                r.state.to_owned(),
+                text(&r.destination),
+                text(&r.cluster),
+                text(&r.route),
+                r.state().word().to_owned(),
                 r.bytes_up.to_string(),
                 r.bytes_down.to_string(),
                 age(r),
@@ -152,19 +95,19 @@ fn render(rows: &[Row], wide: bool) -> String {
         output::wide_table(&headers, lines).to_string()
     } else {
         // The client as "pid program": one column, so the table fits 80 columns.
-        let client = |r: &Row| match (r.pid, &r.program) {
-            (Some(pid), Some(program)) => format!("{pid} {program}"),
-            (Some(pid), None) => pid.to_string(),
-            (None, Some(program)) => program.clone(),
-            (None, None) => "-".to_owned(),
+        let client = |r: &pb::Connection| match (r.pid, r.program.as_str()) {
+            (0, "") => "-".to_owned(),
+            (0, program) => program.to_owned(),
+            (pid, "") => pid.to_string(),
+            (pid, program) => format!("{pid} {program}"),
         };
         let lines = rows.iter().map(|r| {
             vec![
                 client(r),
                 r.protocol.clone(),
-                text(r.destination.as_ref()),
+                text(&r.destination),
                 route_text(r),
-                r.state.to_owned(),
+                r.state().word().to_owned(),
                 output::bytes(r.bytes_up),
                 output::bytes(r.bytes_down),
                 age(r),
@@ -184,19 +127,18 @@ pub async fn run(args: Args, ctx: &Context) -> anyhow::Result<ExitCode> {
         && std::io::stdout().is_terminal()
         && matches!(args.output, Listing::Table | Listing::Wide);
     loop {
+        // JSON and YAML are the reply as it serializes (kharon_shared::proto::json): a stable
+        // interface for scripts.
         let listed = daemon.connections().await?;
-        let rows: Vec<Row> = listed.connections.into_iter().map(row).collect();
         match args.output {
             // Watched, one compact document per line, so a script can read them as they come.
-            Listing::Json if args.watch => {
-                println!("{}", serde_json::to_string(&Listed { connections: rows })?)
-            }
-            Listing::Json => output::json(&Listed { connections: rows })?,
+            Listing::Json if args.watch => println!("{}", serde_json::to_string(&listed)?),
+            Listing::Json => output::json(&listed)?,
             Listing::Yaml => {
                 if args.watch {
                     println!("---");
                 }
-                output::yaml(&Listed { connections: rows })?;
+                output::yaml(&listed)?;
             }
             Listing::Table | Listing::Wide => {
                 if redraw {
@@ -209,7 +151,7 @@ pub async fn run(args: Args, ctx: &Context) -> anyhow::Result<ExitCode> {
                 } else if args.watch {
                     println!();
                 }
-                println!("{}", render(&rows, args.output == Listing::Wide));
+                println!("{}", render(&listed.connections, args.output == Listing::Wide));
             }
         }
         if !args.watch {
@@ -242,17 +184,21 @@ mod tests {
 
     #[test]
     fn a_row_says_what_is_unknown_and_names_the_route() {
-        let r = row(connection("hop2", "c1"));
-        assert_eq!((r.pid, r.program.as_deref(), r.state), (None, None, "half-closed"));
+        let r = connection("hop2", "c1");
+        assert_eq!(
+            (pid_text(&r), text(&r.program), r.state().word()),
+            ("-".into(), "-".into(), "half-closed")
+        );
         assert_eq!(route_text(&r), "c1 via hop2");
-        assert_eq!(route_text(&row(connection("direct", ""))), "direct");
-        assert_eq!(route_text(&row(connection("", ""))), "-");
-        let table = render(&[r], false);
+        assert_eq!(route_text(&connection("direct", "")), "direct");
+        assert_eq!(route_text(&connection("", "")), "-");
+        assert_eq!(route_text(&connection("hop2", "")), "via hop2");
+        let table = render(std::slice::from_ref(&r), false);
         assert!(
             table.contains("2.0 KiB") && table.contains("1m 5s") && table.contains("c1 via hop2"),
             "{table}"
         );
-        let wide = render(&[row(connection("hop2", "c1"))], true);
+        let wide = render(&[r], true);
         assert!(wide.contains("2048") && wide.contains("127.0.0.1:50000"), "{wide}");
         assert_eq!(render(&[], true), "no connections open");
     }

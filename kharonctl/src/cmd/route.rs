@@ -101,17 +101,6 @@ fn target(text: &str) -> Target {
     }
 }
 
-/// One step of a trace; also the JSON shape of `route --trace -o json` (one object a line).
-#[derive(Debug, Serialize)]
-struct Step {
-    step: String,
-    /// Since kharond accepted the connection.
-    at_ms: f64,
-    /// How long the step took; `null` for a moment.
-    took_ms: Option<f64>,
-    detail: String,
-}
-
 async fn trace(args: &Args, target: &Target, ctx: &Context) -> anyhow::Result<ExitCode> {
     let mut daemon = ctx.daemon().await?;
     let port = args.port.or(target.port);
@@ -128,45 +117,33 @@ async fn trace(args: &Args, target: &Target, ctx: &Context) -> anyhow::Result<Ex
         }
         Err(e) => return Err(e.into()),
     };
-    while let Some(event) = Daemon::next_trace_event(&mut events).await? {
-        let step = Step {
-            at_ms: event.at_us as f64 / 1000.0,
-            took_ms: (event.took_us > 0).then(|| event.took_us as f64 / 1000.0),
-            step: event.step,
-            detail: event.detail,
-        };
+    while let Some(step) = Daemon::next_trace_event(&mut events).await? {
         match args.output {
+            // The step as it serializes (kharon_shared::proto::json), one a line.
             Format::Json => println!("{}", serde_json::to_string(&step)?),
             // Waiting is said on stderr: stdout holds only the connection's steps.
             Format::Table if step.step == "armed" => eprintln!("{} (Ctrl-C to stop)", Escaped(&step.detail)),
             Format::Table => {
-                let took = step.took_ms.map(|ms| format!("({ms:.1} ms)")).unwrap_or_default();
+                let took = if step.took_us > 0 {
+                    format!("({:.1} ms)", step.took_us as f64 / 1000.0)
+                } else {
+                    String::new()
+                };
                 let (name, detail) = (cell(&step.step), Escaped(&step.detail));
-                println!("{:>10.1} ms  {name:<10} {took:<12} {detail}", step.at_ms);
+                println!("{:>10.1} ms  {name:<10} {took:<12} {detail}", step.at_us as f64 / 1000.0);
             }
         }
     }
     Ok(ExitCode::SUCCESS)
 }
 
-/// The JSON shape of `route -o json`; field names are a stable interface for scripts.
+/// `route -o json`: the reply as it serializes (kharon_shared::proto::json), and what was given.
 #[derive(Debug, Serialize)]
-struct Answer {
-    host: String,
+struct Answer<'a> {
+    #[serde(flatten)]
+    reply: &'a pb::RouteResponse,
     /// The URL or host:port as given, when HOST was one (the host is what is routed); else null.
-    given: Option<String>,
-    via: &'static str,
-    jumphost: Option<String>,
-    cluster: Option<String>,
-    suffix: Option<String>,
-    rule: String,
-    reason: String,
-    /// kharond has no inventory yet (`kharonctl update` never ran): everything goes direct.
-    inventory_missing: bool,
-}
-
-fn non_empty(s: String) -> Option<String> {
-    (!s.is_empty()).then_some(s)
+    given: Option<&'a str>,
 }
 
 pub async fn run(args: Args, ctx: &Context) -> anyhow::Result<ExitCode> {
@@ -175,23 +152,8 @@ pub async fn run(args: Args, ctx: &Context) -> anyhow::Result<ExitCode> {
         return trace(&args, &target, ctx).await;
     }
     let reply = ctx.daemon().await?.route(&target.host).await?;
-    let invalid = reply.rule == "invalid";
-    let via = match reply.via() {
-        pb::Via::Jumphost => "jumphost",
-        _ => "direct",
-    };
-    let answer = Answer {
-        host: reply.host,
-        given: target.given,
-        via,
-        jumphost: non_empty(reply.jumphost),
-        cluster: non_empty(reply.cluster),
-        suffix: non_empty(reply.suffix),
-        rule: reply.rule,
-        reason: reply.reason,
-        inventory_missing: reply.inventory_missing,
-    };
-    if invalid {
+    let answer = Answer { reply: &reply, given: target.given.as_deref() };
+    if reply.rule == "invalid" {
         // Not a host a client could ask for: no route to tell, and a script must not read "direct".
         if args.output == Format::Json {
             output::json(&answer)?;
@@ -200,25 +162,27 @@ pub async fn run(args: Args, ctx: &Context) -> anyhow::Result<ExitCode> {
             "kharonctl: {:?} is not a host: {}; give a host name or IP address (a URL or host:port \
              is read as its host), e.g. api.c-example.vshnmanaged.net",
             args.host,
-            Escaped(&answer.reason)
+            Escaped(&reply.reason)
         );
         return Ok(ExitCode::from(crate::exit::USAGE));
     }
     match args.output {
         Format::Json => output::json(&answer)?,
         Format::Table => {
-            let asked = match &answer.given {
-                Some(given) => format!("{} (the host of {})", Escaped(&answer.host), Escaped(given)),
-                None => Escaped(&answer.host).to_string(),
+            let asked = match &target.given {
+                Some(given) => format!("{} (the host of {})", Escaped(&reply.host), Escaped(given)),
+                None => Escaped(&reply.host).to_string(),
             };
-            match &answer.jumphost {
-                Some(jumphost) => println!(
+            if reply.jumphost.is_empty() {
+                println!("{asked} → direct\n  {}", Escaped(&reply.reason));
+            } else {
+                let cluster = if reply.cluster.is_empty() { "?" } else { &reply.cluster };
+                println!(
                     "{asked} → jump host {} (cluster {})\n  {}",
-                    Escaped(jumphost),
-                    Escaped(answer.cluster.as_deref().unwrap_or("?")),
-                    Escaped(&answer.reason)
-                ),
-                None => println!("{asked} → direct\n  {}", Escaped(&answer.reason)),
+                    Escaped(&reply.jumphost),
+                    Escaped(cluster),
+                    Escaped(&reply.reason)
+                );
             }
         }
     }

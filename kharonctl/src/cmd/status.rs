@@ -10,7 +10,6 @@ use std::time::{SystemTime, UNIX_EPOCH};
 
 use kharon_shared::proto::v1 as pb;
 use kharon_shared::text::Escaped;
-use serde_json::json;
 
 use crate::context::Context;
 use crate::output::{self, Format};
@@ -84,38 +83,25 @@ fn refusal_text(r: Option<&pb::ChannelRefusal>) -> String {
     format!("{}: {}{said}, {} ago", r.target, r.reason, age_of(r.at_ms))
 }
 
+/// The state a person reads: "refused" for a jump host the ssh config gives no chain, whatever
+/// the engine's state of it says; else the state's word.
 fn chain_state(c: &pb::ChainStatus) -> &'static str {
-    if c.config_error.is_empty() { state_name(c.state()) } else { "refused" }
+    if c.config_error.is_empty() { c.state().word() } else { "refused" }
 }
 
-fn state_name(state: pb::ChainState) -> &'static str {
-    match state {
-        pb::ChainState::Idle => "idle",
-        pb::ChainState::Connecting => "connecting",
-        pb::ChainState::Connected => "connected",
-        pb::ChainState::Failed => "failed",
-        pb::ChainState::Unspecified => "unknown",
+/// `status -o json`: the reply as it serializes (`kharon_shared::proto::json`), with each chain's
+/// state as the table shows it ([`chain_state`], which takes two fields). Through a
+/// `serde_json::Value`, so its keys come out sorted, as they always have.
+fn status_json(s: &pb::StatusResponse) -> serde_json::Result<serde_json::Value> {
+    let mut value = serde_json::to_value(s)?;
+    if let Some(chains) = value.get_mut("chains").and_then(serde_json::Value::as_array_mut) {
+        for (shown, chain) in chains.iter_mut().zip(&s.chains) {
+            if let Some(shown) = shown.as_object_mut() {
+                shown.insert("state".to_owned(), chain_state(chain).into());
+            }
+        }
     }
-}
-
-fn reload_result(r: &pb::ReloadRecord) -> &'static str {
-    match r.result() {
-        pb::ReloadResult::Ok => "ok",
-        pb::ReloadResult::Partial => "partial",
-        pb::ReloadResult::Failed => "failed",
-        pb::ReloadResult::Unspecified => "unknown",
-    }
-}
-
-fn reload_json(r: Option<&pb::ReloadRecord>) -> serde_json::Value {
-    let Some(r) = r else { return serde_json::Value::Null };
-    let refused: Vec<_> = r
-        .refused
-        .iter()
-        .map(|x| json!({"jumphost": x.jumphost, "reason": x.reason, "origin": x.origin}))
-        .collect();
-    json!({"at_ms": r.at_ms, "trigger": r.trigger, "result": reload_result(r), "error": r.error,
-           "refused": refused})
+    Ok(value)
 }
 
 /// "memory: 12.3 MiB resident; heap 3.1 MiB in use of 5.0 MiB", the heap part only where kharond's
@@ -134,7 +120,7 @@ fn memory_text(m: &pb::Memory) -> String {
 
 /// One reload as a sentence: when, who asked, what came of it.
 fn reload_text(r: &pb::ReloadRecord) -> String {
-    let mut text = format!("{} ago ({}): {}", age_of(r.at_ms), Escaped(&r.trigger), reload_result(r));
+    let mut text = format!("{} ago ({}): {}", age_of(r.at_ms), Escaped(&r.trigger), r.result().word());
     if !r.error.is_empty() {
         text.push_str(&format!(": {}", Escaped(&r.error)));
     }
@@ -146,95 +132,11 @@ fn reload_text(r: &pb::ReloadRecord) -> String {
 
 pub async fn run(args: Args, ctx: &Context) -> anyhow::Result<ExitCode> {
     let s = ctx.daemon().await?.status().await?;
+    if args.output == Format::Json {
+        return output::json(&status_json(&s)?).map(|()| ExitCode::SUCCESS);
+    }
     let inv = s.inventory.clone().unwrap_or_default();
     let conn = s.connections.unwrap_or_default();
-    if args.output == Format::Json {
-        let routes: Vec<_> = s
-            .routes
-            .iter()
-            .map(|r| {
-                json!({"route": r.route, "open": r.open, "total": r.total, "failed": r.failed,
-                       "bytes_up": r.bytes_up, "bytes_down": r.bytes_down})
-            })
-            .collect();
-        let chains: Vec<_> = s
-            .chains
-            .iter()
-            .map(|c| {
-                let (round_trip_ms, probe_failed) = match &c.probe {
-                    Some(pb::chain_status::Probe::RoundTripUs(us)) => (Some(*us as f64 / 1000.0), None),
-                    Some(pb::chain_status::Probe::ProbeFailed(why)) => (None, Some(why)),
-                    None => (None, None),
-                };
-                let details: Vec<_> = c
-                    .hop_details
-                    .iter()
-                    .map(|h| {
-                        json!({
-                            "alias": h.alias, "user": h.user, "host": h.host, "port": h.port,
-                            "identity_files": h.identity_files, "proxy_command": h.proxy_command,
-                            "origin": h.origin,
-                        })
-                    })
-                    .collect();
-                json!({
-                    "jumphost": c.jumphost, "hops": c.hops, "hop_details": details, "state": chain_state(c),
-                    "config_error": c.config_error, "config_origin": c.config_origin,
-                    "since_ms": c.since_ms, "last_error": c.last_error, "last_error_ms": c.last_error_ms,
-                    "last_refusal": c.last_refusal.as_ref().map(|r| json!({
-                        "target": r.target, "reason": r.reason, "description": r.description, "at_ms": r.at_ms,
-                    })),
-                    "open_channels": c.open_channels,
-                    "bytes_up": c.bytes_up, "bytes_down": c.bytes_down, "next_retry_ms": c.next_retry_ms,
-                    "round_trip_ms": round_trip_ms, "probe_failed": probe_failed,
-                })
-            })
-            .collect();
-        let conflicts: Vec<_> = inv
-            .conflicts
-            .iter()
-            .map(|c| {
-                let w = c.winner.clone().unwrap_or_default();
-                json!({"suffix": c.suffix, "winner": {"cluster": w.cluster, "jumphost": w.jumphost},
-                       "shadowed": c.shadowed.iter().map(|x| json!({"cluster": x.cluster, "jumphost": x.jumphost})).collect::<Vec<_>>()})
-            })
-            .collect();
-        return output::json(&json!({
-            "version": s.version, "pid": s.pid, "uptime_seconds": s.uptime_seconds,
-            "listen_address": s.listen_address, "control_socket": s.control_socket,
-            "socks_auth_required": s.socks_auth_required,
-            "inventory": {
-                "source": inv.source_kind, "path": inv.source_path, "loaded_at_ms": inv.loaded_at_ms,
-                "modified_at_ms": inv.modified_at_ms, "clusters_total": inv.clusters_total,
-                "clusters_ignored": inv.clusters_ignored, "clusters_routed": inv.clusters_routed,
-                "include_suffixes": inv.include_suffixes, "exclude_suffixes": inv.exclude_suffixes,
-                "jumphosts": inv.jumphosts, "conflicts": conflicts, "warnings": inv.warnings,
-                "missing": inv.missing,
-                "refused": inv.refused_claims.iter().map(|r| json!({
-                    "cluster": r.cluster, "fact": r.fact, "value": r.value, "reason": r.reason,
-                })).collect::<Vec<_>>(),
-            },
-            "connections": {
-                "open_direct": conn.open_direct, "open_jumphost": conn.open_jumphost,
-                "total_direct": conn.total_direct, "total_jumphost": conn.total_jumphost,
-                "failed": conn.failed, "bytes_up": conn.bytes_up, "bytes_down": conn.bytes_down,
-            },
-            "routes": routes,
-            "chains": chains,
-            "last_reload": reload_json(s.last_reload.as_ref()),
-            "last_failed_reload": reload_json(s.last_failed_reload.as_ref()),
-            "memory": s.memory.map(|m| json!({
-                "resident_bytes": m.resident_bytes, "heap_in_use_bytes": m.heap_in_use_bytes,
-                "heap_bytes": m.heap_bytes,
-            })),
-            "preflight": s.preflight.as_ref().map(|p| json!({
-                "checked_at_ms": p.checked_at_ms,
-                "unresolved": p.unresolved.iter().map(|u| json!({"jumphost": u.jumphost, "reason": u.reason})).collect::<Vec<_>>(),
-                "credentials": p.credentials,
-            })),
-        }))
-        .map(|()| ExitCode::SUCCESS);
-    }
 
     println!("kharond {} (pid {}), up {}", Escaped(&s.version), s.pid, output::age(s.uptime_seconds));
     let auth = if s.socks_auth_required { " (username/password required)" } else { "" };
@@ -346,6 +248,32 @@ pub async fn run(args: Args, ctx: &Context) -> anyhow::Result<ExitCode> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// `-o json` says "refused" where the table does; the other chains keep their state's word.
+    #[test]
+    fn a_refused_chain_reads_refused_in_json_as_in_the_table() {
+        let s = pb::StatusResponse {
+            chains: vec![
+                pb::ChainStatus {
+                    jumphost: "a".into(),
+                    state: pb::ChainState::Idle.into(),
+                    config_error: "Match tagged".into(),
+                    ..Default::default()
+                },
+                pb::ChainStatus {
+                    jumphost: "b".into(),
+                    state: pb::ChainState::Connected.into(),
+                    ..Default::default()
+                },
+            ],
+            ..Default::default()
+        };
+        let shown = status_json(&s).unwrap_or_default();
+        assert_eq!(shown["chains"][0]["state"], "refused", "{shown}");
+        assert_eq!(shown["chains"][1]["state"], "connected", "{shown}");
+        assert_eq!(shown["chains"][0]["config_error"], "Match tagged", "{shown}");
+        assert_eq!(shown["inventory"]["clusters_total"], 0, "an unset inventory is zeros: {shown}");
+    }
 
     #[test]
     fn the_last_error_and_refusal_say_how_long_ago() {
