@@ -10,6 +10,8 @@ use tokio::net::{TcpListener, UnixListener, UnixStream};
 use tokio::signal::unix::{SignalKind, signal};
 use tracing::{info, warn};
 
+use crate::routing::in_force::Trigger;
+
 use crate::control::service::Control;
 use crate::proxy::listener;
 use crate::state::State;
@@ -96,18 +98,11 @@ pub async fn run(
             _ = interrupt.recv() => { info!("SIGINT: stopping"); break }
             _ = terminate.recv() => { info!("SIGTERM: stopping"); break }
             // A task of its own: a slow reload must not hold up SIGTERM (reload.rs bounds it).
+            // Its outcome is logged where every reload's is (routing/in_force.rs).
             _ = hangup.recv() => {
                 let state = Arc::clone(&state);
                 tokio::spawn(async move {
-                    match state.reload(crate::state::Trigger::Signal).await {
-                        Ok(outcome) => info!(
-                            added = outcome.routes_added.len(),
-                            removed = outcome.routes_removed.len(),
-                            partial = outcome.partial(),
-                            "SIGHUP: reloaded routing table"
-                        ),
-                        Err(e) => warn!("SIGHUP: {e}"),
-                    }
+                    let _ = state.reload(Trigger::Signal).await;
                 });
             }
         }

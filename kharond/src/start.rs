@@ -24,6 +24,7 @@ use crate::cli::Cli;
 use crate::daemon;
 use crate::process;
 use crate::proxy;
+use crate::routing::in_force::{Generation, InForce};
 use crate::routing::table::{self, Inventory, LoadedTable};
 use crate::state::{self, State};
 
@@ -105,7 +106,7 @@ pub struct Loaded {
     source: Inventory,
     own_hosts: kharon_shared::trust::OwnHosts,
     table: LoadedTable,
-    pool: Arc<kharon_ssh::Pool>,
+    pool: kharon_ssh::Pool,
     max_connections: usize,
     /// Another reload deadline than the default, for tests (`--test-reload-deadline-ms`).
     pub reload_deadline: Option<Duration>,
@@ -143,8 +144,9 @@ impl Loaded {
         })?;
         if table.missing {
             tracing::warn!(
-                "no inventory yet: {} does not exist, so every host goes direct; run `kharonctl update` \
-                 to fetch the clusters from Lieutenant (kharond picks them up without a restart)",
+                "{} to fetch the clusters from Lieutenant ({} does not exist, so every host goes direct \
+                 until then; kharond picks them up without a restart)",
+                kharon_shared::cache::NO_INVENTORY_YET,
                 source.path().display()
             );
         }
@@ -292,11 +294,11 @@ pub async fn serve(
         max_connections: loaded.max_connections,
     };
     let Loaded { source, own_hosts, table, pool, reload_deadline, .. } = loaded;
-    let mut state = State::new(source, own_hosts, proxy, pool, listen, control_path, table);
+    let mut routes = InForce::new(source, own_hosts, Generation { table, pool });
     if let Some(deadline) = reload_deadline {
-        state = state.with_reload_deadline(deadline);
+        routes = routes.with_reload_deadline(deadline);
     }
-    let state = Arc::new(state);
+    let state = Arc::new(State::new(routes, proxy, listen, control_path));
     // What will fail (a jump host no Host block names that does not resolve, no ssh-agent and no
     // usable key) is said at start, not at the first connection through it; beside serving, not
     // before it: the lookups wait for DNS (up to their deadline when offline or with hundreds of
@@ -304,7 +306,7 @@ pub async fn serve(
     tokio::spawn({
         let state = Arc::clone(&state);
         async move {
-            state.preflight().await;
+            state.routes.preflight().await;
         }
     });
     daemon::run(state, socks, control, owns_control_socket, shutdown).await.map_err(Error::Daemon)

@@ -23,6 +23,9 @@ use crate::inventory::Cluster;
 
 /// File name of the inventory cache inside the cache directory.
 pub const FILE_NAME: &str = "inventory.json";
+/// How both binaries say that the cache does not exist yet (`kharonctl update` never ran): in
+/// kharond's start log, its `Route` answer, and kharonctl's `status`, `route` and `test`.
+pub const NO_INVENTORY_YET: &str = "no inventory yet: run `kharonctl update`";
 /// The envelope version this build writes and understands.
 pub const VERSION: u32 = 1;
 

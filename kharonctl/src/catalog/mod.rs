@@ -301,7 +301,7 @@ pub fn lines(clusters: &[&Cluster]) -> Vec<String> {
                 cell(&c.tenant),
                 match c.jumphost() {
                     Some(jumphost) => format!("via {}", cell(jumphost)),
-                    None => "direct".to_owned(),
+                    None => kharon_shared::routing::Via::Direct.as_str().to_owned(),
                 },
             ]
         })

@@ -8,6 +8,7 @@
 use std::process::ExitCode;
 use std::time::{SystemTime, UNIX_EPOCH};
 
+use kharon_shared::cache::NO_INVENTORY_YET;
 use kharon_shared::proto::v1 as pb;
 use kharon_shared::text::Escaped;
 
@@ -20,9 +21,6 @@ pub struct Args {
     #[arg(short, long, value_enum, default_value_t)]
     pub output: Format,
 }
-
-/// What a daemon whose cache does not exist yet lacks, and the one thing to do about it.
-const NO_INVENTORY_YET: &str = "no inventory yet: run `kharonctl update`";
 
 fn now_ms() -> i64 {
     SystemTime::now().duration_since(UNIX_EPOCH).map(|d| d.as_millis() as i64).unwrap_or(0)

@@ -148,7 +148,7 @@ fn inventory_row(status: &pb::StatusResponse) -> Row {
     let inventory = status.inventory.clone().unwrap_or_default();
     // No inventory yet leaves nothing to check, which is not a pass.
     let (ok, error) = if inventory.missing {
-        (false, "no inventory yet: run `kharonctl update`".to_owned())
+        (false, kharon_shared::cache::NO_INVENTORY_YET.to_owned())
     } else {
         (inventory.warnings.is_empty(), inventory.warnings.join("; "))
     };

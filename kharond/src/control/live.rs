@@ -15,6 +15,8 @@ use tonic::Status;
 use crate::observe::peer;
 use crate::observe::registry::{Entry, Phase};
 use crate::observe::trace::Step;
+use crate::proxy::protocol::Protocol;
+use crate::routing::route::Route;
 use crate::routing::target::Target;
 use crate::state::State;
 
@@ -32,14 +34,15 @@ pub async fn connections(state: &State) -> pb::ConnectionsResponse {
     // lookup only leaves processes unknown.
     let processes =
         tokio::task::spawn_blocking(move || peer::find(&clients, listen)).await.unwrap_or_default();
-    let loaded = state.table();
+    let generation = state.routes.current();
+    let table = &generation.table.table;
     let connections = entries
         .iter()
         .map(|entry| {
             let process = processes.get(&entry.client);
             let cluster = match (entry.target(), entry.route()) {
-                (Some(Target::Name(host, _)), Some(Some(_))) => {
-                    loaded.table.explain(host).cluster.unwrap_or_default()
+                (Some(Target::Name(host, _)), Some(Route::Jumphost(_))) => {
+                    table.explain(host).cluster.unwrap_or_default()
                 }
                 _ => String::new(),
             };
@@ -62,13 +65,9 @@ fn connection(entry: &Entry, process: Option<&peer::Process>, cluster: String) -
         client: entry.client.to_string(),
         pid: process.map_or(0, |p| p.pid),
         program: process.map(|p| p.program.clone()).unwrap_or_default(),
-        protocol: entry.protocol().as_str().to_owned(),
+        protocol: entry.protocol().map_or("unknown", Protocol::as_str).to_owned(),
         destination: entry.target().map(ToString::to_string).unwrap_or_default(),
-        route: match entry.route() {
-            None => String::new(),
-            Some(None) => "direct".to_owned(),
-            Some(Some(jumphost)) => jumphost.clone(),
-        },
+        route: entry.route().map(|route| route.label().to_owned()).unwrap_or_default(),
         cluster,
         state: state.into(),
         bytes_up,

@@ -1,8 +1,8 @@
 //! The control API: gRPC over the Unix socket, the only way `kharonctl` talks to kharond.
 //!
+//! - [`caller`]: who may call: the one check, an interceptor in front of every RPC, failing closed.
 //! - [`service`]: the RPCs (`Status`, `Reload`, `Route`, `Test`, `FetchObject`, `Connections`,
-//!   `Trace`, `Clusters`), the owner-only check on every call, and the conversions between proto
-//!   messages and daemon types.
+//!   `Trace`, `Clusters`) and the conversions between proto messages and daemon types.
 //! - [`live`]: what `Connections` and `Trace` answer, from [`observe`](crate::observe).
 //! - [`reachability`]: `Test`'s checks, along the route a client's connection would take.
 //! - [`object_fetch`]: `FetchObject`'s S3 `GetObject` of emergency credentials, made by the daemon
@@ -11,6 +11,7 @@
 //! Owns: the wire format of `proto/` on the daemon's side. Must not know: the proxy protocols; it
 //! reaches upstreams only through [`routing`](crate::routing), as a client would.
 
+pub mod caller;
 pub mod live;
 pub mod object_fetch;
 pub mod reachability;

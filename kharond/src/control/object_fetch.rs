@@ -5,7 +5,7 @@
 //! OpenPGP parts and asks the daemon for the bytes.
 //!
 //! ```text
-//! endpoint host[:port] → route::dial (direct | jump host) → TLS unless insecure
+//! endpoint host[:port] → dial::routed (direct | jump host) → TLS unless insecure
 //!   → HTTP/1.1 GET /bucket/key signed with the caller's keys → body (at most MAX_BODY)
 //! ```
 //!
@@ -24,8 +24,8 @@ use kharon_shared::Secret;
 use tokio::io::{AsyncRead, AsyncWrite};
 use tokio_rustls::rustls;
 
-use crate::routing::dial::Upstream;
-use crate::routing::route::{self, Route};
+use crate::routing::dial::{self, Failed, Upstream};
+use crate::routing::route::Route;
 use crate::routing::target::Target;
 use crate::state::State;
 
@@ -68,7 +68,7 @@ pub enum Error {
     BadKey,
     /// The dialer's error names the address (or the jump host and hop); a routed one says the route.
     #[error("{}", connect_failure(.0))]
-    Connect(Box<route::Failed>),
+    Connect(Box<Failed>),
     #[error("TLS handshake with {endpoint} failed: {source}")]
     Tls { endpoint: String, source: std::io::Error },
     #[error("HTTP exchange with {endpoint} failed: {reason}")]
@@ -92,7 +92,7 @@ pub enum Error {
     Sign { endpoint: String, reason: String },
 }
 
-fn connect_failure(failed: &route::Failed) -> String {
+fn connect_failure(failed: &Failed) -> String {
     match failed.route {
         Route::Direct => failed.error.to_string(),
         Route::Jumphost(_) => failed.to_string(),
@@ -163,8 +163,9 @@ pub async fn fetch(state: &State, req: &GetObject) -> Result<Fetched, Error> {
     check_names(req)?;
     let target = Target::from_host(endpoint.host.as_bytes(), endpoint.port)
         .map_err(|_| Error::BadEndpoint { endpoint: req.endpoint.clone() })?;
-    let (route, upstream) =
-        route::dial(state, &target).await.map_err(|failed| Error::Connect(Box::new(failed)))?;
+    let (route, upstream) = dial::routed(&state.routes, &target, state.proxy.connect_timeout)
+        .await
+        .map_err(|failed| Error::Connect(Box::new(failed)))?;
     let result = match upstream {
         Upstream::Tcp(tcp) => exchange(tcp, &endpoint, req, SystemTime::now()).await,
         Upstream::Tunnel(tunnel) => exchange(tunnel, &endpoint, req, SystemTime::now()).await,

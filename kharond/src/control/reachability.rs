@@ -8,8 +8,8 @@ use std::time::Duration;
 use futures::{Stream, StreamExt as _};
 use kharon_shared::proto::v1 as pb;
 
+use crate::routing::dial;
 use crate::routing::endpoints::Endpoint;
-use crate::routing::route;
 use crate::state::State;
 
 /// How many endpoints are checked at once: a dead jump host costs a connect timeout, not N of them
@@ -39,7 +39,7 @@ pub fn run(
 async fn check(state: &State, endpoint: &Endpoint) -> pb::TestEvent {
     let mut event = pb::TestEvent {
         cluster: endpoint.cluster.clone(),
-        path: "direct".to_owned(),
+        path: crate::routing::route::Route::Direct.label().to_owned(),
         kind: endpoint.kind.to_owned(),
         fact: endpoint.fact.to_owned(),
         url: endpoint.url.clone(),
@@ -54,14 +54,15 @@ async fn check(state: &State, endpoint: &Endpoint) -> pb::TestEvent {
         }
     };
     let started = std::time::Instant::now();
-    let (route, error) = match route::dial(state, target).await {
+    let (route, error) = match dial::routed(&state.routes, target, state.proxy.connect_timeout).await {
         Ok((route, _upstream)) => (route, None),
         Err(failed) => (failed.route, Some(failed.error)),
     };
     event.latency_us = u64::try_from(started.elapsed().as_micros()).unwrap_or(u64::MAX);
     event.path = route.label().to_owned();
     // One chain's hops, not the whole pool's status (which locks and copies every slot).
-    event.hops = route.jumphost().map(|jumphost| state.pool.hops(jumphost)).unwrap_or_default();
+    event.hops =
+        route.jumphost().map(|jumphost| state.routes.current().pool.hops(jumphost)).unwrap_or_default();
     event.step = "connect".to_owned();
     event.endpoint = target.to_string();
     event.ok = error.is_none();
@@ -78,17 +79,19 @@ const AGENT_CONNECT: Duration = Duration::from_secs(2);
 /// their own: `kharon_ssh::Pool::preflight`); otherwise their connect checks show whether the files work.
 async fn agent_check(state: &State) -> pb::TestEvent {
     let mut event = pb::TestEvent { step: "agent".to_owned(), ok: true, ..Default::default() };
-    let Some(socket) = state.pool.default_agent() else {
-        let jumphosts = state.table().table.jumphosts();
-        if let Some(why) = state.pool.credentials_problem(&jumphosts).await {
+    let generation = state.routes.current();
+    let Some(socket) = generation.pool.default_agent().map(str::to_owned) else {
+        let jumphosts = generation.table.table.jumphosts();
+        if let Some(why) = generation.pool.credentials_problem(&jumphosts).await {
             event.ok = false;
             event.error = why;
         }
         return event;
     };
-    event.endpoint = socket.to_owned();
+    drop(generation);
+    event.endpoint = socket.clone();
     let started = std::time::Instant::now();
-    let outcome = tokio::time::timeout(AGENT_CONNECT, tokio::net::UnixStream::connect(socket)).await;
+    let outcome = tokio::time::timeout(AGENT_CONNECT, tokio::net::UnixStream::connect(&socket)).await;
     event.latency_us = u64::try_from(started.elapsed().as_micros()).unwrap_or(u64::MAX);
     let error = match outcome {
         Ok(Ok(_)) => return event,

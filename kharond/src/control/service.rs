@@ -2,22 +2,26 @@
 //! `FetchObject`, `Connections`, `Trace` and `Clusters`. It converts between proto messages and
 //! daemon types, maps errors to gRPC codes, and calls the modules that do the work: [`State`]
 //! (table, reload, counters), the SSH pool, [`reachability`] (Test's checks), [`object_fetch`] and
-//! [`live`] (open connections, traces). Only the user who runs the daemon may call it (peer
-//! credentials are checked on every request).
+//! [`live`] (open connections, traces). Only the user who runs the daemon may call it: the
+//! interceptor in front of every RPC ([`caller`]) checks the peer's credentials.
 
 use std::sync::Arc;
-use std::sync::atomic::Ordering;
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 use kharon_shared::proto::v1 as pb;
 use kharon_shared::routing::{self, Via};
+use tonic::service::interceptor::InterceptedService;
 use tonic::{Request, Response, Status};
 
+use crate::control::caller;
 use crate::control::live;
 use crate::control::object_fetch;
 use crate::control::reachability;
+use crate::observe::registry::RouteSummary;
+use crate::routing::in_force::{ReloadError, ReloadRecord, ReloadResult, Trigger};
+use crate::routing::route::Route;
 use crate::routing::table::LoadedTable;
-use crate::state::{ReloadError, ReloadRecord, ReloadResult, State, Trigger};
+use crate::state::State;
 use kharon_ssh as ssh;
 
 pub struct Control {
@@ -29,26 +33,9 @@ impl Control {
         Self { state }
     }
 
-    pub fn into_service(self) -> pb::control_server::ControlServer<Self> {
-        pb::control_server::ControlServer::new(self)
-    }
-}
-
-/// Refuses callers that are not us. The socket is 0600 in a 0700 directory already; this also
-/// holds if someone loosens those modes (OpenSSH's agent-getpeereid check does the same).
-fn authorize<T>(request: &Request<T>) -> Result<(), Status> {
-    let me = kharon_shared::paths::uid();
-    let Some(info) = request.extensions().get::<tonic::transport::server::UdsConnectInfo>() else {
-        // Not over a socket at all (the service called in-process): nothing to check.
-        return Ok(());
-    };
-    match info.peer_cred.map(|cred| cred.uid()) {
-        Some(uid) if uid == me => Ok(()),
-        Some(uid) => {
-            Err(Status::permission_denied(format!("uid {uid} may not control this kharond (uid {me})")))
-        }
-        // A Unix socket whose peer we cannot name: refused rather than trusted.
-        None => Err(Status::permission_denied("cannot tell which user is calling; refused")),
+    /// The gRPC service, every call checked by [`caller::only_our_user`] first.
+    pub fn into_service(self) -> InterceptedService<pb::control_server::ControlServer<Self>, caller::Check> {
+        pb::control_server::ControlServer::with_interceptor(self, caller::only_our_user)
     }
 }
 
@@ -61,8 +48,8 @@ fn inventory_info(state: &State, loaded: &LoadedTable) -> pb::InventoryInfo {
     let claim = |c: &routing::Claim| pb::Claim { cluster: c.cluster.clone(), jumphost: c.jumphost.clone() };
     let count = |n: usize| u32::try_from(n).unwrap_or(u32::MAX);
     pb::InventoryInfo {
-        source_kind: state.source.kind().to_owned(),
-        source_path: state.source.path().display().to_string(),
+        source_kind: state.routes.source.kind().to_owned(),
+        source_path: state.routes.source.path().display().to_string(),
         loaded_at_ms: unix_ms(loaded.loaded_at),
         modified_at_ms: loaded.modified_at.map(unix_ms).unwrap_or(0),
         clusters_total: count(report.clusters_total),
@@ -97,7 +84,9 @@ fn inventory_info(state: &State, loaded: &LoadedTable) -> pb::InventoryInfo {
 
 /// `Route`'s reason while there is no inventory: the rule that decided matters less than why no
 /// rule could route anything.
-const NO_INVENTORY_YET: &str = "no inventory yet: run `kharonctl update`; until then every host goes direct";
+fn no_inventory_yet() -> String {
+    format!("{}; until then every host goes direct", kharon_shared::cache::NO_INVENTORY_YET)
+}
 
 /// How long `Status` waits for a connected chain to answer its probe.
 const STATUS_PROBE: Duration = Duration::from_secs(1);
@@ -217,12 +206,12 @@ type TraceStream =
 
 /// `Status`'s connection totals, summed from the registry's per-route ones (direct and every jump
 /// host), so the two views cannot disagree.
-fn connection_stats(routes: &[crate::observe::registry::RouteSummary], failed: u64) -> pb::ConnectionStats {
+fn connection_stats(routes: &[RouteSummary], failed: u64) -> pb::ConnectionStats {
     let mut stats = pb::ConnectionStats { failed, ..Default::default() };
     for r in routes {
         let (open, total) = match r.route {
-            None => (&mut stats.open_direct, &mut stats.total_direct),
-            Some(_) => (&mut stats.open_jumphost, &mut stats.total_jumphost),
+            Route::Direct => (&mut stats.open_direct, &mut stats.total_direct),
+            Route::Jumphost(_) => (&mut stats.open_jumphost, &mut stats.total_jumphost),
         };
         *open += r.open;
         *total += r.total;
@@ -236,9 +225,9 @@ fn memory(m: crate::process::memory::Memory) -> pb::Memory {
     pb::Memory { resident_bytes: m.resident, heap_in_use_bytes: m.heap_in_use, heap_bytes: m.heap }
 }
 
-fn route_totals(summary: crate::observe::registry::RouteSummary) -> pb::RouteTotals {
+fn route_totals(summary: RouteSummary) -> pb::RouteTotals {
     pb::RouteTotals {
-        route: summary.route.unwrap_or_else(|| "direct".to_owned()),
+        route: summary.route.label().to_owned(),
         open: summary.open,
         total: summary.total,
         failed: summary.failed,
@@ -257,14 +246,12 @@ impl pb::control_server::Control for Control {
 
     async fn connections(
         &self,
-        request: Request<pb::ConnectionsRequest>,
+        _request: Request<pb::ConnectionsRequest>,
     ) -> Result<Response<pb::ConnectionsResponse>, Status> {
-        authorize(&request)?;
         Ok(Response::new(live::connections(&self.state).await))
     }
 
     async fn trace(&self, request: Request<pb::TraceRequest>) -> Result<Response<TraceStream>, Status> {
-        authorize(&request)?;
         let r = request.into_inner();
         let wait = Duration::from_millis(r.timeout_ms);
         let events = live::trace(Arc::clone(&self.state), &r.host, r.port, wait)?;
@@ -274,11 +261,10 @@ impl pb::control_server::Control for Control {
     async fn test(&self, request: Request<pb::TestRequest>) -> Result<Response<TestStream>, Status> {
         use futures::StreamExt as _;
 
-        authorize(&request)?;
         let wanted = request.into_inner().clusters;
-        let loaded = self.state.table();
+        let loaded = self.state.routes.current();
         let unknown: Vec<&String> =
-            wanted.iter().filter(|w| !loaded.endpoints.iter().any(|e| &e.cluster == *w)).collect();
+            wanted.iter().filter(|w| !loaded.table.endpoints.iter().any(|e| &e.cluster == *w)).collect();
         if !unknown.is_empty() {
             let names: Vec<&str> = unknown.iter().map(|s| s.as_str()).collect();
             let quoted: Vec<String> = names.iter().map(|n| format!("{n:?}")).collect();
@@ -289,6 +275,7 @@ impl pb::control_server::Control for Control {
             )));
         }
         let endpoints: Vec<crate::routing::endpoints::Endpoint> = loaded
+            .table
             .endpoints
             .iter()
             .filter(|e| wanted.is_empty() || wanted.contains(&e.cluster))
@@ -301,17 +288,16 @@ impl pb::control_server::Control for Control {
 
     async fn status(
         &self,
-        request: Request<pb::StatusRequest>,
+        _request: Request<pb::StatusRequest>,
     ) -> Result<Response<pb::StatusResponse>, Status> {
-        authorize(&request)?;
         let state = &self.state;
-        let loaded = state.table();
-        let stats = &state.stats;
-        let mut probes = state.pool.round_trips(STATUS_PROBE).await;
-        let history = state.reload_history();
+        let generation = state.routes.current();
+        let loaded = &generation.table;
+        let mut probes = generation.pool.round_trips(STATUS_PROBE).await;
+        let history = state.routes.history();
         let routes = state.registry.routes();
         let now = SystemTime::now();
-        let chains = state.pool.status();
+        let chains = generation.pool.status();
         let connected: Vec<String> = chains
             .iter()
             .filter(|c| c.state == ssh::ChainState::Connected)
@@ -324,8 +310,8 @@ impl pb::control_server::Control for Control {
             uptime_seconds: now.duration_since(state.started_at).map(|d| d.as_secs()).unwrap_or(0),
             listen_address: state.listen.to_string(),
             control_socket: state.control_socket.display().to_string(),
-            inventory: Some(inventory_info(state, &loaded)),
-            connections: Some(connection_stats(&routes, stats.failed.load(Ordering::Relaxed))),
+            inventory: Some(inventory_info(state, loaded)),
+            connections: Some(connection_stats(&routes, state.registry.failed())),
             chains: chains
                 .into_iter()
                 .map(|health| {
@@ -338,27 +324,19 @@ impl pb::control_server::Control for Control {
             last_failed_reload: history.last_failed.as_ref().map(reload_record),
             routes: routes.into_iter().map(route_totals).collect(),
             memory: Some(memory(crate::process::memory::now())),
-            preflight: Some(preflight(&state.preflight_findings(), &connected)),
+            preflight: Some(preflight(&state.routes.preflight_findings(), &connected)),
         }))
     }
 
     async fn reload(
         &self,
-        request: Request<pb::ReloadRequest>,
+        _request: Request<pb::ReloadRequest>,
     ) -> Result<Response<pb::ReloadResponse>, Status> {
-        authorize(&request)?;
         match self.state.reload(Trigger::Rpc).await {
             Ok(outcome) => {
-                let loaded = self.state.table();
-                tracing::info!(
-                    added = outcome.routes_added.len(),
-                    removed = outcome.routes_removed.len(),
-                    partial = outcome.partial(),
-                    "reloaded routing table from {}",
-                    self.state.source.path().display()
-                );
+                let generation = self.state.routes.current();
                 Ok(Response::new(pb::ReloadResponse {
-                    inventory: Some(inventory_info(&self.state, &loaded)),
+                    inventory: Some(inventory_info(&self.state, &generation.table)),
                     routes_added: outcome.routes_added,
                     routes_removed: outcome.routes_removed,
                     ssh_config_error: outcome.ssh_config_error.unwrap_or_default(),
@@ -367,7 +345,6 @@ impl pb::control_server::Control for Control {
                 }))
             }
             Err(e) => {
-                tracing::warn!("{e}");
                 let status = match e {
                     ReloadError::Inventory(_) => Status::failed_precondition,
                     ReloadError::Deadline { .. } => Status::deadline_exceeded,
@@ -383,7 +360,6 @@ impl pb::control_server::Control for Control {
         &self,
         request: Request<pb::FetchObjectRequest>,
     ) -> Result<Response<pb::FetchObjectResponse>, Status> {
-        authorize(&request)?;
         let r = request.into_inner();
         let req = object_fetch::GetObject {
             endpoint: r.endpoint,
@@ -400,15 +376,15 @@ impl pb::control_server::Control for Control {
     }
 
     async fn route(&self, request: Request<pb::RouteRequest>) -> Result<Response<pb::RouteResponse>, Status> {
-        authorize(&request)?;
         let host = request.into_inner().host;
-        let loaded = self.state.table();
+        let generation = self.state.routes.current();
+        let loaded = &generation.table;
         let e = loaded.table.explain(&host);
         let via = match e.via {
             Via::Direct => pb::Via::Direct,
             Via::Jumphost => pb::Via::Jumphost,
         };
-        let reason = if loaded.missing { NO_INVENTORY_YET.to_owned() } else { e.reason };
+        let reason = if loaded.missing { no_inventory_yet() } else { e.reason };
         Ok(Response::new(pb::RouteResponse {
             host: e.host,
             via: via.into(),
@@ -423,13 +399,12 @@ impl pb::control_server::Control for Control {
 
     async fn clusters(
         &self,
-        request: Request<pb::ClustersRequest>,
+        _request: Request<pb::ClustersRequest>,
     ) -> Result<Response<pb::ClustersResponse>, Status> {
-        authorize(&request)?;
-        let loaded = self.state.table();
-        let inventory = Some(inventory_info(&self.state, &loaded));
+        let generation = self.state.routes.current();
+        let inventory = Some(inventory_info(&self.state, &generation.table));
         // Inflating 50,000 clusters takes a while: off the async threads.
-        let clusters_json = tokio::task::spawn_blocking(move || match &loaded.catalog {
+        let clusters_json = tokio::task::spawn_blocking(move || match &generation.table.catalog {
             Ok(catalog) => catalog.json().map_err(|e| e.to_string()),
             Err(e) => Err(e.clone()),
         })

@@ -6,8 +6,9 @@
 //! accept, and the [`Tracked`] guard removes it when the connection ends, however it ends (closed,
 //! failed, evicted or cancelled: the guard is dropped with the connection's future). So the
 //! registry holds at most `max_connections` entries (listener.rs), under 300 bytes each with
-//! the host name (a test holds the struct to that), and no history. A closed connection leaves only its counts, folded into its route's [`RouteTotals`]:
-//! one record for "direct" and one per jump host the routing table names. A reload that drops a
+//! the host name (a test holds the struct to that), and no history. A closed connection leaves
+//! only its counts, folded into its route's [`RouteTotals`]: one record for the direct route and
+//! one per jump host the routing table names. A reload that drops a
 //! jump host drops its record too once no open connection uses it ([`Registry::retain_routes`]),
 //! so the totals are bounded by the table.
 //!
@@ -26,41 +27,26 @@ use std::sync::{Arc, Mutex, MutexGuard, OnceLock, PoisonError};
 use std::time::Instant;
 
 use crate::observe::trace::Traces;
+use crate::proxy::protocol::Protocol;
+use crate::routing::route::Route;
 use crate::routing::target::Target;
 use kharon_relay as relay;
 
-/// A route as the registry keys it: `None` for direct, else the jump host alias. (Not
-/// `route::Route`: that module dials, and the registry must not depend on what it watches.)
-pub type Via = Option<String>;
-
-/// How a connection came in.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Protocol {
-    /// The handshake has not said yet.
-    Unknown = 0,
-    Socks5 = 1,
-    HttpConnect = 2,
-    /// A plain HTTP request on the proxy port: the PAC file (or an error answer).
-    Http = 3,
+/// How the registry keeps a [`Protocol`] in an atomic: 0 until the handshake says.
+fn protocol_code(protocol: Protocol) -> u8 {
+    match protocol {
+        Protocol::Socks5 => 1,
+        Protocol::HttpConnect => 2,
+        Protocol::Http => 3,
+    }
 }
 
-impl Protocol {
-    pub fn as_str(self) -> &'static str {
-        match self {
-            Protocol::Unknown => "unknown",
-            Protocol::Socks5 => "SOCKS",
-            Protocol::HttpConnect => "CONNECT",
-            Protocol::Http => "HTTP",
-        }
-    }
-
-    fn from_u8(value: u8) -> Self {
-        match value {
-            1 => Protocol::Socks5,
-            2 => Protocol::HttpConnect,
-            3 => Protocol::Http,
-            _ => Protocol::Unknown,
-        }
+fn protocol_of(code: u8) -> Option<Protocol> {
+    match code {
+        1 => Some(Protocol::Socks5),
+        2 => Some(Protocol::HttpConnect),
+        3 => Some(Protocol::Http),
+        _ => None,
     }
 }
 
@@ -80,7 +66,7 @@ pub enum Phase {
 /// What a route has seen since start. Relaxed: statistics, not synchronisation.
 #[derive(Debug)]
 pub struct RouteTotals {
-    pub route: Via,
+    pub route: Route,
     /// Established connections not yet closed.
     open: AtomicU64,
     /// Connections established since start.
@@ -93,7 +79,7 @@ pub struct RouteTotals {
 }
 
 impl RouteTotals {
-    fn new(route: Via) -> Self {
+    fn new(route: Route) -> Self {
         RouteTotals {
             route,
             open: AtomicU64::new(0),
@@ -108,7 +94,7 @@ impl RouteTotals {
 /// One route's totals as `Status` shows them: closed connections plus the live bytes of open ones.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct RouteSummary {
-    pub route: Via,
+    pub route: Route,
     pub open: u64,
     pub total: u64,
     pub failed: u64,
@@ -134,16 +120,17 @@ pub struct Entry {
 }
 
 impl Entry {
-    pub fn protocol(&self) -> Protocol {
-        Protocol::from_u8(self.protocol.load(Ordering::Relaxed))
+    /// The protocol the client speaks, once its handshake has said.
+    pub fn protocol(&self) -> Option<Protocol> {
+        protocol_of(self.protocol.load(Ordering::Relaxed))
     }
 
     pub fn target(&self) -> Option<&Target> {
         self.target.get()
     }
 
-    /// The route taken, once decided: `Some(None)` direct, `Some(Some(jump host))` routed.
-    pub fn route(&self) -> Option<&Via> {
+    /// The route taken, once decided.
+    pub fn route(&self) -> Option<&Route> {
         self.route.get().map(|totals| &totals.route)
     }
 
@@ -170,6 +157,9 @@ pub struct Registry {
     open: Mutex<HashMap<u64, Arc<Entry>>>,
     direct: Arc<RouteTotals>,
     routed: Mutex<BTreeMap<String, Arc<RouteTotals>>>,
+    /// Connections that failed before they had a route: their handshake, or a client of another
+    /// user. Those that failed on their route count in its totals.
+    unrouted_failures: AtomicU64,
     pub traces: Traces,
 }
 
@@ -178,8 +168,9 @@ impl Default for Registry {
         Registry {
             next: AtomicU64::new(1),
             open: Mutex::default(),
-            direct: Arc::new(RouteTotals::new(None)),
+            direct: Arc::new(RouteTotals::new(Route::Direct)),
             routed: Mutex::default(),
+            unrouted_failures: AtomicU64::new(0),
             traces: Traces::default(),
         }
     }
@@ -198,7 +189,7 @@ impl Registry {
             id: self.next.fetch_add(1, Ordering::Relaxed),
             client,
             accepted: Instant::now(),
-            protocol: AtomicU8::new(Protocol::Unknown as u8),
+            protocol: AtomicU8::new(0),
             target: OnceLock::new(),
             route: OnceLock::new(),
             established: AtomicBool::new(false),
@@ -243,23 +234,29 @@ impl Registry {
         summaries
     }
 
+    /// Every failed connection since start: on a route (the dial failed) or before one.
+    pub fn failed(&self) -> u64 {
+        let routed: u64 = self.routes().iter().map(|r| r.failed).sum();
+        routed + self.unrouted_failures.load(Ordering::Relaxed)
+    }
+
     /// Forgets the totals of jump hosts not in `jumphosts` (the new table's) that no open
     /// connection uses: a reload's clean-up, which keeps the totals bounded by the table.
     pub fn retain_routes(&self, jumphosts: &[String]) {
-        let in_use: Vec<Via> = self.snapshot().iter().filter_map(|e| e.route().cloned()).collect();
+        let in_use: Vec<Route> = self.snapshot().iter().filter_map(|e| e.route().cloned()).collect();
         lock(&self.routed).retain(|jumphost, totals| {
             jumphosts.iter().any(|j| j == jumphost) || in_use.contains(&totals.route)
         });
     }
 
-    fn totals(&self, jumphost: Option<&str>) -> Arc<RouteTotals> {
-        let Some(jumphost) = jumphost else { return Arc::clone(&self.direct) };
+    fn totals(&self, route: &Route) -> Arc<RouteTotals> {
+        let Route::Jumphost(jumphost) = route else { return Arc::clone(&self.direct) };
         let mut routed = lock(&self.routed);
         if let Some(totals) = routed.get(jumphost) {
             return Arc::clone(totals);
         }
-        let totals = Arc::new(RouteTotals::new(Some(jumphost.to_owned())));
-        routed.insert(jumphost.to_owned(), Arc::clone(&totals));
+        let totals = Arc::new(RouteTotals::new(route.clone()));
+        routed.insert(jumphost.clone(), Arc::clone(&totals));
         totals
     }
 }
@@ -272,33 +269,40 @@ pub struct Tracked<'a> {
     entry: Arc<Entry>,
 }
 
-impl Tracked<'_> {
+impl<'a> Tracked<'a> {
     pub fn entry(&self) -> &Arc<Entry> {
         &self.entry
     }
 
+    /// The registry it is listed in.
+    pub fn registry(&self) -> &'a Registry {
+        self.registry
+    }
+
     /// The handshake read a request for `target` in `protocol`; returns the target as kept here.
     pub fn requested(&self, protocol: Protocol, target: Target) -> &Target {
-        self.entry.protocol.store(protocol as u8, Ordering::Relaxed);
+        self.entry.protocol.store(protocol_code(protocol), Ordering::Relaxed);
         self.entry.target.get_or_init(|| target)
     }
 
     /// The request was plain HTTP (the PAC file).
     pub fn http(&self) {
-        self.entry.protocol.store(Protocol::Http as u8, Ordering::Relaxed);
+        self.entry.protocol.store(protocol_code(Protocol::Http), Ordering::Relaxed);
     }
 
-    /// The connection takes the route through `jumphost` (`None`: direct); it now dials.
-    pub fn routed(&self, jumphost: Option<&str>) {
-        let totals = self.registry.totals(jumphost);
+    /// The connection takes `route`; it now dials.
+    pub fn routed(&self, route: &Route) {
+        let totals = self.registry.totals(route);
         let _ = self.entry.route.set(totals);
     }
 
-    /// The dial along the route failed.
+    /// The connection failed: on its route if it has one (the dial), else before one. Counted
+    /// once, here, for `Status` and the route's totals alike.
     pub fn failed(&self) {
-        if let Some(totals) = self.entry.route.get() {
-            totals.failed.fetch_add(1, Ordering::Relaxed);
-        }
+        match self.entry.route.get() {
+            Some(totals) => totals.failed.fetch_add(1, Ordering::Relaxed),
+            None => self.registry.unrouted_failures.fetch_add(1, Ordering::Relaxed),
+        };
     }
 
     /// The upstream is connected; the connection counts as open on its route until it ends.
@@ -366,7 +370,7 @@ mod tests {
         );
         assert_eq!(first.entry().phase(), Phase::Handshake);
         assert_eq!(first.requested(Protocol::Socks5, target()), &target());
-        first.routed(Some("jump-a"));
+        first.routed(&Route::Jumphost("jump-a".into()));
         assert_eq!(first.entry().phase(), Phase::Dialing);
         first.established();
         assert_eq!(first.entry().phase(), Phase::Open);
@@ -383,22 +387,22 @@ mod tests {
         let registry = Registry::default();
         {
             let routed = registry.track(client(2000));
-            routed.routed(Some("jump-a"));
+            routed.routed(&Route::Jumphost("jump-a".into()));
             routed.established();
             routed.entry().counters.add(Way::Up, 100);
             routed.entry().counters.add(Way::Down, 5000);
             let open = registry.routes();
-            let jump = open.iter().find(|r| r.route.as_deref() == Some("jump-a")).expect("listed");
+            let jump = open.iter().find(|r| r.route.jumphost() == Some("jump-a")).expect("listed");
             assert_eq!(
                 (jump.open, jump.total, jump.bytes_up, jump.bytes_down),
                 (1, 1, 100, 5000),
                 "live bytes"
             );
             let failed = registry.track(client(2001));
-            failed.routed(Some("jump-a"));
+            failed.routed(&Route::Jumphost("jump-a".into()));
             failed.failed();
             let direct = registry.track(client(2002));
-            direct.routed(None);
+            direct.routed(&Route::Direct);
             direct.established();
             direct.entry().counters.add(Way::Down, 7);
         }
@@ -407,9 +411,16 @@ mod tests {
         assert_eq!(
             routes,
             [
-                RouteSummary { route: None, open: 0, total: 1, failed: 0, bytes_up: 0, bytes_down: 7 },
                 RouteSummary {
-                    route: Some("jump-a".into()),
+                    route: Route::Direct,
+                    open: 0,
+                    total: 1,
+                    failed: 0,
+                    bytes_up: 0,
+                    bytes_down: 7
+                },
+                RouteSummary {
+                    route: Route::Jumphost("jump-a".into()),
                     open: 0,
                     total: 1,
                     failed: 1,
@@ -427,7 +438,7 @@ mod tests {
         let (started, running) = tokio::sync::oneshot::channel();
         let task = tokio::spawn(async move {
             let tracked = held.track(client(3000));
-            tracked.routed(Some("jump-b"));
+            tracked.routed(&Route::Jumphost("jump-b".into()));
             tracked.established();
             tracked.entry().counters.add(Way::Down, 42);
             let _ = started.send(());
@@ -439,7 +450,7 @@ mod tests {
         assert!(task.await.is_err_and(|e| e.is_cancelled()));
         assert!(registry.snapshot().is_empty(), "the aborted connection is still listed");
         let jump =
-            registry.routes().into_iter().find(|r| r.route.as_deref() == Some("jump-b")).expect("kept");
+            registry.routes().into_iter().find(|r| r.route.jumphost() == Some("jump-b")).expect("kept");
         assert_eq!((jump.open, jump.bytes_down), (0, 42));
 
         // A panic in the middle of a connection unwinds through the guard too.
@@ -458,12 +469,13 @@ mod tests {
         let registry = Registry::default();
         for jumphost in ["old", "kept", "busy"] {
             let t = registry.track(client(4000));
-            t.routed(Some(jumphost));
+            t.routed(&Route::Jumphost(jumphost.into()));
         }
         let busy = registry.track(client(4001));
-        busy.routed(Some("busy"));
+        busy.routed(&Route::Jumphost("busy".into()));
         registry.retain_routes(&["kept".to_owned()]);
-        let names: Vec<Option<String>> = registry.routes().into_iter().map(|r| r.route).collect();
+        let names: Vec<Option<String>> =
+            registry.routes().into_iter().map(|r| r.route.jumphost().map(str::to_owned)).collect();
         assert_eq!(names, [None, Some("busy".into()), Some("kept".into())]);
         drop(busy);
         registry.retain_routes(&["kept".to_owned()]);

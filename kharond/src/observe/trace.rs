@@ -14,8 +14,11 @@ use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
 use std::sync::{Mutex, MutexGuard, PoisonError};
 use std::time::{Duration, Instant};
 
+use kharon_shared::routing::RoutingTable;
 use tokio::sync::mpsc;
 
+use crate::routing::dial::Upstream;
+use crate::routing::route::Route;
 use crate::routing::target::Target;
 
 /// One step of a traced connection.
@@ -102,13 +105,18 @@ impl Traces {
 }
 
 /// Reports the steps of one traced connection.
-#[derive(Debug)]
+#[derive(Debug, Clone)]
 pub struct Tracer {
     steps: Vec<mpsc::UnboundedSender<Step>>,
     origin: Instant,
 }
 
 impl Tracer {
+    /// When the traced connection was accepted: steps are timed from there.
+    pub fn origin(&self) -> Instant {
+        self.origin
+    }
+
     /// A moment: `kind` happened now.
     pub fn note(&self, kind: &'static str, detail: impl Into<String>) {
         self.send(Step { at: self.origin.elapsed(), took: None, kind, detail: detail.into() });
@@ -134,6 +142,87 @@ impl Tracer {
         for steps in &self.steps {
             let _ = steps.send(step.clone());
         }
+    }
+}
+
+/// The route decision as a trace tells it: which rule of the table decided.
+pub fn route_decision(table: &RoutingTable, target: &Target, route: &Route) -> String {
+    let Target::Name(host, _) = target else {
+        return format!("{target} is an address the client resolved: directly (no name to route by)");
+    };
+    let explained = table.explain(host);
+    match (route, explained.cluster) {
+        (Route::Jumphost(jumphost), Some(cluster)) => {
+            format!("via jump host {jumphost} (cluster {cluster}): {}", explained.reason)
+        }
+        _ => format!("{route}: {}", explained.reason),
+    }
+}
+
+/// The dial as a trace tells it: direct, a connect; routed, the SSH session (reused, and how old,
+/// or dialled now, hop by hop) and the channel at the last hop.
+pub fn dial(t: &Tracer, route: &Route, upstream: &Upstream, started: Instant) {
+    let tunnel = match upstream {
+        Upstream::Tcp(tcp) => {
+            let to = tcp.peer_addr().map(|a| a.to_string()).unwrap_or_else(|_| "the target".to_owned());
+            t.span("connect", started, format!("resolved and connected to {to} directly"));
+            return;
+        }
+        Upstream::Tunnel(tunnel) => tunnel,
+    };
+    let jumphost = route.jumphost().unwrap_or_default();
+    let report = tunnel.report();
+    let established = report.established;
+    if established <= started {
+        let age = started.saturating_duration_since(established);
+        t.note("session", format!("SSH session through {jumphost} reused (up for {})", human(age)));
+    } else {
+        let timings = &report.hops;
+        let count = timings.len();
+        // Hops are dialled one after the other, the last one ending when the chain was up.
+        let mut end = established;
+        let mut spans = Vec::with_capacity(count);
+        for timing in timings.iter().rev() {
+            let took = timing.transport + timing.handshake + timing.auth;
+            let from = end.checked_sub(took).unwrap_or(end);
+            spans.push((from, end));
+            end = from;
+        }
+        spans.reverse();
+        for (i, (timing, (from, to))) in timings.iter().zip(spans).enumerate() {
+            t.spanned(
+                "hop",
+                from,
+                to,
+                format!(
+                    "hop {}/{count} {}: connect {}, SSH handshake {}, auth {}",
+                    i + 1,
+                    timing.hop,
+                    human(timing.transport),
+                    human(timing.handshake),
+                    human(timing.auth)
+                ),
+            );
+        }
+    }
+    t.span(
+        "channel",
+        established.max(started),
+        format!("channel to the target opened at the last hop of {jumphost}"),
+    );
+}
+
+/// "0.4 ms", "52 ms", "3.2 s", "5m 3s".
+pub fn human(d: Duration) -> String {
+    let ms = d.as_secs_f64() * 1e3;
+    if ms < 10.0 {
+        format!("{ms:.1} ms")
+    } else if ms < 1000.0 {
+        format!("{ms:.0} ms")
+    } else if d < Duration::from_secs(60) {
+        format!("{:.1} s", d.as_secs_f64())
+    } else {
+        format!("{}m {}s", d.as_secs() / 60, d.as_secs() % 60)
     }
 }
 

@@ -23,6 +23,7 @@ use zeroize::Zeroizing;
 use crate::proxy::credentials::{Caller, Credentials};
 use crate::proxy::http;
 use crate::proxy::linger::{LINGER, linger};
+pub use crate::proxy::protocol::Protocol;
 use crate::proxy::socks;
 use crate::routing::target::{Target, Unreachable};
 
@@ -46,12 +47,6 @@ pub enum Error {
     Connect(#[from] http::connect::Error),
     #[error("reading from the client: {0}")]
     Io(#[from] std::io::Error),
-}
-
-/// The protocol a request arrived in, which decides how it is answered.
-enum Protocol {
-    Socks5,
-    HttpConnect,
 }
 
 /// What the handshake found.
@@ -137,9 +132,9 @@ impl Error {
 }
 
 impl Request {
-    /// Whether the request came as SOCKS5 (else as HTTP CONNECT).
-    pub fn is_socks(&self) -> bool {
-        matches!(self.protocol, Protocol::Socks5)
+    /// The protocol the request came in: SOCKS5 or HTTP CONNECT.
+    pub fn protocol(&self) -> Protocol {
+        self.protocol
     }
 
     /// Tells the client its connection is up (`bound` is our side of it, for protocols that
@@ -148,7 +143,8 @@ impl Request {
     pub async fn succeed(mut self, bound: SocketAddr) -> std::io::Result<(TcpStream, Vec<u8>)> {
         match self.protocol {
             Protocol::Socks5 => socks::reply_success(&mut self.client, bound).await?,
-            Protocol::HttpConnect => http::connect::reply_success(&mut self.client).await?,
+            // A request read over HTTP is answered in HTTP (only CONNECT makes a `Request`).
+            Protocol::HttpConnect | Protocol::Http => http::connect::reply_success(&mut self.client).await?,
         }
         Ok((self.client, self.early))
     }
@@ -159,7 +155,7 @@ impl Request {
     pub async fn fail(mut self, failure: Unreachable, why: &(dyn fmt::Display + Sync)) {
         let answered = match self.protocol {
             Protocol::Socks5 => socks::reply_failure(&mut self.client, failure).await,
-            Protocol::HttpConnect => {
+            Protocol::HttpConnect | Protocol::Http => {
                 http::connect::reply_failure(&mut self.client, &self.target, failure, why).await
             }
         };

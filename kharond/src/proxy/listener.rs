@@ -1,5 +1,6 @@
-//! The accept loop: a bound on concurrent connections, backoff on accept errors, one task per
-//! client, and a wait for open connections on shutdown. Knows nothing of SOCKS or routes.
+//! The accept loop: a bound on concurrent connections, backoff on accept errors (the one every
+//! listener uses: `process/backoff.rs`), one task and one span per client, and a wait for open
+//! connections on shutdown. Knows nothing of SOCKS or routes.
 //!
 //! kharond serves at most `limit` clients at once: [`MAX_CONNECTIONS`], lowered to what the
 //! descriptor limit fits (`fd_limit`) and to the `max_connections` config key. A client counts
@@ -17,8 +18,9 @@ use std::time::Duration;
 use futures::future::{AbortHandle, Abortable};
 use tokio::net::TcpListener;
 use tokio::sync::Semaphore;
-use tracing::{debug, info, warn};
+use tracing::{Instrument as _, debug, info, warn};
 
+use crate::process::backoff::AcceptBackoff;
 use crate::proxy::connection;
 use crate::proxy::eviction::Handshakes;
 use crate::state::State;
@@ -38,7 +40,7 @@ pub async fn run(listener: TcpListener, state: Arc<State>, shutdown: impl Future
     let mut warned_full = false;
     let inherits_nodelay = nodelay_for_all(&listener);
     tokio::pin!(shutdown);
-    let mut backoff = Duration::from_millis(5);
+    let mut backoff = AcceptBackoff::default();
     loop {
         let accepted = tokio::select! {
             _ = &mut shutdown => break,
@@ -48,13 +50,13 @@ pub async fn run(listener: TcpListener, state: Arc<State>, shutdown: impl Future
             Ok(accepted) => accepted,
             Err(e) => {
                 // Usually EMFILE: back off instead of spinning, the next accept may succeed.
-                warn!("accept failed: {e}; retrying in {backoff:?}");
-                tokio::time::sleep(backoff).await;
-                backoff = (backoff * 2).min(Duration::from_secs(1));
+                let delay = backoff.failed();
+                warn!("accept failed: {e}; retrying in {delay:?}");
+                tokio::time::sleep(delay).await;
                 continue;
             }
         };
-        backoff = Duration::from_millis(5);
+        backoff.succeeded();
         let permit = match Arc::clone(&slots).try_acquire_owned() {
             Ok(permit) => permit,
             Err(_) => {
@@ -86,9 +88,11 @@ pub async fn run(listener: TcpListener, state: Arc<State>, shutdown: impl Future
         if !inherits_nodelay {
             let _ = stream.set_nodelay(true);
         }
+        // One span per connection, from here: every line it logs names its client.
+        let serving = connection::serve(state, stream, peer, handshake).instrument(connection::span(peer));
         tokio::spawn(async move {
             // Aborted means evicted: the stream closes with the future, the slot with `permit`.
-            let _ = Abortable::new(connection::serve(state, stream, peer, handshake), registration).await;
+            let _ = Abortable::new(serving, registration).await;
             drop(permit);
         });
     }

@@ -6,7 +6,7 @@
 //!   slot is taken.
 //! - [`connection`]: the spine of one client connection (handshake → route → dial → answer →
 //!   relay), the one place that strings the other subsystems together.
-//! - [`handshake`]: which protocol the client speaks, from its first byte, under one deadline:
+//! - [`handshake`]: which [`protocol`] the client speaks, from its first byte, under one deadline:
 //!   [`socks`] (SOCKS5) or [`http`] (HTTP CONNECT, and `GET /proxy.pac`, rendered by [`pac`]).
 //!   [`credentials`] checks `[socks]`'s username and password for both (and keeps guessing slow);
 //!   [`linger`] closes after an answer without losing it.
@@ -26,4 +26,5 @@ pub mod linger;
 pub mod listener;
 pub mod owner;
 pub mod pac;
+pub mod protocol;
 pub mod socks;

@@ -1,6 +1,8 @@
-//! The two ways to reach a target: [`direct`] (resolve here, connect over TCP) and
-//! [`via_jumphost`] (a direct-tcpip channel from the chain's last hop, which resolves the name).
-//! Which one a target takes is [`route`](crate::routing::route)'s business.
+//! The dial along a route ([`along`]), and the two ways to reach a target: [`direct`] (resolve
+//! here, connect over TCP) and [`via_jumphost`] (a direct-tcpip channel from the chain's last hop,
+//! which resolves the name). Which route a target takes is [`route`](crate::routing::route)'s
+//! business; [`routed`] is both, by the generation in force, for kharond's own requests (`Test`,
+//! `FetchObject`), so that each takes the path a SOCKS client's connection would take.
 //!
 //! Knows nothing of SOCKS: a failure carries an [`std::io::ErrorKind`] the caller maps to a reply.
 //!
@@ -11,12 +13,15 @@
 //! loopback and unspecified address a name resolves to, and an address given as such, with
 //! [`ErrorKind::PermissionDenied`] ("not allowed").
 
+use std::fmt;
 use std::io::ErrorKind;
 use std::net::SocketAddr;
 use std::time::Duration;
 
 use tokio::net::TcpStream;
 
+use crate::routing::in_force::InForce;
+use crate::routing::route::Route;
 use crate::routing::target::Target;
 use kharon_ssh as ssh;
 
@@ -81,6 +86,52 @@ impl Error {
             Error::Connect { source, .. } => source.kind(),
             Error::Jumphost(source) => source.io_kind(),
         }
+    }
+}
+
+/// A dial that failed, and the route it took; shown as "via jump host J: why" or "directly: why".
+#[derive(Debug)]
+pub struct Failed {
+    pub route: Route,
+    pub error: Error,
+}
+
+impl fmt::Display for Failed {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "{}: {}", self.route, self.error)
+    }
+}
+
+/// Routes `target` by the generation in force and dials it along that route, within the connect
+/// timeout: directly, or a channel from the jump host chain's last hop. For kharond's own
+/// requests (`Test`, `FetchObject`).
+pub async fn routed(
+    routes: &InForce,
+    target: &Target,
+    timeout: Duration,
+) -> Result<(Route, Upstream), Failed> {
+    let generation = routes.current();
+    let route = Route::of(&generation.table.table, target);
+    let dialled = along(&generation.pool, &route, target, Client::Local, timeout).await;
+    match dialled {
+        Ok(upstream) => Ok((route, upstream)),
+        Err(error) => Err(Failed { route, error }),
+    }
+}
+
+/// Dials `target` along a `route` already taken from a generation's table ([`Route::of`]),
+/// through that generation's `pool`, within `timeout`, for `client` (a remote one never reaches
+/// loopback directly: [`direct`]).
+pub async fn along(
+    pool: &ssh::Pool,
+    route: &Route,
+    target: &Target,
+    client: Client,
+    timeout: Duration,
+) -> Result<Upstream, Error> {
+    match route {
+        Route::Direct => direct(target, timeout, client).await,
+        Route::Jumphost(jumphost) => via_jumphost(pool, jumphost, target, timeout).await,
     }
 }
 

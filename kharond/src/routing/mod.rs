@@ -2,15 +2,17 @@
 //!
 //! - [`target`]: what a client asked to reach, checked as untrusted input, and why it could not be
 //!   reached ([`target::Unreachable`]): the type every proxy protocol hands over and answers with.
-//! - [`route`]: the one lookup of a target in the table in force (direct, or which jump host) and
-//!   the one dial along it, shared by client connections, `Test` and `FetchObject`.
-//! - [`dial`]: the two ways to connect: TCP from here, or a channel from a jump host chain's last
-//!   hop ([`ssh`](crate::ssh)).
+//! - [`route`]: the one lookup of a target in a table (direct, or which jump host), owned, and the
+//!   words every message uses for it.
+//! - [`dial`]: the dial along a route, shared by client connections, `Test` and `FetchObject`: TCP
+//!   from here, or a channel from a jump host chain's last hop (the SSH engine, `kharon_ssh`).
+//! - [`in_force`]: the routing in force, one [`Generation`](in_force::Generation) (the table and
+//!   the SSH chains read with it, swapped as one value), its reloads and their history.
 //! - [`table`]: which inventory the table is read from, and the table compiled from it with what
 //!   hangs off it: [`endpoints`] (the cluster URLs `Test` checks) and [`catalog`] (the clusters
 //!   the `Clusters` RPC answers with).
-//! - [`reload`]: how a reload replaces table and ssh config: off the async threads, one at a time,
-//!   within a deadline, everything or nothing.
+//! - [`reload`]: how a reload runs: off the async threads, one at a time, within a deadline,
+//!   everything or nothing.
 //!
 //! The routing rules themselves (suffixes, longest first, exclusions) are the shared library's
 //! (`kharon_shared::routing`), so kharonctl's `route` answers as kharond routes.
@@ -22,6 +24,7 @@
 pub mod catalog;
 pub mod dial;
 pub mod endpoints;
+pub mod in_force;
 pub mod reload;
 pub mod route;
 pub mod table;

@@ -1,14 +1,15 @@
-//! Where a request is routed: the one lookup of a [`Target`] in the routing table ([`Route::of`])
-//! and the one dial along the route it gives ([`dial()`]), shared by client connections, `Test` and
-//! `FetchObject`, so that each takes the path a SOCKS client's connection would take.
+//! The route a connection takes: the one lookup of a [`Target`] in the routing table
+//! ([`Route::of`]), owned, so that it outlives the table it was read from, and the words every
+//! message, log line, `Status` row and trace use for it. The rules themselves (suffixes, longest
+//! first, exclusions) are `kharon_shared::routing`'s, whose [`routing::Route`] is the table's
+//! answer with the rule that decided; this is the part of it a connection keeps. The dial along a
+//! route is [`dial`](crate::routing::dial)'s.
 
 use std::fmt;
 
 use kharon_shared::routing::{self, RoutingTable, Via};
 
-use crate::routing::dial::{self, Client, Upstream};
 use crate::routing::target::Target;
-use crate::state::State;
 
 /// How a target is reached. Owned: it outlives the table snapshot it was read from.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -44,9 +45,9 @@ impl Route {
     }
 
     /// How the control API and the logs name the route in one word: "direct", or the jump host
-    /// alias (the `path` of `Test` and `FetchObject` answers).
+    /// alias (the `path` of `Test` and `FetchObject` answers, a `Status` route row).
     pub fn label(&self) -> &str {
-        self.jumphost().unwrap_or("direct")
+        self.jumphost().unwrap_or(Via::Direct.as_str())
     }
 }
 
@@ -57,46 +58,6 @@ impl fmt::Display for Route {
             Route::Direct => f.write_str("directly"),
             Route::Jumphost(jumphost) => write!(f, "via jump host {jumphost}"),
         }
-    }
-}
-
-/// A dial that failed, and the route it took; shown as "via jump host J: why" or "directly: why".
-#[derive(Debug)]
-pub struct Failed {
-    pub route: Route,
-    pub error: dial::Error,
-}
-
-impl fmt::Display for Failed {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        write!(f, "{}: {}", self.route, self.error)
-    }
-}
-
-/// Routes `target` by the current table and dials it along that route, within the connect
-/// timeout: directly, or a channel from the jump host chain's last hop. For kharond's own
-/// requests (`Test`, `FetchObject`).
-pub async fn dial(state: &State, target: &Target) -> Result<(Route, Upstream), Failed> {
-    let route = Route::of(&state.table().table, target);
-    match along(state, &route, target, Client::Local).await {
-        Ok(upstream) => Ok((route, upstream)),
-        Err(error) => Err(Failed { route, error }),
-    }
-}
-
-/// Dials `target` along a `route` already taken from the table ([`Route::of`]), within the
-/// connect timeout, for `client` (a remote one never reaches loopback directly: `dial`). For a
-/// caller that shows the route before the dial ends (client connections).
-pub async fn along(
-    state: &State,
-    route: &Route,
-    target: &Target,
-    client: Client,
-) -> Result<Upstream, dial::Error> {
-    let timeout = state.proxy.connect_timeout;
-    match route {
-        Route::Direct => dial::direct(target, timeout, client).await,
-        Route::Jumphost(jumphost) => dial::via_jumphost(&state.pool, jumphost, target, timeout).await,
     }
 }
 

@@ -5,7 +5,8 @@
 //! - configured: [`PoolSettings`] (the ssh_config file, HOME, the environment, the connect timeout)
 //!   and [`Pool::new`], which reads the ssh_config;
 //! - prepared: [`Pool::validate`] at start, and a reload's two halves, [`Pool::prepare`] (slow,
-//!   changes nothing: [`Prepared`]) and [`Pool::install`] (quick: [`Installed`]);
+//!   changes nothing: [`Prepared`]) and [`Pool::next`] (quick: the next generation of the pool,
+//!   sharing the sessions of unchanged chains, and what it refused: [`Installed`]);
 //! - dialled: [`Pool::connect`] gives a [`Tunnel`], a byte stream to the target through the chain,
 //!   whose [`Tunnel::report`] tells how it came to be ([`DialReport`]: when the session was up, how
 //!   long each hop took), without the sessions themselves;

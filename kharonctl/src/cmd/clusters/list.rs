@@ -65,7 +65,8 @@ pub fn run(
             let mut table = build(
                 &headers,
                 rows.iter().map(|r| {
-                    let jumphost = r.jumphost.unwrap_or("direct").to_owned();
+                    let jumphost =
+                        r.jumphost.unwrap_or(kharon_shared::routing::Via::Direct.as_str()).to_owned();
                     if wide {
                         vec![
                             r.id.to_owned(),

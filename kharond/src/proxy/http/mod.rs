@@ -164,7 +164,8 @@ pub async fn read_head(
 pub async fn serve(state: &State, request: PacRequest) -> io::Result<()> {
     let PacRequest { mut stream, reply } = request;
     let pac = || {
-        let loaded = state.table();
+        let generation = state.routes.current();
+        let loaded = &generation.table;
         shared_pac(&loaded.pac, &loaded.table, state.listen)
     };
     let result = answer(&mut stream, reply, WRITE_DEADLINE, pac).await;

@@ -168,21 +168,21 @@ impl OwnerOnly {
         match self.uids.client_uid(peer, local) {
             Lookup::Uid(uid) if uid == self.uids.me => true,
             Lookup::Uid(uid) => {
-                self.refused_uid(uid, peer);
+                self.refused_uid(uid);
                 false
             }
             Lookup::NotFound => {
-                self.failed_lookup(peer, "the kernel knows no such connection");
+                self.failed_lookup("the kernel knows no such connection");
                 false
             }
             Lookup::Failed(why) => {
-                self.failed_lookup(peer, &why);
+                self.failed_lookup(&why);
                 false
             }
         }
     }
 
-    fn refused_uid(&self, uid: u32, peer: SocketAddr) {
+    fn refused_uid(&self, uid: u32) {
         let now = Instant::now();
         let mut warned = self.warned.lock().unwrap_or_else(PoisonError::into_inner);
         if warned.uids.get(&uid).is_some_and(|at| now.duration_since(*at) < WARN_EVERY) {
@@ -193,8 +193,8 @@ impl OwnerOnly {
         }
         warned.uids.insert(uid, now);
         drop(warned);
+        // The connection's span names the client's address.
         warn!(
-            client.addr = %peer,
             client.uid = uid,
             "refused a client of uid {uid}: without a [socks] password kharond serves only its own user \
              (uid {}); set allow_other_users = true in the config file to serve other local users",
@@ -202,7 +202,7 @@ impl OwnerOnly {
         );
     }
 
-    fn failed_lookup(&self, peer: SocketAddr, why: &str) {
+    fn failed_lookup(&self, why: &str) {
         let now = Instant::now();
         let mut warned = self.warned.lock().unwrap_or_else(PoisonError::into_inner);
         if warned.failed_lookup.is_some_and(|at| now.duration_since(at) < WARN_EVERY) {
@@ -211,7 +211,6 @@ impl OwnerOnly {
         warned.failed_lookup = Some(now);
         drop(warned);
         warn!(
-            client.addr = %peer,
             "refused a client whose user cannot be told ({why}): without a [socks] password kharond \
              serves only its own user (uid {})",
             self.uids.me

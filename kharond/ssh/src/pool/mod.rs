@@ -8,13 +8,21 @@
 //! Leaves one jump host's state to `slot`, doubting and probing sessions (sleep/wake, frozen hops)
 //! to `keepalive`, what `Status` shows to `health`, what each failure means to `error`, ssh_config
 //! syntax to `config`, the hop-by-hop handshake to `chain`, and the relay of bytes to the daemon
-//! (`relay::stream`); each [`Tunnel`] reads its channel promptly itself (tunnel.rs; docs/ssh-engine.md, "Slow readers").
+//! (`kharon_relay::stream`); each [`Tunnel`] reads its channel promptly itself (tunnel.rs;
+//! docs/ssh-engine.md, "Slow readers").
+//!
+//! # Generations
+//! A [`Pool`] is one generation: one read of the ssh config and the chains resolved against it.
+//! A reload never changes a pool; it makes the next one ([`Pool::prepare`]: slow, changes
+//! nothing; [`Pool::next`]: quick), which shares the slots (and so the live sessions) of every
+//! chain that did not change. The caller swaps the new pool in together with whatever it routes
+//! by (kharond: the routing table), so a connection routed by one table dials the chains read
+//! with it. Only the jump hosts a generation had not resolved yet are added to it later, on first
+//! use, against its own config.
 //!
 //! # Concurrency
-//! `Pool::chains` and each slot's `state` are std mutexes held only for map/field updates, never
-//! across an `.await`. A reload resolves everything first ([`Pool::prepare`]: slow, changes
-//! nothing), then swaps config, slots and refusals in one step under the `chains` lock
-//! ([`Pool::install`]); lock order: `chains`, then `refused`, then `config`. Dialling is
+//! A pool's `chains` and `refused` maps and each slot's `state` are std mutexes held only for
+//! map/field updates, never across an `.await`; lock order: `chains`, then `refused`. Dialling is
 //! serialised per chain by a tokio mutex (`Slot::dial`) owned by a
 //! spawned dial task: concurrent first uses wait for that one handshake and then reuse its
 //! session (sshd's `MaxStartups` would otherwise drop some of 20 parallel handshakes), and a
@@ -25,7 +33,7 @@
 use std::collections::HashMap;
 use std::path::PathBuf;
 use std::sync::atomic::Ordering;
-use std::sync::{Arc, Mutex, RwLock};
+use std::sync::{Arc, Mutex};
 use std::time::{Duration, SystemTime};
 
 use tokio::time::Instant;
@@ -46,8 +54,8 @@ const BACKOFF_MIN: Duration = Duration::from_millis(500);
 /// still sees at most one dial per cap, and only while requests for it keep coming.
 const BACKOFF_MAX: Duration = Duration::from_secs(8);
 
-/// A reload's ssh config and every jump host resolved against it, not yet in force
-/// ([`Pool::prepare`], [`Pool::install`]).
+/// A reload's ssh config and every jump host resolved against it, not yet a pool
+/// ([`Pool::prepare`], [`Pool::next`]).
 pub struct Prepared {
     config: Arc<SshConfig>,
     /// Whether `config` is a fresh read (false: it failed, and `config` is the one in force).
@@ -78,34 +86,40 @@ pub struct PoolSettings {
     pub connect_timeout: Duration,
 }
 
-/// The shared SSH sessions, keyed by jump host.
-pub struct Pool {
+/// What every generation of a pool shares: the settings and the sleep detector.
+struct Engine {
     settings: PoolSettings,
-    config: RwLock<Arc<SshConfig>>,
-    chains: Mutex<HashMap<String, Arc<Slot>>>,
-    /// Jump hosts the current config gives no chain, until the next reload.
-    refused: Mutex<HashMap<String, Refusal>>,
     /// Asked when a connection is routed or `Status` probes: did the machine sleep meanwhile?
     sleep: keepalive::Detector,
 }
 
+/// The shared SSH sessions of one generation (see `# Generations`), keyed by jump host.
+pub struct Pool {
+    engine: Arc<Engine>,
+    config: Arc<SshConfig>,
+    chains: Mutex<HashMap<String, Arc<Slot>>>,
+    /// Jump hosts this generation's config gives no chain.
+    refused: Mutex<HashMap<String, Refusal>>,
+}
+
 impl Pool {
-    /// Reads the ssh config. An unreadable or invalid file is an error here, at start.
-    pub fn new(settings: PoolSettings) -> Result<Arc<Self>, Error> {
+    /// The first generation: reads the ssh config. An unreadable or invalid file is an error here,
+    /// at start.
+    pub fn new(settings: PoolSettings) -> Result<Self, Error> {
         let config = Self::load(&settings)?;
-        Ok(Arc::new(Pool {
-            settings,
-            config: RwLock::new(Arc::new(config)),
+        let engine = Arc::new(Engine { settings, sleep: keepalive::Detector::default() });
+        Ok(Pool {
+            engine,
+            config: Arc::new(config),
             chains: Mutex::new(HashMap::new()),
             refused: Mutex::new(HashMap::new()),
-            sleep: keepalive::Detector::default(),
-        }))
+        })
     }
 
     /// After a sleep: every session is suspect (the next use probes it first) and all are
     /// probed at once, so the request that noticed does not wait for keepalive either.
     fn woke_up(&self) {
-        if let Some(slept) = self.sleep.look() {
+        if let Some(slept) = self.engine.sleep.look() {
             tracing::info!(?slept, "the machine slept; probing SSH sessions");
             keepalive::probe_all(self.slots());
         }
@@ -114,21 +128,17 @@ impl Pool {
     /// `SSH_AUTH_SOCK` as captured at start: the agent of every hop without an `IdentityAgent` of
     /// its own.
     pub fn default_agent(&self) -> Option<&str> {
-        self.settings.env.get("SSH_AUTH_SOCK").map(String::as_str).filter(|s| !s.is_empty())
+        self.engine.settings.env.get("SSH_AUTH_SOCK").map(String::as_str).filter(|s| !s.is_empty())
     }
 
     /// What the pool was started with (the ssh config's path, HOME, the captured environment).
     pub fn settings(&self) -> &PoolSettings {
-        &self.settings
+        &self.engine.settings
     }
 
     fn load(settings: &PoolSettings) -> Result<SshConfig, Error> {
         let env = &settings.env;
         Ok(SshConfig::load(&settings.ssh_config, &settings.home, &|name| env.get(name).cloned())?)
-    }
-
-    fn config(&self) -> Arc<SshConfig> {
-        self.config.read().unwrap_or_else(std::sync::PoisonError::into_inner).clone()
     }
 
     fn chains(&self) -> std::sync::MutexGuard<'_, HashMap<String, Arc<Slot>>> {
@@ -144,11 +154,11 @@ impl Pool {
         self.chains().values().cloned().collect()
     }
 
-    /// [`Pool::prepare`] then [`Pool::install`], for callers without a deadline (tests).
+    /// [`Pool::prepare`] then [`Pool::next`], for callers without a deadline (tests).
     #[cfg(test)]
-    pub fn reload(&self, jumphosts: &[String]) -> Installed {
+    pub fn reload(&self, jumphosts: &[String]) -> (Pool, Installed) {
         match self.prepare(jumphosts, &|| false) {
-            Some(prepared) => self.install(prepared),
+            Some(prepared) => self.next(prepared),
             None => unreachable!("never abandoned"),
         }
     }
@@ -161,13 +171,13 @@ impl Pool {
     /// it says yes, nothing more is resolved and `None` comes back (the caller gave up, so at
     /// most one `Match exec` outlives it).
     pub fn prepare(&self, jumphosts: &[String], abandoned: &dyn Fn() -> bool) -> Option<Prepared> {
-        let (config, config_error, mut names) = match Self::load(&self.settings) {
+        let (config, config_error, mut names) = match Self::load(&self.engine.settings) {
             Ok(config) => {
                 let mut names: Vec<String> = self.chains().keys().cloned().collect();
                 names.extend(self.refusals().keys().cloned());
                 (Arc::new(config), None, names)
             }
-            Err(e) => (self.config(), Some(e.to_string()), Vec::new()),
+            Err(e) => (Arc::clone(&self.config), Some(e.to_string()), Vec::new()),
         };
         let fresh = config_error.is_none();
         if !fresh {
@@ -188,16 +198,16 @@ impl Pool {
         Some(Prepared { config, fresh, config_error, resolved, wanted: jumphosts.to_vec() })
     }
 
-    /// The quick half of a reload: puts what [`Pool::prepare`] resolved in force, in one step
-    /// under the map's lock. With a fresh config, sessions whose chain did not change stay up,
+    /// The quick half of a reload: the next generation, from what [`Pool::prepare`] resolved.
+    /// With a fresh config, sessions whose chain did not change carry over (the slot is shared),
     /// changed chains are dialled anew on next use, and jump hosts refused before are looked at
-    /// again; with the old config kept, only the jump hosts new to it are added.
-    pub fn install(&self, prepared: Prepared) -> Installed {
+    /// again; with the old config kept, only the jump hosts new to it are added. This pool stays
+    /// as it is, for whoever still holds it.
+    pub fn next(&self, prepared: Prepared) -> (Pool, Installed) {
         let Prepared { config, fresh, config_error, resolved, wanted } = prepared;
-        let mut chains = self.chains();
-        let mut refusals = self.refusals();
-        if fresh {
-            *self.config.write().unwrap_or_else(std::sync::PoisonError::into_inner) = config;
+        let chains = self.chains();
+        let refusals = self.refusals();
+        let (slots, refused) = if fresh {
             let mut slots = HashMap::new();
             let mut refused = HashMap::new();
             for (jumphost, chain) in &resolved {
@@ -216,38 +226,46 @@ impl Pool {
                     }
                 }
             }
-            *chains = slots;
-            *refusals = refused;
+            (slots, refused)
         } else {
+            let mut slots = chains.clone();
+            let mut refused = refusals.clone();
             for (jumphost, chain) in &resolved {
                 match chain {
-                    Ok(chain) if !refusals.contains_key(jumphost) => {
-                        chains
+                    Ok(chain) if !refused.contains_key(jumphost) => {
+                        slots
                             .entry(jumphost.clone())
                             .or_insert_with(|| Arc::new(Slot::new(jumphost, chain.clone())));
                     }
-                    Err(refusal) if !chains.contains_key(jumphost) => {
-                        refusals.entry(jumphost.clone()).or_insert_with(|| refusal.clone());
+                    Err(refusal) if !slots.contains_key(jumphost) => {
+                        refused.entry(jumphost.clone()).or_insert_with(|| refusal.clone());
                     }
                     _ => {}
                 }
             }
-        }
-        let mut refused: Vec<(String, Refusal)> = wanted
-            .iter()
-            .filter_map(|jumphost| Some((jumphost.clone(), refusals.get(jumphost)?.clone())))
-            .collect();
-        refused.sort_by(|a, b| a.0.cmp(&b.0));
-        refused.dedup_by(|a, b| a.0 == b.0);
+            (slots, refused)
+        };
         drop(refusals);
         drop(chains);
-        for (jumphost, refusal) in &refused {
+        let mut wanted_refused: Vec<(String, Refusal)> = wanted
+            .iter()
+            .filter_map(|jumphost| Some((jumphost.clone(), refused.get(jumphost)?.clone())))
+            .collect();
+        wanted_refused.sort_by(|a, b| a.0.cmp(&b.0));
+        wanted_refused.dedup_by(|a, b| a.0 == b.0);
+        for (jumphost, refusal) in &wanted_refused {
             tracing::warn!("jump host {jumphost} cannot be used: {}", refusal.reason);
         }
         if let Some(e) = &config_error {
             tracing::warn!("ssh config not reloaded, the one read before stays in force: {e}");
         }
-        Installed { config_error, refused }
+        let pool = Pool {
+            engine: Arc::clone(&self.engine),
+            config,
+            chains: Mutex::new(slots),
+            refused: Mutex::new(refused),
+        };
+        (pool, Installed { config_error, refused: wanted_refused })
     }
 
     /// Resolves every given jump host not resolved yet; returns the errors (for the start-up log).
@@ -263,17 +281,16 @@ impl Pool {
         errors
     }
 
-    /// The slot for `jumphost`'s current chain, resolving it (blocking) if no one has yet. A
-    /// slot in the map is current by construction: [`Pool::reload`] replaces every slot whose
-    /// chain changed, so the ssh config is resolved once per chain and reload, not on every
+    /// The slot for `jumphost`'s chain in this generation, resolving it (blocking) if no one has
+    /// yet. A slot in the map is current by construction: the next generation replaces every slot
+    /// whose chain changed, so the ssh config is resolved once per chain and reload, not on every
     /// connection; a refusal is remembered the same way.
     fn slot(&self, jumphost: &str) -> Result<Arc<Slot>, Error> {
         if let Some(found) = self.known(jumphost) {
             return found;
         }
-        let config = self.config();
-        let resolved = config.chain(jumphost);
-        self.settle(jumphost, &config, resolved)
+        let resolved = self.config.chain(jumphost);
+        self.settle(jumphost, resolved)
     }
 
     /// [`Pool::slot`] for async callers: resolving runs on the blocking pool.
@@ -281,14 +298,13 @@ impl Pool {
         if let Some(found) = self.known(jumphost) {
             return found;
         }
-        let config = self.config();
-        let (for_task, name) = (config.clone(), jumphost.to_owned());
+        let (config, name) = (Arc::clone(&self.config), jumphost.to_owned());
         let resolved =
-            tokio::task::spawn_blocking(move || for_task.chain(&name)).await.map_err(|e| Error::Refused {
+            tokio::task::spawn_blocking(move || config.chain(&name)).await.map_err(|e| Error::Refused {
                 jumphost: jumphost.to_owned(),
                 reason: format!("resolving its chain failed: {e}"),
             })?;
-        self.settle(jumphost, &config, resolved)
+        self.settle(jumphost, resolved)
     }
 
     /// The slot or refusal already known for `jumphost`.
@@ -300,28 +316,17 @@ impl Pool {
         Some(Err(Error::Refused { jumphost: jumphost.to_owned(), reason: refusal.reason }))
     }
 
-    /// Records what resolving `jumphost` against `config` gave, unless a reload replaced that
-    /// config meanwhile (the reload resolved it itself); concurrent first uses keep the first.
-    fn settle(
-        &self,
-        jumphost: &str,
-        config: &Arc<SshConfig>,
-        resolved: Result<Chain, config::Error>,
-    ) -> Result<Arc<Slot>, Error> {
-        // The map's lock first: [`Pool::install`] swaps the config while holding it, so a config
-        // found current here stays current until this entry is in.
-        let mut chains = self.chains();
-        let current = Arc::ptr_eq(config, &self.config());
+    /// Records in this generation what resolving `jumphost` against its config gave; concurrent
+    /// first uses keep the first.
+    fn settle(&self, jumphost: &str, resolved: Result<Chain, config::Error>) -> Result<Arc<Slot>, Error> {
         match resolved {
-            Ok(chain) if current => Ok(chains
+            Ok(chain) => Ok(self
+                .chains()
                 .entry(jumphost.to_owned())
                 .or_insert_with(|| Arc::new(Slot::new(jumphost, chain)))
                 .clone()),
-            Ok(chain) => Ok(Arc::new(Slot::new(jumphost, chain))),
             Err(e) => {
-                if current {
-                    self.refusals().insert(jumphost.to_owned(), Refusal::from(&e));
-                }
+                self.refusals().insert(jumphost.to_owned(), Refusal::from(&e));
                 Err(Error::Refused { jumphost: jumphost.to_owned(), reason: e.to_string() })
             }
         }
@@ -331,7 +336,7 @@ impl Pool {
     /// first if needed. `host` is sent as a name: the last hop resolves it. Bounded by the
     /// connect timeout.
     pub async fn connect(&self, jumphost: &str, host: &str, port: u16) -> Result<Tunnel, Error> {
-        let deadline = Instant::now() + self.settings.connect_timeout;
+        let deadline = Instant::now() + self.engine.settings.connect_timeout;
         self.woke_up();
         let slot = self.slot_async(jumphost).await?;
         let (mut id, mut dialled, mut reused) = self.session(&slot, deadline).await?;
@@ -376,7 +381,7 @@ impl Pool {
                     return Err(Error::Timeout {
                         jumphost: jumphost.to_owned(),
                         what: "opening the channel",
-                        after: self.settings.connect_timeout,
+                        after: self.engine.settings.connect_timeout,
                     });
                 }
             }
@@ -394,7 +399,7 @@ impl Pool {
         let timeout = |what| Error::Timeout {
             jumphost: slot.jumphost.clone(),
             what,
-            after: self.settings.connect_timeout,
+            after: self.engine.settings.connect_timeout,
         };
         // Wait for a dial in progress (it may be for us), then look again.
         let guard = tokio::time::timeout_at(deadline, slot.dial.clone().lock_owned())
@@ -416,14 +421,18 @@ impl Pool {
                 });
             }
         }
-        let task =
-            tokio::spawn(dial(slot.clone(), guard, self.settings.clone(), self.config().path().to_owned()));
+        let task = tokio::spawn(dial(
+            slot.clone(),
+            guard,
+            self.engine.settings.clone(),
+            self.config.path().to_owned(),
+        ));
         match tokio::time::timeout_at(deadline, task).await {
             Err(_) => Err(timeout("the SSH handshake")),
             Ok(Err(join)) => Err(Error::Timeout {
                 jumphost: slot.jumphost.clone(),
                 what: if join.is_panic() { "the SSH handshake (it panicked)" } else { "the SSH handshake" },
-                after: self.settings.connect_timeout,
+                after: self.engine.settings.connect_timeout,
             }),
             Ok(Ok(Err(e))) => Err(e),
             Ok(Ok(Ok((id, chain)))) => Ok((id, chain, false)),
@@ -447,7 +456,7 @@ impl Pool {
     /// usable without one (see [`preflight`](super::preflight)).
     pub async fn preflight(&self, jumphosts: &[String]) -> super::preflight::Findings {
         let resolved = self.resolved_hops(jumphosts);
-        super::preflight::run(&resolved, self.default_agent(), &self.settings.ssh_config).await
+        super::preflight::run(&resolved, self.default_agent(), &self.engine.settings.ssh_config).await
     }
 
     /// Only the credentials part of [`Pool::preflight`]: why `jumphosts` will refuse us, if they

@@ -15,7 +15,7 @@ fn backoff_doubles_from_half_a_second_to_eight_with_jitter() {
 }
 
 /// A pool on a config written into a temporary HOME.
-fn pool_on(config: &str) -> (tempfile::TempDir, Arc<Pool>) {
+fn pool_on(config: &str) -> (tempfile::TempDir, Pool) {
     let home = tempfile::tempdir().unwrap();
     std::fs::create_dir_all(home.path().join(".ssh")).unwrap();
     std::fs::write(home.path().join(".ssh/config"), config).unwrap();
@@ -60,7 +60,7 @@ async fn a_refused_jump_host_is_remembered_with_its_line_until_a_reload_and_othe
 
     // Fixed and reloaded: usable; a jump host new with this inventory is resolved too.
     std::fs::write(home.path().join(".ssh/config"), "Host good bad\n  HostName 127.0.0.1\n").unwrap();
-    let installed = pool.reload(&["good".to_owned(), "fresh".to_owned()]);
+    let (pool, installed) = pool.reload(&["good".to_owned(), "fresh".to_owned()]);
     assert!(installed.refused.is_empty() && installed.config_error.is_none(), "{installed:?}");
     let status = pool.status();
     assert!(status.iter().all(|c| c.refused.is_none()), "{status:?}");
@@ -74,14 +74,14 @@ async fn a_match_exec_runs_once_per_jump_host_and_reload_not_per_connection() {
     let count = home.path().join("count");
     let config = format!("Match exec \"echo x >> {}\"\n  HostName 127.0.0.1\n  Port 9\n", count.display());
     std::fs::write(home.path().join(".ssh/config"), config).unwrap();
-    pool.reload(&["j".to_owned()]);
+    let (pool, _) = pool.reload(&["j".to_owned()]);
     let runs = || std::fs::read_to_string(&count).unwrap_or_default().lines().count();
     assert_eq!(runs(), 1);
     for _ in 0..3 {
         let _ = pool.connect("j", "target.example", 443).await;
     }
     assert_eq!(runs(), 1, "connections reuse the resolved chain");
-    pool.reload(&["j".to_owned()]);
+    let _ = pool.reload(&["j".to_owned()]);
     assert_eq!(runs(), 2);
 }
 
@@ -106,7 +106,9 @@ async fn a_prepared_reload_changes_nothing_until_installed_and_an_abandoned_one_
     let prepared = pool.prepare(&wanted, &|| false).expect("not abandoned");
     assert_eq!(port(&pool), Some(2201), "prepared, not installed");
     assert!(pool.status().iter().all(|c| c.jumphost != "bad"));
-    let installed = pool.install(prepared);
+    let (next, installed) = pool.next(prepared);
+    assert_eq!(port(&pool), Some(2201), "the generation in hand stays as it was");
+    let pool = next;
     assert_eq!(port(&pool), Some(2202));
     let refused: Vec<&str> = installed.refused.iter().map(|(j, _)| j.as_str()).collect();
     assert_eq!(refused, ["bad"]);
@@ -116,7 +118,7 @@ async fn a_prepared_reload_changes_nothing_until_installed_and_an_abandoned_one_
 
     // A config that cannot be loaded: the one in force stays, and says why.
     std::fs::write(&config, "Host j\n  Port 2203\n  NoSuchKeyword yes\n").unwrap();
-    let installed = pool.reload(&wanted);
+    let (pool, installed) = pool.reload(&wanted);
     assert!(installed.config_error.as_deref().is_some_and(|e| e.contains("NoSuchKeyword")), "{installed:?}");
     assert_eq!(port(&pool), Some(2202));
 }

@@ -1,0 +1,305 @@
+//! The routing in force: one [`Generation`] (the routing table and the SSH chains read with it),
+//! how a reload replaces it, and what the reloads did, for `Status`. The one owner of all three.
+//!
+//! # The invariant
+//! A connection routes and dials by **one generation**: it loads [`InForce::current`] once, looks
+//! its target up in that generation's table and dials through that generation's pool. A reload
+//! builds the whole next generation first (the table from the inventory, the chains from the ssh
+//! config: [`Generation`] is one value) and then swaps it in with one atomic store; so a
+//! connection sees either the old table with the old chains or the new table with the new
+//! chains, never a jump host named by one read and resolved by the other. Sessions of chains the
+//! reload did not change carry over (the two pools share their slots), and a connection already
+//! relaying keeps its upstream whatever the reload does.
+//!
+//! How a reload runs (off the async threads, one at a time, within a deadline, everything or
+//! nothing) is [`reload`](crate::routing::reload)'s; what it changed, and how the last ones
+//! ended, is kept here.
+
+use std::collections::BTreeSet;
+use std::sync::{Arc, Mutex, PoisonError};
+use std::time::{Duration, SystemTime};
+
+use arc_swap::ArcSwap;
+use kharon_shared::trust::OwnHosts;
+
+use crate::routing::reload::{self, Failure, Job, Reloads};
+use crate::routing::table::{self, Inventory, LoadedTable};
+
+/// What routes a connection, in force together (see the invariant in the module doc).
+pub struct Generation {
+    pub table: LoadedTable,
+    /// The SSH chains of this generation's ssh config read; shares live sessions with the
+    /// generations before it where the chain is unchanged.
+    pub pool: kharon_ssh::Pool,
+}
+
+/// What a reload changed, for the `Reload` answer and the log.
+#[derive(Debug, Default)]
+pub struct ReloadOutcome {
+    /// "suffix -> jumphost" lines that appeared or disappeared.
+    pub routes_added: Vec<String>,
+    pub routes_removed: Vec<String>,
+    /// The new ssh config could not be read or is invalid: the table was installed, the ssh
+    /// config read before stays in force.
+    pub ssh_config_error: Option<String>,
+    /// Jump hosts of the new inventory that the ssh config in force gives no chain.
+    pub refused: Vec<(String, kharon_ssh::Refusal)>,
+    /// What will fail although it is in force (not a partial reload): the preflight check after it.
+    pub preflight: kharon_ssh::Findings,
+}
+
+impl ReloadOutcome {
+    /// The table went in, but not everything the files asked for is usable.
+    pub fn partial(&self) -> bool {
+        self.ssh_config_error.is_some() || !self.refused.is_empty()
+    }
+}
+
+/// Who asked for a reload.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Trigger {
+    Signal,
+    Rpc,
+}
+
+impl Trigger {
+    /// Its word in `Status`.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Trigger::Signal => "sighup",
+            Trigger::Rpc => "rpc",
+        }
+    }
+
+    /// Who asked, as the log line about the reload starts.
+    fn asked_by(self) -> &'static str {
+        match self {
+            Trigger::Signal => "SIGHUP",
+            Trigger::Rpc => "kharonctl reload",
+        }
+    }
+}
+
+/// How a reload ended, as `Status` shows it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum ReloadResult {
+    Ok,
+    Partial,
+    Failed,
+}
+
+/// One reload, as `Status` shows it.
+#[derive(Debug, Clone)]
+pub struct ReloadRecord {
+    pub at: SystemTime,
+    pub trigger: Trigger,
+    pub result: ReloadResult,
+    /// Why nothing was installed (failed), or why the ssh config was not (partial).
+    pub error: Option<String>,
+    pub refused: Vec<(String, kharon_ssh::Refusal)>,
+}
+
+/// The latest reload, and the latest that did not install everything.
+#[derive(Debug, Clone, Default)]
+pub struct ReloadHistory {
+    pub last: Option<ReloadRecord>,
+    pub last_failed: Option<ReloadRecord>,
+}
+
+#[derive(Debug, thiserror::Error)]
+pub enum ReloadError {
+    #[error("inventory not reloaded, the old routing table stays: {0}")]
+    Inventory(#[from] table::Error),
+    #[error(
+        "nothing reloaded, the old routing table and ssh config stay: reading {} and the ssh config \
+         and resolving every jump host (Match exec, canonicalization) did not finish within \
+         {deadline:?} (a hung network file system? a slow Match exec?); the next reload starts afresh",
+        path.display()
+    )]
+    Deadline { path: std::path::PathBuf, deadline: Duration },
+    #[error(
+        "inventory not reloaded, the old routing table stays: an earlier reload is stuck reading {} \
+         (for over {deadline:?}); try again once it has finished",
+        path.display()
+    )]
+    Busy { path: std::path::PathBuf, deadline: Duration },
+    #[error("inventory not reloaded, the old routing table stays: the reload failed: {0}")]
+    Panicked(String),
+}
+
+/// The caller gave up while the chains were being resolved: nothing is installed.
+struct Abandoned;
+
+/// The routing in force, its reloads and their history (see the module doc).
+pub struct InForce {
+    /// Where the table is read from.
+    pub source: Inventory,
+    /// The hosts kharon itself talks to, as the settings name them: no dynamic fact may claim
+    /// them (a cache adds its own on every load).
+    pub own_hosts: OwnHosts,
+    current: ArcSwap<Generation>,
+    reloads: Reloads,
+    deadline: Duration,
+    history: Mutex<ReloadHistory>,
+    /// What the last preflight check found (start, then every reload), for `Status`.
+    preflight: Mutex<kharon_ssh::Findings>,
+}
+
+impl InForce {
+    pub fn new(source: Inventory, own_hosts: OwnHosts, first: Generation) -> Self {
+        InForce {
+            source,
+            own_hosts,
+            current: ArcSwap::from_pointee(first),
+            reloads: Reloads::default(),
+            deadline: reload::DEADLINE,
+            history: Mutex::default(),
+            preflight: Mutex::default(),
+        }
+    }
+
+    /// A reload deadline other than [`reload::DEADLINE`]: for tests only, so that a reload stuck
+    /// past it takes seconds rather than half a minute.
+    pub fn with_reload_deadline(mut self, deadline: Duration) -> Self {
+        self.deadline = deadline;
+        self
+    }
+
+    /// The generation in force. Cheap (a lock-free load); a connection calls it once, routes and
+    /// dials by what it got, and drops it before relaying.
+    pub fn current(&self) -> Arc<Generation> {
+        self.current.load_full()
+    }
+
+    /// The latest reload, and the latest that did not install everything (for `Status`).
+    pub fn history(&self) -> ReloadHistory {
+        self.history.lock().unwrap_or_else(PoisonError::into_inner).clone()
+    }
+
+    /// Checks the chains of the generation in force for what will fail before a connection does
+    /// ([`kharon_ssh::Pool::preflight`]), logs it, and keeps it for `Status`.
+    pub async fn preflight(&self) -> kharon_ssh::Findings {
+        let checked = self.current();
+        let findings = checked.pool.preflight(&checked.table.table.jumphosts()).await;
+        // The start's check runs beside a reload's, and its lookups can take seconds: the findings
+        // of a generation no longer in force are not kept (the newer check's are, or will be).
+        if Arc::ptr_eq(&checked, &self.current()) {
+            // Kept before it is logged: whoever read the log line finds the same in `Status`.
+            *self.preflight.lock().unwrap_or_else(PoisonError::into_inner) = findings.clone();
+            findings.log();
+        }
+        findings
+    }
+
+    /// What the last [`InForce::preflight`] found.
+    pub fn preflight_findings(&self) -> kharon_ssh::Findings {
+        self.preflight.lock().unwrap_or_else(PoisonError::into_inner).clone()
+    }
+
+    /// Re-reads the inventory and the ssh config and resolves every jump host, then swaps the next
+    /// generation in, within the reload deadline and one reload at a time (see
+    /// [`crate::routing::reload`]). A failure or a reload past its deadline installs nothing. The
+    /// outcome is logged and recorded for `Status`.
+    pub async fn reload(self: &Arc<Self>, trigger: Trigger) -> Result<ReloadOutcome, ReloadError> {
+        let deadline = self.deadline;
+        let this = Arc::clone(self);
+        let loaded = self
+            .reloads
+            .run(deadline, move |job| this.prepare(job), |next| next.map(|next| self.install(next)))
+            .await;
+        let path = || self.source.path().to_owned();
+        let result = match loaded {
+            Ok(Ok(mut outcome)) => {
+                outcome.preflight = self.preflight().await;
+                table::log_report(&self.current().table.table);
+                Ok(outcome)
+            }
+            // Only reachable when the deadline passed between the last check and the answer.
+            Ok(Err(Abandoned)) | Err(Failure::Deadline) => {
+                Err(ReloadError::Deadline { path: path(), deadline })
+            }
+            Err(Failure::Load(e)) => Err(e),
+            Err(Failure::Busy) => Err(ReloadError::Busy { path: path(), deadline }),
+            Err(Failure::Panicked(why)) => Err(ReloadError::Panicked(why)),
+        };
+        match &result {
+            Ok(outcome) => tracing::info!(
+                added = outcome.routes_added.len(),
+                removed = outcome.routes_removed.len(),
+                partial = outcome.partial(),
+                "{}: reloaded routing table from {}",
+                trigger.asked_by(),
+                self.source.path().display()
+            ),
+            Err(e) => tracing::warn!("{}: {e}", trigger.asked_by()),
+        }
+        self.record(trigger, &result);
+        result
+    }
+
+    fn record(&self, trigger: Trigger, result: &Result<ReloadOutcome, ReloadError>) {
+        let record = match result {
+            Ok(outcome) => ReloadRecord {
+                at: SystemTime::now(),
+                trigger,
+                result: if outcome.partial() { ReloadResult::Partial } else { ReloadResult::Ok },
+                error: outcome.ssh_config_error.clone(),
+                refused: outcome.refused.clone(),
+            },
+            Err(e) => ReloadRecord {
+                at: SystemTime::now(),
+                trigger,
+                result: ReloadResult::Failed,
+                error: Some(e.to_string()),
+                refused: Vec::new(),
+            },
+        };
+        let mut history = self.history.lock().unwrap_or_else(PoisonError::into_inner);
+        if record.result != ReloadResult::Ok {
+            history.last_failed = Some(record.clone());
+        }
+        history.last = Some(record);
+    }
+
+    /// The blocking half: reads the inventory and the ssh config, then resolves every jump host;
+    /// changes nothing. Stops early once the caller gave up.
+    fn prepare(
+        &self,
+        job: &Job,
+    ) -> Result<Result<(LoadedTable, kharon_ssh::Prepared), Abandoned>, ReloadError> {
+        let table = table::load(&self.source, &self.own_hosts)?;
+        // The pool asks first right after reading the ssh config file: from then on only
+        // resolving is left, which is bounded, so the loader slot goes back (reload.rs).
+        let prepared = self.current().pool.prepare(&table.table.jumphosts(), &|| {
+            job.reads_done();
+            job.abandoned()
+        });
+        Ok(prepared.map(|pool| (table, pool)).ok_or(Abandoned))
+    }
+
+    /// Makes the next generation from what [`InForce::prepare`] read and swaps it in, as one
+    /// value; says what changed.
+    fn install(&self, (table, prepared): (LoadedTable, kharon_ssh::Prepared)) -> ReloadOutcome {
+        let describe = |t: &LoadedTable| -> BTreeSet<String> {
+            t.table
+                .routes()
+                .into_iter()
+                .map(|(suffix, jumphost, _)| format!("{suffix} -> {jumphost}"))
+                .collect()
+        };
+        // Within the reload's turn (reload.rs): no other reload installs between this read of
+        // the pool in force and the swap below.
+        let old = self.current();
+        let (pool, installed) = old.pool.next(prepared);
+        let new_routes = describe(&table);
+        let old_routes = describe(&old.table);
+        self.current.store(Arc::new(Generation { table, pool }));
+        ReloadOutcome {
+            routes_added: new_routes.difference(&old_routes).cloned().collect(),
+            routes_removed: old_routes.difference(&new_routes).cloned().collect(),
+            ssh_config_error: installed.config_error,
+            refused: installed.refused,
+            preflight: kharon_ssh::Findings::default(),
+        }
+    }
+}
