@@ -7,6 +7,7 @@ use std::process::ExitCode;
 use std::time::Duration;
 
 use kharon_shared::proto::v1 as pb;
+use kharon_shared::routing::Via;
 
 use crate::context::Context;
 use crate::output::{self, Listing};
@@ -50,7 +51,7 @@ fn pid_text(c: &pb::Connection) -> String {
 fn route_text(c: &pb::Connection) -> String {
     match (c.route.as_str(), c.cluster.as_str()) {
         ("", _) => "-".to_owned(),
-        ("direct", _) => "direct".to_owned(),
+        (direct, _) if direct == Via::Direct.as_str() => direct.to_owned(),
         (jumphost, "") => format!("via {jumphost}"),
         (jumphost, cluster) => format!("{cluster} via {jumphost}"),
     }

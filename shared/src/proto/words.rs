@@ -46,10 +46,11 @@ impl Via {
     /// "jumphost" or "direct". Unspecified reads "direct": a route that names no jump host is
     /// direct, and `route -o json` has always said so (scripts test `via == "jumphost"`).
     pub fn word(self) -> &'static str {
-        match self {
-            Via::Jumphost => "jumphost",
-            Via::Direct | Via::Unspecified => "direct",
-        }
+        let via = match self {
+            Via::Jumphost => crate::routing::Via::Jumphost,
+            Via::Direct | Via::Unspecified => crate::routing::Via::Direct,
+        };
+        via.as_str()
     }
 }
 
