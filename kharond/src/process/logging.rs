@@ -39,21 +39,34 @@ const CAPPED: &[&str] = &[
     "russh::keys::agent",
 ];
 
-/// The daemon's own library crates. They log under their crate names, so a directive for
-/// `kharond` (`RUST_LOG=kharond=debug`, `-v`: what `--help` offers) is widened to them too.
-const OWN_CRATES: &[&str] = &["kharon_ssh", "kharon_relay"];
+/// The daemon's own library crates and the module paths they had inside kharond. They log under
+/// their crate names, so a directive for `kharond` (`RUST_LOG=kharond=debug`, `-v`: what `--help`
+/// offers) is widened to them too, and one for their old path (`kharond::ssh::pool=debug`) names
+/// the crate's module instead.
+const OWN_CRATES: &[(&str, &str)] = &[("kharon_ssh", "kharond::ssh"), ("kharon_relay", "kharond::relay")];
 
-/// `directives` with every directive for the `kharond` target repeated for [`OWN_CRATES`].
+/// `directives` with every directive for the `kharond` target repeated for [`OWN_CRATES`], and
+/// every one for their old module paths renamed.
 fn widened(directives: &str) -> String {
     let mut out: Vec<String> = Vec::new();
     for directive in directives.split(',') {
+        let trimmed = directive.trim();
+        let renamed = OWN_CRATES.iter().find_map(|(krate, old)| {
+            let rest = trimmed.strip_prefix(old)?;
+            (rest.is_empty() || rest.starts_with("::") || rest.starts_with('='))
+                .then(|| format!("{krate}{rest}"))
+        });
+        if let Some(renamed) = renamed {
+            out.push(renamed);
+            continue;
+        }
         out.push(directive.to_owned());
-        let level = match directive.trim().strip_prefix("kharond") {
+        let level = match trimmed.strip_prefix("kharond") {
             Some("") => "",
             Some(rest) if rest.starts_with('=') => rest,
             _ => continue,
         };
-        out.extend(OWN_CRATES.iter().map(|krate| format!("{krate}{level}")));
+        out.extend(OWN_CRATES.iter().map(|(krate, _)| format!("{krate}{level}")));
     }
     out.join(",")
 }
@@ -198,6 +211,11 @@ mod tests {
         assert_eq!(widened("info,kharond=debug"), "info,kharond=debug,kharon_ssh=debug,kharon_relay=debug");
         assert_eq!(widened("kharond"), "kharond,kharon_ssh,kharon_relay");
         assert_eq!(widened("kharond::proxy=trace,russh=warn"), "kharond::proxy=trace,russh=warn");
+        assert_eq!(
+            widened("kharond::ssh=debug,kharond::relay::copy=trace"),
+            "kharon_ssh=debug,kharon_relay::copy=trace"
+        );
+        assert_eq!(widened("kharond::sshx=debug"), "kharond::sshx=debug");
         let captured = Captured::default();
         let writer = captured.clone();
         let layer = log_fmt::layer().with_writer(move || writer.clone()).with_ansi(false);
