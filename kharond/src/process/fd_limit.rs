@@ -23,10 +23,18 @@
 //! When the limit cannot even be read, the connection limit assumes the platform's usual soft
 //! limit ([`USUAL_SOFT`]: 1024 on Linux, 256 on macOS) rather than a number that would admit
 //! more clients than there are descriptors; when raising it fails, what was there stays and counts.
+//!
+//! The limits are read and set with the `rlimit` crate's `getrlimit`/`setrlimit`; its
+//! `increase_nofile_limit` is not used because its policy is not this one (rlimit 0.11,
+//! `tools.rs`): it never asks for a higher hard limit, raises the soft one only up to the number
+//! it is given, and fails outright where `kern.maxfilesperproc` cannot be read instead of falling
+//! back to [`OPEN_MAX`]. The sysctl is read here, with `sysctlbyname(3)`: rlimit keeps its own
+//! reader private.
 
 use std::io;
 
 use kharon_relay as relay;
+use rlimit::Resource;
 
 /// Descriptors kept for everything but client connections; see the module doc.
 pub const RESERVE: u64 = 256 + relay::PIPE_DESCRIPTORS as u64;
@@ -253,23 +261,13 @@ fn maxfilesperproc() -> Option<u64> {
     (rc == 0 && len == std::mem::size_of::<libc::c_int>()).then(|| u64::try_from(value).ok()).flatten()
 }
 
-#[allow(clippy::unnecessary_cast, reason = "rlim_t is u32 on 32-bit Linux")]
 fn get() -> io::Result<Limit> {
-    let mut limit = libc::rlimit { rlim_cur: 0, rlim_max: 0 };
-    // SAFETY: getrlimit writes only the struct we pass.
-    if unsafe { libc::getrlimit(libc::RLIMIT_NOFILE, &mut limit) } != 0 {
-        return Err(io::Error::last_os_error());
-    }
-    Ok(Limit { soft: limit.rlim_cur as u64, hard: limit.rlim_max as u64 })
+    let (soft, hard) = rlimit::getrlimit(Resource::NOFILE)?;
+    Ok(Limit { soft, hard })
 }
 
 fn set(limit: Limit) -> io::Result<()> {
-    let limit = libc::rlimit { rlim_cur: limit.soft as libc::rlim_t, rlim_max: limit.hard as libc::rlim_t };
-    // SAFETY: setrlimit reads only the struct we pass.
-    if unsafe { libc::setrlimit(libc::RLIMIT_NOFILE, &limit) } != 0 {
-        return Err(io::Error::last_os_error());
-    }
-    Ok(())
+    rlimit::setrlimit(Resource::NOFILE, limit.soft, limit.hard)
 }
 
 #[cfg(test)]
@@ -307,6 +305,9 @@ mod tests {
 
     /// macOS's `RLIM_INFINITY` (`(1 << 63) - 1`) as `get` reads it.
     const INFINITY: u64 = i64::MAX as u64;
+    // What rlimit reads there for it (`rlimit::INFINITY` is the platform's RLIM_INFINITY).
+    #[cfg(target_os = "macos")]
+    const _: () = assert!(rlimit::INFINITY == INFINITY);
     /// A macOS login session's limits: soft 256, hard unlimited.
     const MAC_DEFAULT: Limit = Limit { soft: 256, hard: INFINITY };
 
