@@ -1,8 +1,8 @@
-//! macOS: there is no table of sockets to read, so the lookup walks the processes (libproc's
-//! `proc_listpids`), each one's descriptors (`proc_pidinfo(PROC_PIDLISTFDS)`) and each socket's
-//! record (`proc_pidfdinfo(PROC_PIDFDSOCKETINFO)`, read in `proc_info.rs`), and keeps the sockets
-//! [`client_of`] picks. The program is the file name of `argv[0]` (`KERN_PROCARGS2`), else the
-//! process name (`proc_name`).
+//! macOS: there is no table of sockets to read, so the lookup walks the processes
+//! (`proc_listpids`), each one's descriptors (`proc_pidinfo(PROC_PIDLISTFDS)`) and each socket's
+//! record (`proc_pidfdinfo(PROC_PIDFDSOCKETINFO)`), through the libproc crate, and keeps the
+//! sockets [`client_of`] picks (the record read in `proc_info.rs`). The program is the file name
+//! of `argv[0]` (`KERN_PROCARGS2`), else the process name (`proc_name`).
 //!
 //! What it can see: the processes of kharond's own user (all of them when kharond runs as root).
 //! Another user's process answers `proc_pidinfo` with EPERM and is skipped, so its sockets are
@@ -10,22 +10,43 @@
 //! lookup: fine for `kharonctl connections`, too much to pay on every accepted connection.
 
 use std::collections::HashMap;
-use std::mem::size_of;
+use std::mem::{offset_of, size_of};
 use std::net::SocketAddr;
 
-use super::matching::{Process, client_of, program_name};
-use super::proc_info::{SocketFdInfo, argv0};
+use libproc::bsd_info::BSDInfo;
+use libproc::file_info::{ListFDs, ProcFDType, pidfdinfo};
+use libproc::net_info::{
+    InSIAddr, InSockInfo, SocketFDInfo, SocketInfo, SocketInfoKind, TcpSockInfo, VInfoStat,
+};
+use libproc::proc_pid::{listpidinfo, pidinfo};
+use libproc::processes::{ProcFilter, pids_by_type};
 
-/// `proc_listpids` type: every process (`sys/proc_info.h`; not in `libc`).
-const PROC_ALL_PIDS: u32 = 1;
-/// `proc_pidfdinfo` flavor: a socket's `socket_fdinfo` (`sys/proc_info.h`; not in `libc`).
-const PROC_PIDFDSOCKETINFO: i32 = 3;
+use super::matching::{Process, client_of, program_name};
+use super::proc_info::{SOCKINFO_TCP, SocketRecord, argv0};
+
+// libproc's records are written by hand, not generated from the SDK's header: these are the sizes
+// and offsets of xnu's `bsd/sys/proc_info.h` on 64-bit Macs, so a field out of place fails the
+// build (the macOS check in CI) rather than a lookup on a Mac.
+const _: () = {
+    assert!(size_of::<VInfoStat>() == 136);
+    assert!(offset_of!(VInfoStat, vst_uid) == 16);
+    assert!(size_of::<InSockInfo>() == 80);
+    assert!(offset_of!(InSockInfo, insi_vflag) == 24);
+    assert!(offset_of!(InSockInfo, insi_faddr) == 32);
+    assert!(offset_of!(InSockInfo, insi_laddr) == 48);
+    assert!(size_of::<TcpSockInfo>() == 120);
+    assert!(offset_of!(SocketInfo, soi_kind) == 232);
+    assert!(offset_of!(SocketInfo, soi_proto) == 240);
+    assert!(size_of::<SocketInfo>() == 768);
+    assert!(size_of::<SocketFDInfo>() == 792);
+    assert!(SocketInfoKind::Tcp as i32 == SOCKINFO_TCP);
+};
 
 /// Who holds a client socket: the process, and the uid that owns the socket.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Holder {
     pub pid: u32,
-    /// The socket's owner ([`SocketFdInfo::uid`]), what sock_diag reports on Linux.
+    /// The socket's owner ([`SocketRecord::uid`]), what sock_diag reports on Linux.
     pub uid: u32,
 }
 
@@ -69,48 +90,49 @@ fn scan(clients: &[SocketAddr], listen: SocketAddr) -> Vec<(SocketAddr, Holder)>
     found
 }
 
-/// Every process id, as far as `proc_listpids` lists them now.
+/// Every process id, as far as `proc_listpids` lists them now (xnu leaves room for 20 more
+/// processes started between its size query and the list: `proc_listpids` in
+/// `bsd/kern/proc_info.c`).
 fn pids() -> Vec<libc::pid_t> {
-    // SAFETY: a null buffer asks only for the size the list needs.
-    let bytes = unsafe { libc::proc_listpids(PROC_ALL_PIDS, 0, std::ptr::null_mut(), 0) };
-    let Ok(bytes) = usize::try_from(bytes) else { return Vec::new() };
-    // Room for processes started since the size was asked.
-    let mut pids: Vec<libc::pid_t> = vec![0; bytes / size_of::<libc::pid_t>() + 64];
-    let capacity = libc::c_int::try_from(pids.len() * size_of::<libc::pid_t>()).unwrap_or(libc::c_int::MAX);
-    // SAFETY: the buffer holds `capacity` bytes, and proc_listpids writes at most that many.
-    let bytes = unsafe { libc::proc_listpids(PROC_ALL_PIDS, 0, pids.as_mut_ptr().cast(), capacity) };
-    pids.truncate(usize::try_from(bytes).unwrap_or(0) / size_of::<libc::pid_t>());
-    pids.retain(|&pid| pid > 0);
-    pids
+    let pids = pids_by_type(ProcFilter::All).unwrap_or_default();
+    pids.into_iter().filter_map(|pid| libc::pid_t::try_from(pid).ok()).filter(|&pid| pid > 0).collect()
 }
 
 /// The descriptors of `pid` that are sockets; none when the process is gone or not ours to see.
 fn socket_fds(pid: libc::pid_t) -> Vec<i32> {
-    const FDINFO: usize = size_of::<libc::proc_fdinfo>();
-    // SAFETY: a null buffer asks only for the size the list needs.
-    let bytes = unsafe { libc::proc_pidinfo(pid, libc::PROC_PIDLISTFDS, 0, std::ptr::null_mut(), 0) };
-    let Ok(bytes) = usize::try_from(bytes) else { return Vec::new() };
-    // Room for descriptors opened since the size was asked.
-    let mut fds = vec![libc::proc_fdinfo { proc_fd: 0, proc_fdtype: 0 }; bytes / FDINFO + 16];
-    let capacity = libc::c_int::try_from(fds.len() * FDINFO).unwrap_or(libc::c_int::MAX);
-    // SAFETY: the buffer holds `capacity` bytes of proc_fdinfo records, and proc_pidinfo writes
-    // at most that many.
-    let bytes =
-        unsafe { libc::proc_pidinfo(pid, libc::PROC_PIDLISTFDS, 0, fds.as_mut_ptr().cast(), capacity) };
-    fds.truncate(usize::try_from(bytes).unwrap_or(0) / FDINFO);
-    let socket = u32::try_from(libc::PROX_FDTYPE_SOCKET).unwrap_or(u32::MAX);
-    fds.into_iter().filter(|fd| fd.proc_fdtype == socket).map(|fd| fd.proc_fd).collect()
+    // The size of its descriptor table, and room for 20 descriptors opened meanwhile: what
+    // `proc_pidinfo(PROC_PIDLISTFDS)` itself answers a size query with (xnu `proc_pidfdlist`).
+    let Ok(bsd) = pidinfo::<BSDInfo>(pid, 0) else { return Vec::new() };
+    let room = usize::try_from(bsd.pbi_nfiles).unwrap_or(0).saturating_add(20);
+    let Ok(fds) = listpidinfo::<ListFDs>(pid, room) else { return Vec::new() };
+    fds.into_iter()
+        .filter(|fd| matches!(ProcFDType::from(fd.proc_fdtype), ProcFDType::Socket))
+        .map(|fd| fd.proc_fd)
+        .collect()
 }
 
-/// The socket record of descriptor `fd` of `pid`, if it is still there.
-fn socket_info(pid: libc::pid_t, fd: i32) -> Option<SocketFdInfo> {
-    let mut info = SocketFdInfo::zeroed();
-    let size = libc::c_int::try_from(size_of::<SocketFdInfo>()).ok()?;
-    // SAFETY: `info` is `size` bytes with the layout of struct socket_fdinfo (proc_info.rs pins
-    // it), and proc_pidfdinfo writes at most `size` bytes.
-    let written =
-        unsafe { libc::proc_pidfdinfo(pid, fd, PROC_PIDFDSOCKETINFO, (&raw mut info).cast(), size) };
-    (written == size).then_some(info)
+/// What the lookup reads of the record of descriptor `fd` of `pid`, if it is still there and a
+/// TCP socket.
+fn socket_info(pid: libc::pid_t, fd: i32) -> Option<SocketRecord> {
+    let info = pidfdinfo::<SocketFDInfo>(pid, fd).ok()?;
+    let kind = info.psi.soi_kind;
+    if !matches!(SocketInfoKind::from(kind), SocketInfoKind::Tcp) {
+        return None;
+    }
+    // SAFETY: `soi_kind` says `pri_tcp` is the member of the `soi_proto` union the kernel filled
+    // (xnu `fill_socketinfo`); the whole record was copied out after being zeroed (`pid_socketinfo`
+    // in `bsd/kern/proc_info.c`), and every field of it is an integer.
+    let ini = unsafe { info.psi.soi_proto.pri_tcp }.tcpsi_ini;
+    // SAFETY: both members of the address union are 16 bytes of plain data (`in6_addr`,
+    // `in4in6_addr`); which one holds the address is `insi_vflag`'s to say, read by `tcp_ends`.
+    let bytes = |addr: InSIAddr| unsafe { addr.ina_6 }.s6_addr;
+    Some(SocketRecord {
+        kind,
+        uid: info.psi.soi_stat.vst_uid,
+        vflag: ini.insi_vflag,
+        local: (bytes(ini.insi_laddr), ini.insi_lport),
+        remote: (bytes(ini.insi_faddr), ini.insi_fport),
+    })
 }
 
 /// See [`Process::program`].
@@ -147,6 +169,8 @@ fn procargs(pid: libc::pid_t) -> Option<Vec<u8>> {
 }
 
 /// The process name the kernel keeps (`proc_name`: up to 32 bytes of the executable's name).
+/// Not libproc's `proc_pid::name`: it refuses a name that is not UTF-8, and the 32-byte cut can
+/// split a character, which [`program_name`] keeps (lossily) instead.
 fn name(pid: libc::pid_t) -> Option<String> {
     let mut buf = [0u8; 2 * libc::MAXCOMLEN + 1];
     let size = u32::try_from(buf.len()).ok()?;

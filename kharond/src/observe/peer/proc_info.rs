@@ -1,10 +1,10 @@
-//! The macOS records the client lookup reads, and reading them: `struct socket_fdinfo` of
-//! `proc_pidfdinfo(PROC_PIDFDSOCKETINFO)` (xnu `bsd/sys/proc_info.h`; `libc` has the call but not
-//! this record) and the `KERN_PROCARGS2` buffer a process's `argv[0]` is in.
+//! What the client lookup reads of the macOS records, pure so that it is unit-tested on Linux: a
+//! TCP socket's two ends and owner from `struct socket_fdinfo` (what
+//! `proc_pidfdinfo(PROC_PIDFDSOCKETINFO)` fills, xnu `bsd/sys/proc_info.h`), and a process's
+//! `argv[0]` from its `KERN_PROCARGS2` buffer.
 //!
-//! Plain data of fixed-size integers with the header's layout (`repr(C)`, the same on every 64-bit
-//! target; the compile-time assertions below pin the sizes and offsets the header gives), so the
-//! reading is unit-tested on Linux. Only the calls that fill them are macOS code (`macos.rs`).
+//! The record itself is libproc's `SocketFDInfo`, which exists only on macOS; `macos.rs` copies the
+//! few fields read here out of it (and out of its unions) into a [`SocketRecord`].
 
 use std::net::{IpAddr, Ipv4Addr, Ipv6Addr, SocketAddr};
 
@@ -16,189 +16,39 @@ pub const SOCKINFO_TCP: i32 = 2;
 pub const INI_IPV4: u8 = 0x1;
 pub const INI_IPV6: u8 = 0x2;
 
-/// `struct proc_fileinfo`.
-#[repr(C)]
-#[derive(Debug, Clone, Copy)]
-pub struct ProcFileInfo {
-    pub fi_openflags: u32,
-    pub fi_status: u32,
-    pub fi_offset: i64,
-    pub fi_type: i32,
-    pub fi_guardflags: u32,
+/// The fields of a `socket_fdinfo` the lookup reads, as xnu fills them.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct SocketRecord {
+    /// `psi.soi_kind`: [`SOCKINFO_TCP`] for a TCP socket.
+    pub kind: i32,
+    /// `psi.soi_stat.vst_uid`: the uid of the credential that created the socket (xnu's
+    /// `soo_stat`), the owner Linux's sock_diag reports too.
+    pub uid: u32,
+    /// `insi_vflag` of the TCP record's `in_sockinfo`: [`INI_IPV4`] or [`INI_IPV6`].
+    pub vflag: u8,
+    /// `insi_laddr` and `insi_lport`: the address union's 16 bytes (`struct in6_addr`, or
+    /// `struct in4in6_addr` with the IPv4 address in the last four), and the protocol control
+    /// block's port in network byte order, widened to `int` (what lsof reads with `ntohs`).
+    pub local: ([u8; 16], i32),
+    /// `insi_faddr` and `insi_fport`, the same way.
+    pub remote: ([u8; 16], i32),
 }
 
-/// `struct vinfo_stat`: for a socket, `vst_uid` is the uid of the credential that created it
-/// (xnu's `soo_stat`), the owner Linux's sock_diag reports too.
-#[repr(C)]
-#[derive(Debug, Clone, Copy)]
-pub struct VinfoStat {
-    pub vst_dev: u32,
-    pub vst_mode: u16,
-    pub vst_nlink: u16,
-    pub vst_ino: u64,
-    pub vst_uid: u32,
-    pub vst_gid: u32,
-    /// atime, mtime, ctime, birthtime, each seconds then nanoseconds.
-    pub vst_times: [i64; 8],
-    pub vst_size: i64,
-    pub vst_blocks: i64,
-    pub vst_blksize: i32,
-    pub vst_flags: u32,
-    pub vst_gen: u32,
-    pub vst_rdev: u32,
-    pub vst_qspare: [i64; 2],
-}
-
-/// `struct sockbuf_info`.
-#[repr(C)]
-#[derive(Debug, Clone, Copy)]
-pub struct SockbufInfo {
-    pub sbi_cc: u32,
-    pub sbi_hiwat: u32,
-    pub sbi_mbcnt: u32,
-    pub sbi_mbmax: u32,
-    pub sbi_lowat: u32,
-    pub sbi_flags: i16,
-    pub sbi_timeo: i16,
-}
-
-/// The union of `struct in4in6_addr` (an IPv4 address in the last four bytes) and
-/// `struct in6_addr`; 4-byte aligned like both.
-#[repr(C, align(4))]
-#[derive(Debug, Clone, Copy)]
-pub struct InAddr46(pub [u8; 16]);
-
-/// The anonymous `insi_v6` struct of `in_sockinfo`.
-#[repr(C)]
-#[derive(Debug, Clone, Copy)]
-pub struct InsiV6 {
-    pub in6_hlim: u8,
-    pub in6_cksum: i32,
-    pub in6_ifindex: u16,
-    pub in6_hops: i16,
-}
-
-/// `struct in_sockinfo`. The ports are the protocol control block's, in network byte order,
-/// widened to `int` (what lsof reads with `ntohs`).
-#[repr(C)]
-#[derive(Debug, Clone, Copy)]
-pub struct InSockInfo {
-    pub insi_fport: i32,
-    pub insi_lport: i32,
-    pub insi_gencnt: u64,
-    pub insi_flags: u32,
-    pub insi_flow: u32,
-    pub insi_vflag: u8,
-    pub insi_ip_ttl: u8,
-    pub rfu_1: u32,
-    pub insi_faddr: InAddr46,
-    pub insi_laddr: InAddr46,
-    pub insi_v4_tos: u8,
-    pub insi_v6: InsiV6,
-}
-
-/// `struct tcp_sockinfo`.
-#[repr(C)]
-#[derive(Debug, Clone, Copy)]
-pub struct TcpSockInfo {
-    pub tcpsi_ini: InSockInfo,
-    pub tcpsi_state: i32,
-    pub tcpsi_timer: [i32; 4],
-    pub tcpsi_mss: i32,
-    pub tcpsi_flags: u32,
-    pub rfu_1: u32,
-    pub tcpsi_tp: u64,
-}
-
-/// The `soi_proto` union: only its TCP member is read; the rest pads it to its largest member
-/// (`struct un_sockinfo`, 526 bytes, rounded up to the union's 8-byte alignment).
-#[repr(C)]
-#[derive(Debug, Clone, Copy)]
-pub struct SoiProto {
-    pub pri_tcp: TcpSockInfo,
-    pub rest: [u8; 528 - 120],
-}
-
-/// `struct socket_info`.
-#[repr(C)]
-#[derive(Debug, Clone, Copy)]
-pub struct SocketInfo {
-    pub soi_stat: VinfoStat,
-    pub soi_so: u64,
-    pub soi_pcb: u64,
-    pub soi_type: i32,
-    pub soi_protocol: i32,
-    pub soi_family: i32,
-    pub soi_options: i16,
-    pub soi_linger: i16,
-    pub soi_state: i16,
-    pub soi_qlen: i16,
-    pub soi_incqlen: i16,
-    pub soi_qlimit: i16,
-    pub soi_timeo: i16,
-    pub soi_error: u16,
-    pub soi_oobmark: u32,
-    pub soi_rcv: SockbufInfo,
-    pub soi_snd: SockbufInfo,
-    pub soi_kind: i32,
-    pub rfu_1: u32,
-    pub soi_proto: SoiProto,
-}
-
-/// `struct socket_fdinfo`, what `proc_pidfdinfo(…, PROC_PIDFDSOCKETINFO, …)` fills.
-#[repr(C)]
-#[derive(Debug, Clone, Copy)]
-pub struct SocketFdInfo {
-    pub pfi: ProcFileInfo,
-    pub psi: SocketInfo,
-}
-
-// The sizes and offsets of xnu's header on 64-bit targets: a field out of place fails the build
-// (on Linux too), not a lookup on a Mac.
-const _: () = {
-    use std::mem::{offset_of, size_of};
-    assert!(size_of::<ProcFileInfo>() == 24);
-    assert!(size_of::<VinfoStat>() == 136);
-    assert!(offset_of!(VinfoStat, vst_uid) == 16);
-    assert!(size_of::<SockbufInfo>() == 24);
-    assert!(size_of::<InSockInfo>() == 80);
-    assert!(offset_of!(InSockInfo, insi_vflag) == 24);
-    assert!(offset_of!(InSockInfo, insi_faddr) == 32);
-    assert!(offset_of!(InSockInfo, insi_laddr) == 48);
-    assert!(offset_of!(InSockInfo, insi_v6) == 68);
-    assert!(size_of::<TcpSockInfo>() == 120);
-    assert!(size_of::<SoiProto>() == 528);
-    assert!(offset_of!(SocketInfo, soi_oobmark) == 180);
-    assert!(offset_of!(SocketInfo, soi_kind) == 232);
-    assert!(offset_of!(SocketInfo, soi_proto) == 240);
-    assert!(size_of::<SocketInfo>() == 768);
-    assert!(size_of::<SocketFdInfo>() == 792);
-};
-
-impl SocketFdInfo {
-    /// An all-zero record for the kernel to fill.
-    pub fn zeroed() -> Self {
-        // SAFETY: every field is an integer or an array of integers, for which all-zero bytes
-        // are a valid value.
-        unsafe { std::mem::zeroed() }
-    }
-
-    /// The owner of the socket (see [`VinfoStat`]).
+impl SocketRecord {
+    /// The owner of the socket (see [`SocketRecord::uid`]).
     pub fn uid(&self) -> u32 {
-        self.psi.soi_stat.vst_uid
+        self.uid
     }
 
     /// The two ends of a TCP socket over IPv4 or IPv6; `None` for any other socket.
     pub fn tcp_ends(&self) -> Option<Ends> {
-        if self.psi.soi_kind != SOCKINFO_TCP {
+        if self.kind != SOCKINFO_TCP {
             return None;
         }
-        let ini = &self.psi.soi_proto.pri_tcp.tcpsi_ini;
-        let ip = |addr: &InAddr46| -> Option<IpAddr> {
-            let bytes = addr.0;
-            if ini.insi_vflag & INI_IPV4 != 0 {
+        let ip = |bytes: [u8; 16]| -> Option<IpAddr> {
+            if self.vflag & INI_IPV4 != 0 {
                 Some(IpAddr::V4(Ipv4Addr::new(bytes[12], bytes[13], bytes[14], bytes[15])))
-            } else if ini.insi_vflag & INI_IPV6 != 0 {
+            } else if self.vflag & INI_IPV6 != 0 {
                 Some(IpAddr::V6(Ipv6Addr::from(bytes)))
             } else {
                 None
@@ -206,8 +56,8 @@ impl SocketFdInfo {
         };
         let port = |p: i32| u16::try_from(p).ok().map(u16::from_be);
         Some(Ends {
-            local: SocketAddr::new(ip(&ini.insi_laddr)?, port(ini.insi_lport)?),
-            remote: SocketAddr::new(ip(&ini.insi_faddr)?, port(ini.insi_fport)?),
+            local: SocketAddr::new(ip(self.local.0)?, port(self.local.1)?),
+            remote: SocketAddr::new(ip(self.remote.0)?, port(self.remote.1)?),
         })
     }
 }
@@ -231,17 +81,14 @@ mod tests {
     use super::*;
 
     /// A TCP socket record as xnu fills it: ports and addresses in network byte order.
-    fn tcp(vflag: u8, local: ([u8; 16], u16), remote: ([u8; 16], u16)) -> SocketFdInfo {
-        let mut info = SocketFdInfo::zeroed();
-        info.psi.soi_kind = SOCKINFO_TCP;
-        info.psi.soi_stat.vst_uid = 501;
-        let ini = &mut info.psi.soi_proto.pri_tcp.tcpsi_ini;
-        ini.insi_vflag = vflag;
-        ini.insi_laddr = InAddr46(local.0);
-        ini.insi_lport = i32::from(local.1.to_be());
-        ini.insi_faddr = InAddr46(remote.0);
-        ini.insi_fport = i32::from(remote.1.to_be());
-        info
+    fn tcp(vflag: u8, local: ([u8; 16], u16), remote: ([u8; 16], u16)) -> SocketRecord {
+        SocketRecord {
+            kind: SOCKINFO_TCP,
+            uid: 501,
+            vflag,
+            local: (local.0, i32::from(local.1.to_be())),
+            remote: (remote.0, i32::from(remote.1.to_be())),
+        }
     }
 
     fn v4(a: [u8; 4]) -> [u8; 16] {
@@ -266,13 +113,13 @@ mod tests {
     #[test]
     fn other_sockets_and_unknown_address_families_read_as_nothing() {
         let mut unix = tcp(INI_IPV4, (v4([127, 0, 0, 1]), 1), (v4([127, 0, 0, 1]), 2));
-        unix.psi.soi_kind = 3; // SOCKINFO_UN
+        unix.kind = 3; // SOCKINFO_UN
         assert_eq!(unix.tcp_ends(), None);
         let neither = tcp(0, (v4([127, 0, 0, 1]), 1), (v4([127, 0, 0, 1]), 2));
         assert_eq!(neither.tcp_ends(), None);
         // A port field outside 0..=65535 (never written by xnu) is not guessed at.
         let mut odd = tcp(INI_IPV4, (v4([127, 0, 0, 1]), 1), (v4([127, 0, 0, 1]), 2));
-        odd.psi.soi_proto.pri_tcp.tcpsi_ini.insi_lport = -1;
+        odd.local.1 = -1;
         assert_eq!(odd.tcp_ends(), None);
     }
 
