@@ -83,13 +83,15 @@ impl Envelope {
 pub enum Error {
     #[error("no inventory cache at {}; run `kharonctl update` to fetch routing information from Lieutenant", path.display())]
     Missing { path: PathBuf },
-    #[error("cannot read inventory cache {}: {source}", path.display())]
+    #[error("cannot read inventory cache {}", path.display())]
     Read { path: PathBuf, source: std::io::Error },
+    /// The parse error stays inside the sentence, before the advice, so it is not a `source()`
+    /// (a chain would print it after the advice).
     #[error(
-        "inventory cache {} is corrupt ({source}); run `kharonctl update` to fetch it again",
+        "inventory cache {} is corrupt ({cause}); run `kharonctl update` to fetch it again",
         path.display()
     )]
-    Corrupt { path: PathBuf, source: serde_json::Error },
+    Corrupt { path: PathBuf, cause: serde_json::Error },
     #[error(
         "inventory cache {} has format version {found}, newer than the {supported} this build reads; \
          upgrade kharon, or run `kharonctl update` with this version to rewrite it",
@@ -97,7 +99,7 @@ pub enum Error {
         supported = VERSION
     )]
     FutureVersion { path: PathBuf, found: u32 },
-    #[error("cannot write inventory cache {}: {source}", path.display())]
+    #[error("cannot write inventory cache {}", path.display())]
     Write { path: PathBuf, source: std::io::Error },
 }
 
@@ -135,7 +137,7 @@ pub fn load(path: &Path) -> Result<Envelope, Error> {
         }
         Err(source) => return Err(Error::Read { path: path.to_owned(), source }),
     };
-    let corrupt = |source| Error::Corrupt { path: path.to_owned(), source };
+    let corrupt = |cause| Error::Corrupt { path: path.to_owned(), cause };
     let VersionOnly { version } = serde_json::from_slice(&bytes).map_err(corrupt)?;
     if version > VERSION {
         return Err(Error::FutureVersion { path: path.to_owned(), found: version });
@@ -278,7 +280,7 @@ mod tests {
         let name = std::ffi::CString::new(path.as_os_str().as_encoded_bytes()).unwrap();
         // SAFETY: mkfifo reads the NUL-terminated path we own.
         assert_eq!(unsafe { libc::mkfifo(name.as_ptr(), 0o600) }, 0);
-        let err = load(&path).unwrap_err().to_string();
+        let err = crate::errors::chain(&load(&path).unwrap_err());
         assert!(err.contains(&path.display().to_string()), "{err}");
         assert!(err.contains("not a regular file (it is a FIFO)"), "{err}");
     }

@@ -141,9 +141,9 @@ pub struct Overrides {
 
 #[derive(Debug, thiserror::Error)]
 pub enum Error {
-    #[error("cannot read config file {}: {source}", path.display())]
+    #[error("cannot read config file {}", path.display())]
     Read { path: PathBuf, source: std::io::Error },
-    #[error("config file {}: {source}", path.display())]
+    #[error("config file {}", path.display())]
     Parse { path: PathBuf, source: Box<toml::de::Error> },
     #[error(
         "{setting} (from {origin}): {value:?} is not an address; expected IP:PORT or NAME:PORT such as \
@@ -558,6 +558,7 @@ pub fn expand_tilde(path: PathBuf, home: Option<&Path>) -> PathBuf {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::errors::chain;
     use std::collections::HashMap;
 
     fn env_of(pairs: &[(&str, &str)]) -> impl Fn(&str) -> Option<String> {
@@ -664,7 +665,7 @@ mod tests {
 
         let (dir, path) = write_config("lisen = \"127.0.0.1:1\"\n");
         let ov = Overrides { config: Some(path.clone()), ..Default::default() };
-        let err = load(&ov, &[], dir.path()).unwrap_err().to_string();
+        let err = chain(&load(&ov, &[], dir.path()).unwrap_err());
         assert!(err.contains(&path.display().to_string()), "{err}");
         assert!(err.contains("lisen"), "{err}");
 
@@ -827,7 +828,7 @@ mod tests {
         // SAFETY: mkfifo reads the NUL-terminated path we own.
         assert_eq!(unsafe { libc::mkfifo(name.as_ptr(), 0o600) }, 0);
         let ov = Overrides { config: Some(fifo.clone()), ..Default::default() };
-        let err = load(&ov, &[], dir.path()).unwrap_err().to_string();
+        let err = chain(&load(&ov, &[], dir.path()).unwrap_err());
         assert!(err.contains(&fifo.display().to_string()), "{err}");
         assert!(err.contains("not a regular file (it is a FIFO)"), "{err}");
     }
@@ -969,7 +970,7 @@ mod tests {
         assert_eq!((cfg.allow_other_users.value, cfg.allow_other_users.source), (true, Source::File(path)));
         let (dir, path) = write_config("allow_other_users = \"yes\"\n");
         let ov = Overrides { config: Some(path), ..Default::default() };
-        let err = load(&ov, &[], dir.path()).unwrap_err().to_string();
+        let err = chain(&load(&ov, &[], dir.path()).unwrap_err());
         assert!(err.contains("allow_other_users"), "{err}");
     }
 

@@ -92,9 +92,9 @@ pub struct Cluster {
 
 #[derive(Debug, thiserror::Error)]
 pub enum Error {
-    #[error("cannot read inventory {}: {source}", path.display())]
+    #[error("cannot read inventory {}", path.display())]
     Read { path: PathBuf, source: std::io::Error },
-    #[error("inventory {}: {source}", path.display())]
+    #[error("inventory {}", path.display())]
     Parse { path: PathBuf, source: serde_json::Error },
 }
 
@@ -845,10 +845,11 @@ mod tests {
     fn load_file_names_the_file_on_error() {
         let dir = tempfile::tempdir().expect("tempdir");
         let path = dir.path().join("inventory.json");
-        let err = load_file(&path).expect_err("missing file");
+        // The message and its cause, as every display of an error shows it.
+        let err = crate::errors::chain(&load_file(&path).expect_err("missing file"));
         assert!(err.to_string().starts_with(&format!("cannot read inventory {}: ", path.display())), "{err}");
         std::fs::write(&path, b"{").expect("write");
-        let err = load_file(&path).expect_err("bad json");
+        let err = crate::errors::chain(&load_file(&path).expect_err("bad json"));
         assert!(err.to_string().starts_with(&format!("inventory {}: ", path.display())), "{err}");
     }
 

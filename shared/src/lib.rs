@@ -4,7 +4,8 @@
 //! - [`inventory`]: Lieutenant `/clusters` JSON → [`inventory::Cluster`] and the routing facts of each.
 //! - [`routing`]: compiles clusters once into a [`routing::RoutingTable`]; `lookup` is the hot path.
 //! - [`cache`]: the versioned local inventory cache `kharonctl update` writes and kharond reads.
-//! - [`errors`]: an error and its causes as one line, each said once (what both binaries print).
+//! - [`errors`]: the one error convention (a message never repeats its cause, `source()` has it)
+//!   and an error with its causes as one line ([`errors::Chain`]), which both binaries print.
 //! - [`config`]: the TOML schema and defaults, merged with env and flags into one validated `Config`.
 //! - [`files`]: reading user-named files without blocking on a FIFO; naming file types.
 //! - [`paths`]: every on-disk location (config, cache, control socket); the only user of `directories`.

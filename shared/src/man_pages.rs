@@ -7,9 +7,9 @@ use std::path::{Path, PathBuf};
 
 #[derive(Debug, thiserror::Error)]
 pub enum Error {
-    #[error("cannot render {}: {source}", path.display())]
+    #[error("cannot render {}", path.display())]
     Render { path: PathBuf, source: std::io::Error },
-    #[error("cannot write the man page {}: {source}", path.display())]
+    #[error("cannot write the man page {}", path.display())]
     Write { path: PathBuf, source: std::io::Error },
 }
 

@@ -49,7 +49,7 @@ pub enum Error {
         max = MAX_SOCKET_PATH
     )]
     SocketPathTooLong { path: PathBuf, len: usize },
-    #[error("cannot create directory {}: {source}", path.display())]
+    #[error("cannot create directory {}", path.display())]
     CreateDir { path: PathBuf, source: std::io::Error },
     #[error(
         "directory {} is owned by uid {owner}, not by us (uid {uid}); refusing to put a control socket there",
@@ -80,7 +80,7 @@ pub enum Error {
         path.display()
     )]
     ForeignSocket { path: PathBuf, owner: u32, uid: u32 },
-    #[error("cannot inspect control socket {}: {source}", path.display())]
+    #[error("cannot inspect control socket {}", path.display())]
     Inspect { path: PathBuf, source: std::io::Error },
 }
 
