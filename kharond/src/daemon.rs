@@ -24,13 +24,13 @@ pub enum Error {
         path.display()
     )]
     AlreadyRunning { path: PathBuf },
-    #[error("cannot create control socket {}: {source}", path.display())]
+    #[error("cannot create control socket {}", path.display())]
     Bind { path: PathBuf, source: std::io::Error },
     #[error(transparent)]
     Paths(#[from] kharon_shared::paths::Error),
     #[error("cannot install signal handlers: {0}")]
     Signals(std::io::Error),
-    #[error("control server failed: {0}")]
+    #[error("control server failed")]
     Control(#[from] tonic::transport::Error),
 }
 

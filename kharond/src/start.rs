@@ -43,9 +43,10 @@ pub mod exit {
 pub enum Error {
     #[error(transparent)]
     Config(#[from] kharon_shared::config::Error),
-    /// The inventory cannot be read; `hint` names the other way in.
-    #[error("{source}{hint}")]
-    Inventory { source: table::Error, hint: &'static str },
+    /// The inventory cannot be read; `hint` names the other way in. Not a `source()`: the hint
+    /// follows the cause.
+    #[error("{}{hint}", kharon_shared::errors::Chain(cause))]
+    Inventory { cause: table::Error, hint: &'static str },
     #[error(transparent)]
     SshConfig(kharon_ssh::Error),
     #[error(transparent)]
@@ -131,7 +132,7 @@ impl Loaded {
             None => Inventory::Cache(kharon_shared::cache::path(&config.cache_dir.value)),
         };
         let own_hosts = config.own_hosts();
-        let table = table::load_at_start(&source, &own_hosts).map_err(|source_error| {
+        let table = table::load_at_start(&source, &own_hosts).map_err(|cause| {
             // The cache error already says to run `kharonctl update`; add the other way in.
             let hint = match &source {
                 Inventory::Cache(_) => {
@@ -140,7 +141,7 @@ impl Loaded {
                 }
                 Inventory::File(_) => "",
             };
-            Error::Inventory { source: source_error, hint }
+            Error::Inventory { cause, hint }
         })?;
         if table.missing {
             tracing::warn!(
@@ -173,7 +174,10 @@ impl Loaded {
         .map_err(Error::SshConfig)?;
         // The engine's errors name the jump host themselves; routing through it fails until fixed.
         for (_, error) in pool.validate(&table.table.jumphosts()) {
-            tracing::warn!("{error}; connections routed through it will fail");
+            tracing::warn!(
+                "{}; connections routed through it will fail",
+                kharon_shared::errors::Chain(&error)
+            );
         }
         Ok(Loaded { source, own_hosts, table, pool, max_connections, reload_deadline: None })
     }

@@ -21,7 +21,8 @@
 //! while the connection runs): one relaxed add per chunk the loops already handle, never per byte,
 //! no allocation, no lock.
 //!
-//! Imports nothing from kharon.
+//! Imports nothing from kharon. Its errors are the sockets' own `std::io::Error`s, shown by the
+//! caller.
 //!
 //! # Layout
 //! - `splice.rs`: one direction of the direct path, one pipe lease per fill/drain cycle.

@@ -13,7 +13,6 @@
 //! logs endpoint, bucket and key names, never credentials, and no error message contains them
 //! (nor anything of the server's error body except its S3 error code).
 
-use std::fmt;
 use std::sync::{Arc, OnceLock};
 use std::time::{Duration, SystemTime};
 
@@ -21,6 +20,7 @@ use http_body_util::{BodyExt as _, Empty, Limited};
 use hyper::body::Bytes;
 use hyper_util::rt::TokioIo;
 use kharon_shared::Secret;
+use kharon_shared::errors::{Chain, chain};
 use tokio::io::{AsyncRead, AsyncWrite};
 use tokio_rustls::rustls;
 
@@ -69,7 +69,7 @@ pub enum Error {
     /// The dialer's error names the address (or the jump host and hop); a routed one says the route.
     #[error("{}", connect_failure(.0))]
     Connect(Box<Failed>),
-    #[error("TLS handshake with {endpoint} failed: {source}")]
+    #[error("TLS handshake with {endpoint} failed")]
     Tls { endpoint: String, source: std::io::Error },
     #[error("HTTP exchange with {endpoint} failed: {reason}")]
     Http { endpoint: String, reason: String },
@@ -94,7 +94,7 @@ pub enum Error {
 
 fn connect_failure(failed: &Failed) -> String {
     match failed.route {
-        Route::Direct => failed.error.to_string(),
+        Route::Direct => chain(&failed.error),
         Route::Jumphost(_) => failed.to_string(),
     }
 }
@@ -176,7 +176,7 @@ pub async fn fetch(state: &State, req: &GetObject) -> Result<Fetched, Error> {
             "fetched object"
         ),
         Err(e) => {
-            tracing::info!(endpoint = %req.endpoint, bucket = %req.bucket, via = route.label(), "object fetch failed: {e}")
+            tracing::info!(endpoint = %req.endpoint, bucket = %req.bucket, via = route.label(), "object fetch failed: {}", Chain(e))
         }
     }
     Ok(Fetched { body: result?, route })
@@ -244,7 +244,7 @@ where
     S: AsyncRead + AsyncWrite + Unpin + Send + 'static,
 {
     let http_err =
-        |e: &dyn fmt::Display| Error::Http { endpoint: req.endpoint.clone(), reason: e.to_string() };
+        |e: &dyn std::error::Error| Error::Http { endpoint: req.endpoint.clone(), reason: chain(e) };
     let request = signed_request(endpoint, req, now)?;
     let (mut sender, connection) =
         hyper::client::conn::http1::handshake(TokioIo::new(io)).await.map_err(|e| http_err(&e))?;
@@ -271,7 +271,7 @@ fn signed_request(
         UriPathNormalizationMode, sign,
     };
     let sign_err =
-        |e: &dyn fmt::Display| Error::Sign { endpoint: req.endpoint.clone(), reason: e.to_string() };
+        |e: &dyn std::error::Error| Error::Sign { endpoint: req.endpoint.clone(), reason: chain(e) };
     let path = object_path(&req.bucket, &req.key);
     let scheme = if req.insecure { "http" } else { "https" };
     let uri = format!("{scheme}://{}{path}", endpoint.authority);
@@ -318,7 +318,7 @@ async fn read_answer(
 ) -> Result<Vec<u8>, Error> {
     let status = response.status();
     let http_err =
-        |e: &dyn fmt::Display| Error::Http { endpoint: req.endpoint.clone(), reason: e.to_string() };
+        |e: &dyn std::error::Error| Error::Http { endpoint: req.endpoint.clone(), reason: chain(e) };
     if status == http::StatusCode::OK {
         let too_large = || Error::TooLarge {
             endpoint: req.endpoint.clone(),
@@ -336,7 +336,7 @@ async fn read_answer(
         return match Limited::new(response.into_body(), MAX_BODY).collect().await {
             Ok(collected) => Ok(collected.to_bytes().to_vec()),
             Err(e) if e.is::<http_body_util::LengthLimitError>() => Err(too_large()),
-            Err(e) => Err(http_err(&e)),
+            Err(e) => Err(http_err(&*e)),
         };
     }
     let body = Limited::new(response.into_body(), MAX_ERROR_BODY)

@@ -66,7 +66,7 @@ async fn check(state: &State, endpoint: &Endpoint) -> pb::TestEvent {
     event.step = "connect".to_owned();
     event.endpoint = target.to_string();
     event.ok = error.is_none();
-    event.error = error.map(|e| e.to_string()).unwrap_or_default();
+    event.error = error.map(|e| kharon_shared::errors::chain(&e)).unwrap_or_default();
     event
 }
 

@@ -186,7 +186,7 @@ fn reload_record(record: &ReloadRecord) -> pb::ReloadRecord {
 /// The gRPC status `FetchObject` answers with; the message is ours, never the server's body.
 pub fn fetch_status(e: &object_fetch::Error) -> Status {
     use object_fetch::Error;
-    let message = e.to_string();
+    let message = kharon_shared::errors::chain(e);
     match e {
         Error::BadEndpoint { .. } | Error::BadBucket { .. } | Error::BadKey => {
             Status::invalid_argument(message)
@@ -351,7 +351,7 @@ impl pb::control_server::Control for Control {
                     ReloadError::Busy { .. } => Status::unavailable,
                     ReloadError::Panicked(_) => Status::internal,
                 };
-                Err(status(e.to_string()))
+                Err(status(kharon_shared::errors::chain(&e)))
             }
         }
     }

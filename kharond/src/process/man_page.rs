@@ -12,7 +12,7 @@ pub fn run(cli: clap::Command, dir: &Path) -> ExitCode {
             ExitCode::SUCCESS
         }
         Err(e) => {
-            eprintln!("kharond: {e:#}");
+            eprintln!("kharond: {}", kharon_shared::errors::shown(&e));
             ExitCode::FAILURE
         }
     }

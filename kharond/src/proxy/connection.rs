@@ -19,6 +19,7 @@ use std::net::SocketAddr;
 use std::sync::Arc;
 use std::time::Instant;
 
+use kharon_shared::errors::Chain;
 use tokio::net::TcpStream;
 use tokio::time::Instant as Deadline;
 use tracing::{Span, debug, info};
@@ -76,7 +77,7 @@ pub async fn serve(state: Arc<State>, stream: TcpStream, peer: SocketAddr, hands
             }
             Err(e) => {
                 observed.failed(None, Instant::now());
-                debug!("handshake failed: {e}");
+                debug!("handshake failed: {}", Chain(&e));
                 return;
             }
         };
@@ -118,8 +119,8 @@ pub async fn serve(state: Arc<State>, stream: TcpStream, peer: SocketAddr, hands
             let e = &failed.error;
             // A routed failure is something the user can act on (dead jump host, ssh config).
             match failed.route {
-                Route::Jumphost(_) => info!("cannot connect: {e}"),
-                Route::Direct => debug!("cannot connect: {e}"),
+                Route::Jumphost(_) => info!("cannot connect: {}", Chain(e)),
+                Route::Direct => debug!("cannot connect: {}", Chain(e)),
             }
             Box::pin(request.fail(Unreachable::from(e.kind()), &failed)).await;
             return;

@@ -45,7 +45,7 @@ pub enum Error {
     Socks(#[from] socks::Error),
     #[error(transparent)]
     Connect(#[from] http::connect::Error),
-    #[error("reading from the client: {0}")]
+    #[error("reading from the client")]
     Io(#[from] std::io::Error),
 }
 

@@ -64,13 +64,13 @@ pub enum Error {
          not reach it through kharond"
     )]
     Loopback { target: String },
-    #[error("cannot resolve {host}: {source}")]
+    #[error("cannot resolve {host}")]
     Resolve { host: String, source: std::io::Error },
     #[error("{host} has no address")]
     NoAddress { host: String },
     #[error("connecting to {addr} timed out after {timeout:?}")]
     Timeout { addr: String, timeout: Duration },
-    #[error("connecting to {addr}: {source}")]
+    #[error("connecting to {addr}")]
     Connect { addr: SocketAddr, source: std::io::Error },
     /// The SSH engine's errors already name the jump host (or the ssh_config file:line).
     #[error(transparent)]
@@ -89,7 +89,8 @@ impl Error {
     }
 }
 
-/// A dial that failed, and the route it took; shown as "via jump host J: why" or "directly: why".
+/// A dial that failed, and the route it took; shown as "via jump host J: why" or "directly: why",
+/// `why` with every cause.
 #[derive(Debug)]
 pub struct Failed {
     pub route: Route,
@@ -98,7 +99,7 @@ pub struct Failed {
 
 impl fmt::Display for Failed {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        write!(f, "{}: {}", self.route, self.error)
+        write!(f, "{}: {}", self.route, kharon_shared::errors::Chain(&self.error))
     }
 }
 

@@ -20,6 +20,7 @@ use std::sync::{Arc, Mutex, PoisonError};
 use std::time::{Duration, SystemTime};
 
 use arc_swap::ArcSwap;
+use kharon_shared::errors::{Chain, chain};
 use kharon_shared::trust::OwnHosts;
 
 use crate::routing::reload::{self, Failure, Job, Reloads};
@@ -108,7 +109,7 @@ pub struct ReloadHistory {
 
 #[derive(Debug, thiserror::Error)]
 pub enum ReloadError {
-    #[error("inventory not reloaded, the old routing table stays: {0}")]
+    #[error("inventory not reloaded, the old routing table stays")]
     Inventory(#[from] table::Error),
     #[error(
         "nothing reloaded, the old routing table and ssh config stay: reading {} and the ssh config \
@@ -231,7 +232,7 @@ impl InForce {
                 trigger.asked_by(),
                 self.source.path().display()
             ),
-            Err(e) => tracing::warn!("{}: {e}", trigger.asked_by()),
+            Err(e) => tracing::warn!("{}: {}", trigger.asked_by(), Chain(e)),
         }
         self.record(trigger, &result);
         result
@@ -250,7 +251,7 @@ impl InForce {
                 at: SystemTime::now(),
                 trigger,
                 result: ReloadResult::Failed,
-                error: Some(e.to_string()),
+                error: Some(chain(e)),
                 refused: Vec::new(),
             },
         };

@@ -36,16 +36,16 @@ pub enum Error {
     /// The session ended while keys were being tried; `refused` of them were offered and refused
     /// (the rest of `tried` never reached the server); `said` is the server's disconnect message,
     /// which the caller adds once the session has reported it.
-    #[error("{}", interrupted(tried, *refused, said.as_deref(), source))]
+    #[error("{}", interrupted(tried, *refused, said.as_deref()))]
     Interrupted { tried: Vec<String>, refused: usize, said: Option<String>, source: russh::Error },
 }
 
 /// After refused keys, a server that hangs up is almost always sshd's `MaxAuthTries` ("Too many
 /// authentication failures"): ssh fails the same way, and the fix is the same.
-fn interrupted(tried: &[String], refused: usize, said: Option<&str>, source: &russh::Error) -> String {
+fn interrupted(tried: &[String], refused: usize, said: Option<&str>) -> String {
     let said = said.map(|s| format!(" ({s})")).unwrap_or_default();
     if refused == 0 {
-        return format!("the server ended the session during authentication{said}: {source}");
+        return format!("the server ended the session during authentication{said}");
     }
     format!(
         "the server ended the session after refusing {refused} key{}{said}: {}. sshd stops after MaxAuthTries keys; \

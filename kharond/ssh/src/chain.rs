@@ -130,10 +130,12 @@ impl fmt::Display for HopId {
     }
 }
 
+/// Which hop failed; what went wrong there is the `source()`.
 #[derive(Debug, thiserror::Error)]
-#[error("{hop}: {kind}")]
+#[error("{hop}")]
 pub struct Error {
     pub hop: HopId,
+    #[source]
     pub kind: ErrorKind,
 }
 
@@ -147,8 +149,9 @@ pub enum ErrorKind {
     Timeout(Duration),
     #[error("cannot start ProxyCommand: {0}")]
     ProxyCommand(std::io::Error),
-    #[error("SSH handshake failed: {source}{}", stderr_note(stderr))]
-    Handshake { source: russh::Error, stderr: String },
+    /// Not a `source()`: the ProxyCommand's stderr, when there is any, follows the cause.
+    #[error("SSH handshake failed: {}{}", kharon_shared::errors::Chain(cause), stderr_note(stderr))]
+    Handshake { cause: russh::Error, stderr: String },
     #[error(transparent)]
     HostKey(known_hosts::Error),
     #[error(transparent)]
@@ -203,8 +206,8 @@ pub enum OpenError {
     #[error("{}{}", reason_words(reason), text(description))]
     Refused { reason: ChannelOpenFailure, description: Option<String> },
     /// The session itself failed (closed, send error): a fresh session may succeed.
-    #[error("session failed: {0}")]
-    Transport(russh::Error),
+    #[error("session failed")]
+    Transport(#[source] russh::Error),
 }
 
 /// Errors from the russh handler: the host key verdict must survive the handshake's error path.
@@ -354,8 +357,8 @@ impl client::Handler for Handler {
             DisconnectReason::ReceivedDisconnect(info) => {
                 format!("closed by the server: {:?}", info.reason_code)
             }
-            DisconnectReason::Error(HandlerError::Russh(e)) => e.to_string(),
-            DisconnectReason::Error(HandlerError::HostKey(e)) => e.to_string(),
+            DisconnectReason::Error(HandlerError::Russh(e)) => kharon_shared::errors::chain(&e),
+            DisconnectReason::Error(HandlerError::HostKey(e)) => kharon_shared::errors::chain(&e),
         };
         self.events.dead.store(true, Ordering::Relaxed);
         self.down.send_replace(Some(why));
@@ -541,7 +544,7 @@ async fn dial_hop(
             let started = Instant::now();
             let channel = open_on(prev, &hop.host_name, hop.port).await.map_err(|e| match e {
                 OpenError::Refused { reason, description } => ErrorKind::Unreachable { reason, description },
-                OpenError::Transport(e) => ErrorKind::Handshake { source: e, stderr: String::new() },
+                OpenError::Transport(cause) => ErrorKind::Handshake { cause, stderr: String::new() },
             })?;
             transport = started.elapsed();
             let config = client_config(hop, &hints, measured(id, transport));
@@ -565,8 +568,8 @@ async fn dial_hop(
     };
     let mut handle = connected.map_err(|e| match e {
         HandlerError::HostKey(e) => ErrorKind::HostKey(e),
-        HandlerError::Russh(source) => {
-            ErrorKind::Handshake { source, stderr: stderr.as_ref().map(|s| s.tail()).unwrap_or_default() }
+        HandlerError::Russh(cause) => {
+            ErrorKind::Handshake { cause, stderr: stderr.as_ref().map(|s| s.tail()).unwrap_or_default() }
         }
     })?;
     let handshake = started.elapsed().saturating_sub(transport);

@@ -22,7 +22,7 @@ pub enum Error {
     /// The ssh config gives this jump host no chain (resolved at start or reload, see `Refusal`).
     #[error("jump host {jumphost} cannot be used: {reason}")]
     Refused { jumphost: String, reason: String },
-    #[error("cannot reach jump host {jumphost}: {source}")]
+    #[error("cannot reach jump host {jumphost}")]
     Dial { jumphost: String, source: Box<chain::Error> },
     /// `last_error` names the jump host already (every dial error does).
     #[error("{last_error} (failed recently; next attempt in {retry_in:.1?})")]
@@ -35,7 +35,7 @@ pub enum Error {
         reason: ChannelOpenFailure,
         description: Option<String>,
     },
-    #[error("session to jump host {jumphost} failed while opening {host}:{port}: {source}")]
+    #[error("session to jump host {jumphost} failed while opening {host}:{port}")]
     Session { jumphost: String, host: String, port: u16, source: Box<russh::Error> },
     #[error("jump host {jumphost}: {what} took longer than {after:?}")]
     Timeout { jumphost: String, what: &'static str, after: Duration },

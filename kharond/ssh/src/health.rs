@@ -28,7 +28,7 @@ pub struct Refusal {
 impl From<&config::Error> for Refusal {
     fn from(e: &config::Error) -> Self {
         Refusal {
-            reason: e.to_string(),
+            reason: kharon_shared::errors::chain(e),
             origin: e.origin().map(ToString::to_string),
             since: SystemTime::now(),
         }

@@ -39,7 +39,8 @@
 //!   gathered until the session waits for input.
 //!
 //! The engine knows nothing of SOCKS: failures carry an [`std::io::ErrorKind`] so the caller can
-//! pick a reply code.
+//! pick a reply code. Their messages never repeat their cause (`kharon_shared::errors`): whoever
+//! shows one, here (a log line, a `Status` string) or in the daemon, prints its whole chain.
 
 mod auth;
 mod chain;

@@ -16,7 +16,7 @@ use super::config::{AddressFamily, Bind, Hop};
 pub enum Error {
     #[error("cannot resolve {host}{}: {why}", family_note(*family))]
     Resolve { host: String, family: AddressFamily, why: String },
-    #[error("cannot connect{}: {source}", from_note(bind))]
+    #[error("cannot connect{}", from_note(bind))]
     Connect { bind: Option<String>, source: std::io::Error },
     #[error("{bind} ({origin}): {why}")]
     Source { bind: String, origin: String, why: String },

@@ -18,19 +18,25 @@ impl std::fmt::Display for Origin {
 
 #[derive(Debug, thiserror::Error)]
 pub enum Error {
-    #[error("cannot read ssh config {}: {source}", path.display())]
+    #[error("cannot read ssh config {}", path.display())]
     Read { path: PathBuf, source: std::io::Error },
     #[error("{origin}: {message}")]
     Invalid { origin: Origin, message: String },
     #[error("ProxyJump cycle: {}", path.join(" -> "))]
     Cycle { path: Vec<String> },
-    /// Every bad line of a config, in file order; one error per line when displayed.
+    /// Every bad line of a config, in file order; one error per line when displayed, each with
+    /// its causes (not a `source()`: there are several).
     #[error("{}", many(.0))]
     Many(Vec<Error>),
 }
 
 fn many(errors: &[Error]) -> String {
-    errors.iter().flat_map(Error::iter).map(ToString::to_string).collect::<Vec<_>>().join("\n")
+    errors
+        .iter()
+        .flat_map(Error::iter)
+        .map(|e| kharon_shared::errors::chain(e))
+        .collect::<Vec<_>>()
+        .join("\n")
 }
 
 impl Error {

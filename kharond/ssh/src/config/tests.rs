@@ -681,7 +681,7 @@ fn unreadable_include_is_a_read_error() {
     std::fs::create_dir_all(home.path().join(".ssh/sub")).unwrap();
     // A directory matched by a literal Include is not a file: nothing is read, nothing fails.
     assert!(load(&home).is_ok());
-    let err = SshConfig::load(home.path(), home.path(), &env).unwrap_err().to_string();
+    let err = kharon_shared::errors::chain(&SshConfig::load(home.path(), home.path(), &env).unwrap_err());
     assert!(err.starts_with(&format!("cannot read ssh config {}: ", home.path().display())), "{err}");
 }
 

@@ -62,7 +62,7 @@ pub enum Error {
     /// `what` says which key: the host key, a certificate's key or the CA that signed it.
     #[error("{what} of {name} is marked @revoked at {recorded}; refusing")]
     Revoked { name: String, what: String, recorded: Line },
-    #[error("cannot record the host key of {name} in {}: {source}", path.display())]
+    #[error("cannot record the host key of {name} in {}", path.display())]
     Record { name: String, path: PathBuf, source: std::io::Error },
 }
 

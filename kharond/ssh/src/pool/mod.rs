@@ -36,6 +36,7 @@ use std::sync::atomic::Ordering;
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, SystemTime};
 
+use kharon_shared::errors;
 use tokio::time::Instant;
 
 use super::chain::{self, Dialled, OpenError};
@@ -177,7 +178,7 @@ impl Pool {
                 names.extend(self.refusals().keys().cloned());
                 (Arc::new(config), None, names)
             }
-            Err(e) => (Arc::clone(&self.config), Some(e.to_string()), Vec::new()),
+            Err(e) => (Arc::clone(&self.config), Some(errors::chain(&e)), Vec::new()),
         };
         let fresh = config_error.is_none();
         if !fresh {
@@ -327,7 +328,7 @@ impl Pool {
                 .clone()),
             Err(e) => {
                 self.refusals().insert(jumphost.to_owned(), Refusal::from(&e));
-                Err(Error::Refused { jumphost: jumphost.to_owned(), reason: e.to_string() })
+                Err(Error::Refused { jumphost: jumphost.to_owned(), reason: errors::chain(&e) })
             }
         }
     }
@@ -360,7 +361,7 @@ impl Pool {
                     return Err(fail(reason, description));
                 }
                 Ok(Err(OpenError::Transport(source))) => {
-                    slot.drop_session(id, &format!("{}: {source}", slot.hops()));
+                    slot.drop_session(id, &format!("{}: {}", slot.hops(), errors::Chain(&source)));
                     // Only a reused session may have died unnoticed; a fresh one failing is real.
                     if !reused || retried {
                         return Err(Error::Session {
@@ -545,10 +546,10 @@ async fn dial(
             let backoff = backoff(st.failures);
             st.retry_at = Some((Instant::now() + backoff, SystemTime::now() + backoff));
             st.state = ChainState::Failed;
-            st.last_error = Some(Stamped::now(e.to_string()));
+            st.last_error = Some(Stamped::now(errors::chain(&e)));
             st.last_kind = e.io_kind();
             drop(st);
-            tracing::warn!(jumphost = %slot.jumphost, error = %e, retry_in = ?backoff, "SSH session failed");
+            tracing::warn!(jumphost = %slot.jumphost, error = %errors::Chain(&e), retry_in = ?backoff, "SSH session failed");
             Err(e)
         }
     }

@@ -34,6 +34,7 @@
 use std::fmt;
 
 use base64::Engine;
+use kharon_shared::errors::Chain;
 use tokio::io::{AsyncWrite, AsyncWriteExt};
 use zeroize::Zeroizing;
 
@@ -61,7 +62,7 @@ pub enum Error {
          brackets: [2001:db8::1]:443)"
     )]
     Authority(Shown),
-    #[error("HTTP CONNECT: {0}")]
+    #[error("HTTP CONNECT")]
     Target(#[from] target::Error),
 }
 
@@ -211,7 +212,7 @@ fn refusal(error: &Error) -> String {
              http://USER:PASSWORD@HOST:PORT as the proxy URL\n"
                 .to_owned(),
         ),
-        Error::Authority(_) | Error::Target(_) => ("400 Bad Request", "", format!("{error}\n")),
+        Error::Authority(_) | Error::Target(_) => ("400 Bad Request", "", format!("{}\n", Chain(error))),
     };
     response_head(status, TEXT, body.len(), extra) + &body
 }
