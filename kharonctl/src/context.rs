@@ -32,9 +32,9 @@ impl Context {
                     Ok(proxy) => return proxy,
                     Err(e) => e,
                 },
-                Err(e) => e.to_string(),
+                Err(e) => kharon_shared::errors::chain(&e),
             },
-            Err(e) => e.to_string(),
+            Err(e) => kharon_shared::errors::chain(&e),
         };
         let listen = &self.config.listen;
         eprintln!(

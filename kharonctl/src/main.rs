@@ -20,6 +20,9 @@
 //! - [`emergency`]: emergency credentials: the key, the Passbolt client, OpenPGP, the buckets.
 //! - [`completion`]: dynamic shell completion (cluster ids from the cache). [`service`]: systemd and
 //!   launchd files for `service-install`.
+//!
+//! Errors follow `kharon_shared::errors`: a message never repeats its cause; `main` prints the
+//! whole chain of a failed command once (`errors::shown`) and picks its exit code ([`exit`]).
 
 mod broken_pipe;
 mod browser;
@@ -148,7 +151,7 @@ fn main() -> ExitCode {
     let ctx = match Context::load(&overrides) {
         Ok(ctx) => ctx,
         Err(e) => {
-            eprintln!("kharonctl: {e}");
+            eprintln!("kharonctl: {}", kharon_shared::errors::shown(&e));
             return ExitCode::from(exit::USAGE);
         }
     };

@@ -15,6 +15,7 @@
 
 pub mod picker;
 
+use kharon_shared::errors::Chain;
 use kharon_shared::text::{Escaped, cell};
 use std::path::{Path, PathBuf};
 
@@ -36,19 +37,22 @@ impl From<kharon_shared::cache::Error> for Error {
 pub enum Error {
     #[error(transparent)]
     Inventory(#[from] kharon_shared::inventory::Error),
-    /// A cache that exists and is unusable. Not a `source`: the message already contains the cache
-    /// error, and `{:#}` would repeat it.
+    /// A cache that exists and is unusable. Not a `source`: the cache error (with its own cause)
+    /// stays before the advice, inside the sentence.
     #[error(
-        "{0}; or pass --inventory FILE (a Lieutenant /clusters JSON). kharond's clusters are not used \
-         in place of a cache that exists"
+        "{}; or pass --inventory FILE (a Lieutenant /clusters JSON). kharond's clusters are not used \
+         in place of a cache that exists",
+        Chain(.0)
     )]
     Cache(kharon_shared::cache::Error),
-    /// No cache, and kharond could not be asked for its table.
+    /// No cache, and kharond could not be asked for its table. Not a `source`: why kharond could
+    /// not be asked stays before the advice, inside the sentence.
     #[error(
-        "no inventory cache at {} and no kharond to ask for its clusters: {daemon}. Run `kharonctl \
+        "no inventory cache at {} and no kharond to ask for its clusters: {}. Run `kharonctl \
          update` to fetch them from Lieutenant, start kharond (it serves the clusters of its \
          --inventory FILE or cache), or pass --inventory FILE (a Lieutenant /clusters JSON)",
-        cache.display()
+        cache.display(),
+        Chain(daemon)
     )]
     NoCatalog { cache: PathBuf, daemon: daemon::Error },
     /// No cache, and kharond has none either (it reads a cache that does not exist yet).
@@ -58,8 +62,8 @@ pub enum Error {
         cache.display()
     )]
     DaemonHasNone { cache: PathBuf, kind: String, path: String },
-    #[error("kharond answered a cluster list that is not a Lieutenant /clusters JSON: {0}")]
-    DaemonReply(serde_json::Error),
+    #[error("kharond answered a cluster list that is not a Lieutenant /clusters JSON")]
+    DaemonReply(#[source] serde_json::Error),
     #[error("unknown cluster {name:?}{}", did_you_mean(suggestions))]
     Unknown { name: String, suggestions: Vec<String> },
     #[error("no cluster matches {filter:?}{}", tenant_note(tenant.as_deref()))]

@@ -53,7 +53,10 @@ async fn clusters_row(ctx: &Context) -> (Row, Option<String>) {
             },
             None,
         ),
-        Err(e) => (Row { setting: "clusters", value: None, source: e.to_string() }, Some(e.to_string())),
+        Err(e) => {
+            let why = kharon_shared::errors::chain(&e);
+            (Row { setting: "clusters", value: None, source: why.clone() }, Some(why))
+        }
     }
 }
 

@@ -32,7 +32,7 @@ pub async fn run(args: Args, ctx: &Context) -> anyhow::Result<ExitCode> {
     let mut file = match TokenFile::load(path) {
         Ok(file) => file,
         Err(e @ store::Error::Corrupt { .. }) => {
-            eprintln!("warning: {e}");
+            eprintln!("warning: {}", kharon_shared::errors::shown(&e));
             remove_file(path)?;
             return Ok(ExitCode::SUCCESS);
         }

@@ -27,7 +27,7 @@ pub fn run(args: &Args, cli: clap::Command) -> ExitCode {
             ExitCode::SUCCESS
         }
         Err(e) => {
-            eprintln!("kharonctl: {e:#}");
+            eprintln!("kharonctl: {}", kharon_shared::errors::shown(&e));
             ExitCode::FAILURE
         }
     }

@@ -112,7 +112,7 @@ async fn trace(args: &Args, target: &Target, ctx: &Context) -> anyhow::Result<Ex
         Ok(events) => events,
         // A host that is not one is the command line's fault, as for `route` without --trace.
         Err(e) if e.is_bad_request() => {
-            eprintln!("kharonctl: {e}");
+            eprintln!("kharonctl: {}", kharon_shared::errors::shown(&e));
             return Ok(ExitCode::from(crate::exit::USAGE));
         }
         Err(e) => return Err(e.into()),

@@ -47,7 +47,7 @@ pub async fn run(args: Args, ctx: &Context) -> anyhow::Result<ExitCode> {
         Ok(envelope) => Some(envelope),
         Err(cache::Error::Missing { .. }) => None,
         Err(e) => {
-            eprintln!("warning: {e}; it will be replaced");
+            eprintln!("warning: {}; it will be replaced", kharon_shared::errors::shown(&e));
             None
         }
     };

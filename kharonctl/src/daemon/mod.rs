@@ -34,7 +34,7 @@ pub enum Error {
     /// end cleanly (killed, crashed), which nothing listens on any more.
     #[error("{}", not_running(path, *stale))]
     NotRunning { path: PathBuf, stale: bool },
-    #[error("cannot reach kharond at {}: {source}", path.display())]
+    #[error("cannot reach kharond at {}", path.display())]
     Connect { path: PathBuf, source: tonic::transport::Error },
     /// Not a socket, or another user's.
     #[error(transparent)]

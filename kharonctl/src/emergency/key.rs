@@ -15,15 +15,14 @@ pub const KEY_ENV: &str = "KHARON_PASSBOLT_KEY";
 /// Our file name inside kharon's config directory.
 pub const FILE_NAME: &str = "passbolt_key";
 
-/// Messages carry their causes themselves (no `source`): `kharonctl`'s `{:#}` would repeat them.
 #[derive(Debug, thiserror::Error)]
 pub enum Error {
-    #[error("cannot read the Passbolt key {}: {cause}", path.display())]
-    Read { path: PathBuf, cause: std::io::Error },
+    #[error("cannot read the Passbolt key {}", path.display())]
+    Read { path: PathBuf, source: std::io::Error },
     #[error("legacy config {} is not YAML with a passbolt_key: {reason}", path.display())]
     Legacy { path: PathBuf, reason: String },
-    #[error("cannot store the Passbolt key in {}: {cause}", path.display())]
-    Write { path: PathBuf, cause: std::io::Error },
+    #[error("cannot store the Passbolt key in {}", path.display())]
+    Write { path: PathBuf, source: std::io::Error },
 }
 
 /// Where a key came from (for messages, and to know whether to store it).
@@ -103,7 +102,7 @@ fn read_if_exists(path: &Path) -> Result<Option<String>, Error> {
     match read {
         Ok(text) => Ok(Some(text)),
         Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(None),
-        Err(cause) => Err(Error::Read { path: path.to_owned(), cause }),
+        Err(source) => Err(Error::Read { path: path.to_owned(), source }),
     }
 }
 
@@ -112,7 +111,7 @@ pub fn store(path: &Path, armored: &str) -> Result<(), Error> {
     let mut text = armored.trim().to_owned();
     text.push('\n');
     kharon_shared::cache::write_private(path, text.as_bytes())
-        .map_err(|cause| Error::Write { path: path.to_owned(), cause })
+        .map_err(|source| Error::Write { path: path.to_owned(), source })
 }
 
 #[cfg(test)]

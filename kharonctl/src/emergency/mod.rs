@@ -15,6 +15,7 @@ pub mod openpgp;
 pub mod passbolt;
 
 use kharon_shared::Secret;
+use kharon_shared::errors::{Chain, chain};
 use kharon_shared::proto::v1 as pb;
 use serde::Deserialize;
 use sha2::{Digest as _, Sha256};
@@ -98,8 +99,8 @@ pub enum ObjectError {
     Empty,
     #[error("none of its {0} entries is encrypted to your key (ask a colleague whose key is in the list)")]
     NoneForUs(usize),
-    #[error("an entry that may be encrypted to your key cannot be read: {0}")]
-    Bad(openpgp::Error),
+    #[error("an entry that may be encrypted to your key cannot be read")]
+    Bad(#[source] openpgp::Error),
     #[error("the decrypted token is empty or not text")]
     NotAToken,
 }
@@ -176,7 +177,7 @@ pub async fn collect(daemon: &mut Daemon, key: &PrivateKey, buckets: &[Bucket], 
         let fetched = match daemon.fetch_object(request).await {
             Ok(fetched) => fetched,
             Err(e) => {
-                outcome.failures.push(format!("{}: {}", b.label(), strip_daemon_prefix(&e.to_string())));
+                outcome.failures.push(format!("{}: {}", b.label(), strip_daemon_prefix(&chain(&e))));
                 continue;
             }
         };
@@ -187,7 +188,7 @@ pub async fn collect(daemon: &mut Daemon, key: &PrivateKey, buckets: &[Bucket], 
                     outcome.tokens.push(Token { token: token.into(), bucket: b.label() });
                 }
             }
-            Err(e) => outcome.failures.push(format!("{}: object {object}: {e}", b.label())),
+            Err(e) => outcome.failures.push(format!("{}: object {object}: {}", b.label(), Chain(&e))),
         }
     }
     outcome

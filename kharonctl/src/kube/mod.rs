@@ -55,17 +55,17 @@ pub const LAST_CONTEXT_EXTENSION: &str = "kharon.vshn.io/last-context";
 
 #[derive(Debug, thiserror::Error)]
 pub enum Error {
-    #[error("cannot read kubeconfig {}: {source}", path.display())]
+    #[error("cannot read kubeconfig {}", path.display())]
     Read { path: PathBuf, source: std::io::Error },
-    #[error("kubeconfig {} is not valid YAML: {source}", path.display())]
+    #[error("kubeconfig {} is not valid YAML", path.display())]
     Parse { path: PathBuf, source: serde_norway::Error },
     #[error("kubeconfig {} is not a mapping at the top level", path.display())]
     NotAMapping { path: PathBuf },
     #[error("kubeconfig {}: `{key}` is not a list", path.display())]
     NotAList { path: PathBuf, key: &'static str },
-    #[error("cannot write kubeconfig {}: {source}", path.display())]
+    #[error("cannot write kubeconfig {}", path.display())]
     Write { path: PathBuf, source: std::io::Error },
-    #[error("cannot encode kubeconfig: {0}")]
+    #[error("cannot encode kubeconfig")]
     Encode(#[from] serde_norway::Error),
     #[error("no kubeconfig location: set KUBECONFIG or HOME")]
     NoDefaultPath,
@@ -794,7 +794,7 @@ mod tests {
         let a = dir.path().join("loop-a");
         std::os::unix::fs::symlink(dir.path().join("loop-b"), &a).unwrap();
         std::os::unix::fs::symlink(&a, dir.path().join("loop-b")).unwrap();
-        let err = Kubeconfig::new().write(&a).unwrap_err().to_string();
+        let err = kharon_shared::errors::chain(&Kubeconfig::new().write(&a).unwrap_err());
         assert!(err.contains("too many levels of symbolic links"), "{err}");
     }
 

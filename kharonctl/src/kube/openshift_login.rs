@@ -41,24 +41,25 @@ const EXPIRY_MARGIN_SECS: u64 = 5 * 60;
 
 #[derive(Debug, thiserror::Error)]
 pub enum Error {
-    #[error("cannot read token file {}: {source}", path.display())]
+    #[error("cannot read token file {}", path.display())]
     Read { path: PathBuf, source: std::io::Error },
-    #[error("token file {} is corrupt ({source}); log in again", path.display())]
-    Corrupt { path: PathBuf, source: serde_json::Error },
-    #[error("cannot write token file {}: {source}", path.display())]
+    /// The parse error stays inside the sentence, before the advice, so it is not a `source()`.
+    #[error("token file {} is corrupt ({cause}); log in again", path.display())]
+    Corrupt { path: PathBuf, cause: serde_json::Error },
+    #[error("cannot write token file {}", path.display())]
     Write { path: PathBuf, source: std::io::Error },
     #[error("bad API URL {url:?}: {reason}")]
     BadUrl { url: String, reason: String },
-    #[error("cannot set up the HTTP client: {0}")]
-    Client(reqwest::Error),
-    #[error("{url}: {source}")]
+    #[error("cannot set up the HTTP client")]
+    Client(#[source] reqwest::Error),
+    #[error("{url}")]
     Http { url: String, source: reqwest::Error },
     /// The server's certificate is refused (kube/trust.rs says why in words; `test` says the same).
     #[error("{url}: {words} ({detail})")]
     Certificate { url: String, words: String, detail: String },
     #[error("{url} answered HTTP {status}: {}", kharon_shared::text::Escaped(body))]
     Status { url: String, status: u16, body: String },
-    #[error("{url} did not return OAuth server metadata: {source}")]
+    #[error("{url} did not return OAuth server metadata")]
     Metadata { url: String, source: reqwest::Error },
     #[error("cannot listen for the browser on 127.0.0.1: {0}")]
     Bind(std::io::Error),
@@ -104,15 +105,15 @@ pub fn load(path: &Path) -> Result<Option<StoredToken>, Error> {
     match std::fs::read(path) {
         Ok(bytes) => serde_json::from_slice(&bytes)
             .map(Some)
-            .map_err(|source| Error::Corrupt { path: path.to_owned(), source }),
+            .map_err(|cause| Error::Corrupt { path: path.to_owned(), cause }),
         Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(None),
         Err(source) => Err(Error::Read { path: path.to_owned(), source }),
     }
 }
 
 pub fn save(path: &Path, token: &StoredToken) -> Result<(), Error> {
-    let bytes = serde_json::to_vec_pretty(token)
-        .map_err(|source| Error::Corrupt { path: path.to_owned(), source })?;
+    let bytes =
+        serde_json::to_vec_pretty(token).map_err(|cause| Error::Corrupt { path: path.to_owned(), cause })?;
     kharon_shared::cache::write_private(path, &bytes)
         .map_err(|source| Error::Write { path: path.to_owned(), source })
 }

@@ -23,17 +23,17 @@ const REQUEST_TIMEOUT: Duration = Duration::from_secs(60);
 
 #[derive(Debug, thiserror::Error)]
 pub enum Error {
-    #[error("{url:?} is not a usable Lieutenant URL: {source}")]
+    #[error("{url:?} is not a usable Lieutenant URL")]
     BadUrl { url: String, source: url::ParseError },
-    #[error("cannot build the HTTP client: {0}")]
+    #[error("cannot build the HTTP client")]
     Client(#[source] reqwest::Error),
-    #[error("cannot reach Lieutenant at {url}: {}", kharon_shared::errors::chain(source))]
+    #[error("cannot reach Lieutenant at {url}")]
     Connect { url: String, source: reqwest::Error },
     #[error("Lieutenant at {url} rejected the token (401 {reason})")]
     Unauthorized { url: String, reason: String },
     #[error("Lieutenant at {url} answered {status}: {reason}")]
     Status { url: String, status: u16, reason: String },
-    #[error("Lieutenant at {url} sent a reply that is not what the API describes: {source}")]
+    #[error("Lieutenant at {url} sent a reply that is not what the API describes")]
     Decode { url: String, source: serde_json::Error },
 }
 

@@ -61,7 +61,7 @@ impl Session {
                     self.key.fingerprint()
                 )));
             }
-            Err(cause) => return Err(Error::Decrypt { what: "Passbolt's login token".into(), cause }),
+            Err(source) => return Err(Error::Decrypt { what: "Passbolt's login token".into(), source }),
         };
         check_token(&token)?;
 

@@ -38,15 +38,15 @@ const REQUEST_TIMEOUT: Duration = Duration::from_secs(30);
 /// Redirects followed for one call, as many as Go's HTTP client follows (upstream sends one).
 const MAX_REDIRECTS: usize = 10;
 
-/// Messages carry their causes themselves (no `#[source]`), and Passbolt's own words escaped.
+/// Passbolt's own words escaped; a cause is the `source()`, not part of the message.
 #[derive(Debug, thiserror::Error)]
 pub enum Error {
-    #[error("cannot build the HTTP client: {0}")]
-    Client(reqwest::Error),
+    #[error("cannot build the HTTP client")]
+    Client(#[source] reqwest::Error),
     #[error("--passbolt-url {0:?} is not an http(s) URL")]
     BaseUrl(String),
-    #[error("cannot reach Passbolt at {url}: {}", kharon_shared::errors::chain(cause))]
-    Connect { url: String, cause: reqwest::Error },
+    #[error("cannot reach Passbolt at {url}")]
+    Connect { url: String, source: reqwest::Error },
     #[error(
         "{url} redirected to {to}, which is not the Passbolt server you gave ({base}); not following it \
          (your cookies would go along). Is Passbolt's App.fullBaseUrl right, or the Passbolt URL?"
@@ -70,8 +70,8 @@ pub enum Error {
     UnknownKey { url: String, fingerprint: String },
     #[error("Passbolt's login challenge is not what GPGAuth sends: {0}")]
     BadChallenge(String),
-    #[error("cannot decrypt {what} with your key: {cause}")]
-    Decrypt { what: String, cause: crate::emergency::openpgp::Error },
+    #[error("cannot decrypt {what} with your key")]
+    Decrypt { what: String, source: crate::emergency::openpgp::Error },
     #[error(
         "Passbolt at {url} answered /users/me.json with a different key ({theirs}, yours is {ours}); \
          refusing to go on: something between you and Passbolt is not Passbolt"
@@ -228,7 +228,7 @@ impl Session {
                 request = request.json(body);
             }
             let response =
-                request.send().await.map_err(|cause| Error::Connect { url: self.base.clone(), cause })?;
+                request.send().await.map_err(|source| Error::Connect { url: self.base.clone(), source })?;
             let status = response.status();
             let headers = response.headers().clone();
             self.cookies.keep(&headers, SystemTime::now());
@@ -256,7 +256,7 @@ impl Session {
                 continue;
             }
             let bytes =
-                response.bytes().await.map_err(|cause| Error::Connect { url: self.base.clone(), cause })?;
+                response.bytes().await.map_err(|source| Error::Connect { url: self.base.clone(), source })?;
             let envelope: Envelope = serde_json::from_slice(&bytes)
                 .map_err(|_| Error::NotPassbolt { url: shown.clone(), status: status.as_u16() })?;
             return Ok(Reply {

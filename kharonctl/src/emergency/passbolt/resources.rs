@@ -62,7 +62,7 @@ impl Session {
         let plain = self
             .key
             .decrypt(armored)
-            .map_err(|cause| Error::Decrypt { what: format!("the secret of {name:?}"), cause })?;
+            .map_err(|source| Error::Decrypt { what: format!("the secret of {name:?}"), source })?;
         let text = String::from_utf8(plain).map_err(|_| Error::Decode {
             what: format!("the secret of {name:?}"),
             reason: "not UTF-8".into(),

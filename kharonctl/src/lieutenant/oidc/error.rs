@@ -3,8 +3,6 @@
 
 use std::net::SocketAddr;
 
-use kharon_shared::errors::chain;
-
 use crate::lieutenant;
 
 use super::store;
@@ -20,7 +18,7 @@ pub enum Error {
          COMMODORE_OIDC_DISCOVERY_URL (or oidc_client and oidc_discovery_url in the config file)"
     )]
     NoOidc { api_url: String },
-    #[error("cannot read the identity provider's discovery document {url}: {}", chain(source.as_ref()))]
+    #[error("cannot read the identity provider's discovery document {url}")]
     Discovery { url: String, source: BoxError },
     #[error(
         "the identity provider {issuer} offers no device login (no device_authorization_endpoint); \
@@ -33,7 +31,7 @@ pub enum Error {
          redirect, so stop that program and retry, or log in with `kharonctl login --device`"
     )]
     PortBusy { port: u16 },
-    #[error("cannot listen on {addr} for the login callback: {source}")]
+    #[error("cannot listen on {addr} for the login callback")]
     Bind { addr: SocketAddr, source: std::io::Error },
     #[error(
         "no login completed within {}; run the command again (or give more time with --timeout)",
@@ -46,11 +44,11 @@ pub enum Error {
         description.as_ref().map(|d| format!(": {}", kharon_shared::text::Escaped(d))).unwrap_or_default()
     )]
     Denied { error: String, description: Option<String> },
-    #[error("{what} at the identity provider failed: {}", chain(source.as_ref()))]
+    #[error("{what} at the identity provider failed")]
     Token { what: &'static str, source: BoxError },
     #[error("the identity provider sent no id_token; Lieutenant needs one as its bearer token")]
     NoIdToken,
-    #[error("the id_token from the identity provider does not verify: {}", chain(source.as_ref()))]
+    #[error("the id_token from the identity provider does not verify")]
     IdToken { source: BoxError },
     #[error(transparent)]
     Store(#[from] store::Error),

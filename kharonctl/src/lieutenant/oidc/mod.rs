@@ -24,6 +24,7 @@ pub mod token;
 use std::path::PathBuf;
 use std::time::{Duration, SystemTime};
 
+use kharon_shared::errors::chain;
 use kharon_shared::text::Escaped;
 
 use crate::lieutenant::Lieutenant;
@@ -175,7 +176,7 @@ impl<'a> Auth<'a> {
                     return Some((t.clone(), Origin::Ours));
                 }
             }
-            Err(e) => eprintln!("warning: {}", Escaped(&e.to_string())),
+            Err(e) => eprintln!("warning: {}", Escaped(&chain(&e))),
         }
         let path = self.places.commodore_file.as_ref()?;
         store::commodore_lookup(path, &self.api_url).map(|t| (t, Origin::Commodore))
@@ -198,7 +199,7 @@ impl<'a> Auth<'a> {
         match result {
             Ok(fresh) => Some(current.clone().refreshed(fresh)),
             Err(e) => {
-                eprintln!("cannot refresh the token ({}); logging in again", Escaped(&e.to_string()));
+                eprintln!("cannot refresh the token ({}); logging in again", Escaped(&chain(&e)));
                 None
             }
         }
@@ -207,7 +208,7 @@ impl<'a> Auth<'a> {
     fn save(&self, tokens: &Tokens) -> Result<(), Error> {
         let path = &self.places.token_file;
         let mut file = TokenFile::load(path).unwrap_or_else(|e| {
-            eprintln!("warning: {}; replacing it", Escaped(&e.to_string()));
+            eprintln!("warning: {}; replacing it", Escaped(&chain(&e)));
             TokenFile::default()
         });
         file.put(&self.api_url, tokens.clone());

@@ -22,11 +22,13 @@ const VERSION: u32 = 1;
 
 #[derive(Debug, thiserror::Error)]
 pub enum Error {
-    #[error("cannot read token cache {}: {source}", path.display())]
+    #[error("cannot read token cache {}", path.display())]
     Read { path: PathBuf, source: std::io::Error },
-    #[error("token cache {} is corrupt ({source}); `kharonctl logout` removes it", path.display())]
-    Corrupt { path: PathBuf, source: serde_json::Error },
-    #[error("cannot write token cache {}: {source}", path.display())]
+    /// The parse error stays inside the sentence, before the advice, so it is not a `source()`
+    /// (a chain would print it after the advice).
+    #[error("token cache {} is corrupt ({cause}); `kharonctl logout` removes it", path.display())]
+    Corrupt { path: PathBuf, cause: serde_json::Error },
+    #[error("cannot write token cache {}", path.display())]
     Write { path: PathBuf, source: std::io::Error },
 }
 
@@ -52,7 +54,7 @@ impl TokenFile {
     pub fn load(path: &Path) -> Result<Self, Error> {
         match std::fs::read(path) {
             Ok(bytes) => serde_json::from_slice(&bytes)
-                .map_err(|source| Error::Corrupt { path: path.to_owned(), source }),
+                .map_err(|cause| Error::Corrupt { path: path.to_owned(), cause }),
             Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(Self::default()),
             Err(source) => Err(Error::Read { path: path.to_owned(), source }),
         }
