@@ -1,6 +1,6 @@
 //! The control API: gRPC over the Unix socket, the only way `kharonctl` talks to kharond.
 //!
-//! - [`caller`]: who may call: the one check, an interceptor in front of every RPC, failing closed.
+//! - [`caller`]: who may call: the one check, wrapped around every RPC, failing closed.
 //! - [`service`]: the RPCs (`Status`, `Reload`, `Route`, `Test`, `FetchObject`, `Connections`,
 //!   `Trace`, `Clusters`) and the conversions between proto messages and daemon types.
 //! - [`live`]: what `Connections` and `Trace` answer, from [`observe`](crate::observe).

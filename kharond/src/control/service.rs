@@ -3,14 +3,13 @@
 //! daemon types, maps errors to gRPC codes, and calls the modules that do the work: [`State`]
 //! (table, reload, counters), the SSH pool, [`reachability`] (Test's checks), [`object_fetch`] and
 //! [`live`] (open connections, traces). Only the user who runs the daemon may call it: the
-//! interceptor in front of every RPC ([`caller`]) checks the peer's credentials.
+//! service wrapped around every RPC ([`caller`]) checks the peer's credentials.
 
 use std::sync::Arc;
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 use kharon_shared::proto::v1 as pb;
 use kharon_shared::routing::{self, Via};
-use tonic::service::interceptor::InterceptedService;
 use tonic::{Request, Response, Status};
 
 use crate::control::caller;
@@ -33,9 +32,9 @@ impl Control {
         Self { state }
     }
 
-    /// The gRPC service, every call checked by [`caller::only_our_user`] first.
-    pub fn into_service(self) -> InterceptedService<pb::control_server::ControlServer<Self>, caller::Check> {
-        pb::control_server::ControlServer::with_interceptor(self, caller::only_our_user)
+    /// The gRPC service, every call checked by [`caller::OnlyOurUser`] first.
+    pub fn into_service(self) -> caller::OnlyOurUser<pb::control_server::ControlServer<Self>> {
+        caller::OnlyOurUser::new(pb::control_server::ControlServer::new(self))
     }
 }
 
