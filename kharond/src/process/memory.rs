@@ -32,14 +32,9 @@ fn resident() -> Option<u64> {
 
 #[cfg(target_os = "macos")]
 fn resident() -> Option<u64> {
-    // SAFETY: proc_taskinfo is plain integers, for which all-zero bytes are a valid value.
-    let mut info: libc::proc_taskinfo = unsafe { std::mem::zeroed() };
-    let size = libc::c_int::try_from(std::mem::size_of::<libc::proc_taskinfo>()).ok()?;
-    // SAFETY: proc_pidinfo writes at most `size` bytes into `info`, which is that large.
-    let written = unsafe {
-        libc::proc_pidinfo(libc::getpid(), libc::PROC_PIDTASKINFO, 0, (&raw mut info).cast(), size)
-    };
-    (written == size).then_some(info.pti_resident_size)
+    let pid = i32::try_from(std::process::id()).ok()?;
+    let info = libproc::proc_pid::pidinfo::<libproc::task_info::TaskInfo>(pid, 0).ok()?;
+    Some(info.pti_resident_size)
 }
 
 #[cfg(not(any(target_os = "linux", target_os = "macos")))]
