@@ -5,7 +5,13 @@
 //! messages can say "listen (from KHARON_LISTEN)". This module knows nothing of clap: each binary
 //! hands its flags over as [`Overrides`], and the environment arrives as a lookup function so tests
 //! pass a map instead of mutating the process environment.
+//!
+//! kharonctl also hands over commodore's `.env` ([`DotEnv`], found and parsed by kharonctl): the
+//! variables commodore reads from it ([`env::FROM_DOTENV`]) count for a variable that the real
+//! environment does not have, as python-dotenv's `load_dotenv(override=False)` fills them in for
+//! commodore (docs/lieutenant-and-oidc.md, "The API URL").
 
+use std::collections::BTreeMap;
 use std::fmt;
 use std::net::{SocketAddr, ToSocketAddrs};
 use std::path::{Path, PathBuf};
@@ -39,6 +45,11 @@ pub enum Source {
     Default,
     File(PathBuf),
     Env(&'static str),
+    /// A variable commodore's `.env` file sets (and the real environment does not).
+    DotEnv {
+        var: &'static str,
+        path: PathBuf,
+    },
     Flag(&'static str),
     /// A listener handed over by systemd (or another manager speaking its protocol).
     SocketActivation,
@@ -50,6 +61,7 @@ impl fmt::Display for Source {
             Source::Default => f.write_str("default"),
             Source::File(p) => write!(f, "{}", p.display()),
             Source::Env(v) => write!(f, "env {v}"),
+            Source::DotEnv { var, path } => write!(f, "{var} in {}", path.display()),
             Source::Flag(n) => write!(f, "flag {n}"),
             Source::SocketActivation => f.write_str("socket activation"),
         }
@@ -76,11 +88,22 @@ pub struct SocksAuth {
     pub password: Secret,
 }
 
+/// The variables of a `.env` file, below the real environment (python-dotenv's `override=False`).
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct DotEnv {
+    /// The file they were read from.
+    pub path: PathBuf,
+    /// Every variable the file sets, its last assignment of each (as python-dotenv keeps it).
+    pub vars: BTreeMap<String, String>,
+}
+
 /// The validated, merged settings.
 #[derive(Debug, Clone)]
 pub struct Config {
     /// The config file that was read, if any.
     pub file: Option<PathBuf>,
+    /// The `.env` file whose variables were consulted, if kharonctl found one.
+    pub dotenv_file: Option<PathBuf>,
     /// Where to listen. A `NAME:PORT` value is resolved at load (see [`ListenName`]); this is
     /// the address that was picked.
     pub listen: Setting<SocketAddr>,
@@ -177,6 +200,11 @@ pub enum Error {
     OpenListenerName { name: String, addr: SocketAddr, origin: Source },
     #[error("{setting} (from {origin}): {value:?} is not an http(s) URL")]
     BadUrl { setting: &'static str, origin: Source, value: String },
+    #[error(
+        "{setting} (from {origin}): {value:?} has a space or control character in it (a stray one from \
+         copying?); a URL has none, so remove it"
+    )]
+    UrlWhitespace { setting: &'static str, origin: Source, value: String },
     #[error("[socks] in {}: username and password must both be set and non-empty", path.display())]
     HalfAuth { path: PathBuf },
     #[error(transparent)]
@@ -225,26 +253,49 @@ pub mod env {
     pub const OIDC_CLIENT: &str = "COMMODORE_OIDC_CLIENT";
     pub const OIDC_DISCOVERY_URL: &str = "COMMODORE_OIDC_DISCOVERY_URL";
     pub const PASSBOLT_URL: &str = "KHARON_PASSBOLT_URL";
+    /// The variables taken from commodore's `.env`: those of commodore's options (`--api-url`,
+    /// `--oidc-client`, `--oidc-discovery-url` in commodore `cli/options.py`) that kharonctl has
+    /// too. The others are ours or Go kharon's, which no `.env` convention covers.
+    pub const FROM_DOTENV: [&str; 3] = [COMMODORE_API_URL, OIDC_CLIENT, OIDC_DISCOVERY_URL];
 }
 
 impl Config {
     /// Loads the settings from the real environment.
     pub fn load(overrides: &Overrides) -> Result<Self, Error> {
-        Self::load_with(overrides, &|name| std::env::var(name).ok().filter(|v| !v.is_empty()))
+        Self::load_with(overrides, &real_env)
     }
 
-    /// Loads the settings with `getenv` standing in for the environment.
+    /// [`Config::load`] with the variables of a `.env` file below the real environment's.
+    pub fn load_with_dotenv(overrides: &Overrides, dotenv: Option<&DotEnv>) -> Result<Self, Error> {
+        Self::load_resolving(overrides, &real_env, dotenv, &resolve_system)
+    }
+
+    /// Loads the settings with `getenv` standing in for the environment (an empty variable counts
+    /// as unset).
     pub fn load_with(overrides: &Overrides, getenv: &dyn Fn(&str) -> Option<String>) -> Result<Self, Error> {
-        Self::load_resolving(overrides, getenv, &resolve_system)
+        Self::load_resolving(overrides, getenv, None, &resolve_system)
     }
 
-    /// [`Config::load_with`] with `resolve` standing in for the system resolver (for `listen`
-    /// given as a name), so tests never query DNS.
+    /// [`Config::load_with`] with `.env` variables, and with `resolve` standing in for the system
+    /// resolver (for `listen` given as a name), so tests never query DNS.
     fn load_resolving(
         overrides: &Overrides,
-        getenv: &dyn Fn(&str) -> Option<String>,
+        raw_env: &dyn Fn(&str) -> Option<String>,
+        dotenv: Option<&DotEnv>,
         resolve: &Resolver,
     ) -> Result<Self, Error> {
+        let getenv = |name: &str| raw_env(name).filter(|v| !v.is_empty());
+        // A variable of the real environment, else (for commodore's) the `.env` file's. Present
+        // but empty still hides the file's value, as python-dotenv leaves any variable that is
+        // set alone, and then counts as unset, as click does with an empty one.
+        let lookup = |name: &'static str| -> Option<(String, Source)> {
+            if raw_env(name).is_some() {
+                return getenv(name).map(|v| (v, Source::Env(name)));
+            }
+            let dotenv = dotenv.filter(|_| env::FROM_DOTENV.contains(&name))?;
+            let value = dotenv.vars.get(name).filter(|v| !v.is_empty())?;
+            Some((value.clone(), Source::DotEnv { var: name, path: dotenv.path.clone() }))
+        };
         let home = getenv("HOME").map(PathBuf::from);
         let expand = |p: PathBuf| expand_tilde(p, home.as_deref());
 
@@ -281,8 +332,8 @@ impl Config {
                     file_value: Option<String>| {
             if let Some(v) = flag {
                 Some((v, Source::Flag(flag_name)))
-            } else if let Some(v) = getenv(env_name) {
-                Some((v, Source::Env(env_name)))
+            } else if let Some(found) = lookup(env_name) {
+                Some(found)
             } else {
                 file_value.map(|v| (v, from_file()))
             }
@@ -370,6 +421,11 @@ impl Config {
         // commodore's token cache is keyed by that exact string.
         let http_url = |setting: &'static str, picked: Option<(String, Source)>| match picked {
             None => Ok(None),
+            // The URL parser would drop them at either end and percent-encode them inside (a
+            // trailing space became a request for `/%20/`).
+            Some((v, source)) if v.chars().any(|c| c.is_whitespace() || c.is_control()) => {
+                Err(Error::UrlWhitespace { setting, origin: source, value: v })
+            }
             Some((v, source)) => match url::Url::parse(&v) {
                 Ok(u) if matches!(u.scheme(), "http" | "https") && u.has_host() => {
                     Ok(Some(Setting::new(v, source)))
@@ -418,6 +474,7 @@ impl Config {
         let config = Config {
             allow_other_users,
             file,
+            dotenv_file: dotenv.map(|d| d.path.clone()),
             listen,
             listen_name,
             inventory,
@@ -494,6 +551,12 @@ impl Config {
         }
         Ok(())
     }
+}
+
+/// The process environment, as [`Config::load_resolving`] takes it: a variable that is set, even
+/// to nothing, is `Some`.
+fn real_env(name: &str) -> Option<String> {
+    std::env::var(name).ok()
 }
 
 /// Resolves a host name and port to addresses; [`resolve_system`] outside tests.
@@ -696,7 +759,7 @@ mod tests {
         let mut pairs = base_env(dir);
         pairs.extend(extra.iter().cloned());
         let pairs: Vec<(&str, &str)> = pairs.iter().map(|(k, v)| (*k, v.as_str())).collect();
-        Config::load_resolving(overrides, &env_of(&pairs), resolve)
+        Config::load_resolving(overrides, &env_of(&pairs), None, resolve)
     }
 
     #[test]
@@ -915,6 +978,102 @@ mod tests {
         let err = load(&Overrides::default(), &env, dir.path()).unwrap_err().to_string();
         assert!(err.contains("lieutenant_url (from env COMMODORE_API_URL)"), "{err}");
         assert!(err.contains("not an http(s) URL"), "{err}");
+    }
+
+    fn load_with_dotenv(
+        overrides: &Overrides,
+        extra: &[(&'static str, String)],
+        dir: &Path,
+        dotenv: &DotEnv,
+    ) -> Result<Config, Error> {
+        let mut pairs = base_env(dir);
+        pairs.extend(extra.iter().cloned());
+        let pairs: Vec<(&str, &str)> = pairs.iter().map(|(k, v)| (*k, v.as_str())).collect();
+        Config::load_resolving(overrides, &env_of(&pairs), Some(dotenv), &resolver(&[]))
+    }
+
+    #[test]
+    fn dotenv_fills_in_commodores_variables_that_the_environment_lacks() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("project/.env");
+        let vars = [
+            (env::COMMODORE_API_URL, "http://dotenv.example"),
+            (env::OIDC_CLIENT, "client-from-dotenv"),
+            // Not commodore's: a .env is commodore's convention, not a config file of ours.
+            (env::LIEUTENANT_URL, "http://not-commodores.example"),
+            (env::PASSBOLT_URL, "http://not-commodores.example"),
+        ];
+        let dotenv = DotEnv {
+            path: path.clone(),
+            vars: vars.iter().map(|(k, v)| (k.to_string(), v.to_string())).collect(),
+        };
+        let cfg = load_with_dotenv(&Overrides::default(), &[], dir.path(), &dotenv).unwrap();
+        let from_dotenv = |var| Source::DotEnv { var, path: path.clone() };
+        assert_eq!(
+            (cfg.lieutenant_url.value.as_str(), &cfg.lieutenant_url.source),
+            ("http://dotenv.example", &from_dotenv(env::COMMODORE_API_URL))
+        );
+        assert_eq!(cfg.lieutenant_url.source.to_string(), format!("COMMODORE_API_URL in {}", path.display()));
+        let client = cfg.oidc_client.unwrap();
+        assert_eq!(
+            (client.value.as_str(), client.source),
+            ("client-from-dotenv", from_dotenv(env::OIDC_CLIENT))
+        );
+        assert_eq!(cfg.passbolt_url.source, Source::Default);
+        assert_eq!(cfg.dotenv_file, Some(path.clone()));
+
+        // The real environment wins, even Go kharon's LIEUTENANT_URL over commodore's variable.
+        let real = [(env::COMMODORE_API_URL, "http://env.example".to_string())];
+        let url = load_with_dotenv(&Overrides::default(), &real, dir.path(), &dotenv).unwrap().lieutenant_url;
+        assert_eq!(
+            (url.value.as_str(), url.source),
+            ("http://env.example", Source::Env(env::COMMODORE_API_URL))
+        );
+        let real = [(env::LIEUTENANT_URL, "http://lieutenant.example".to_string())];
+        let url = load_with_dotenv(&Overrides::default(), &real, dir.path(), &dotenv).unwrap().lieutenant_url;
+        assert_eq!(url.source, Source::Env(env::LIEUTENANT_URL));
+        // Set but empty: python-dotenv leaves it alone, and click takes an empty one as unset.
+        let real = [(env::COMMODORE_API_URL, String::new())];
+        let url = load_with_dotenv(&Overrides::default(), &real, dir.path(), &dotenv).unwrap().lieutenant_url;
+        assert_eq!(url.source, Source::Default);
+        // A flag wins over everything.
+        let ov = Overrides { lieutenant_url: Some("http://flag.example".into()), ..Default::default() };
+        let url = load_with_dotenv(&ov, &[], dir.path(), &dotenv).unwrap().lieutenant_url;
+        assert_eq!(url.source, Source::Flag("--lieutenant-url"));
+        // A bad value names the file it came from.
+        let dotenv = DotEnv {
+            path: path.clone(),
+            vars: [(env::COMMODORE_API_URL.to_string(), "api.syn.example".to_string())].into(),
+        };
+        let err = load_with_dotenv(&Overrides::default(), &[], dir.path(), &dotenv).unwrap_err().to_string();
+        assert!(
+            err.contains(&format!("lieutenant_url (from COMMODORE_API_URL in {})", path.display())),
+            "{err}"
+        );
+    }
+
+    #[test]
+    fn a_url_with_a_space_or_control_character_is_refused_naming_its_source() {
+        let dir = tempfile::tempdir().unwrap();
+        for value in [
+            "http://127.0.0.1:18601/ ",
+            " http://127.0.0.1:18601",
+            "http://lieutenant.example/a b",
+            "http://lieutenant.example/\t",
+            "http://lieutenant.example\n",
+            "http://lieutenant.example/\u{a0}",
+        ] {
+            let ov = Overrides { lieutenant_url: Some(value.into()), ..Default::default() };
+            let err = load(&ov, &[], dir.path()).unwrap_err().to_string();
+            assert!(
+                err.contains(&format!("lieutenant_url (from flag --lieutenant-url): {value:?}")),
+                "{err}"
+            );
+            assert!(err.contains("has a space or control character in it"), "{err}");
+        }
+        let env = [(env::PASSBOLT_URL, "https://cloud.passbolt.com/vshn ".to_string())];
+        let err = load(&Overrides::default(), &env, dir.path()).unwrap_err().to_string();
+        assert!(err.contains("passbolt_url (from env KHARON_PASSBOLT_URL)"), "{err}");
     }
 
     #[test]
