@@ -12,8 +12,19 @@ pub struct Context {
 }
 
 impl Context {
+    /// The settings, with commodore's `.env` (found from the working directory) below the real
+    /// environment; what is wrong with that file is a warning on stderr.
     pub fn load(overrides: &Overrides) -> Result<Self, kharon_shared::config::Error> {
-        Ok(Self { config: Config::load(overrides)? })
+        let disabled = crate::dotenv::disabled(std::env::var("PYTHON_DOTENV_DISABLED").ok().as_deref());
+        let found = match std::env::current_dir() {
+            Ok(cwd) => crate::dotenv::load(&cwd, disabled),
+            // No working directory (it was removed): no .env to look for (commodore would stop).
+            Err(_) => crate::dotenv::Found::default(),
+        };
+        for warning in &found.warnings {
+            eprintln!("kharonctl: warning: {}", kharon_shared::errors::shown(warning));
+        }
+        Ok(Self { config: Config::load_with_dotenv(overrides, found.dotenv.as_ref())? })
     }
 
     pub async fn daemon(&self) -> Result<Daemon, daemon::Error> {
@@ -139,7 +150,8 @@ impl Context {
             .unwrap_or_else(|| "the config file".into());
         anyhow::anyhow!(
             "{}\n{} is the default Lieutenant; for another one pass --lieutenant-url, set \
-             LIEUTENANT_URL (or commodore's COMMODORE_API_URL), or put lieutenant_url = \"https://…\" in {}",
+             LIEUTENANT_URL (or commodore's COMMODORE_API_URL, in the environment or in a .env file \
+             here or in a parent directory), or put lieutenant_url = \"https://…\" in {}",
             kharon_shared::errors::chain(e.as_ref()),
             setting.value,
             file.display()

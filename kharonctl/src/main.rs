@@ -8,7 +8,7 @@
 //! - [`context`]: merged settings handed to every command. [`output`]: tables and JSON, counts
 //!   and units. [`duration`]: durations as flags take them (`30`, `1s`, `2m`).
 //!   [`exit`]: the exit codes `--help` lists. [`broken_pipe`]: ending quietly when the reader of
-//!   our output goes away.
+//!   our output goes away. [`dotenv`]: commodore's `.env`, found and read for `context`.
 //! - [`daemon`]: the control-socket client (only user of tonic), and what a partial reload left out.
 //! - [`lieutenant`]: the Lieutenant HTTP client, and [`lieutenant::oidc`]: logging in to it and
 //!   the 0600 token cache. [`browser`]: opening the browser and answering the login redirect it
@@ -31,6 +31,7 @@ mod cmd;
 mod completion;
 mod context;
 mod daemon;
+mod dotenv;
 mod duration;
 mod emergency;
 mod exit;
@@ -73,13 +74,13 @@ struct Cli {
     /// Config file (TOML) [env: KHARON_CONFIG]
     #[arg(long, global = true, value_name = "FILE")]
     config: Option<PathBuf>,
-    /// Lieutenant API URL [env: LIEUTENANT_URL, then COMMODORE_API_URL] [default: https://api.syn.vshn.net]
+    /// Lieutenant API URL [env: LIEUTENANT_URL, then COMMODORE_API_URL, also from commodore's .env in this directory or a parent] [default: https://api.syn.vshn.net]
     #[arg(long, global = true, value_name = "URL")]
     lieutenant_url: Option<String>,
-    /// OIDC client id, instead of the one Lieutenant announces [env: COMMODORE_OIDC_CLIENT]
+    /// OIDC client id, instead of the one Lieutenant announces [env: COMMODORE_OIDC_CLIENT, also from .env]
     #[arg(long, global = true, value_name = "ID")]
     oidc_client: Option<String>,
-    /// OIDC discovery URL, instead of the one Lieutenant announces [env: COMMODORE_OIDC_DISCOVERY_URL]
+    /// OIDC discovery URL, instead of the one Lieutenant announces [env: COMMODORE_OIDC_DISCOVERY_URL, also from .env]
     #[arg(long, global = true, value_name = "URL")]
     oidc_discovery_url: Option<String>,
     #[command(subcommand)]

@@ -1,5 +1,5 @@
 //! `kharonctl config`: the effective settings and where each came from (default, config file,
-//! environment variable or flag), as `shared::config` merged them, and where the cluster commands
+//! environment variable, commodore's `.env` file or flag), as `shared::config` merged them, and where the cluster commands
 //! read their clusters from (inventory file, cache, or kharond's table). The SOCKS password is never
 //! shown, only whether one is set.
 
@@ -75,6 +75,15 @@ pub async fn run(args: Args, ctx: &Context) -> anyhow::Result<ExitCode> {
             setting: "config_file",
             value: c.file.as_ref().map(path),
             source: if c.file.is_some() { "read".into() } else { "none found".into() },
+        },
+        Row {
+            setting: "dotenv_file",
+            value: c.dotenv_file.as_ref().map(path),
+            source: if c.dotenv_file.is_some() {
+                "commodore's .env: read for COMMODORE_* variables the environment lacks".into()
+            } else {
+                "none found (here or in a parent directory)".into()
+            },
         },
         row("lieutenant_url", &c.lieutenant_url, String::clone),
         opt_row("oidc_client", &c.oidc_client, String::clone),
