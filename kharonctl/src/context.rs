@@ -169,11 +169,13 @@ impl Context {
         let var = |name: &str| std::env::var(name).ok().filter(|v| !v.is_empty());
         let xdg_cache = var("XDG_CACHE_HOME").map(std::path::PathBuf::from);
         let home = var("HOME").map(std::path::PathBuf::from);
+        let cwd = std::env::current_dir().ok();
         crate::lieutenant::oidc::Places {
             token_file: crate::lieutenant::oidc::store::path(&self.config.cache_dir.value),
-            commodore_file: crate::lieutenant::oidc::store::commodore_path(
+            commodore_file: crate::lieutenant::oidc::commodore::path(
                 xdg_cache.as_deref(),
                 home.as_deref(),
+                cwd.as_deref(),
             ),
             kharon_browser: var("KHARON_BROWSER"),
             browser: var("BROWSER"),

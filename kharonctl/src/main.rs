@@ -105,10 +105,27 @@ enum Command {
     /// Check every cluster's API, console and OAuth endpoint through its real path (jump host chain, TLS)
     Test(cmd::test::Args),
     /// Log in to Lieutenant (browser, or --device) and cache the tokens
+    ///
+    /// The tokens go to kharonctl's cache (tokens.json in the cache dir, 0600) and, when commodore's
+    /// token cache exists ($XDG_CACHE_HOME/commodore/token), to its entry for this Lieutenant too,
+    /// so that `commodore` needs no login of its own; its other entries are left as they are.
+    /// kharonctl never creates commodore's cache.
     Login(cmd::login::Args),
     /// Remove the cached Lieutenant tokens
+    ///
+    /// Removes kharonctl's tokens for the Lieutenant in use, or for every Lieutenant with --all.
+    /// Commodore's token cache is left as it is (it is commodore's login too); as long as it holds a
+    /// token for that Lieutenant, kharonctl goes on using it, and refreshing it, and says so.
     Logout(cmd::logout::Args),
     /// Fetch the inventory from Lieutenant, update the local cache and reload kharond
+    ///
+    /// The bearer is the freshest usable token of kharonctl's cache and commodore's
+    /// ($XDG_CACHE_HOME/commodore/token) for this Lieutenant; when neither is usable, each is
+    /// refreshed in turn, and only when that fails too does a login start (browser, or --device).
+    /// Every message names the cache file it speaks of. The Lieutenant is --lieutenant-url, else
+    /// LIEUTENANT_URL, else COMMODORE_API_URL (from the environment, else from the .env file
+    /// commodore reads: in this directory or the nearest parent), else lieutenant_url in the config
+    /// file; `kharonctl config` shows which.
     Update(cmd::update::Args),
     /// Show the effective settings and where each came from
     Config(cmd::config::Args),

@@ -1,10 +1,12 @@
 //! `kharonctl logout`: forget the tokens kharonctl cached for the configured Lieutenant (or for
-//! every Lieutenant with `--all`). Commodore's own cache is never touched; we say if it still holds
-//! a token kharonctl would use.
+//! every Lieutenant with `--all`). Commodore's cache is never touched, not even the entries a
+//! kharonctl login kept current there (they are commodore's login too); we say when it still holds
+//! a token kharonctl would go on using.
 
 use std::process::ExitCode;
 
 use crate::context::Context;
+use crate::lieutenant::oidc::commodore;
 use crate::lieutenant::oidc::store::{self, TokenFile};
 
 #[derive(Debug, clap::Args)]
@@ -26,6 +28,9 @@ pub async fn run(args: Args, ctx: &Context) -> anyhow::Result<ExitCode> {
         } else {
             println!("no cached tokens ({} does not exist)", path.display());
         }
+        for url in &urls {
+            note_commodore(places.commodore_file.as_deref(), url);
+        }
         return Ok(ExitCode::SUCCESS);
     }
     let url = ctx.lieutenant_url();
@@ -44,16 +49,21 @@ pub async fn run(args: Args, ctx: &Context) -> anyhow::Result<ExitCode> {
     } else {
         println!("no cached tokens for {url} in {}", path.display());
     }
-    if let Some(commodore) = &places.commodore_file
-        && store::commodore_lookup(commodore, url).is_some()
-    {
-        println!(
-            "note: commodore's token cache {} still holds a token for {url}; kharonctl uses it \
-             until it expires",
-            commodore.display()
-        );
-    }
+    note_commodore(places.commodore_file.as_deref(), url);
     Ok(ExitCode::SUCCESS)
+}
+
+/// Says so when commodore's cache still holds a token for `url`, which kharonctl would use.
+fn note_commodore(commodore_file: Option<&std::path::Path>, url: &str) {
+    let Some(theirs) = commodore_file else { return };
+    let Some(entry) = commodore::lookup(theirs, url) else { return };
+    println!(
+        "note: commodore's cache {} still holds a token for {}; kharonctl goes on using it, and \
+         refreshing it, while it or its refresh token is valid. kharonctl never removes commodore's \
+         tokens: to log out of both, delete that entry (or the file) too",
+        theirs.display(),
+        kharon_shared::text::Escaped(&entry.key)
+    );
 }
 
 /// Removes `path`; whether it existed.

@@ -1,21 +1,28 @@
 //! Logging in to Lieutenant with OpenID Connect, and keeping the tokens (docs/lieutenant-and-oidc.md).
 //!
-//! [`Auth`] answers one question, "which bearer do I send?", in commodore's order: a fresh id_token
-//! from our cache, else one from commodore's cache for the same API URL; a stale one is refreshed
-//! with its refresh token; failing all that, an interactive login. After Lieutenant rejects a token
-//! (401), [`Auth::after_rejection`] refreshes once, then logs in again, then gives up.
+//! [`Auth`] answers one question, "which bearer do I send?", in commodore's order, over both
+//! caches: the freshest usable id_token of ours and commodore's for the same API URL
+//! ([`choice`]); when neither is usable, a refresh of each in turn, the latest login first;
+//! failing all that, an interactive login. After Lieutenant rejects a token (401),
+//! [`Auth::after_rejection`] refreshes once, then logs in again, then gives up. Tokens from a
+//! login or a refresh go to our cache, and to commodore's when it exists, so that one login
+//! serves both tools ([`commodore`]).
 //!
 //! - [`token`]: what we keep of a token response, and when an id_token is stale.
-//! - [`store`]: our 0600 token cache, and lookups in commodore's.
+//! - [`store`]: our 0600 token cache. [`commodore`]: commodore's, read and kept current.
+//! - [`choice`]: which cached token wins, and the cache each came from, as messages name it.
 //! - [`provider`]: the IdP through `openidconnect`: discovery, code exchange, device grant, refresh.
 //! - [`callback`]: the one-shot `http://localhost:18000` redirect server (the browser itself:
 //!   [`crate::browser`]).
 //! - `error`: what can go wrong, one type for the whole login (its own file so that the parts above
 //!   share it without depending on this facade).
 //!
-//! Progress goes to stderr; tokens never do.
+//! Progress goes to stderr, and every message about a token names its cache file; tokens never
+//! appear.
 
 pub mod callback;
+pub mod choice;
+pub mod commodore;
 mod error;
 pub mod provider;
 pub mod store;
@@ -28,10 +35,11 @@ use kharon_shared::errors::chain;
 use kharon_shared::text::Escaped;
 
 use crate::lieutenant::Lieutenant;
+use choice::{Cached, Origin};
 pub use error::Error;
 use provider::Provider;
 use store::TokenFile;
-use token::Tokens;
+use token::Grant;
 
 /// Default time a user has to finish logging in (kubelogin's default: 180 s), as the `--timeout`
 /// flags of `login` and `update` take it.
@@ -51,7 +59,7 @@ pub struct LoginOptions {
 pub struct Places {
     /// Our token cache.
     pub token_file: PathBuf,
-    /// Commodore's token cache, read only.
+    /// Commodore's token cache: read, and kept current after a login or refresh when it exists.
     pub commodore_file: Option<PathBuf>,
     /// `KHARON_BROWSER`, then `BROWSER`: the command that opens a URL.
     pub kharon_browser: Option<String>,
@@ -83,7 +91,7 @@ pub struct Auth<'a> {
     places: Places,
     options: LoginOptions,
     provider: Option<Provider>,
-    tokens: Option<Tokens>,
+    current: Option<Cached>,
     stage: Stage,
 }
 
@@ -104,31 +112,34 @@ impl<'a> Auth<'a> {
             places,
             options,
             provider: None,
-            tokens: None,
+            current: None,
             stage: Stage::None,
         }
     }
 
-    /// A bearer for Lieutenant: cached, refreshed, or from an interactive login.
+    /// A bearer for Lieutenant: the freshest cached one, a refreshed one, or one from an
+    /// interactive login.
     pub async fn bearer(&mut self) -> Result<String, Error> {
-        if let Some((cached, from)) = self.cached() {
-            if !cached.is_stale(SystemTime::now()) {
-                if from != Origin::Ours {
-                    eprintln!("using the token from commodore's cache for {}", self.api_url);
-                }
-                return Ok(self.settle(cached, Stage::Cached));
+        let found = self.cached();
+        if let Some(best) = choice::freshest(&found, SystemTime::now()) {
+            if matches!(best.origin, Origin::Commodore { .. }) {
+                eprintln!("using the token for {} from {}", Escaped(&self.api_url), best.origin);
             }
-            if let Some(fresh) = self.try_refresh(&cached, "the cached token has expired").await {
-                self.save(&fresh)?;
-                return Ok(self.settle(fresh, Stage::Refreshed));
+            return Ok(self.settle(best.clone(), Stage::Cached));
+        }
+        for candidate in choice::by_recency(&found) {
+            if let Some(fresh) = self.try_refresh(candidate, "has expired").await {
+                self.keep(&fresh)?;
+                return Ok(self.settle(self.ours(fresh), Stage::Refreshed));
             }
         }
+        eprintln!("logging in: {}", self.why_login(&found));
         self.login().await
     }
 
     /// The issuer of the current token (its `iss`), once [`Auth::bearer`] found one.
     pub fn issuer(&self) -> Option<String> {
-        token::issuer(self.tokens.as_ref()?.id_token.as_str())
+        token::issuer(self.current.as_ref()?.tokens.id_token.as_str())
     }
 
     /// Lieutenant rejected the current bearer: a better one, or `None` when a fresh login's token
@@ -136,11 +147,16 @@ impl<'a> Auth<'a> {
     pub async fn after_rejection(&mut self) -> Result<Option<String>, Error> {
         match self.stage {
             Stage::Cached => {
-                if let Some(current) = self.tokens.clone()
-                    && let Some(fresh) = self.try_refresh(&current, "Lieutenant rejected the token").await
-                {
-                    self.save(&fresh)?;
-                    return Ok(Some(self.settle(fresh, Stage::Refreshed)));
+                if let Some(current) = self.current.clone() {
+                    if let Some(fresh) = self.try_refresh(&current, "was rejected by Lieutenant").await {
+                        self.keep(&fresh)?;
+                        return Ok(Some(self.settle(self.ours(fresh), Stage::Refreshed)));
+                    }
+                    eprintln!(
+                        "logging in: Lieutenant rejected the token for {} from {}, and it cannot be refreshed",
+                        Escaped(&self.api_url),
+                        current.origin
+                    );
                 }
                 self.login().await.map(Some)
             }
@@ -154,65 +170,113 @@ impl<'a> Auth<'a> {
 
     /// An interactive login (browser or device code); the tokens are cached.
     pub async fn login(&mut self) -> Result<String, Error> {
-        let tokens =
+        let grant =
             if self.options.device { self.device_login().await? } else { self.browser_login().await? };
-        self.save(&tokens)?;
-        eprintln!("logged in to {}", self.api_url);
-        Ok(self.settle(tokens, Stage::LoggedIn))
+        self.keep(&grant)?;
+        eprintln!("logged in to {}", Escaped(&self.api_url));
+        Ok(self.settle(self.ours(grant), Stage::LoggedIn))
     }
 
-    fn settle(&mut self, tokens: Tokens, stage: Stage) -> String {
-        let bearer = tokens.id_token.as_str().to_owned();
-        self.tokens = Some(tokens);
+    fn settle(&mut self, cached: Cached, stage: Stage) -> String {
+        let bearer = cached.tokens.id_token.as_str().to_owned();
+        self.current = Some(cached);
         self.stage = stage;
         bearer
     }
 
-    /// Our cache first, then commodore's. An unreadable cache of ours is reported and skipped.
-    fn cached(&self) -> Option<(Tokens, Origin)> {
-        match TokenFile::load(&self.places.token_file) {
+    /// Tokens just obtained, as the entry of our cache they were written to.
+    fn ours(&self, grant: Grant) -> Cached {
+        Cached { tokens: grant.tokens, origin: Origin::Ours { path: self.places.token_file.clone() } }
+    }
+
+    /// The tokens both caches hold for this Lieutenant: ours first, then commodore's. An
+    /// unreadable cache of ours is reported and skipped.
+    fn cached(&self) -> Vec<Cached> {
+        let mut found = Vec::new();
+        let path = &self.places.token_file;
+        match TokenFile::load(path) {
             Ok(file) => {
-                if let Some(t) = file.get(&self.api_url) {
-                    return Some((t.clone(), Origin::Ours));
+                if let Some(tokens) = file.get(&self.api_url) {
+                    found
+                        .push(Cached { tokens: tokens.clone(), origin: Origin::Ours { path: path.clone() } });
                 }
             }
             Err(e) => eprintln!("warning: {}", Escaped(&chain(&e))),
         }
-        let path = self.places.commodore_file.as_ref()?;
-        store::commodore_lookup(path, &self.api_url).map(|t| (t, Origin::Commodore))
+        if let Some(path) = &self.places.commodore_file
+            && let Some(entry) = commodore::lookup(path, &self.api_url)
+        {
+            found.push(Cached { tokens: entry.tokens, origin: Origin::Commodore { path: path.clone() } });
+        }
+        found
     }
 
-    /// Refreshes `current`; `None` (with a note why) if there is no usable refresh token or the
-    /// provider refuses it.
-    async fn try_refresh(&mut self, current: &Tokens, why: &str) -> Option<Tokens> {
-        let refresh_token = current.refresh_token.clone()?;
+    /// Why an interactive login is needed, given what the caches held.
+    fn why_login(&self, found: &[Cached]) -> String {
+        let url = Escaped(&self.api_url);
+        if !found.is_empty() {
+            let caches: Vec<String> = found.iter().map(|c| c.origin.to_string()).collect();
+            return format!("no token for {url} in {} can be used or refreshed", caches.join(" or "));
+        }
+        let ours = self.places.token_file.display();
+        match &self.places.commodore_file {
+            Some(theirs) => format!(
+                "there is no token for {url} in kharonctl's cache {ours}, nor in commodore's cache {}",
+                theirs.display()
+            ),
+            None => format!("there is no token for {url} in kharonctl's cache {ours}"),
+        }
+    }
+
+    /// Refreshes `current`, saying which token from which cache and why; `None` (with a note why)
+    /// if there is no usable refresh token or the provider refuses it.
+    async fn try_refresh(&mut self, current: &Cached, why: &str) -> Option<Grant> {
+        let what = format!("the token for {} in {}", Escaped(&self.api_url), current.origin);
+        let Some(refresh_token) = current.tokens.refresh_token.clone() else {
+            eprintln!("{what} {why}, and there is no refresh token to renew it with");
+            return None;
+        };
         // A JWT refresh token (Keycloak) that has expired is not worth a round trip.
         if token::expiry(&refresh_token).is_some_and(|exp| exp <= SystemTime::now()) {
-            eprintln!("{why} and the refresh token has expired too; logging in again");
+            eprintln!("{what} {why}, and its refresh token has expired too");
             return None;
         }
-        eprintln!("{why}; refreshing it");
+        eprintln!("{what} {why}; refreshing it");
         let result = match self.provider().await {
             Ok(provider) => provider.refresh(&refresh_token).await,
             Err(e) => Err(e),
         };
         match result {
-            Ok(fresh) => Some(current.clone().refreshed(fresh)),
+            Ok(fresh) => {
+                Some(Grant { tokens: current.tokens.clone().refreshed(fresh.tokens), details: fresh.details })
+            }
             Err(e) => {
-                eprintln!("cannot refresh the token ({}); logging in again", Escaped(&chain(&e)));
+                eprintln!("cannot refresh the token from {}: {}", current.origin, Escaped(&chain(&e)));
                 None
             }
         }
     }
 
-    fn save(&self, tokens: &Tokens) -> Result<(), Error> {
+    /// Writes tokens just obtained to our cache, and to commodore's when it exists (a failure
+    /// there is a warning: our cache has them).
+    fn keep(&self, grant: &Grant) -> Result<(), Error> {
         let path = &self.places.token_file;
         let mut file = TokenFile::load(path).unwrap_or_else(|e| {
             eprintln!("warning: {}; replacing it", Escaped(&chain(&e)));
             TokenFile::default()
         });
-        file.put(&self.api_url, tokens.clone());
+        file.put(&self.api_url, grant.tokens.clone());
         file.save(path)?;
+        let Some(theirs) = &self.places.commodore_file else { return Ok(()) };
+        match commodore::keep_current(theirs, &self.api_url, grant, SystemTime::now()) {
+            Ok(commodore::Kept::Updated { keys }) => eprintln!(
+                "updated the token for {} in commodore's cache {} too (commodore needs no login of its own)",
+                Escaped(&keys.join(", ")),
+                theirs.display()
+            ),
+            Ok(commodore::Kept::NoCache) => {}
+            Err(e) => eprintln!("warning: {}", Escaped(&chain(&e))),
+        }
         Ok(())
     }
 
@@ -240,7 +304,7 @@ impl<'a> Auth<'a> {
         self.provider.as_ref().ok_or(Error::NoOidc { api_url: self.api_url.clone() })
     }
 
-    async fn browser_login(&mut self) -> Result<Tokens, Error> {
+    async fn browser_login(&mut self) -> Result<Grant, Error> {
         // Bind first: a busy port should fail before a browser tab opens for nothing.
         let callback = callback::Callback::bind().await?;
         let (kharon_browser, browser) = (self.places.kharon_browser.clone(), self.places.browser.clone());
@@ -260,7 +324,7 @@ impl<'a> Auth<'a> {
         provider.exchange_code(auth, code).await
     }
 
-    async fn device_login(&mut self) -> Result<Tokens, Error> {
+    async fn device_login(&mut self) -> Result<Grant, Error> {
         let timeout = self.options.timeout;
         let provider = self.provider().await?;
         let details = provider.device_start().await?;
@@ -277,11 +341,4 @@ impl<'a> Auth<'a> {
         eprintln!("waiting up to {} for the login to complete…", crate::duration::show(timeout));
         provider.device_finish(&details, timeout).await
     }
-}
-
-/// Which cache a token came from.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-enum Origin {
-    Ours,
-    Commodore,
 }

@@ -11,7 +11,7 @@ use openidconnect::core::{
     CoreAuthDisplay, CoreAuthenticationFlow, CoreClaimName, CoreClaimType, CoreClient, CoreClientAuthMethod,
     CoreDeviceAuthorizationResponse, CoreGrantType, CoreJsonWebKey, CoreJweContentEncryptionAlgorithm,
     CoreJweKeyManagementAlgorithm, CoreResponseMode, CoreResponseType, CoreSubjectIdentifierType,
-    CoreTokenResponse,
+    CoreTokenResponse, CoreTokenType,
 };
 use openidconnect::{
     AdditionalProviderMetadata, AuthType, AuthorizationCode, ClientId, CsrfToken, DeviceAuthorizationUrl,
@@ -22,7 +22,7 @@ use serde::{Deserialize, Serialize};
 
 use super::callback::REDIRECT_URI;
 use super::error::Error;
-use super::token::Tokens;
+use super::token::{Details, Grant, Tokens};
 
 /// The discovery document path, appended when a discovery URL lacks it (OpenID Connect Discovery 1.0 §4).
 const WELL_KNOWN: &str = "/.well-known/openid-configuration";
@@ -133,7 +133,7 @@ impl Provider {
 
     /// Trades the callback's code for tokens and verifies the id_token (signature, issuer,
     /// audience, expiry, nonce) before we ever store it.
-    pub async fn exchange_code(&self, auth: Authorization, code: String) -> Result<Tokens, Error> {
+    pub async fn exchange_code(&self, auth: Authorization, code: String) -> Result<Grant, Error> {
         let redirect = RedirectUrl::new(REDIRECT_URI.to_owned())
             .map_err(|e| Error::Token { what: "login", source: boxed(e) })?;
         let client = self.client().set_redirect_uri(redirect);
@@ -168,7 +168,7 @@ impl Provider {
         &self,
         details: &CoreDeviceAuthorizationResponse,
         timeout: Duration,
-    ) -> Result<Tokens, Error> {
+    ) -> Result<Grant, Error> {
         let Some(endpoint) = self.metadata.additional_metadata().device_authorization_endpoint.clone() else {
             return Err(Error::NoDeviceFlow { issuer: self.issuer().to_owned() });
         };
@@ -185,7 +185,7 @@ impl Provider {
 
     /// Trades a refresh token for fresh tokens. The reply's id_token is used as is (Lieutenant
     /// verifies it); a reply without a refresh token keeps the old one (the caller merges).
-    pub async fn refresh(&self, refresh_token: &str) -> Result<Tokens, Error> {
+    pub async fn refresh(&self, refresh_token: &str) -> Result<Grant, Error> {
         let client = self.client();
         let token = RefreshToken::new(refresh_token.to_owned());
         let reply = client
@@ -197,7 +197,7 @@ impl Provider {
         tokens_of(&reply)
     }
 
-    fn verified(&self, reply: CoreTokenResponse, nonce: Option<&Nonce>) -> Result<Tokens, Error> {
+    fn verified(&self, reply: CoreTokenResponse, nonce: Option<&Nonce>) -> Result<Grant, Error> {
         let id_token = reply.id_token().ok_or(Error::NoIdToken)?;
         let client = self.client();
         let verifier = client.id_token_verifier();
@@ -210,13 +210,25 @@ impl Provider {
     }
 }
 
-fn tokens_of(reply: &CoreTokenResponse) -> Result<Tokens, Error> {
+fn tokens_of(reply: &CoreTokenResponse) -> Result<Grant, Error> {
     let id_token = reply.id_token().ok_or(Error::NoIdToken)?;
-    Ok(Tokens {
+    let tokens = Tokens {
         id_token: id_token.to_string().into(),
         refresh_token: reply.refresh_token().map(|t| t.secret().as_str().into()),
         access_token: Some(reply.access_token().secret().as_str().into()),
-    })
+    };
+    // The library reads `token_type` case-insensitively and names it in lower case; providers
+    // (and so commodore's cache) write `Bearer` (RFC 6750 §4).
+    let token_type = match reply.token_type() {
+        CoreTokenType::Bearer => "Bearer".to_owned(),
+        other => other.as_ref().to_owned(),
+    };
+    let details = Details {
+        token_type,
+        expires_in: reply.expires_in().map(|d| d.as_secs()),
+        scope: reply.scopes().map(|scopes| scopes.iter().map(|s| s.as_str().to_owned()).collect()),
+    };
+    Ok(Grant { tokens, details })
 }
 
 #[cfg(test)]

@@ -1,13 +1,6 @@
-//! Where tokens live between runs: our own token cache, and commodore's, which we only read.
-//!
-//! Ours is `<cache dir>/tokens.json`, mode 0600, replaced atomically
+//! Our own token cache: `<cache dir>/tokens.json`, mode 0600, replaced atomically
 //! ([`kharon_shared::cache::write_private`]): `{"version": 1, "entries": {"<api url>": Tokens}}`,
-//! keyed by the Lieutenant URL without a trailing slash.
-//!
-//! Commodore's is `$XDG_CACHE_HOME/commodore/token` (default `~/.cache/commodore/token`), one JSON
-//! object keyed by the API URL exactly as the user passed it to commodore, each value a token
-//! response (commodore `tokencache.py`). We look the URL up as given, then with and without a trailing slash,
-//! so commodore users need not log in twice. We never write it.
+//! keyed by the Lieutenant URL without a trailing slash. Commodore's cache is [`super::commodore`].
 
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
@@ -87,28 +80,6 @@ impl TokenFile {
     }
 }
 
-/// Commodore's token cache: `$XDG_CACHE_HOME/commodore/token`, else `~/.cache/commodore/token`.
-pub fn commodore_path(xdg_cache_home: Option<&Path>, home: Option<&Path>) -> Option<PathBuf> {
-    let base = match xdg_cache_home.filter(|p| p.is_absolute()) {
-        Some(dir) => dir.to_path_buf(),
-        None => home?.join(".cache"),
-    };
-    Some(base.join("commodore").join("token"))
-}
-
-/// The entry for `api_url` in commodore's cache file, if any and if it holds an `id_token`.
-/// Unreadable or foreign content is no entry: the file belongs to commodore.
-pub fn commodore_lookup(path: &Path, api_url: &str) -> Option<Tokens> {
-    let bytes = std::fs::read(path).ok()?;
-    let all: serde_json::Map<String, serde_json::Value> = serde_json::from_slice(&bytes).ok()?;
-    let bare = key(api_url);
-    let slashed = format!("{bare}/");
-    [api_url, bare, slashed.as_str()]
-        .into_iter()
-        .filter_map(|k| all.get(k))
-        .find_map(|v| serde_json::from_value::<Tokens>(v.clone()).ok())
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -140,38 +111,5 @@ mod tests {
         std::fs::write(&path, "{nope").unwrap();
         let err = TokenFile::load(&path).unwrap_err().to_string();
         assert!(err.contains(&path.display().to_string()) && err.contains("logout"), "{err}");
-    }
-
-    #[test]
-    fn commodore_cache_is_found_with_or_without_trailing_slash() {
-        let dir = tempfile::tempdir().unwrap();
-        let path = commodore_path(Some(dir.path()), None).unwrap();
-        assert_eq!(path, dir.path().join("commodore/token"));
-        std::fs::create_dir_all(path.parent().unwrap()).unwrap();
-        let body = serde_json::json!({
-            "https://syn.example": {"id_token": "id-1", "refresh_token": "r-1", "expires_in": 300,
-                                    "scope": ["openid"], "expires_at": 1.5e9},
-            "https://other.example/": {"id_token": "id-2"},
-            "https://old.example": "a string from an old commodore",
-        });
-        std::fs::write(&path, body.to_string()).unwrap();
-        let found = commodore_lookup(&path, "https://syn.example").unwrap();
-        assert_eq!((found.id_token.as_str(), found.refresh_token.as_deref()), ("id-1", Some("r-1")));
-        assert_eq!(commodore_lookup(&path, "https://syn.example/").unwrap().id_token, "id-1");
-        assert_eq!(commodore_lookup(&path, "https://other.example").unwrap().id_token, "id-2");
-        assert!(commodore_lookup(&path, "https://old.example").is_none());
-        assert!(commodore_lookup(&path, "https://unknown.example").is_none());
-        assert!(commodore_lookup(&dir.path().join("missing"), "https://syn.example").is_none());
-    }
-
-    #[test]
-    fn commodore_path_falls_back_to_home_cache() {
-        let home = Path::new("/home/u");
-        assert_eq!(commodore_path(None, Some(home)).unwrap(), home.join(".cache/commodore/token"));
-        assert_eq!(
-            commodore_path(Some(Path::new("relative")), Some(home)).unwrap(),
-            home.join(".cache/commodore/token")
-        );
-        assert!(commodore_path(None, None).is_none());
     }
 }

@@ -38,6 +38,26 @@ impl Tokens {
     }
 }
 
+/// What a token endpoint said beyond the tokens. Kept only to write commodore's cache the way
+/// commodore writes it (oauthlib's parse of the response, [`super::commodore`]); our own cache
+/// does not store it.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct Details {
+    /// `token_type`, as RFC 6749 §7.1 names it (`Bearer`).
+    pub token_type: String,
+    /// `expires_in`: seconds the access token lasts, when the provider said.
+    pub expires_in: Option<u64>,
+    /// `scope`, one scope a string, when the provider said.
+    pub scope: Option<Vec<String>>,
+}
+
+/// A token endpoint's answer to a login or a refresh.
+#[derive(Debug, Clone)]
+pub struct Grant {
+    pub tokens: Tokens,
+    pub details: Details,
+}
+
 /// The claims we read from a JWT payload.
 #[derive(Debug, Deserialize)]
 struct Claims {
