@@ -46,6 +46,21 @@ pub fn run_with(env: &Env, args: &[&str], extra: &[(&str, &str)]) -> Output {
     }
 }
 
+/// [`run_with`] started in `cwd` (where a `.env` is looked for, and relative paths start).
+pub fn run_in(env: &Env, cwd: &std::path::Path, args: &[&str], extra: &[(&str, &str)]) -> Output {
+    let mut cmd = command(env, args);
+    cmd.current_dir(cwd);
+    for (k, v) in extra {
+        cmd.env(k, v);
+    }
+    let out = cmd.output().expect("run kharonctl");
+    Output {
+        code: out.status.code(),
+        stdout: String::from_utf8_lossy(&out.stdout).into_owned(),
+        stderr: String::from_utf8_lossy(&out.stderr).into_owned(),
+    }
+}
+
 pub fn run(env: &Env, args: &[&str]) -> Output {
     run_with(env, args, &[])
 }

@@ -10,6 +10,8 @@
 //! - [`procfs`]: descriptors, limits and memory of a process, from `/proc`.
 //! - [`chromium`]: a real headless browser, for what only a browser does (PAC, origins).
 //! - [`passbolt`]: a fake Passbolt (GPGAuth, MFA, v5 metadata). [`moto`]: a real S3 (moto) that checks SigV4.
+//! - [`oidc`], [`lieutenant`]: a real OpenID provider and a fake Lieutenant; [`commodore`]: the real
+//!   commodore, whose token cache kharonctl shares.
 //! - [`wait_until`]: the only way to wait: a bounded poll of a real condition.
 
 pub mod agent;
@@ -177,6 +179,7 @@ pub fn free_port() -> u16 {
         .map(|a| a.port())
         .expect("free port")
 }
+pub mod commodore;
 pub mod lieutenant;
 pub mod moto;
 pub mod oidc;

@@ -43,7 +43,8 @@ pub struct FileLock {
     _file: std::fs::File,
 }
 
-fn lock_file(path: &str, limit: Duration) -> FileLock {
+/// Takes an exclusive lock on `path` (created if missing), waiting at most `limit`.
+pub fn lock_file(path: &str, limit: Duration) -> FileLock {
     let file =
         std::fs::OpenOptions::new().create(true).truncate(false).write(true).open(path).expect("lock file");
     let deadline = Instant::now() + limit;

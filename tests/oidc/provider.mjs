@@ -3,7 +3,8 @@
 //
 // Usage: node provider.mjs   (prints "ready <issuer>" on stdout once it listens)
 // Env:   CLIENT_ID (default "kharon"), ID_TOKEN_TTL seconds (default 3600), DEVICE_FLOW=0 to hide
-//        the device authorization endpoint.
+//        the device authorization endpoint, PKCE=optional to accept logins without PKCE (commodore
+//        sends none: commodore/login.py, `login`, builds its authorization URL without a challenge).
 // The dev login/consent pages accept any login and password; tests/oidc/browser.mjs fills them in.
 import http from 'node:http';
 import Provider from 'oidc-provider';
@@ -11,6 +12,7 @@ import Provider from 'oidc-provider';
 const clientId = process.env.CLIENT_ID || 'kharon';
 const idTokenTtl = Number(process.env.ID_TOKEN_TTL || 3600);
 const deviceFlow = process.env.DEVICE_FLOW !== '0';
+const pkceRequired = process.env.PKCE !== 'optional';
 
 const server = http.createServer();
 server.listen(0, '127.0.0.1', () => {
@@ -29,7 +31,7 @@ server.listen(0, '127.0.0.1', () => {
     }],
     // Like Keycloak: a refresh token for every code, not only with offline_access + consent.
     issueRefreshToken: async (ctx, client) => client.grantTypeAllowed('refresh_token'),
-    pkce: { required: () => true },
+    pkce: { required: () => pkceRequired },
     features: {
       devInteractions: { enabled: true },
       deviceFlow: { enabled: deviceFlow },

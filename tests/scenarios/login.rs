@@ -97,6 +97,8 @@ fn browser_login_caches_tokens_0600_and_update_needs_no_second_login() {
     assert!(tokens["id_token"].as_str().unwrap().split('.').count() == 3, "id_token is a JWT");
     assert!(tokens["refresh_token"].is_string());
     assert_no_tokens_printed(&world, &out);
+    // Without a commodore cache, kharonctl creates none.
+    assert!(!world.env.path().join("cache/commodore").exists());
 
     // Users export HTTPS_PROXY pointing at kharond; kharonctl's own requests must ignore it.
     let (tripwire, marker) = world.tripwire_browser();
@@ -130,7 +132,15 @@ fn a_stale_id_token_is_refreshed_without_a_browser() {
     let (tripwire, marker) = world.tripwire_browser();
     let out = world.ctl_with(&["update", "--no-reload"], &[("KHARON_BROWSER", &tripwire)]);
     assert!(out.success(), "{}\n{}", out.stdout, out.stderr);
-    assert!(out.stderr.contains("has expired; refreshing it"), "{}", out.stderr);
+    assert!(
+        out.stderr.contains(&format!(
+            "the token for {} in kharonctl's cache {} has expired; refreshing it",
+            world.lieutenant.url(),
+            world.token_file().display()
+        )),
+        "{}",
+        out.stderr
+    );
     assert!(!marker.exists(), "a refresh must not open the browser");
     // (The id_token may be byte-identical: RS256 is deterministic and iat has one-second
     // resolution. The refresh token proves the refresh: oidc-provider rotates it.)
@@ -150,7 +160,15 @@ fn a_401_gets_one_refresh_and_retry() {
     let (tripwire, marker) = world.tripwire_browser();
     let out = world.ctl_with(&["update", "--no-reload"], &[("KHARON_BROWSER", &tripwire)]);
     assert!(out.success(), "{}\n{}", out.stdout, out.stderr);
-    assert!(out.stderr.contains("Lieutenant rejected the token; refreshing it"), "{}", out.stderr);
+    assert!(
+        out.stderr.contains(&format!(
+            "the token for {} in kharonctl's cache {} was rejected by Lieutenant; refreshing it",
+            world.lieutenant.url(),
+            world.token_file().display()
+        )),
+        "{}",
+        out.stderr
+    );
     assert!(!marker.exists());
     let seen = world.lieutenant.requests();
     let statuses: Vec<_> = seen.iter().map(|r| r["status"].as_u64().unwrap()).collect();
@@ -302,7 +320,15 @@ fn a_valid_token_in_commodores_cache_is_used() {
     let (tripwire, marker) = world.tripwire_browser();
     let out = world.ctl_with(&["update", "--no-reload"], &[("KHARON_BROWSER", &tripwire)]);
     assert!(out.success(), "{}\n{}", out.stdout, out.stderr);
-    assert!(out.stderr.contains("using the token from commodore's cache"), "{}", out.stderr);
+    assert!(
+        out.stderr.contains(&format!(
+            "using the token for {} from commodore's cache {}",
+            world.lieutenant.url(),
+            commodore.display()
+        )),
+        "{}",
+        out.stderr
+    );
     assert!(!marker.exists());
     // Commodore's file is read, never written.
     assert_eq!(std::fs::read_to_string(&commodore).unwrap(), serde_json::to_string_pretty(&body).unwrap());
@@ -326,4 +352,62 @@ fn logout_removes_our_tokens_and_says_so() {
     let out = world.ctl(&["logout", "--all"]);
     assert!(out.success() && out.stdout.contains("removed"), "{}", out.stdout);
     assert!(!world.token_file().exists());
+}
+
+/// Before a login, kharonctl says why one is needed, naming the cache it looked in: here a token
+/// that has expired and has no refresh token to renew it with.
+#[test]
+fn an_expired_token_without_a_refresh_token_says_so_before_the_login() {
+    let world = World::start();
+    let expired = {
+        use base64::Engine as _;
+        let enc = |v: &[u8]| base64::engine::general_purpose::URL_SAFE_NO_PAD.encode(v);
+        format!("{}.{}.c2ln", enc(br#"{"alg":"RS256"}"#), enc(br#"{"exp":1000000000}"#))
+    };
+    let url = world.lieutenant.url();
+    let body = serde_json::json!({"version": 1, "entries": {url: {"id_token": expired}}});
+    std::fs::create_dir_all(world.env.cache_dir()).unwrap();
+    std::fs::write(world.token_file(), body.to_string()).unwrap();
+    // A device login nobody completes: no port 18000, no browser.
+    let out = world.ctl(&["update", "--no-reload", "--device", "--login-timeout", "1"]);
+    assert_eq!(out.code, Some(1), "{}\n{}", out.stdout, out.stderr);
+    let cache = world.token_file();
+    for said in [
+        format!(
+            "the token for {url} in kharonctl's cache {} has expired, and there is no refresh token to renew it with",
+            cache.display()
+        ),
+        format!(
+            "logging in: no token for {url} in kharonctl's cache {} can be used or refreshed",
+            cache.display()
+        ),
+    ] {
+        assert!(out.stderr.contains(&said), "{said:?} missing:\n{}", out.stderr);
+    }
+    // Nothing cached at all: the message names both caches it looked in.
+    std::fs::remove_file(world.token_file()).unwrap();
+    let out = world.ctl(&["update", "--no-reload", "--device", "--login-timeout", "1"]);
+    let commodore = world.env.path().join("cache/commodore/token");
+    let said = format!(
+        "logging in: there is no token for {url} in kharonctl's cache {}, nor in commodore's cache {}",
+        cache.display(),
+        commodore.display()
+    );
+    assert!(out.stderr.contains(&said), "{said:?} missing:\n{}", out.stderr);
+}
+
+/// A stray space in a pasted URL is refused, naming where it came from, instead of being sent as
+/// `/%20/`.
+#[test]
+fn a_lieutenant_url_with_a_trailing_space_is_refused() {
+    let env = kharon_e2e::Env::new();
+    let out = kharonctl::run(&env, &["--lieutenant-url", "http://127.0.0.1:18601/ ", "config"]);
+    assert_eq!(out.code, Some(2), "{}\n{}", out.stdout, out.stderr);
+    assert!(
+        out.stderr.contains(
+            "lieutenant_url (from flag --lieutenant-url): \"http://127.0.0.1:18601/ \" has a space or control character"
+        ),
+        "{}",
+        out.stderr
+    );
 }

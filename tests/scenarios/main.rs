@@ -5,6 +5,7 @@ mod activation;
 mod channel_close;
 mod cluster_trust;
 mod clusters;
+mod commodore;
 mod connections;
 mod control;
 mod control_socket;

@@ -80,7 +80,7 @@ pub async fn run(args: Args, ctx: &Context) -> anyhow::Result<ExitCode> {
             setting: "dotenv_file",
             value: c.dotenv_file.as_ref().map(path),
             source: if c.dotenv_file.is_some() {
-                "commodore's .env: read for COMMODORE_* variables the environment lacks".into()
+                "read (commodore's; only for COMMODORE_* variables the environment lacks)".into()
             } else {
                 "none found (here or in a parent directory)".into()
             },
