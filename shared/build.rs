@@ -25,6 +25,8 @@ const PRINTED: &[&str] = &[
     "ChainStatus",
     "HopDetail",
     "ChannelRefusal",
+    "JumpQuestion",
+    "JumpPrompt",
     "ReloadRecord",
     "RefusedJumphost",
     "Memory",

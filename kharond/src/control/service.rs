@@ -1,8 +1,8 @@
 //! The control API's RPCs (gRPC over the Unix socket): `Status`, `Reload`, `Route`, `Test`,
-//! `FetchObject`, `Connections`, `Trace` and `Clusters`. It converts between proto messages and
-//! daemon types, maps errors to gRPC codes, and calls the modules that do the work: [`State`]
-//! (table, reload, counters), the SSH pool, [`reachability`] (Test's checks), [`object_fetch`] and
-//! [`live`] (open connections, traces). Only the user who runs the daemon may call it: the
+//! `FetchObject`, `Connections`, `Trace`, `Clusters`, `JumpLogin` and `JumpAnswer`. It converts
+//! between proto messages and daemon types, maps errors to gRPC codes, and calls the modules that
+//! do the work: [`State`] (table, reload, counters), the SSH pool, [`reachability`] (Test's
+//! checks), [`object_fetch`], [`live`] (open connections, traces) and [`jump_login`]. Only the user who runs the daemon may call it: the
 //! service wrapped around every RPC ([`caller`]) checks the peer's credentials.
 
 use std::sync::Arc;
@@ -13,6 +13,7 @@ use kharon_shared::routing::{self, Via};
 use tonic::{Request, Response, Status};
 
 use crate::control::caller;
+use crate::control::jump_login;
 use crate::control::live;
 use crate::control::object_fetch;
 use crate::control::reachability;
@@ -96,6 +97,8 @@ fn chain_status(health: ssh::ChainHealth, probe: Option<Result<Duration, String>
         ssh::ChainState::Connecting => pb::ChainState::Connecting,
         ssh::ChainState::Connected => pb::ChainState::Connected,
         ssh::ChainState::Failed => pb::ChainState::Failed,
+        ssh::ChainState::Asking => pb::ChainState::Asking,
+        ssh::ChainState::LoginRequired => pb::ChainState::LoginRequired,
     };
     pb::ChainStatus {
         jumphost: health.jumphost,
@@ -123,6 +126,7 @@ fn chain_status(health: ssh::ChainHealth, probe: Option<Result<Duration, String>
         hop_details: health.details.iter().map(hop_detail).collect(),
         config_error: health.refused.as_ref().map(|r| r.reason.clone()).unwrap_or_default(),
         config_origin: health.refused.and_then(|r| r.origin).unwrap_or_default(),
+        question: health.question.as_deref().map(jump_login::question),
     }
 }
 
@@ -394,6 +398,21 @@ impl pb::control_server::Control for Control {
             rule: e.rule.as_str().to_owned(),
             inventory_missing: loaded.missing,
         }))
+    }
+
+    async fn jump_login(
+        &self,
+        request: Request<pb::JumpLoginRequest>,
+    ) -> Result<Response<pb::JumpLoginStep>, Status> {
+        let jumphost = request.into_inner().jumphost;
+        jump_login::login(&self.state, &jumphost).await.map(Response::new)
+    }
+
+    async fn jump_answer(
+        &self,
+        request: Request<pb::JumpAnswerRequest>,
+    ) -> Result<Response<pb::JumpLoginStep>, Status> {
+        jump_login::answer(&self.state, request.into_inner()).await.map(Response::new)
     }
 
     async fn clusters(

@@ -34,13 +34,18 @@ pub enum Upstream {
     Tunnel(ssh::Tunnel),
 }
 
-/// Who a dial is for.
+/// Who a dial is for. A client's connection through a jump host whose chain asks a person (a
+/// one-time password) waits for the answer; kharond's own requests report the question instead,
+/// to the person who asked for them.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Client {
-    /// A client on this machine (a loopback peer), or kharond itself (`Test`, `FetchObject`).
+    /// A client on this machine (a loopback peer).
     Local,
     /// A client on another machine: no loopback target (module doc).
     Remote,
+    /// kharond itself (`Test`, `FetchObject`), for a person running kharonctl: reaches what a
+    /// local client reaches.
+    Daemon,
 }
 
 impl Client {
@@ -113,7 +118,7 @@ pub async fn routed(
 ) -> Result<(Route, Upstream), Failed> {
     let generation = routes.current();
     let route = Route::of(&generation.table.table, target);
-    let dialled = along(&generation.pool, &route, target, Client::Local, timeout).await;
+    let dialled = along(&generation.pool, &route, target, Client::Daemon, timeout).await;
     match dialled {
         Ok(upstream) => Ok((route, upstream)),
         Err(error) => Err(Failed { route, error }),
@@ -132,7 +137,13 @@ pub async fn along(
 ) -> Result<Upstream, Error> {
     match route {
         Route::Direct => direct(target, timeout, client).await,
-        Route::Jumphost(jumphost) => via_jumphost(pool, jumphost, target, timeout).await,
+        Route::Jumphost(jumphost) => {
+            let patience = match client {
+                Client::Local | Client::Remote => ssh::Patience::Wait,
+                Client::Daemon => ssh::Patience::Report,
+            };
+            via_jumphost(pool, jumphost, target, patience).await
+        }
     }
 }
 
@@ -154,7 +165,7 @@ pub async fn direct(target: &Target, timeout: Duration, client: Client) -> Resul
         }
     };
     let addrs = match client {
-        Client::Local => addrs,
+        Client::Local | Client::Daemon => addrs,
         Client::Remote => {
             let reachable: Vec<SocketAddr> = addrs.iter().filter(|a| !local_only(a)).copied().collect();
             if reachable.is_empty() && !addrs.is_empty() {
@@ -178,18 +189,20 @@ pub async fn direct(target: &Target, timeout: Duration, client: Client) -> Resul
     Err(last.unwrap_or(Error::NoAddress { host: target.host() }))
 }
 
-/// Opens a channel through `jumphost`'s chain; the last hop resolves the name.
+/// Opens a channel through `jumphost`'s chain; the last hop resolves the name. The engine bounds
+/// it by the connect timeout (the same setting `timeout` comes from), and with
+/// [`ssh::Patience::Wait`] by the time a person has to answer a hop's question: a bound here
+/// would cut that wait short.
 pub async fn via_jumphost(
     pool: &ssh::Pool,
     jumphost: &str,
     target: &Target,
-    timeout: Duration,
+    patience: ssh::Patience,
 ) -> Result<Upstream, Error> {
     let host = target.host();
-    match tokio::time::timeout(timeout, pool.connect(jumphost, &host, target.port())).await {
-        Err(_) => Err(Error::Timeout { addr: format!("{target} via {jumphost}"), timeout }),
-        Ok(Err(source)) => Err(Error::Jumphost(source)),
-        Ok(Ok(tunnel)) => Ok(Upstream::Tunnel(tunnel)),
+    match pool.connect(jumphost, &host, target.port(), patience).await {
+        Err(source) => Err(Error::Jumphost(source)),
+        Ok(tunnel) => Ok(Upstream::Tunnel(tunnel)),
     }
 }
 

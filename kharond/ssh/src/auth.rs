@@ -12,18 +12,24 @@
 //! An encrypted key file that the agent does not hold cannot be used: the daemon cannot prompt,
 //! so the error says to `ssh-add` it (on macOS the Keychain way, [`encrypted_advice`]). The agent socket comes from `IdentityAgent` or the daemon's
 //! captured `SSH_AUTH_SOCK` (never this process's live environment).
+//!
+//! Keys are offered while the server still takes them. What it says of them is kept
+//! ([`prompt::Verdict`]); when it wants more than a key (a one-time password after it, a password
+//! instead of it), `prompt` finishes the login with a person.
 //! Knows nothing of host keys or how the session's transport was made (`chain`).
 
 use std::collections::HashMap;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
+use russh::MethodKind;
 use russh::client::{self, AuthResult};
 use russh::keys::agent::AgentIdentity;
 use russh::keys::agent::client::AgentClient;
 use russh::keys::{Certificate, PrivateKey, PrivateKeyWithHashAlg, PublicKey};
 
 use super::config::{Hop, IdentityAgent};
+use super::prompt::{self, Person, Verdict};
 
 #[derive(Debug, thiserror::Error)]
 pub enum Error {
@@ -38,6 +44,9 @@ pub enum Error {
     /// which the caller adds once the session has reported it.
     #[error("{}", interrupted(tried, *refused, said.as_deref()))]
     Interrupted { tried: Vec<String>, refused: usize, said: Option<String>, source: russh::Error },
+    /// The server wanted more than a key; a person was asked for it, or could not be (prompt.rs).
+    #[error(transparent)]
+    Person(prompt::Error),
 }
 
 /// After refused keys, a server that hangs up is almost always sshd's `MaxAuthTries` ("Too many
@@ -133,11 +142,13 @@ struct KeyFile {
     cert: Option<Certificate>,
 }
 
-/// Authenticates `hop.user` on a freshly connected session.
+/// Authenticates `hop.user` on a freshly connected session; what a person must answer goes to
+/// `person`.
 pub async fn authenticate<H>(
     handle: &mut client::Handle<H>,
     hop: &Hop,
     env: &HashMap<String, String>,
+    person: &Person<'_>,
 ) -> Result<(), Error>
 where
     H: client::Handler,
@@ -148,6 +159,7 @@ where
     let mut agent_problem = None;
     // Public keys the agent offered: a key file holding one of them needs no passphrase.
     let mut agent_keys: Vec<PublicKey> = Vec::new();
+    let mut verdict = Verdict::default();
 
     match agent_socket(hop, env) {
         None => {}
@@ -171,6 +183,9 @@ where
                         agent_problem = Some(format!("agent {} holds no usable key", sock.display()));
                     }
                     for id in ordered {
+                        if !verdict.keys_wanted() {
+                            break;
+                        }
                         agent_keys.push(id.public_key().into_owned());
                         let label = label(&id);
                         let (algorithm, certificate) = match &id {
@@ -202,8 +217,14 @@ where
                         };
                         match result {
                             Ok(AuthResult::Success) => return Ok(()),
-                            Ok(AuthResult::Failure { .. }) => {
-                                refused += 1;
+                            Ok(AuthResult::Failure { remaining_methods, partial_success }) => {
+                                refused += usize::from(!partial_success);
+                                verdict.heard(
+                                    MethodKind::PublicKey,
+                                    &label,
+                                    remaining_methods,
+                                    partial_success,
+                                );
                                 tried.push(label);
                             }
                             Err(e) => {
@@ -223,7 +244,7 @@ where
 
     let mut encrypted = None;
     for f in &files {
-        if !f.path.exists() {
+        if !f.path.exists() || !verdict.keys_wanted() {
             continue;
         }
         let key = match russh::keys::load_secret_key(&f.path, None) {
@@ -259,12 +280,27 @@ where
         };
         match result {
             Ok(AuthResult::Success) => return Ok(()),
-            Ok(AuthResult::Failure { .. }) => {
-                refused += 1;
-                tried.push(f.path.display().to_string());
+            Ok(AuthResult::Failure { remaining_methods, partial_success }) => {
+                let label = f.path.display().to_string();
+                refused += usize::from(!partial_success);
+                verdict.heard(MethodKind::PublicKey, &label, remaining_methods, partial_success);
+                tried.push(label);
             }
             Err(e) => return Err(interrupted_by(tried, refused, e)),
         }
+    }
+    if !verdict.heard_any() {
+        // No key reached the server: ask it what it takes, as ssh's first request ("none") does.
+        match handle.authenticate_none(hop.user.clone()).await {
+            Ok(AuthResult::Success) => return Ok(()),
+            Ok(AuthResult::Failure { remaining_methods, partial_success }) => {
+                verdict.heard(MethodKind::None, "none", remaining_methods, partial_success);
+            }
+            Err(e) => return Err(interrupted_by(tried, refused, e)),
+        }
+    }
+    if verdict.beyond_keys() {
+        return prompt::finish(handle, hop, person, verdict).await.map_err(Error::Person);
     }
     match encrypted {
         Some(path) => {

@@ -31,8 +31,9 @@ use tokio::sync::watch;
 use super::config::{Chain, Hop, KnownHostKeys, Transport};
 use super::gather::Gathered;
 use super::known_hosts::KnownHosts;
+use super::prompt::{Asker, Person};
 use super::report::{DialReport, HopTiming};
-use super::{auth, known_hosts, proxy_command, tcp};
+use super::{auth, desk, known_hosts, proxy_command, tcp};
 
 /// The per-channel receive window is sized for each session from the round trip to its hop.
 /// One stream gets about half the window per round trip, because russh tops the window up only
@@ -87,6 +88,8 @@ pub struct Settings<'a> {
     /// How many channels the jump host's tunnels hold open (their `Counters::open`): the first
     /// hop's transport reads it (gather.rs).
     pub open_channels: &'a Arc<AtomicU32>,
+    /// Where a hop's questions for a person go (prompt.rs).
+    pub asker: Asker<'a>,
 }
 
 /// Which hop failed, as a user finds it in their ssh_config.
@@ -497,18 +500,19 @@ fn client_config(hop: &Hop, known: &KnownHostKeys, window: u32) -> Arc<client::C
 }
 
 /// Connects every hop of `chain` in turn. Each hop's transport, handshake and authentication
-/// are bounded by its `ConnectTimeout` (else `settings.connect_timeout`); the caller bounds the
-/// whole.
+/// are bounded by its `ConnectTimeout` (else `settings.connect_timeout`), not counting the time a
+/// person is given to answer its questions (`desk::within`); the caller bounds the whole.
 pub async fn dial(chain: &Chain, settings: Settings<'_>) -> Result<Dialled, Error> {
     let mut sessions: Vec<Session> = Vec::with_capacity(chain.hops.len());
     for (i, hop) in chain.hops.iter().enumerate() {
         let id = HopId::new(chain, i);
         let limit = hop.connect_timeout.unwrap_or(settings.connect_timeout);
         let step = dial_hop(hop, sessions.last(), &id, settings);
-        let session = match tokio::time::timeout(limit, step).await {
-            Ok(Ok(s)) => s,
-            Ok(Err(kind)) => return Err(Error { hop: id, kind }),
-            Err(_) => return Err(Error { hop: id, kind: ErrorKind::Timeout(limit) }),
+        let deadline = tokio::time::Instant::now() + limit;
+        let session = match desk::within(settings.asker.desk, deadline, step).await {
+            Some(Ok(s)) => s,
+            Some(Err(kind)) => return Err(Error { hop: id, kind }),
+            None => return Err(Error { hop: id, kind: ErrorKind::Timeout(limit) }),
         };
         tracing::debug!(hop = %id, "hop connected");
         sessions.push(session);
@@ -574,7 +578,13 @@ async fn dial_hop(
     })?;
     let handshake = started.elapsed().saturating_sub(transport);
     let mut rx = rx;
-    match auth::authenticate(&mut handle, hop, settings.env).await {
+    let person = Person {
+        asker: settings.asker,
+        hop: id.to_string(),
+        env: settings.env,
+        after_answer: settings.connect_timeout,
+    };
+    match auth::authenticate(&mut handle, hop, settings.env, &person).await {
         Ok(()) => {}
         Err(auth::Error::Interrupted { tried, refused, source, .. }) => {
             // The session reports the server's disconnect message on its own task: wait for it

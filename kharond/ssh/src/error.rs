@@ -6,13 +6,17 @@
 //! - `AdministrativelyProhibited` (sshd `PermitOpen`, `AllowTcpForwarding no`) → `PermissionDenied`;
 //! - any hop failing (unreachable, refused host key, authentication, session died, ssh_config
 //!   that cannot be used) → `NetworkUnreachable`: the *path* is broken, not the target;
-//! - anything that ran out of time → `TimedOut`.
+//! - anything that ran out of time → `TimedOut`;
+//! - a jump host waiting for a person (a question open, or a login nobody finished) →
+//!   `NetworkUnreachable`, as any hop that cannot be passed.
 
 use std::io::ErrorKind;
+use std::sync::Arc;
 use std::time::Duration;
 
 use russh::ChannelOpenFailure;
 
+use super::desk::Question;
 use super::{chain, config};
 
 #[derive(Debug, thiserror::Error)]
@@ -39,6 +43,18 @@ pub enum Error {
     Session { jumphost: String, host: String, port: u16, source: Box<russh::Error> },
     #[error("jump host {jumphost}: {what} took longer than {after:?}")]
     Timeout { jumphost: String, what: &'static str, after: Duration },
+    /// A hop asked a person, and the login failed for want of an answer: `why` is that failure
+    /// (it says what to do). No dial is made until someone logs in.
+    #[error(
+        "jump host {jumphost} waits for a person to log in, and connections through it fail until then: {why}"
+    )]
+    LoginRequired { jumphost: String, why: String },
+    /// A hop asks a person now, and this caller does not wait for the answer
+    /// ([`Patience::Report`](super::Patience::Report)).
+    #[error(
+        "jump host {jumphost} waits for a person: {question}; answer with `kharonctl login-jump {jumphost}`"
+    )]
+    Asking { jumphost: String, question: Arc<Question> },
 }
 
 /// What a refused channel at the last hop means, and for a refusal of forwarding, where sshd
@@ -72,7 +88,11 @@ impl Error {
     /// How the failure looks from the SOCKS client's side (see the module doc).
     pub fn io_kind(&self) -> ErrorKind {
         match self {
-            Error::Config(_) | Error::Refused { .. } | Error::Session { .. } => ErrorKind::NetworkUnreachable,
+            Error::Config(_)
+            | Error::Refused { .. }
+            | Error::Session { .. }
+            | Error::LoginRequired { .. }
+            | Error::Asking { .. } => ErrorKind::NetworkUnreachable,
             Error::Dial { source, .. } if source.kind.is_timeout() => ErrorKind::TimedOut,
             Error::Dial { .. } => ErrorKind::NetworkUnreachable,
             Error::Backoff { kind, .. } => *kind,

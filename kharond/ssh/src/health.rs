@@ -1,7 +1,7 @@
 //! What `Status` shows of the pool: one [`ChainHealth`] per jump host (state, last error and its
-//! time, the last channel the jump host refused, next retry, channels and bytes, or why the ssh
-//! config refuses it), and a live round trip through every connected chain. Reads the slots;
-//! changes nothing.
+//! time, the last channel the jump host refused, next retry, channels and bytes, the question a
+//! hop asks a person, or why the ssh config refuses it), and a live round trip through every
+//! connected chain. Reads the slots; changes nothing.
 
 use std::collections::HashMap;
 use std::sync::Arc;
@@ -11,6 +11,7 @@ use std::time::{Duration, SystemTime};
 use tokio::time::Instant;
 
 use super::config;
+use super::desk::Question;
 use super::slot::{ChainState, Slot};
 pub use super::slot::{ChannelRefusal, Stamped};
 
@@ -88,6 +89,8 @@ pub struct ChainHealth {
     pub bytes_up: u64,
     pub bytes_down: u64,
     pub next_retry: Option<SystemTime>,
+    /// The question a hop of the chain asks a person now (state `Asking`).
+    pub question: Option<Arc<Question>>,
 }
 
 /// The health of every slot, and of every refused jump host, sorted by jump host.
@@ -98,13 +101,21 @@ pub(super) fn status<'r>(
     let mut out: Vec<ChainHealth> = slots
         .iter()
         .map(|slot| {
+            let question = slot.desk.question();
             let st = slot.lock();
+            // A dial is `Connecting` while a hop asks; a failed login waits for a person.
+            let state = match (&question, &st.login_required) {
+                (Some(_), _) => ChainState::Asking,
+                (None, Some(_)) if st.live.is_none() => ChainState::LoginRequired,
+                _ => st.state,
+            };
             ChainHealth {
                 jumphost: slot.jumphost.clone(),
                 hops: hops(slot),
                 details: slot.chain.hops.iter().map(HopSummary::from).collect(),
                 refused: None,
-                state: st.state,
+                state,
+                question,
                 since: st.since,
                 last_error: st.last_error.clone(),
                 last_refusal: st.last_refusal.clone(),
@@ -131,6 +142,7 @@ pub(super) fn status<'r>(
         bytes_up: 0,
         bytes_down: 0,
         next_retry: None,
+        question: None,
     }));
     out.sort_by(|a, b| a.jumphost.cmp(&b.jumphost));
     out

@@ -12,7 +12,10 @@
 //!   long each hop took), without the sessions themselves;
 //! - reported: [`Pool::status`] ([`ChainHealth`] per jump host), [`Pool::round_trips`],
 //!   [`Pool::preflight`] ([`Findings`]: what will fail before a connection does), and the
-//!   [`Error`] of a failed connect with the [`std::io::ErrorKind`] it means for the client.
+//!   [`Error`] of a failed connect with the [`std::io::ErrorKind`] it means for the client;
+//! - answered by a person: a hop's [`Question`] (in [`ChainHealth`], and from [`Pool::login`] as
+//!   a [`LoginStep`]), [`Pool::answer`] with the [`Answers`] ([`AnswerError`] when not taken);
+//!   [`Pool::connect`]'s [`Patience`] says whether a connection waits for them.
 //!
 //! # Layout
 //! - [`config`]: ssh_config (Include, Host and Match blocks, canonicalization, ProxyJump,
@@ -26,6 +29,10 @@
 //!   sessions.
 //! - [`chain`]: dials a chain hop by hop (TCP or ProxyCommand, then direct-tcpip + handshake).
 //! - [`auth`]: agent first, then key files; an encrypted key without an agent → "run `ssh-add`".
+//! - [`prompt`]: what a person must finish after (or instead of) the keys: keyboard-interactive
+//!   (a one-time password, PAM) and password. [`desk`]: where a hop's question waits for the
+//!   answer, and how long connections wait for it. [`askpass`]: asking through the user's
+//!   SSH_ASKPASS program, as ssh does without a terminal.
 //! - [`known_hosts`]: host key and host certificate checks under `StrictHostKeyChecking`, and
 //!   which host key algorithms to offer.
 //! - [`preflight`]: what will fail, found before a connection does: jump hosts no Host block names
@@ -42,9 +49,11 @@
 //! pick a reply code. Their messages never repeat their cause (`kharon_shared::errors`): whoever
 //! shows one, here (a log line, a `Status` string) or in the daemon, prints its whole chain.
 
+mod askpass;
 mod auth;
 mod chain;
 mod config;
+mod desk;
 mod error;
 mod gather;
 mod health;
@@ -52,6 +61,7 @@ mod keepalive;
 mod known_hosts;
 mod pool;
 mod preflight;
+mod prompt;
 mod proxy_command;
 mod quickack;
 mod report;
@@ -60,9 +70,10 @@ mod tcp;
 mod tunnel;
 
 pub use auth::service_agent_advice;
+pub use desk::{AnswerError, Answers, Prompt, Question};
 pub use error::Error;
 pub use health::{ChainHealth, ChannelRefusal, HopSummary, Refusal, Stamped};
-pub use pool::{Installed, Pool, PoolSettings, Prepared};
+pub use pool::{Installed, LoginStep, Patience, Pool, PoolSettings, Prepared};
 pub use preflight::{Findings, Unresolved};
 pub use report::{DialReport, HopTiming};
 pub use slot::ChainState;

@@ -1,6 +1,7 @@
 //! One jump host's slot in the pool: its resolved chain, its session if one is up, the state
 //! `Status` shows (with the last failure and the last channel the jump host refused, each with
-//! its time), and the counters its tunnels feed. The pool decides when to dial a slot
+//! its time), the desk where its hops' questions for a person wait (desk.rs), and the counters
+//! its tunnels feed. The pool decides when to dial a slot
 //! (pool.rs), keepalive.rs when to doubt its session, health.rs reads it.
 //!
 //! # Concurrency
@@ -17,6 +18,7 @@ use tokio::time::Instant;
 
 use super::chain::Dialled;
 use super::config::Chain;
+use super::desk::Desk;
 use super::tunnel::Counters;
 
 /// A session is replaced after this many channels closed by us first: russh keeps each one's
@@ -33,6 +35,11 @@ pub enum ChainState {
     Connecting,
     Connected,
     Failed,
+    /// A hop asks a person a question now (desk.rs); connections through it wait for the answer.
+    Asking,
+    /// A hop asked a person and got no answer it took: connections fail at once until someone
+    /// logs in (`kharonctl login-jump`, [`Pool::login`](super::Pool::login)).
+    LoginRequired,
 }
 
 /// A connected chain in a slot. `id` tells a stale "this session died" report from a current one.
@@ -78,6 +85,9 @@ pub(super) struct SlotState {
     pub last_refusal: Option<ChannelRefusal>,
     /// The io kind of the last dial failure, for requests failed fast during backoff.
     pub last_kind: ErrorKind,
+    /// Set when a login failed for want of a person (nobody answered, the answers were
+    /// refused): why. No dial is made until someone logs in; cleared when a session is up.
+    pub login_required: Option<Stamped>,
     pub failures: u32,
     pub retry_at: Option<(Instant, SystemTime)>,
 }
@@ -90,6 +100,8 @@ pub(super) struct Slot {
     pub dial: Arc<tokio::sync::Mutex<()>>,
     state: Mutex<SlotState>,
     pub counters: Arc<Counters>,
+    /// Where the chain's questions for a person wait for an answer.
+    pub desk: Desk,
 }
 
 impl Slot {
@@ -105,10 +117,12 @@ impl Slot {
                 last_error: None,
                 last_refusal: None,
                 last_kind: ErrorKind::NetworkUnreachable,
+                login_required: None,
                 failures: 0,
                 retry_at: None,
             }),
             counters: Arc::default(),
+            desk: Desk::default(),
         }
     }
 

@@ -204,6 +204,7 @@ mod tests {
                 "config_error": "", "config_origin": "", "last_error_ms": 0,
                 "last_refusal": {"target": "t:443", "reason": "connect failed",
                                  "description": "refused", "at_ms": 5},
+                "question": null,
             })
         );
         let frozen = json_of(&chain(
@@ -221,6 +222,10 @@ mod tests {
         );
         let newer = json_of(&pb::ChainStatus { state: 99, ..Default::default() });
         assert_eq!(newer["state"], "unknown");
+        let asking = json_of(&chain(pb::ChainState::Asking, None));
+        assert_eq!(asking["state"], "asking");
+        let waiting = json_of(&chain(pb::ChainState::LoginRequired, None));
+        assert_eq!(waiting["state"], "login-required");
     }
 
     /// A reload: its result's word.

@@ -5,13 +5,16 @@
 use super::v1::{ChainState, ConnectionState, ReloadResult, Via};
 
 impl ChainState {
-    /// "idle", "connecting", "connected", "failed"; "unknown" when unspecified.
+    /// "idle", "connecting", "connected", "failed", "asking", "login-required"; "unknown" when
+    /// unspecified.
     pub fn word(self) -> &'static str {
         match self {
             ChainState::Idle => "idle",
             ChainState::Connecting => "connecting",
             ChainState::Connected => "connected",
             ChainState::Failed => "failed",
+            ChainState::Asking => "asking",
+            ChainState::LoginRequired => "login-required",
             ChainState::Unspecified => "unknown",
         }
     }

@@ -29,6 +29,16 @@
 //! request that gives up (the daemon's own timeout) does not abort the dial for the others.
 //! While a chain is in backoff, requests fail at once with the last error; the first request after
 //! the backoff window dials again.
+//!
+//! # A hop that asks a person
+//! When a hop wants answers from a person (prompt.rs), the question waits on the slot's desk
+//! (desk.rs). Every wait for a dial, the dial's own and each request's, lasts as long as the
+//! person is given ([`Patience::Wait`], `desk::within`), or stops at the question and reports it
+//! ([`Patience::Report`]). A login that fails for want of an answer leaves the slot
+//! [`ChainState::LoginRequired`]: requests fail at once, with that failure, and nothing is dialled
+//! (nobody is asked again by connections in the background) until a person logs in:
+//! [`Pool::login`] dials and returns the first question, [`Pool::answer`] answers one and returns
+//! what follows.
 
 use std::collections::HashMap;
 use std::path::PathBuf;
@@ -37,13 +47,17 @@ use std::sync::{Arc, Mutex};
 use std::time::{Duration, SystemTime};
 
 use kharon_shared::errors;
+use tokio::sync::watch;
+use tokio::task::JoinHandle;
 use tokio::time::Instant;
 
 use super::chain::{self, Dialled, OpenError};
 use super::config::{self, Chain, SshConfig};
+use super::desk::{self, AnswerError, Answers, Question, Stopped};
 use super::error::Error;
 use super::health::{self, ChainHealth, Refusal};
 use super::keepalive;
+use super::prompt::{self, Asker};
 use super::slot::{ChainState, Live, NEXT_SESSION, Slot, Stamped};
 pub use super::tunnel::Tunnel;
 
@@ -74,6 +88,28 @@ pub struct Installed {
     pub config_error: Option<String>,
     /// Jump hosts of the fresh inventory that the config in force gives no chain, by name.
     pub refused: Vec<(String, Refusal)>,
+}
+
+/// What a request does while a hop of its chain asks a person (see `# A hop that asks a person`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Patience {
+    /// Waits for the answer as long as the question is open, then for the rest of the login: a
+    /// client's connection goes through once the person has answered.
+    Wait,
+    /// Does not wait for it: fails at once with the question and how to answer it (kharond's own
+    /// checks, which a person is watching).
+    Report,
+}
+
+/// Where a person's login to a jump host stands ([`Pool::login`], [`Pool::answer`]).
+#[derive(Debug, Clone)]
+pub enum LoginStep {
+    /// A hop asks this; [`Pool::answer`] answers it.
+    Asked(Arc<Question>),
+    /// The chain is up.
+    Connected,
+    /// The login failed: why, with every cause.
+    Failed(String),
 }
 
 /// What the pool needs to know, fixed at start (a reload re-reads the ssh config file).
@@ -335,12 +371,27 @@ impl Pool {
 
     /// Opens a direct-tcpip channel from `jumphost`'s last hop to `host:port`, dialling the chain
     /// first if needed. `host` is sent as a name: the last hop resolves it. Bounded by the
-    /// connect timeout.
-    pub async fn connect(&self, jumphost: &str, host: &str, port: u16) -> Result<Tunnel, Error> {
-        let deadline = Instant::now() + self.engine.settings.connect_timeout;
+    /// connect timeout, and with [`Patience::Wait`] by the time a person is given to answer a
+    /// hop's question (then the channel has the time the rest of the login has).
+    pub async fn connect(
+        &self,
+        jumphost: &str,
+        host: &str,
+        port: u16,
+        patience: Patience,
+    ) -> Result<Tunnel, Error> {
+        let connect_timeout = self.engine.settings.connect_timeout;
+        let deadline = Instant::now() + connect_timeout;
         self.woke_up();
-        let slot = self.slot_async(jumphost).await?;
-        let (mut id, mut dialled, mut reused) = self.session(&slot, deadline).await?;
+        let slot = tokio::time::timeout_at(deadline, self.slot_async(jumphost)).await.map_err(|_| {
+            Error::Timeout {
+                jumphost: jumphost.to_owned(),
+                what: "resolving its chain",
+                after: connect_timeout,
+            }
+        })??;
+        let (mut id, mut dialled, mut reused) = self.session(&slot, deadline, patience).await?;
+        let deadline = deadline.max(slot.desk.patience().unwrap_or(deadline));
         let mut retried = false;
         loop {
             let opened = tokio::time::timeout_at(deadline, dialled.open(host, port)).await;
@@ -373,7 +424,7 @@ impl Pool {
                     }
                     tracing::debug!(%jumphost, "channel open failed on a reused session; retrying on a fresh one");
                     retried = true;
-                    (id, dialled, reused) = self.session(&slot, deadline).await?;
+                    (id, dialled, reused) = self.session(&slot, deadline, patience).await?;
                 }
                 Err(_) => {
                     // A black-holed target, or a frozen hop: find out which, in the background,
@@ -391,7 +442,12 @@ impl Pool {
 
     /// A usable session for `slot`: the live one (probed first if suspect), or a fresh one.
     /// Returns (session id, chain, whether it was reused).
-    async fn session(&self, slot: &Arc<Slot>, deadline: Instant) -> Result<(u64, Arc<Dialled>, bool), Error> {
+    async fn session(
+        &self,
+        slot: &Arc<Slot>,
+        deadline: Instant,
+        patience: Patience,
+    ) -> Result<(u64, Arc<Dialled>, bool), Error> {
         if let Some((id, chain, suspect)) = slot.current()
             && (!suspect || keepalive::confirm(slot, id, &chain, deadline).await)
         {
@@ -403,14 +459,17 @@ impl Pool {
             after: self.engine.settings.connect_timeout,
         };
         // Wait for a dial in progress (it may be for us), then look again.
-        let guard = tokio::time::timeout_at(deadline, slot.dial.clone().lock_owned())
+        let guard = wait(slot, deadline, patience, slot.dial.clone().lock_owned())
             .await
-            .map_err(|_| timeout("waiting for the SSH handshake"))?;
+            .map_err(|stopped| stopped_error(slot, stopped, timeout("waiting for the SSH handshake")))?;
         if let Some((id, chain, _)) = slot.current() {
             return Ok((id, chain, false));
         }
         {
             let st = slot.lock();
+            if let Some(why) = &st.login_required {
+                return Err(Error::LoginRequired { jumphost: slot.jumphost.clone(), why: why.text.clone() });
+            }
             if let Some((at, _)) = st.retry_at
                 && Instant::now() < at
             {
@@ -428,8 +487,8 @@ impl Pool {
             self.engine.settings.clone(),
             self.config.path().to_owned(),
         ));
-        match tokio::time::timeout_at(deadline, task).await {
-            Err(_) => Err(timeout("the SSH handshake")),
+        match wait(slot, deadline, patience, task).await {
+            Err(stopped) => Err(stopped_error(slot, stopped, timeout("the SSH handshake"))),
             Ok(Err(join)) => Err(Error::Timeout {
                 jumphost: slot.jumphost.clone(),
                 what: if join.is_panic() { "the SSH handshake (it panicked)" } else { "the SSH handshake" },
@@ -438,6 +497,45 @@ impl Pool {
             Ok(Ok(Err(e))) => Err(e),
             Ok(Ok(Ok((id, chain)))) => Ok((id, chain, false)),
         }
+    }
+
+    /// Logs in to `jumphost` for a person (`kharonctl login-jump`): the question a hop asks now
+    /// if there is one, else a dial now (past any backoff, and after a login nobody finished),
+    /// and what it comes to: a hop's question (as soon as it is asked), the chain up, or why it
+    /// failed. Waits at most the connect timeout for a dial to get that far.
+    pub async fn login(&self, jumphost: &str) -> Result<LoginStep, Error> {
+        let settings = &self.engine.settings;
+        let deadline = Instant::now() + settings.connect_timeout;
+        let slot = tokio::time::timeout_at(deadline, self.slot_async(jumphost)).await.map_err(|_| {
+            Error::Timeout {
+                jumphost: jumphost.to_owned(),
+                what: "resolving its chain",
+                after: settings.connect_timeout,
+            }
+        })??;
+        if let Some(question) = slot.desk.question() {
+            return Ok(LoginStep::Asked(question));
+        }
+        if slot.current().is_some() {
+            return Ok(LoginStep::Connected);
+        }
+        let mut changes = slot.desk.watch();
+        let task = tokio::spawn(login_dial(slot.clone(), settings.clone(), self.config.path().to_owned()));
+        Ok(next_step(&slot, &mut changes, Some(task), None, deadline, settings.connect_timeout).await)
+    }
+
+    /// Answers question `id` of `jumphost` for a person, once, and waits (at most the connect
+    /// timeout) for what follows: the next question, the chain up, or why the login failed.
+    pub async fn answer(&self, jumphost: &str, id: u64, answers: Answers) -> Result<LoginStep, AnswerError> {
+        let slot = self
+            .chains()
+            .get(jumphost)
+            .cloned()
+            .ok_or_else(|| AnswerError::Unknown { jumphost: jumphost.to_owned() })?;
+        let mut changes = slot.desk.watch();
+        slot.desk.answer(jumphost, id, answers)?;
+        let after = self.engine.settings.connect_timeout;
+        Ok(next_step(&slot, &mut changes, None, Some(id), Instant::now() + after, after).await)
     }
 
     /// Times a keepalive through every connected chain, all at once, none waiting longer than
@@ -500,23 +598,33 @@ async fn dial(
         st.state = ChainState::Connecting;
         st.since = SystemTime::now();
     }
+    slot.desk.dialling();
     let dial_settings = chain::Settings {
         env: &settings.env,
         ssh_config: &ssh_config,
         connect_timeout: settings.connect_timeout,
         open_channels: &slot.counters.open,
+        asker: Asker { desk: &slot.desk, jumphost: &slot.jumphost, wait: prompt::answer_wait(&settings.env) },
     };
-    let result =
-        match tokio::time::timeout(settings.connect_timeout, chain::dial(&slot.chain, dial_settings)).await {
-            Ok(r) => {
-                r.map_err(|source| Error::Dial { jumphost: slot.jumphost.clone(), source: Box::new(source) })
-            }
-            Err(_) => Err(Error::Timeout {
-                jumphost: slot.jumphost.clone(),
-                what: "the SSH handshake",
-                after: settings.connect_timeout,
-            }),
-        };
+    let deadline = Instant::now() + settings.connect_timeout;
+    let result = match desk::within(&slot.desk, deadline, chain::dial(&slot.chain, dial_settings)).await {
+        Some(r) => {
+            r.map_err(|source| Error::Dial { jumphost: slot.jumphost.clone(), source: Box::new(source) })
+        }
+        None => Err(Error::Timeout {
+            jumphost: slot.jumphost.clone(),
+            what: "the SSH handshake",
+            after: settings.connect_timeout,
+        }),
+    };
+    let outcome = settled(&slot, result);
+    // Whoever waits for this login's next step (Pool::login, Pool::answer) looks again.
+    slot.desk.touch();
+    outcome
+}
+
+/// Records what a dial of `slot` came to, and watches a new session until it ends.
+fn settled(slot: &Arc<Slot>, result: Result<Dialled, Error>) -> Result<(u64, Arc<Dialled>), Error> {
     let mut st = slot.lock();
     st.since = SystemTime::now();
     match result {
@@ -529,10 +637,11 @@ async fn dial(
             st.retry_at = None;
             // Recovered: what failed before is history, not the chain's state (issue 35).
             st.last_error = None;
+            st.login_required = None;
             drop(st);
             tracing::info!(jumphost = %slot.jumphost, chain = %slot.hops(), "SSH session up");
             let closed = dialled.closed();
-            let weak = Arc::downgrade(&slot);
+            let weak = Arc::downgrade(slot);
             tokio::spawn(async move {
                 let why = closed.await;
                 if let Some(slot) = weak.upgrade() {
@@ -542,15 +651,109 @@ async fn dial(
             Ok((id, dialled))
         }
         Err(e) => {
-            st.failures += 1;
-            let backoff = backoff(st.failures);
-            st.retry_at = Some((Instant::now() + backoff, SystemTime::now() + backoff));
             st.state = ChainState::Failed;
             st.last_error = Some(Stamped::now(errors::chain(&e)));
             st.last_kind = e.io_kind();
+            if slot.desk.failed_for_person() {
+                // No dial until a person logs in (`# A hop that asks a person`).
+                st.login_required = st.last_error.clone();
+                st.retry_at = None;
+                drop(st);
+                tracing::warn!(jumphost = %slot.jumphost, error = %errors::Chain(&e), "SSH login failed for want of an answer");
+                return Err(e);
+            }
+            st.failures += 1;
+            let backoff = backoff(st.failures);
+            st.retry_at = Some((Instant::now() + backoff, SystemTime::now() + backoff));
             drop(st);
             tracing::warn!(jumphost = %slot.jumphost, error = %errors::Chain(&e), retry_in = ?backoff, "SSH session failed");
             Err(e)
+        }
+    }
+}
+
+/// A dial for a person's login ([`Pool::login`]): after the one in progress, if any; past any
+/// backoff, and after a login nobody finished.
+async fn login_dial(slot: Arc<Slot>, settings: PoolSettings, ssh_config: PathBuf) -> Result<(), Error> {
+    // Bounded: a dial holds the lock for its own bounded time.
+    let guard = slot.dial.clone().lock_owned().await;
+    if slot.current().is_some() {
+        return Ok(());
+    }
+    {
+        let mut st = slot.lock();
+        st.login_required = None;
+        st.retry_at = None;
+    }
+    dial(slot, guard, settings, ssh_config).await.map(|_| ())
+}
+
+/// Waits for `fut` until `deadline`, and while a hop of `slot`'s chain asks a person as
+/// `patience` says.
+async fn wait<F: std::future::Future>(
+    slot: &Slot,
+    deadline: Instant,
+    patience: Patience,
+    fut: F,
+) -> Result<F::Output, Stopped> {
+    match patience {
+        Patience::Wait => desk::within(&slot.desk, deadline, fut).await.ok_or(Stopped::Deadline),
+        Patience::Report => desk::asking(&slot.desk, deadline, fut).await,
+    }
+}
+
+/// The error of a [`wait`] that stopped: `timeout` at the deadline, else the question.
+fn stopped_error(slot: &Slot, stopped: Stopped, timeout: Error) -> Error {
+    match stopped {
+        Stopped::Deadline => timeout,
+        Stopped::Asking(question) => Error::Asking { jumphost: slot.jumphost.clone(), question },
+    }
+}
+
+/// What `slot`'s login comes to after question `answered` (or, with `task`, after the dial a
+/// person asked for): a new question, the session up, or the failure; watching `changes` on its
+/// desk until `deadline`.
+async fn next_step(
+    slot: &Slot,
+    changes: &mut watch::Receiver<u64>,
+    mut task: Option<JoinHandle<Result<(), Error>>>,
+    answered: Option<u64>,
+    deadline: Instant,
+    after: Duration,
+) -> LoginStep {
+    loop {
+        if let Some(question) = slot.desk.question().filter(|q| Some(q.id) != answered) {
+            return LoginStep::Asked(question);
+        }
+        if slot.current().is_some() {
+            return LoginStep::Connected;
+        }
+        if task.is_none() {
+            // The dial the answer went to has ended (no dial is `Connecting` then).
+            let st = slot.lock();
+            if st.state == ChainState::Failed {
+                return LoginStep::Failed(st.last_error.as_ref().map(|e| e.text.clone()).unwrap_or_default());
+            }
+        }
+        tokio::select! {
+            changed = changes.changed() => {
+                if changed.is_err() {
+                    return LoginStep::Failed("the jump host's session was replaced (reload)".to_owned());
+                }
+            }
+            Some(joined) = futures::future::OptionFuture::from(task.as_mut()), if task.is_some() => {
+                match joined {
+                    Ok(Ok(())) => return LoginStep::Connected,
+                    Ok(Err(e)) => return LoginStep::Failed(errors::chain(&e)),
+                    Err(_) => return LoginStep::Failed("the SSH handshake panicked".to_owned()),
+                }
+            }
+            () = tokio::time::sleep_until(deadline) => {
+                return LoginStep::Failed(format!(
+                    "jump host {}: no question, no session and no failure within {after:?}",
+                    slot.jumphost
+                ));
+            }
         }
     }
 }

@@ -51,7 +51,7 @@ async fn a_refused_jump_host_is_remembered_with_its_line_until_a_reload_and_othe
     assert_eq!(status[1].details[0].host_name, "127.0.0.1");
 
     // A routed connection fails at once, with the reason, and nothing is dialled.
-    let err = pool.connect("bad", "target.example", 443).await.err().expect("refused");
+    let err = pool.connect("bad", "target.example", 443, Patience::Wait).await.err().expect("refused");
     assert_eq!(err.io_kind(), ErrorKind::NetworkUnreachable);
     assert!(
         err.to_string().starts_with(&format!("jump host bad cannot be used: {origin}: Match tagged x")),
@@ -78,7 +78,7 @@ async fn a_match_exec_runs_once_per_jump_host_and_reload_not_per_connection() {
     let runs = || std::fs::read_to_string(&count).unwrap_or_default().lines().count();
     assert_eq!(runs(), 1);
     for _ in 0..3 {
-        let _ = pool.connect("j", "target.example", 443).await;
+        let _ = pool.connect("j", "target.example", 443, Patience::Wait).await;
     }
     assert_eq!(runs(), 1, "connections reuse the resolved chain");
     let _ = pool.reload(&["j".to_owned()]);

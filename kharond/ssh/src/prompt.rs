@@ -1,0 +1,495 @@
+//! Logins a person finishes: a hop that wants keyboard-interactive answers (a one-time password,
+//! a PAM prompt; RFC 4256) or a password, after the key or instead of it.
+//!
+//! sshd asks for more than a key with `AuthenticationMethods publickey,keyboard-interactive`: it
+//! takes the key as one of several methods it requires and says so with a partial success (RFC
+//! 4252 §5.1), naming the methods that may follow. A server without that line may take a
+//! password or keyboard-interactive instead of a key it refused. ssh asks the person at its
+//! terminal then, or through SSH_ASKPASS when it has none (OpenSSH sshconnect2.c,
+//! `input_userauth_info_req` and `userauth_passwd`). kharond has no terminal. Once `auth` has
+//! offered the keys:
+//!
+//! 1. [`Verdict`] keeps what the server said of them: the methods it still takes, and what it
+//!    accepted as part of several. Keys are offered while it still lists `publickey`.
+//! 2. When it takes keyboard-interactive or a password (keyboard-interactive first, as in ssh's
+//!    default `PreferredAuthentications`), [`finish`] runs that method, and every prompt a person
+//!    must answer becomes a question on the jump host's desk (`desk`): `Status` shows it,
+//!    `kharonctl login-jump J` answers it, and the user's SSH_ASKPASS program asks it too when
+//!    ssh's rules allow one (`askpass`). The first complete answer is sent, once. A request with
+//!    no prompts (PAM's last round) gets the empty reply it asks for, as from ssh.
+//! 3. Nothing is guessed: no empty answer for a question nobody answered. A question stays open
+//!    [`ANSWER_WAIT`]; connections through the jump host wait for it meanwhile
+//!    (`desk::within`). A refused answer is asked again, up to [`ATTEMPTS`] times per method
+//!    (ssh's `NumberOfPasswordPrompts` default); a login that fails for want of an answer leaves
+//!    the chain waiting for `kharonctl login-jump` (`pool`), so nobody is asked again and again
+//!    by connections in the background.
+//! 4. When the server wants what no person can give here (hostbased, GSSAPI, one more key), the
+//!    error says what it wants and after what: "wants hostbased after publickey".
+
+use std::collections::HashMap;
+use std::time::Duration;
+
+use russh::client::{self, KeyboardInteractiveAuthResponse};
+use russh::{MethodKind, MethodSet};
+use tokio::time::Instant;
+
+use super::askpass::Askpass;
+use super::config::Hop;
+use super::desk::{Answers, Asked, Desk, KEYBOARD_INTERACTIVE, PASSWORD};
+
+/// How long a question stays open for a person. sshd gives a whole login `LoginGraceTime`
+/// (120 s unless configured, counted from the connection's start, sshd_config(5)); waiting as
+/// long would mostly end in sshd's disconnect instead of a message that says what to do. 90 s is
+/// time to find a token or open an app, and leaves sshd's own time for its verdict (PAM waits
+/// 2 s or more after a wrong code) and a second question.
+pub const ANSWER_WAIT: Duration = Duration::from_secs(90);
+/// How many answers of one method the server may refuse before the login fails: ssh's
+/// `NumberOfPasswordPrompts` default.
+const ATTEMPTS: u32 = 3;
+/// Questions a person is asked in one login of one hop, at most.
+const MAX_QUESTIONS: u32 = 8;
+/// Keyboard-interactive requests in one login, with or without prompts, at most: a server that
+/// keeps sending empty ones cannot hold the login forever.
+const MAX_ROUNDS: u32 = 32;
+
+/// [`ANSWER_WAIT`], or the test suite's shorter one: `KHARON_TEST_ANSWER_WAIT_MS` in the
+/// environment kharond started with (test-only, undocumented for users).
+pub fn answer_wait(env: &HashMap<String, String>) -> Duration {
+    env.get("KHARON_TEST_ANSWER_WAIT_MS")
+        .and_then(|ms| ms.parse().ok())
+        .map(Duration::from_millis)
+        .unwrap_or(ANSWER_WAIT)
+}
+
+/// Where a chain's questions go: its jump host's desk, and how long each stays open.
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct Asker<'a> {
+    pub desk: &'a Desk,
+    /// The name `kharonctl login-jump` takes.
+    pub jumphost: &'a str,
+    pub wait: Duration,
+}
+
+/// One hop's side of it.
+pub(crate) struct Person<'a> {
+    pub asker: Asker<'a>,
+    /// How questions and errors name the hop: "hop 1/2 bastion (user@host:port, file:line)".
+    pub hop: String,
+    /// kharond's environment at start, which SSH_ASKPASS is looked up in and runs with.
+    pub env: &'a HashMap<String, String>,
+    /// How long connections wait after an answer: the server's verdict and the rest of the chain.
+    pub after_answer: Duration,
+}
+
+#[derive(Debug, thiserror::Error)]
+pub enum Error {
+    /// The server wants a method no person can give here, after the ones it accepted.
+    #[error("{}", wants_text(after, wants, accepted_key.as_deref()))]
+    Wants { after: Vec<&'static str>, wants: Vec<&'static str>, accepted_key: Option<String> },
+    #[error(
+        "nobody answered within {}: it {asks}; run `kharonctl login-jump {jumphost}` to answer it{}",
+        humantime_secs(*waited),
+        askpass_note(askpass.as_deref())
+    )]
+    Unanswered { jumphost: String, asks: String, waited: Duration, askpass: Option<String> },
+    #[error(
+        "it refused {attempts} answers to its {method} questions; run `kharonctl login-jump {jumphost}` to try again"
+    )]
+    Refused { jumphost: String, method: &'static str, attempts: u32 },
+    #[error(
+        "it asked more than {MAX_QUESTIONS} questions in one login; run `kharonctl login-jump {jumphost}` to try again"
+    )]
+    TooMany { jumphost: String },
+    /// The session ended (sshd's `LoginGraceTime`, a dead link) during the method's exchange.
+    #[error("the session ended during its {method} login")]
+    Session { method: &'static str, source: russh::Error },
+}
+
+fn wants_text(after: &[&str], wants: &[&str], accepted_key: Option<&str>) -> String {
+    let accepted = accepted_key.map(|k| format!("it accepted {k}, but ")).unwrap_or_default();
+    let after = after.join(", ");
+    if wants.is_empty() {
+        return format!("{accepted}it offers no method to go on with after {after}");
+    }
+    let wants = wants.join(" or ");
+    if wants == "publickey" {
+        return format!(
+            "{accepted}it wants publickey after {after}: one more key, and it accepted none of the others"
+        );
+    }
+    format!(
+        "{accepted}it wants {wants} after {after}, which kharond cannot do (beyond keys, it answers \
+         keyboard-interactive and password prompts only)"
+    )
+}
+
+fn askpass_note(askpass: Option<&str>) -> String {
+    askpass
+        .map(|p| format!(" (SSH_ASKPASS {} asked too)", kharon_shared::text::escape(p)))
+        .unwrap_or_default()
+}
+
+/// "1m 30s", "2s".
+fn humantime_secs(d: Duration) -> String {
+    let secs = d.as_secs();
+    match (secs / 60, secs % 60) {
+        (0, s) => format!("{s}s"),
+        (m, 0) => format!("{m}m"),
+        (m, s) => format!("{m}m {s}s"),
+    }
+}
+
+/// What the server said of the keys (module doc, step 1).
+#[derive(Debug, Default)]
+pub(crate) struct Verdict {
+    /// The methods it listed after its last answer; `None` before it answered any.
+    methods: Option<MethodSet>,
+    /// The methods it accepted as parts of several, in order.
+    accepted: Vec<&'static str>,
+    /// The key it accepted, as `auth` names it.
+    accepted_key: Option<String>,
+    /// The keys it refused.
+    refused: Vec<String>,
+}
+
+fn askable(method: &MethodKind) -> bool {
+    matches!(method, MethodKind::KeyboardInteractive | MethodKind::Password)
+}
+
+impl Verdict {
+    /// Records the server's answer to `method` (`label`: which key, for a key) that did not end
+    /// the login; whether more keys may still help (it still lists `publickey`).
+    pub fn heard(&mut self, method: MethodKind, label: &str, remaining: MethodSet, partial: bool) -> bool {
+        if partial {
+            self.accepted.push(<&'static str>::from(&method));
+            if method == MethodKind::PublicKey {
+                self.accepted_key = Some(label.to_owned());
+            }
+        } else if method == MethodKind::PublicKey {
+            self.refused.push(label.to_owned());
+        }
+        let more = remaining.contains(&MethodKind::PublicKey);
+        self.methods = Some(remaining);
+        more
+    }
+
+    /// Whether the server has said anything yet.
+    pub fn heard_any(&self) -> bool {
+        self.methods.is_some()
+    }
+
+    /// Whether keys are still worth offering.
+    pub fn keys_wanted(&self) -> bool {
+        self.methods.as_ref().is_none_or(|m| m.contains(&MethodKind::PublicKey))
+    }
+
+    /// Whether the keys were not the end of it: the server accepted one as part of several, or
+    /// takes a method a person answers.
+    pub fn beyond_keys(&self) -> bool {
+        !self.accepted.is_empty() || self.methods.as_ref().is_some_and(|m| m.iter().any(askable))
+    }
+}
+
+/// How one method's exchange ended, when it did not end the session.
+enum Outcome {
+    Done,
+    Failed { remaining: MethodSet, partial: bool },
+}
+
+/// One hop's login past its keys.
+struct Login {
+    verdict: Verdict,
+    /// Refused answers per method.
+    refusals: HashMap<&'static str, u32>,
+    questions: u32,
+    rounds: u32,
+    /// The server refused the previous answer.
+    again: bool,
+    /// A person was asked something in this login.
+    asked: bool,
+}
+
+/// Finishes the login of `hop` after its keys as the server's `verdict` allows (module doc).
+/// When it fails after a person was asked, the desk records it: the pool then waits for
+/// `kharonctl login-jump` instead of dialling again by itself.
+pub(crate) async fn finish<H: client::Handler>(
+    handle: &mut client::Handle<H>,
+    hop: &Hop,
+    person: &Person<'_>,
+    verdict: Verdict,
+) -> Result<(), Error> {
+    let mut login =
+        Login { verdict, refusals: HashMap::new(), questions: 0, rounds: 0, again: false, asked: false };
+    let result = login.run(handle, hop, person).await;
+    if result.is_err() && login.asked {
+        person.asker.desk.person_failed();
+    }
+    result
+}
+
+impl Login {
+    async fn run<H: client::Handler>(
+        &mut self,
+        handle: &mut client::Handle<H>,
+        hop: &Hop,
+        person: &Person<'_>,
+    ) -> Result<(), Error> {
+        loop {
+            let methods = self.verdict.methods.clone().unwrap_or_else(MethodSet::empty);
+            let method = [MethodKind::KeyboardInteractive, MethodKind::Password]
+                .into_iter()
+                .find(|m| methods.contains(m));
+            let Some(method) = method else {
+                return Err(Error::Wants {
+                    after: self.verdict.accepted.clone(),
+                    wants: methods.iter().map(<&'static str>::from).collect(),
+                    accepted_key: self.verdict.accepted_key.clone(),
+                });
+            };
+            let outcome = if method == MethodKind::Password {
+                self.password(handle, hop, person).await?
+            } else {
+                self.keyboard_interactive(handle, hop, person).await?
+            };
+            let (remaining, partial) = match outcome {
+                Outcome::Done => return Ok(()),
+                Outcome::Failed { remaining, partial } => (remaining, partial),
+            };
+            let name = <&'static str>::from(&method);
+            if partial {
+                self.again = false;
+            } else {
+                let refused = self.refusals.entry(name).or_default();
+                *refused += 1;
+                if *refused >= ATTEMPTS {
+                    return Err(Error::Refused {
+                        jumphost: person.asker.jumphost.to_owned(),
+                        method: name,
+                        attempts: *refused,
+                    });
+                }
+                self.again = true;
+                tracing::info!(jumphost = %person.asker.jumphost, hop = %person.hop, "the answer was refused; asking again");
+            }
+            self.verdict.heard(method, name, remaining, partial);
+        }
+    }
+
+    async fn keyboard_interactive<H: client::Handler>(
+        &mut self,
+        handle: &mut client::Handle<H>,
+        hop: &Hop,
+        person: &Person<'_>,
+    ) -> Result<Outcome, Error> {
+        let session = |source| Error::Session { method: KEYBOARD_INTERACTIVE, source };
+        let mut reply = handle
+            .authenticate_keyboard_interactive_start(hop.user.clone(), None::<String>)
+            .await
+            .map_err(session)?;
+        loop {
+            match reply {
+                KeyboardInteractiveAuthResponse::Success => return Ok(Outcome::Done),
+                KeyboardInteractiveAuthResponse::Failure { remaining_methods, partial_success } => {
+                    return Ok(Outcome::Failed { remaining: remaining_methods, partial: partial_success });
+                }
+                KeyboardInteractiveAuthResponse::InfoRequest { name, instructions, prompts } => {
+                    self.rounds += 1;
+                    if self.rounds > MAX_ROUNDS {
+                        return Err(Error::TooMany { jumphost: person.asker.jumphost.to_owned() });
+                    }
+                    let answers = if prompts.is_empty() {
+                        Answers::default()
+                    } else {
+                        let prompts = prompts.into_iter().map(|p| (p.prompt, p.echo)).collect();
+                        self.ask(person, hop, KEYBOARD_INTERACTIVE, name, instructions, prompts).await?
+                    };
+                    reply = handle
+                        .authenticate_keyboard_interactive_respond(answers.to_strings())
+                        .await
+                        .map_err(session)?;
+                }
+            }
+        }
+    }
+
+    async fn password<H: client::Handler>(
+        &mut self,
+        handle: &mut client::Handle<H>,
+        hop: &Hop,
+        person: &Person<'_>,
+    ) -> Result<Outcome, Error> {
+        // ssh's own prompt for it (sshconnect2.c `userauth_passwd`).
+        let prompt = format!("{}@{}'s password: ", hop.user, hop.known_hosts_name());
+        let answers =
+            self.ask(person, hop, PASSWORD, String::new(), String::new(), vec![(prompt, false)]).await?;
+        let password = answers.to_strings().into_iter().next().unwrap_or_default();
+        let result = handle
+            .authenticate_password(hop.user.clone(), password)
+            .await
+            .map_err(|source| Error::Session { method: PASSWORD, source })?;
+        Ok(match result {
+            client::AuthResult::Success => Outcome::Done,
+            client::AuthResult::Failure { remaining_methods, partial_success } => {
+                Outcome::Failed { remaining: remaining_methods, partial: partial_success }
+            }
+        })
+    }
+
+    /// Puts one question on the desk and waits for its answer: from `kharonctl login-jump` or
+    /// the SSH_ASKPASS program, whichever is first, for at most the person's time.
+    async fn ask(
+        &mut self,
+        person: &Person<'_>,
+        hop: &Hop,
+        method: &'static str,
+        name: String,
+        instruction: String,
+        prompts: Vec<(String, bool)>,
+    ) -> Result<Answers, Error> {
+        let jumphost = person.asker.jumphost;
+        self.questions += 1;
+        if self.questions > MAX_QUESTIONS {
+            return Err(Error::TooMany { jumphost: jumphost.to_owned() });
+        }
+        self.asked = true;
+        let askpass = Askpass::from_env(person.env);
+        let asked = Asked {
+            jumphost: jumphost.to_owned(),
+            hop: person.hop.clone(),
+            method,
+            after: self.verdict.accepted.clone(),
+            refused_keys: if self.verdict.accepted.is_empty() {
+                self.verdict.refused.clone()
+            } else {
+                Vec::new()
+            },
+            name,
+            instruction,
+            prompts,
+            again: self.again,
+            askpass: askpass.as_ref().map(|a| a.program().to_owned()),
+        };
+        let desk = person.asker.desk;
+        let wait = person.asker.wait;
+        let (question, mut reply) = desk.open(asked, wait);
+        let through = askpass_note(question.askpass.as_deref());
+        tracing::warn!(
+            "jump host {jumphost} asks a person: {question}; answer with `kharonctl login-jump {jumphost}` within {}{through}",
+            humantime_secs(wait)
+        );
+        let deadline = Instant::now() + wait;
+        // ssh's `user@host` for the prompt it shows (HostKeyAlias, else the host name).
+        let login = format!("{}@{}", hop.user, hop.known_hosts_name());
+        let mut asking = std::pin::pin!(async {
+            match &askpass {
+                Some(program) => Some(program.ask(person.env, &question, &login).await),
+                None => None,
+            }
+        });
+        let mut askpass_done = askpass.is_none();
+        let answers = loop {
+            tokio::select! {
+                answers = &mut reply => break answers.ok(),
+                asked = &mut asking, if !askpass_done => {
+                    askpass_done = true;
+                    match asked {
+                        Some(Ok(answers)) => {
+                            // Answered through kharonctl a moment before: that answer counts.
+                            if let Err(e) = desk.answer(jumphost, question.id, answers) {
+                                tracing::debug!("SSH_ASKPASS answered too late: {e}");
+                            }
+                        }
+                        Some(Err(declined)) => tracing::info!(
+                            "SSH_ASKPASS {} gave no answer: {}; the question stays open for `kharonctl \
+                             login-jump {jumphost}`",
+                            kharon_shared::text::escape(question.askpass.as_deref().unwrap_or_default()),
+                            kharon_shared::errors::Chain(&declined)
+                        ),
+                        None => {}
+                    }
+                }
+                () = tokio::time::sleep_until(deadline) => break None,
+            }
+        };
+        desk.close(question.id, Instant::now() + person.after_answer);
+        match answers {
+            Some(answers) => {
+                tracing::info!("jump host {jumphost}: question {} answered", question.id);
+                Ok(answers)
+            }
+            None => Err(Error::Unanswered {
+                jumphost: jumphost.to_owned(),
+                asks: question.asks(),
+                waited: wait,
+                askpass: question.askpass.clone(),
+            }),
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn set(methods: &[MethodKind]) -> MethodSet {
+        MethodSet::from(methods)
+    }
+
+    #[test]
+    fn keys_go_on_while_the_server_takes_them_and_a_person_is_needed_beyond() {
+        let mut v = Verdict::default();
+        assert!(v.keys_wanted() && !v.heard_any() && !v.beyond_keys());
+        // sshd without AuthenticationMethods, after a refused key: more keys, or a person.
+        let more = v.heard(
+            MethodKind::PublicKey,
+            "agent key a",
+            set(&[MethodKind::PublicKey, MethodKind::KeyboardInteractive]),
+            false,
+        );
+        assert!(more && v.beyond_keys());
+        // `publickey,keyboard-interactive`: the key is accepted as the first of two.
+        let mut v = Verdict::default();
+        let more =
+            v.heard(MethodKind::PublicKey, "agent key a", set(&[MethodKind::KeyboardInteractive]), true);
+        assert!(!more && !v.keys_wanted() && v.beyond_keys());
+        assert_eq!(v.accepted, ["publickey"]);
+        assert_eq!(v.accepted_key.as_deref(), Some("agent key a"));
+        // Only keys, refused: nothing for a person.
+        let mut v = Verdict::default();
+        v.heard(MethodKind::PublicKey, "agent key a", set(&[MethodKind::PublicKey]), false);
+        assert!(!v.beyond_keys());
+    }
+
+    #[test]
+    fn what_the_server_wants_is_named_after_what_it_accepted() {
+        let e = Error::Wants {
+            after: vec!["publickey"],
+            wants: vec!["hostbased"],
+            accepted_key: Some("agent key k (SHA256:x)".into()),
+        };
+        assert_eq!(
+            e.to_string(),
+            "it accepted agent key k (SHA256:x), but it wants hostbased after publickey, which kharond cannot do \
+             (beyond keys, it answers keyboard-interactive and password prompts only)"
+        );
+        let e = Error::Unanswered {
+            jumphost: "j".into(),
+            asks: "wants keyboard-interactive after publickey and asks \"Code: \"".into(),
+            waited: ANSWER_WAIT,
+            askpass: None,
+        };
+        assert_eq!(
+            e.to_string(),
+            "nobody answered within 1m 30s: it wants keyboard-interactive after publickey and asks \"Code: \"; run \
+             `kharonctl login-jump j` to answer it"
+        );
+    }
+
+    #[test]
+    fn the_test_suite_may_shorten_the_wait_and_nothing_else() {
+        let env = |v: &str| HashMap::from([("KHARON_TEST_ANSWER_WAIT_MS".to_owned(), v.to_owned())]);
+        assert_eq!(answer_wait(&HashMap::new()), ANSWER_WAIT);
+        assert_eq!(answer_wait(&env("1500")), Duration::from_millis(1500));
+        assert_eq!(answer_wait(&env("soon")), ANSWER_WAIT);
+    }
+}
