@@ -57,7 +57,7 @@ use crate::context::Context;
         kharonctl route api.c-example.vshnmanaged.net -o json\n  \
         kharonctl route api.c-example.vshnmanaged.net --trace\n  kharonctl connections --watch\n  \
         kharonctl reload\n  \
-        kharonctl login\n  kharonctl update\n  kharonctl config\n  kharonctl switch\n\n\
+        kharonctl login\n  kharonctl login-jump bastion\n  kharonctl update\n  kharonctl config\n  kharonctl switch\n\n\
         A cluster id may be given as any part of it that only one cluster has; when several have it, \
         a picker opens on a terminal.\n\n\
         Exit codes: 0 success; 1 the command failed, a cluster id no cluster has included (the closest \
@@ -111,6 +111,8 @@ enum Command {
     /// so that `commodore` needs no login of its own; its other entries are left as they are.
     /// kharonctl never creates commodore's cache.
     Login(cmd::login::Args),
+    /// Answer what a jump host asks beyond your key (a one-time password, a password) for kharond
+    LoginJump(cmd::login_jump::Args),
     /// Remove the cached Lieutenant tokens
     ///
     /// Removes kharonctl's tokens for the Lieutenant in use, or for every Lieutenant with --all.
@@ -188,6 +190,7 @@ fn main() -> ExitCode {
             Command::Connections(args) => cmd::connections::run(args, &ctx).await,
             Command::Test(args) => cmd::test::run(args, &ctx).await,
             Command::Login(args) => cmd::login::run(args, &ctx).await,
+            Command::LoginJump(args) => cmd::login_jump::run(args, &ctx).await,
             Command::Logout(args) => cmd::logout::run(args, &ctx).await,
             Command::Update(args) => cmd::update::run(args, &ctx).await,
             Command::Config(args) => cmd::config::run(args, &ctx).await,

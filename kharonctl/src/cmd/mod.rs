@@ -8,6 +8,7 @@ pub mod config;
 pub mod connections;
 pub mod kubeconfig;
 pub mod login;
+pub mod login_jump;
 pub mod logout;
 pub mod man_pages;
 pub mod reload;

@@ -1,7 +1,8 @@
 //! `kharonctl status`: the daemon, its listener, the inventory and its age, connection counters
 //! (with totals per route: direct and each jump host) and the health of every jump host chain:
 //! its state, the last error and how long ago it happened (gone once the chain is up again), and
-//! the last channel its jump host refused (target, reason, when); and what kharond's last check
+//! the last channel its jump host refused (target, reason, when), and the question a hop asks a
+//! person (with the command that answers it); and what kharond's last check
 //! found will fail before a connection does (a jump host no Host block names that does not
 //! resolve, no credentials), with its age.
 
@@ -79,6 +80,20 @@ fn refusal_text(r: Option<&pb::ChannelRefusal>) -> String {
     let Some(r) = r else { return String::new() };
     let said = if r.description.is_empty() { String::new() } else { format!(" ({})", r.description) };
     format!("{}: {}{said}, {} ago", r.target, r.reason, age_of(r.at_ms))
+}
+
+/// A question a hop asks a person, and how to answer it: "jump host J asks: hop 1/1 J (…) wants
+/// keyboard-interactive after publickey and asks "Code: " (open for 1m 20s more); answer with
+/// `kharonctl login-jump J`".
+fn question_text(jumphost: &str, q: &pb::JumpQuestion) -> String {
+    let left = u64::try_from((q.expires_at_ms - now_ms()).max(0) / 1000).unwrap_or(0);
+    format!(
+        "jump host {} asks: {} (open for {} more); answer with `kharonctl login-jump {}`",
+        Escaped(jumphost),
+        Escaped(&q.summary),
+        output::age(left),
+        Escaped(jumphost)
+    )
 }
 
 /// The state a person reads: "refused" for a jump host the ssh config gives no chain, whatever
@@ -232,6 +247,9 @@ pub async fn run(args: Args, ctx: &Context) -> anyhow::Result<ExitCode> {
         println!("{table}");
         for c in s.chains.iter().filter(|c| !c.config_error.is_empty()) {
             println!("jump host {} is not used: {}", Escaped(&c.jumphost), Escaped(&c.config_error));
+        }
+        for (c, q) in s.chains.iter().filter_map(|c| Some((c, c.question.as_ref()?))) {
+            println!("{}", question_text(&c.jumphost, q));
         }
     }
     if let Some(p) = &s.preflight {

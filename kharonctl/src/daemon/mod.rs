@@ -55,6 +55,12 @@ impl Error {
     pub fn is_bad_request(&self) -> bool {
         matches!(self, Error::Call { status } if status.code() == tonic::Code::InvalidArgument)
     }
+
+    /// kharond refused the call for the state it is in, not for the call: an answered or
+    /// expired question, say.
+    pub fn is_stale(&self) -> bool {
+        matches!(self, Error::Call { status } if status.code() == tonic::Code::FailedPrecondition)
+    }
 }
 
 fn not_running(path: &Path, stale: bool) -> String {
@@ -218,6 +224,30 @@ impl Daemon {
     pub async fn clusters(&mut self) -> Result<pb::ClustersResponse, Error> {
         let reply =
             self.client.clusters(pb::ClustersRequest {}).await.map_err(|status| Error::Call { status })?;
+        Ok(reply.into_inner())
+    }
+
+    /// Logs in to `jumphost` for a person: the question a hop asks now, or a dial's first step.
+    pub async fn jump_login(&mut self, jumphost: &str) -> Result<pb::JumpLoginStep, Error> {
+        let request = pb::JumpLoginRequest { jumphost: jumphost.to_owned() };
+        let reply = self.client.jump_login(request).await.map_err(|status| Error::Call { status })?;
+        Ok(reply.into_inner())
+    }
+
+    /// Answers question `id` of `jumphost`; what follows. The request's copy of the answers is
+    /// tonic's once sent (freed, not wiped); ours stay [`Secret`](kharon_shared::secret::Secret)s.
+    pub async fn jump_answer(
+        &mut self,
+        jumphost: &str,
+        id: u64,
+        answers: &[kharon_shared::secret::Secret],
+    ) -> Result<pb::JumpLoginStep, Error> {
+        let request = pb::JumpAnswerRequest {
+            jumphost: jumphost.to_owned(),
+            question_id: id,
+            answers: answers.iter().map(|a| a.as_str().to_owned()).collect(),
+        };
+        let reply = self.client.jump_answer(request).await.map_err(|status| Error::Call { status })?;
         Ok(reply.into_inner())
     }
 
