@@ -14,6 +14,10 @@
 //! Host certificates: [`Builder::host_certificate`] signs the host key with a CA and serves the
 //! certificate (`HostCertificate`).
 //!
+//! PAM of its own: with [`Builder::pam`], sshd runs in such a namespace with the given text
+//! bind-mounted over `/etc/pam.d/sshd` (the machine's file is never touched), for
+//! keyboard-interactive and password logins that a real PAM stack answers (`UsePAM yes`).
+//!
 //! Also writes key pairs ([`keygen`], [`keygen_of`]) and ssh_config snippets for chains of hops
 //! ([`host_block`]).
 
@@ -118,6 +122,7 @@ pub struct Builder {
     hosts: Vec<(String, String)>,
     extra: Vec<String>,
     certificate: Option<HostCertificate>,
+    pam: Option<String>,
 }
 
 impl Builder {
@@ -137,6 +142,13 @@ impl Builder {
     /// keyword (sshd keeps the first value it reads).
     pub fn option(mut self, line: &str) -> Self {
         self.extra.push(line.to_owned());
+        self
+    }
+
+    /// sshd's PAM service (`/etc/pam.d/sshd`) inside its own mount namespace: `text` is the
+    /// file. Needs `UsePAM yes` (an [`Builder::option`]) to be used.
+    pub fn pam(mut self, text: &str) -> Self {
+        self.pam = Some(text.to_owned());
         self
     }
 
@@ -168,6 +180,11 @@ impl Builder {
             std::fs::write(&path, text).expect("hosts");
             path
         });
+        let pam_file = self.pam.as_ref().map(|text| {
+            let path = dir.path().join("pam.sshd");
+            std::fs::write(&path, text).expect("pam file");
+            path
+        });
         let mut config: String = self.extra.iter().map(|line| format!("{line}\n")).collect();
         if let Some(c) = &self.certificate {
             let cert = sign(&c.ca, &host_key, true, c.principals.as_deref(), c.validity.as_deref());
@@ -188,7 +205,7 @@ impl Builder {
             let _ = std::fs::create_dir_all("/run/sshd");
         }
         let mut sshd =
-            Sshd { dir, port, config_path, hosts_file, host_pub, child: None, log: Arc::default() };
+            Sshd { dir, port, config_path, hosts_file, pam_file, host_pub, child: None, log: Arc::default() };
         sshd.spawn();
         sshd
     }
@@ -199,6 +216,7 @@ pub struct Sshd {
     port: u16,
     config_path: PathBuf,
     hosts_file: Option<PathBuf>,
+    pam_file: Option<PathBuf>,
     host_pub: String,
     child: Option<Child>,
     log: Arc<Mutex<String>>,
@@ -234,21 +252,22 @@ impl Sshd {
 
     fn spawn(&mut self) {
         let sshd = if Path::new("/usr/sbin/sshd").exists() { "/usr/sbin/sshd" } else { "sshd" };
-        let mut cmd = match &self.hosts_file {
-            Some(hosts) => {
-                let mut c = Command::new("unshare");
-                c.args(["-m", "sh", "-c"]).arg(format!(
-                    "mount --bind {} /etc/hosts && exec {sshd} -D -e -f {}",
-                    hosts.display(),
-                    self.config_path.display()
-                ));
-                c
-            }
-            None => {
-                let mut c = Command::new(sshd);
-                c.arg("-D").arg("-e").arg("-f").arg(&self.config_path);
-                c
-            }
+        let binds: Vec<String> = [(&self.hosts_file, "/etc/hosts"), (&self.pam_file, "/etc/pam.d/sshd")]
+            .into_iter()
+            .filter_map(|(file, over)| Some(format!("mount --bind {} {over} && ", file.as_ref()?.display())))
+            .collect();
+        let mut cmd = if binds.is_empty() {
+            let mut c = Command::new(sshd);
+            c.arg("-D").arg("-e").arg("-f").arg(&self.config_path);
+            c
+        } else {
+            let mut c = Command::new("unshare");
+            c.args(["-m", "sh", "-c"]).arg(format!(
+                "{}exec {sshd} -D -e -f {}",
+                binds.concat(),
+                self.config_path.display()
+            ));
+            c
         };
         let mut child = cmd
             .stdin(Stdio::null())

@@ -24,6 +24,7 @@ mod hostile_text;
 mod http_connect;
 mod install;
 mod jumphost;
+mod jumphost_login;
 mod jumphost_refusals;
 mod kubeconfig;
 mod lieutenant_spec;
