@@ -34,6 +34,7 @@ struct Bastion {
     /// The code PAM takes next; removed once used.
     code_file: PathBuf,
     _pam_dir: tempfile::TempDir,
+    key: PathBuf,
     ssh_config: PathBuf,
     target: HttpServer,
 }
@@ -81,19 +82,23 @@ impl Bastion {
                 "KbdInteractiveAuthentication yes"
             })
             .start();
+        std::fs::write(env.home().join(".ssh/known_hosts"), sshd.host_key_line() + "\n")
+            .expect("known_hosts");
         let ssh_config = env.home().join(".ssh/config");
-        let known_hosts = env.home().join(".ssh/known_hosts");
-        std::fs::write(&known_hosts, sshd.host_key_line() + "\n").expect("known_hosts");
-        let block = sshd::host_block(
-            JUMPHOST,
-            sshd.port(),
-            &sshd::current_user(),
-            &key,
-            &[&format!("UserKnownHostsFile {}", known_hosts.display())],
-        );
-        std::fs::write(&ssh_config, block).expect("ssh config");
         let target = HttpServer::start("target");
-        Bastion { env, agent, sshd, code_file, _pam_dir: pam_dir, ssh_config, target }
+        let bastion = Bastion { env, agent, sshd, code_file, _pam_dir: pam_dir, key, ssh_config, target };
+        bastion.write_ssh_config(&[]);
+        bastion
+    }
+
+    /// The ssh config: the bastion's Host block, with `extra` lines.
+    fn write_ssh_config(&self, extra: &[&str]) {
+        let known_hosts =
+            format!("UserKnownHostsFile {}", self.env.home().join(".ssh/known_hosts").display());
+        let mut lines = vec![known_hosts.as_str()];
+        lines.extend_from_slice(extra);
+        let block = sshd::host_block(JUMPHOST, self.sshd.port(), &sshd::current_user(), &self.key, &lines);
+        std::fs::write(&self.ssh_config, block).expect("ssh config");
     }
 
     /// A fresh one-time code that PAM takes (once), distinctive enough to be searched for in logs.
@@ -396,4 +401,34 @@ fn a_jump_host_wanting_what_no_person_can_give_says_what_it_wants() {
         "{error}"
     );
     assert!(sshd.log().contains("Partial publickey"), "{}", sshd.log());
+}
+
+#[test]
+fn batch_mode_yes_lets_nobody_be_asked_as_it_keeps_ssh_from_asking() {
+    let b = Bastion::new("keyboard-interactive");
+    b.write_ssh_config(&["BatchMode yes"]);
+    b.issue_code();
+    // The oracle: ssh asks nobody, and is refused.
+    let ssh = Command::new("ssh")
+        .args(["-F", b.ssh_config.to_str().unwrap(), JUMPHOST, "true"])
+        .env("SSH_AUTH_SOCK", b.agent.socket())
+        .stdin(Stdio::null())
+        .output()
+        .expect("run ssh");
+    assert!(!ssh.status.success());
+    assert!(String::from_utf8_lossy(&ssh.stderr).contains("Permission denied (keyboard-interactive)"));
+
+    let daemon = b.daemon(&[]);
+    let (code, _) = socks::connect_by_name(daemon.socks_addr(), TARGET, b.target.port());
+    assert_ne!(code, 0, "refused, not asked");
+    let chain = b.chain_reaching("failed");
+    assert!(chain["question"].is_null(), "{chain}");
+    let error = chain["last_error"].as_str().unwrap_or_default();
+    let line = format!("{}:7", b.ssh_config.display());
+    assert!(
+        error.contains(&format!(
+            "it wants keyboard-interactive after publickey, and BatchMode yes ({line}) lets nobody be asked for it"
+        )),
+        "{error}"
+    );
 }

@@ -299,7 +299,7 @@ where
             Err(e) => return Err(interrupted_by(tried, refused, e)),
         }
     }
-    if verdict.beyond_keys() {
+    if verdict.beyond_keys(&hop.asking) {
         return prompt::finish(handle, hop, person, verdict).await.map_err(Error::Person);
     }
     match encrypted {

@@ -289,6 +289,7 @@ mod tests {
             address_family: Default::default(),
             bind: None,
             use_keychain: false,
+            asking: Default::default(),
             strict_host_key_checking: crate::config::StrictHostKeyChecking::Yes,
             user_known_hosts_files: Vec::new(),
             global_known_hosts_files: Vec::new(),

@@ -11,20 +11,23 @@
 //!
 //! 1. [`Verdict`] keeps what the server said of them: the methods it still takes, and what it
 //!    accepted as part of several. Keys are offered while it still lists `publickey`.
-//! 2. When it takes keyboard-interactive or a password (keyboard-interactive first, as in ssh's
-//!    default `PreferredAuthentications`), [`finish`] runs that method, and every prompt a person
+//! 2. When it takes keyboard-interactive or a password, and the hop's ssh config lets ssh ask
+//!    for it (`config::Asking`: `BatchMode`, `KbdInteractiveAuthentication`,
+//!    `PasswordAuthentication`, the order of `PreferredAuthentications`, keyboard-interactive
+//!    first by default), [`finish`] runs that method, and every prompt a person
 //!    must answer becomes a question on the jump host's desk (`desk`): `Status` shows it,
 //!    `kharonctl login-jump J` answers it, and the user's SSH_ASKPASS program asks it too when
 //!    ssh's rules allow one (`askpass`). The first complete answer is sent, once. A request with
 //!    no prompts (PAM's last round) gets the empty reply it asks for, as from ssh.
 //! 3. Nothing is guessed: no empty answer for a question nobody answered. A question stays open
 //!    [`ANSWER_WAIT`]; connections through the jump host wait for it meanwhile
-//!    (`desk::within`). A refused answer is asked again, up to [`ATTEMPTS`] times per method
-//!    (ssh's `NumberOfPasswordPrompts` default); a login that fails for want of an answer leaves
+//!    (`desk::within`). A refused answer is asked again, up to `NumberOfPasswordPrompts` times
+//!    per method (3 unless set); a login that fails for want of an answer leaves
 //!    the chain waiting for `kharonctl login-jump` (`pool`), so nobody is asked again and again
 //!    by connections in the background.
-//! 4. When the server wants what no person can give here (hostbased, GSSAPI, one more key), the
-//!    error says what it wants and after what: "wants hostbased after publickey".
+//! 4. When the server wants what no person can give here (hostbased, GSSAPI, one more key), or
+//!    what the ssh config does not let anyone be asked for, the error says what it wants and
+//!    after what: "wants hostbased after publickey".
 
 use std::collections::HashMap;
 use std::time::Duration;
@@ -34,7 +37,7 @@ use russh::{MethodKind, MethodSet};
 use tokio::time::Instant;
 
 use super::askpass::Askpass;
-use super::config::Hop;
+use super::config::{Asking, Hop};
 use super::desk::{Answers, Asked, Desk, KEYBOARD_INTERACTIVE, PASSWORD};
 
 /// How long a question stays open for a person. sshd gives a whole login `LoginGraceTime`
@@ -43,9 +46,6 @@ use super::desk::{Answers, Asked, Desk, KEYBOARD_INTERACTIVE, PASSWORD};
 /// time to find a token or open an app, and leaves sshd's own time for its verdict (PAM waits
 /// 2 s or more after a wrong code) and a second question.
 pub const ANSWER_WAIT: Duration = Duration::from_secs(90);
-/// How many answers of one method the server may refuse before the login fails: ssh's
-/// `NumberOfPasswordPrompts` default.
-const ATTEMPTS: u32 = 3;
 /// Questions a person is asked in one login of one hop, at most.
 const MAX_QUESTIONS: u32 = 8;
 /// Keyboard-interactive requests in one login, with or without prompts, at most: a server that
@@ -83,9 +83,9 @@ pub(crate) struct Person<'a> {
 
 #[derive(Debug, thiserror::Error)]
 pub enum Error {
-    /// The server wants a method no person can give here, after the ones it accepted.
-    #[error("{}", wants_text(after, wants, accepted_key.as_deref()))]
-    Wants { after: Vec<&'static str>, wants: Vec<&'static str>, accepted_key: Option<String> },
+    /// The server wants a method no one may be asked for here, after the ones it accepted.
+    #[error("{}", wants_text(after, wants, accepted_key.as_deref(), unable))]
+    Wants { after: Vec<&'static str>, wants: Vec<&'static str>, accepted_key: Option<String>, unable: Unable },
     #[error(
         "nobody answered within {}: it {asks}; run `kharonctl login-jump {jumphost}` to answer it{}",
         humantime_secs(*waited),
@@ -105,22 +105,44 @@ pub enum Error {
     Session { method: &'static str, source: russh::Error },
 }
 
-fn wants_text(after: &[&str], wants: &[&str], accepted_key: Option<&str>) -> String {
+/// Why nobody is asked for what the server wants next.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Unable {
+    /// No person can answer it (hostbased, GSSAPI, another key).
+    Cannot,
+    /// The hop's ssh config turns it off (`KbdInteractiveAuthentication no`, …).
+    NotAllowed,
+    /// `BatchMode yes`, at this file:line.
+    Batch(String),
+}
+
+fn wants_text(after: &[&str], wants: &[&str], accepted_key: Option<&str>, unable: &Unable) -> String {
     let accepted = accepted_key.map(|k| format!("it accepted {k}, but ")).unwrap_or_default();
     let after = after.join(", ");
     if wants.is_empty() {
         return format!("{accepted}it offers no method to go on with after {after}");
     }
     let wants = wants.join(" or ");
-    if wants == "publickey" {
-        return format!(
-            "{accepted}it wants publickey after {after}: one more key, and it accepted none of the others"
-        );
+    match unable {
+        Unable::Batch(origin) => format!(
+            "{accepted}it wants {wants} after {after}, and BatchMode yes ({origin}) lets nobody be asked for it, \
+             as it keeps ssh from asking"
+        ),
+        Unable::NotAllowed => format!(
+            "{accepted}it wants {wants} after {after}, which this hop's ssh config does not let anyone be asked \
+             for (KbdInteractiveAuthentication, PasswordAuthentication, PreferredAuthentications, \
+             NumberOfPasswordPrompts)"
+        ),
+        Unable::Cannot if wants == "publickey" => {
+            format!(
+                "{accepted}it wants publickey after {after}: one more key, and it accepted none of the others"
+            )
+        }
+        Unable::Cannot => format!(
+            "{accepted}it wants {wants} after {after}, which kharond cannot do (beyond keys, it answers \
+             keyboard-interactive and password prompts only)"
+        ),
     }
-    format!(
-        "{accepted}it wants {wants} after {after}, which kharond cannot do (beyond keys, it answers \
-         keyboard-interactive and password prompts only)"
-    )
 }
 
 fn askpass_note(askpass: Option<&str>) -> String {
@@ -184,9 +206,16 @@ impl Verdict {
     }
 
     /// Whether the keys were not the end of it: the server accepted one as part of several, or
-    /// takes a method a person answers.
-    pub fn beyond_keys(&self) -> bool {
-        !self.accepted.is_empty() || self.methods.as_ref().is_some_and(|m| m.iter().any(askable))
+    /// takes a method a person may be asked for (`asking`). Otherwise what `auth` says of the
+    /// keys is the whole story.
+    pub fn beyond_keys(&self, asking: &Asking) -> bool {
+        !self.accepted.is_empty() || (asking.batch_mode.is_none() && self.next(asking).is_some())
+    }
+
+    /// The first method `asking` allows that the server takes.
+    fn next(&self, asking: &Asking) -> Option<MethodKind> {
+        let methods = self.methods.as_ref()?;
+        asking.methods.iter().filter_map(|m| m.parse::<MethodKind>().ok()).find(|m| methods.contains(m))
     }
 }
 
@@ -236,15 +265,19 @@ impl Login {
     ) -> Result<(), Error> {
         loop {
             let methods = self.verdict.methods.clone().unwrap_or_else(MethodSet::empty);
-            let method = [MethodKind::KeyboardInteractive, MethodKind::Password]
-                .into_iter()
-                .find(|m| methods.contains(m));
-            let Some(method) = method else {
-                return Err(Error::Wants {
-                    after: self.verdict.accepted.clone(),
-                    wants: methods.iter().map(<&'static str>::from).collect(),
-                    accepted_key: self.verdict.accepted_key.clone(),
-                });
+            let wants = || Error::Wants {
+                after: self.verdict.accepted.clone(),
+                wants: methods.iter().map(<&'static str>::from).collect(),
+                accepted_key: self.verdict.accepted_key.clone(),
+                unable: match &hop.asking.batch_mode {
+                    Some(origin) => Unable::Batch(origin.to_string()),
+                    None if methods.iter().any(askable) => Unable::NotAllowed,
+                    None => Unable::Cannot,
+                },
+            };
+            let method = match (&hop.asking.batch_mode, self.verdict.next(&hop.asking)) {
+                (None, Some(method)) => method,
+                _ => return Err(wants()),
             };
             let outcome = if method == MethodKind::Password {
                 self.password(handle, hop, person).await?
@@ -261,7 +294,7 @@ impl Login {
             } else {
                 let refused = self.refusals.entry(name).or_default();
                 *refused += 1;
-                if *refused >= ATTEMPTS {
+                if *refused >= hop.asking.attempts {
                     return Err(Error::Refused {
                         jumphost: person.asker.jumphost.to_owned(),
                         method: name,
@@ -430,6 +463,7 @@ impl Login {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::config::Origin;
 
     fn set(methods: &[MethodKind]) -> MethodSet {
         MethodSet::from(methods)
@@ -437,8 +471,9 @@ mod tests {
 
     #[test]
     fn keys_go_on_while_the_server_takes_them_and_a_person_is_needed_beyond() {
+        let asking = Asking::default();
         let mut v = Verdict::default();
-        assert!(v.keys_wanted() && !v.heard_any() && !v.beyond_keys());
+        assert!(v.keys_wanted() && !v.heard_any() && !v.beyond_keys(&asking));
         // sshd without AuthenticationMethods, after a refused key: more keys, or a person.
         let more = v.heard(
             MethodKind::PublicKey,
@@ -446,18 +481,24 @@ mod tests {
             set(&[MethodKind::PublicKey, MethodKind::KeyboardInteractive]),
             false,
         );
-        assert!(more && v.beyond_keys());
+        assert!(more && v.beyond_keys(&asking));
+        // Not when the ssh config keeps ssh from asking: the refused keys are the whole story.
+        let origin = Origin { file: "/home/u/.ssh/config".into(), line: 7 };
+        let batch = Asking { batch_mode: Some(origin), ..Asking::default() };
+        assert!(!v.beyond_keys(&batch));
+        let no_kbd = Asking { methods: vec!["password"], ..Asking::default() };
+        assert!(!v.beyond_keys(&no_kbd));
         // `publickey,keyboard-interactive`: the key is accepted as the first of two.
         let mut v = Verdict::default();
         let more =
             v.heard(MethodKind::PublicKey, "agent key a", set(&[MethodKind::KeyboardInteractive]), true);
-        assert!(!more && !v.keys_wanted() && v.beyond_keys());
+        assert!(!more && !v.keys_wanted() && v.beyond_keys(&asking) && v.beyond_keys(&batch));
         assert_eq!(v.accepted, ["publickey"]);
         assert_eq!(v.accepted_key.as_deref(), Some("agent key a"));
         // Only keys, refused: nothing for a person.
         let mut v = Verdict::default();
         v.heard(MethodKind::PublicKey, "agent key a", set(&[MethodKind::PublicKey]), false);
-        assert!(!v.beyond_keys());
+        assert!(!v.beyond_keys(&asking));
     }
 
     #[test]
@@ -466,11 +507,23 @@ mod tests {
             after: vec!["publickey"],
             wants: vec!["hostbased"],
             accepted_key: Some("agent key k (SHA256:x)".into()),
+            unable: Unable::Cannot,
         };
         assert_eq!(
             e.to_string(),
             "it accepted agent key k (SHA256:x), but it wants hostbased after publickey, which kharond cannot do \
              (beyond keys, it answers keyboard-interactive and password prompts only)"
+        );
+        let e = Error::Wants {
+            after: vec!["publickey"],
+            wants: vec!["keyboard-interactive"],
+            accepted_key: None,
+            unable: Unable::Batch("/home/u/.ssh/config:7".into()),
+        };
+        assert_eq!(
+            e.to_string(),
+            "it wants keyboard-interactive after publickey, and BatchMode yes (/home/u/.ssh/config:7) lets nobody \
+             be asked for it, as it keeps ssh from asking"
         );
         let e = Error::Unanswered {
             jumphost: "j".into(),

@@ -21,7 +21,9 @@ use super::expand;
 use super::jump::{JumpSpec, ProxyCommand};
 use super::load::{Agent, Item};
 use super::options::Options;
-use super::{Bind, Chain, Error, Hop, IdentityAgent, Origin, SshConfig, StrictHostKeyChecking, Transport};
+use super::{
+    Asking, Bind, Chain, Error, Hop, IdentityAgent, Origin, SshConfig, StrictHostKeyChecking, Transport,
+};
 
 /// Sent every 15 s when the config says nothing: OpenSSH's default (0, off) would let a dead
 /// NAT mapping hang the pool's sessions until TCP gives up.
@@ -201,6 +203,7 @@ impl SshConfig {
             identity_files,
             identities_only: options.identities_only.unwrap_or(false),
             use_keychain: options.use_keychain.unwrap_or(false),
+            asking: asking(options),
             identity_agent,
             certificate_files: paths(&options.certificate_files, "CertificateFile")?,
             transport,
@@ -286,6 +289,34 @@ fn edit_distance(a: &str, b: &str) -> usize {
         previous = current;
     }
     previous[b.len()]
+}
+
+/// What a person may be asked for this hop ([`Asking`]): ssh's defaults as the options change
+/// them.
+fn asking(options: &Options<'_>) -> Asking {
+    let defaults = Asking::default();
+    let attempts = options.password_prompts.unwrap_or(defaults.attempts);
+    let allowed = |method: &&str| match *method {
+        "keyboard-interactive" => options.kbd_interactive.unwrap_or(true),
+        _ => options.password.unwrap_or(true),
+    };
+    let order: Vec<&'static str> = match options.preferred_authentications {
+        Some(preferred) => {
+            preferred.iter().filter_map(|m| defaults.methods.iter().copied().find(|p| p == m)).collect()
+        }
+        None => defaults.methods.clone(),
+    };
+    let mut methods: Vec<&'static str> = Vec::new();
+    for method in order {
+        if allowed(&method) && attempts > 0 && !methods.contains(&method) {
+            methods.push(method);
+        }
+    }
+    Asking {
+        batch_mode: options.batch_mode.filter(|(on, _)| *on).map(|(_, origin)| origin.clone()),
+        methods,
+        attempts,
+    }
 }
 
 #[cfg(test)]

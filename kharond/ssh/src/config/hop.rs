@@ -91,6 +91,30 @@ pub enum Transport {
     Command(String),
 }
 
+/// Whether and how a person is asked to finish a login a hop wants more than a key for
+/// (`prompt.rs`), as ssh_config(5) says for ssh.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Asking {
+    /// `BatchMode yes`, where it was set: nobody is asked (nor is anyone by ssh).
+    pub batch_mode: Option<Origin>,
+    /// The methods a person may be asked for, in the order to use them: OpenSSH's default
+    /// `PreferredAuthentications` order (keyboard-interactive, then password) or the config's,
+    /// without what `KbdInteractiveAuthentication no`, `PasswordAuthentication no` or a
+    /// `NumberOfPasswordPrompts 0` turn off. Keys always come first (unlike ssh, whatever
+    /// `PreferredAuthentications` says).
+    pub methods: Vec<&'static str>,
+    /// `NumberOfPasswordPrompts`: how many answers of one method may be refused.
+    pub attempts: u32,
+}
+
+/// ssh's defaults (ssh_config(5)): no `BatchMode`, keyboard-interactive then password (the
+/// order of `PreferredAuthentications`), `NumberOfPasswordPrompts` 3.
+impl Default for Asking {
+    fn default() -> Self {
+        Asking { batch_mode: None, methods: vec!["keyboard-interactive", "password"], attempts: 3 }
+    }
+}
+
 /// One SSH server on the way to the cluster, fully resolved from ssh_config.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Hop {
@@ -109,6 +133,7 @@ pub struct Hop {
     /// `UseKeychain yes` (Apple's ssh): the passphrases of encrypted key files may be in the
     /// user's Keychain, which changes what the error for one says (`auth.rs`).
     pub use_keychain: bool,
+    pub asking: Asking,
     pub identity_agent: IdentityAgent,
     pub certificate_files: Vec<PathBuf>,
     /// Only meaningful on the first hop; later hops always ride a direct-tcpip channel.

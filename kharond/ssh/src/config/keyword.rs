@@ -39,6 +39,12 @@ pub(super) enum Key {
     CanonicalizePermittedCnames,
     /// Apple's ssh only; read for the advice an encrypted key gets (`auth.rs`).
     UseKeychain,
+    /// Whether and how a person is asked to finish a login (`prompt.rs`).
+    BatchMode,
+    KbdInteractiveAuthentication,
+    PasswordAuthentication,
+    NumberOfPasswordPrompts,
+    PreferredAuthentications,
 }
 
 #[derive(Debug, Clone, Copy)]
@@ -101,12 +107,18 @@ const TABLE: &[(&str, Kind)] = &[
     // Apple's ssh: the passphrases of key files are kept in the user's Keychain, which only
     // Apple's ssh and ssh-add may read; kharond cannot, so it only tells how to load them.
     ("UseKeychain", Kind::Apply(Key::UseKeychain)),
+    // What a person may be asked when a jump host wants more than a key (prompt.rs).
+    ("BatchMode", Kind::Apply(Key::BatchMode)),
+    ("KbdInteractiveAuthentication", Kind::Apply(Key::KbdInteractiveAuthentication)),
+    // Its name before OpenSSH 8.7.
+    ("ChallengeResponseAuthentication", Kind::Apply(Key::KbdInteractiveAuthentication)),
+    ("PasswordAuthentication", Kind::Apply(Key::PasswordAuthentication)),
+    ("NumberOfPasswordPrompts", Kind::Apply(Key::NumberOfPasswordPrompts)),
+    ("PreferredAuthentications", Kind::Apply(Key::PreferredAuthentications)),
     // Interactive sessions, forwarding, multiplexing, logging: a tunnel does none of it.
     // AddKeysToAgent: ssh adds a key file it decrypted to the agent; kharond never decrypts one
     // (an encrypted key must already be in the agent), so there is nothing for it to add.
     ("AddKeysToAgent", Kind::Ignore),
-    ("BatchMode", Kind::Ignore),
-    ("ChallengeResponseAuthentication", Kind::Ignore),
     ("ChannelTimeout", Kind::Ignore),
     ("CheckHostIP", Kind::Ignore), // an extra warning in ssh; off by default since 8.5
     ("ClearAllForwardings", Kind::Ignore),
@@ -129,19 +141,15 @@ const TABLE: &[(&str, Kind)] = &[
     ("GatewayPorts", Kind::Ignore),
     ("HashKnownHosts", Kind::Ignore),
     ("IPQoS", Kind::Ignore),
-    ("KbdInteractiveAuthentication", Kind::Ignore),
-    ("KbdInteractiveDevices", Kind::Ignore),
+    ("KbdInteractiveDevices", Kind::Ignore), // a hint to the server; PAM decides what it asks
     ("KeepAlive", Kind::Ignore),
     ("LocalCommand", Kind::Ignore),
     ("LocalForward", Kind::Ignore),
     ("LogLevel", Kind::Ignore),
     ("LogVerbose", Kind::Ignore),
-    ("NumberOfPasswordPrompts", Kind::Ignore),
     ("ObscureKeystrokeTiming", Kind::Ignore),
-    ("PasswordAuthentication", Kind::Ignore),
     ("PermitLocalCommand", Kind::Ignore),
     ("PermitRemoteOpen", Kind::Ignore),
-    ("PreferredAuthentications", Kind::Ignore), // kharon only does publickey
     ("RekeyLimit", Kind::Ignore),
     ("RemoteCommand", Kind::Ignore),
     ("RemoteForward", Kind::Ignore),

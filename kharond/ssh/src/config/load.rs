@@ -83,6 +83,12 @@ pub(super) enum Setting {
     /// (source patterns, target patterns), lowercased; empty for `none`.
     CanonicalizePermittedCnames(Vec<(String, String)>),
     UseKeychain(bool),
+    BatchMode(bool),
+    KbdInteractiveAuthentication(bool),
+    PasswordAuthentication(bool),
+    NumberOfPasswordPrompts(u32),
+    /// The method names, lowercased, in order.
+    PreferredAuthentications(Vec<String>),
 }
 
 #[derive(Debug, Clone)]
@@ -278,6 +284,20 @@ impl Loader<'_> {
             Key::CertificateFile => Setting::CertificateFile(self.path(name, one(name, line)?)?),
             Key::IdentitiesOnly => Setting::IdentitiesOnly(yes_no(name, one(name, line)?)?),
             Key::UseKeychain => Setting::UseKeychain(yes_no(name, one(name, line)?)?),
+            Key::BatchMode => Setting::BatchMode(yes_no(name, one(name, line)?)?),
+            Key::KbdInteractiveAuthentication => {
+                Setting::KbdInteractiveAuthentication(yes_no(name, one(name, line)?)?)
+            }
+            Key::PasswordAuthentication => Setting::PasswordAuthentication(yes_no(name, one(name, line)?)?),
+            Key::NumberOfPasswordPrompts => {
+                let value = one(name, line)?;
+                Setting::NumberOfPasswordPrompts(
+                    value.parse().map_err(|_| format!("{name}: bad number {value:?}"))?,
+                )
+            }
+            Key::PreferredAuthentications => Setting::PreferredAuthentications(
+                one(name, line)?.split(',').map(|m| m.trim().to_ascii_lowercase()).collect(),
+            ),
             Key::IdentityAgent => Setting::IdentityAgent(match one(name, line)? {
                 "none" => Agent::None,
                 "SSH_AUTH_SOCK" => Agent::Env,

@@ -78,7 +78,7 @@ mod tests;
 
 pub use algorithms::{Algorithms, KnownHostKeys};
 pub use error::{Error, Origin};
-pub use hop::{AddressFamily, Bind, Chain, Hop, IdentityAgent, StrictHostKeyChecking, Transport};
+pub use hop::{AddressFamily, Asking, Bind, Chain, Hop, IdentityAgent, StrictHostKeyChecking, Transport};
 pub use machine::Machine;
 use machine::System;
 use std::collections::HashMap;

@@ -59,6 +59,11 @@ pub(super) struct Options<'c> {
     pub canonicalize_fallback_local: Option<bool>,
     pub permitted_cnames: Option<&'c [(String, String)]>,
     pub use_keychain: Option<bool>,
+    pub batch_mode: Option<(bool, &'c Origin)>,
+    pub kbd_interactive: Option<bool>,
+    pub password: Option<bool>,
+    pub password_prompts: Option<u32>,
+    pub preferred_authentications: Option<&'c [String]>,
     /// Blocks that applied: where, and whether they name this host (a pattern other than a bare
     /// `*`, or a `Match host`/`originalhost`).
     pub blocks: Vec<(&'c Origin, bool)>,
@@ -128,6 +133,11 @@ impl<'c> Options<'c> {
             Setting::CanonicalizeFallbackLocal(v) => first(&mut self.canonicalize_fallback_local, *v),
             Setting::CanonicalizePermittedCnames(v) => first(&mut self.permitted_cnames, v.as_slice()),
             Setting::UseKeychain(v) => first(&mut self.use_keychain, *v),
+            Setting::BatchMode(v) => first(&mut self.batch_mode, (*v, origin)),
+            Setting::KbdInteractiveAuthentication(v) => first(&mut self.kbd_interactive, *v),
+            Setting::PasswordAuthentication(v) => first(&mut self.password, *v),
+            Setting::NumberOfPasswordPrompts(v) => first(&mut self.password_prompts, *v),
+            Setting::PreferredAuthentications(v) => first(&mut self.preferred_authentications, v.as_slice()),
         }
     }
 

@@ -322,6 +322,32 @@ fn use_keychain_applies_first_value_and_a_bad_value_names_its_line() {
     assert!(err.contains(&at(&home, 2)) && err.contains("UseKeychain: expected yes or no"), "{err}");
 }
 
+/// What a person may be asked when a hop wants more than a key (prompt.rs) follows ssh_config(5):
+/// `BatchMode yes` with its line, the methods `KbdInteractiveAuthentication` (and its old name),
+/// `PasswordAuthentication` and `NumberOfPasswordPrompts 0` leave, in `PreferredAuthentications`'
+/// order, and how often an answer may be refused; first value wins, as for any option.
+#[test]
+fn what_a_person_may_be_asked_follows_the_ssh_config() {
+    let config = "Host batch\n  BatchMode yes\nHost nokbd\n  KbdInteractiveAuthentication no\n\
+                  Host oldname\n  ChallengeResponseAuthentication no\n  PasswordAuthentication no\n\
+                  Host pref\n  PreferredAuthentications password,publickey,keyboard-interactive,password\n\
+                  NumberOfPasswordPrompts 1\nHost zero\n  NumberOfPasswordPrompts 0\nHost *\n  BatchMode no\n";
+    let asking = |alias: &str| chain_of(config, alias).unwrap().hops[0].asking.clone();
+    assert_eq!(asking("other"), Asking::default());
+    assert_eq!(asking("other").methods, ["keyboard-interactive", "password"]);
+    assert_eq!(asking("other").attempts, 3);
+    let batch = asking("batch").batch_mode.expect("BatchMode yes");
+    assert_eq!(batch.line, 2);
+    assert_eq!(asking("nokbd").methods, ["password"]);
+    assert!(asking("oldname").methods.is_empty());
+    assert_eq!(asking("pref").methods, ["password", "keyboard-interactive"]);
+    assert_eq!(asking("pref").attempts, 1);
+    assert!(asking("zero").methods.is_empty());
+    let home = home(&[(".ssh/config", "Host *\n  NumberOfPasswordPrompts many\n")]);
+    let err = load_error(&home);
+    assert!(err.contains(&at(&home, 2)) && err.contains("NumberOfPasswordPrompts: bad number"), "{err}");
+}
+
 #[test]
 fn keywords_ignore_case_and_accept_equals_and_quotes() {
     let config = "HOST bastion\n  hostname=b.example\n  PORT = 2200\n  user \"ops team\"\n";

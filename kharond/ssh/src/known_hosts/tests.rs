@@ -16,6 +16,7 @@ pub(crate) fn hop(alias: &str, host: &str, port: u16, known_hosts: &Path) -> Hop
         identity_files: Vec::new(),
         identities_only: false,
         use_keychain: false,
+        asking: Default::default(),
         identity_agent: IdentityAgent::None,
         certificate_files: Vec::new(),
         transport: Transport::Tcp,
