@@ -73,7 +73,7 @@ impl Bastion {
             .pam(&pam)
             .option("UsePAM yes")
             // The suite runs as root, and sshd hands PAM a bogus password for a root login
-            // that PermitRootLogin restricts to keys (auth-pam.c, "\b\n\r\177INCORRECT").
+            // that PermitRootLogin restricts to keys (auth-pam.c, `fake_password`).
             .option("PermitRootLogin yes")
             .option(&format!("AuthenticationMethods publickey,{second}"))
             .option(if second == "password" {
