@@ -289,7 +289,7 @@ where
             Err(e) => return Err(interrupted_by(tried, refused, e)),
         }
     }
-    if !verdict.heard_any() {
+    if !verdict.heard_any() && !handle.is_closed() {
         // No key reached the server: ask it what it takes, as ssh's first request ("none") does.
         match handle.authenticate_none(hop.user.clone()).await {
             Ok(AuthResult::Success) => return Ok(()),

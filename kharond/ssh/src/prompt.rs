@@ -182,6 +182,13 @@ impl Verdict {
     /// Records the server's answer to `method` (`label`: which key, for a key) that did not end
     /// the login; whether more keys may still help (it still lists `publickey`).
     pub fn heard(&mut self, method: MethodKind, label: &str, remaining: MethodSet, partial: bool) -> bool {
+        if remaining.is_empty() && !partial {
+            // russh's answer when the session ended during the request (`wait_recv_reply` in
+            // client/mod.rs), and it ends the session itself when a server lists nothing: not a
+            // wish of the server's. The next request finds the session closed (sshd's
+            // MaxAuthTries: `auth` then names the server's disconnect message).
+            return true;
+        }
         if partial {
             self.accepted.push(<&'static str>::from(&method));
             if method == MethodKind::PublicKey {
@@ -499,6 +506,10 @@ mod tests {
         let mut v = Verdict::default();
         v.heard(MethodKind::PublicKey, "agent key a", set(&[MethodKind::PublicKey]), false);
         assert!(!v.beyond_keys(&asking));
+        // A session that ended (MaxAuthTries) says nothing: the next key finds it closed.
+        let mut v = Verdict::default();
+        assert!(v.heard(MethodKind::PublicKey, "agent key a", MethodSet::empty(), false));
+        assert!(!v.heard_any() && v.keys_wanted());
     }
 
     #[test]
