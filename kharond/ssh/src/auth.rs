@@ -28,7 +28,7 @@ use russh::keys::agent::AgentIdentity;
 use russh::keys::agent::client::AgentClient;
 use russh::keys::{Certificate, PrivateKey, PrivateKeyWithHashAlg, PublicKey};
 
-use super::config::{Hop, IdentityAgent};
+use super::config::{Hop, IdentityAgent, SignatureRefusal};
 use super::prompt::{self, Person, Verdict};
 
 #[derive(Debug, thiserror::Error)]
@@ -193,10 +193,12 @@ where
                             AgentIdentity::Certificate { certificate, .. } => (certificate.algorithm(), true),
                         };
                         let chosen = signature(handle, hop, &algorithm, certificate).await;
-                        let Some(hash) = chosen.map_err(|e| interrupted_by(tried.clone(), refused, e))?
-                        else {
-                            tried.push(format!("{label} ({NOT_ACCEPTED})"));
-                            continue;
+                        let hash = match chosen.map_err(|e| interrupted_by(tried.clone(), refused, e))? {
+                            Ok(hash) => hash,
+                            Err(why) => {
+                                tried.push(format!("{label} ({why})"));
+                                continue;
+                            }
                         };
                         let result = match &id {
                             AgentIdentity::PublicKey { key, .. } => {
@@ -268,9 +270,12 @@ where
         let key = Arc::new(key);
         let cert = f.cert.as_ref().filter(|c| c.public_key() == key.public_key().key_data());
         let chosen = signature(handle, hop, &key.algorithm(), cert.is_some()).await;
-        let Some(hash) = chosen.map_err(|e| interrupted_by(tried.clone(), refused, e))? else {
-            tried.push(format!("{} ({NOT_ACCEPTED})", f.path.display()));
-            continue;
+        let hash = match chosen.map_err(|e| interrupted_by(tried.clone(), refused, e))? {
+            Ok(hash) => hash,
+            Err(why) => {
+                tried.push(format!("{} ({why})", f.path.display()));
+                continue;
+            }
         };
         let result = match cert {
             Some(cert) => handle.authenticate_openssh_cert(&hop.user, key.clone(), cert.clone()).await,
@@ -315,24 +320,23 @@ where
     }
 }
 
-const NOT_ACCEPTED: &str = "its type is not in PubkeyAcceptedAlgorithms";
-
 fn interrupted_by(tried: Vec<String>, refused: usize, source: russh::Error) -> Error {
     Error::Interrupted { tried, refused, said: None, source }
 }
 
-/// The RSA hash to sign in with a key of `algorithm` (meaningless for other types), or `None`
-/// when the hop's `PubkeyAcceptedAlgorithms` excludes it.
+/// The RSA hash to sign in with a key of `algorithm` (meaningless for other types), or why the
+/// key is not offered (`PubkeyAcceptedAlgorithms` and the server's `server-sig-algs`, as ssh
+/// decides: `config::Algorithms::pubkey_signature`).
 async fn signature<H: client::Handler>(
     handle: &client::Handle<H>,
     hop: &Hop,
     algorithm: &russh::keys::Algorithm,
     certificate: bool,
-) -> Result<Option<Option<russh::keys::HashAlg>>, russh::Error> {
-    let server = handle.best_supported_rsa_hash().await?.flatten();
+) -> Result<Result<Option<russh::keys::HashAlg>, SignatureRefusal>, russh::Error> {
+    let server = handle.best_supported_rsa_hash().await?;
     let choice = hop.algorithms.pubkey_signature(algorithm, certificate, server);
-    if choice.is_none() {
-        tracing::debug!(hop = %hop.display(), %algorithm, "key skipped: not in PubkeyAcceptedAlgorithms");
+    if let Err(why) = &choice {
+        tracing::debug!(hop = %hop.display(), %algorithm, %why, "key skipped");
     }
     Ok(choice)
 }

@@ -33,7 +33,7 @@ use super::gather::Gathered;
 use super::known_hosts::KnownHosts;
 use super::prompt::{Asker, Person};
 use super::report::{DialReport, HopTiming};
-use super::{auth, desk, known_hosts, proxy_command, tcp};
+use super::{auth, desk, known_hosts, negotiation, proxy_command, tcp};
 
 /// The per-channel receive window is sized for each session from the round trip to its hop.
 /// One stream gets about half the window per round trip, because russh tops the window up only
@@ -155,6 +155,9 @@ pub enum ErrorKind {
     /// Not a `source()`: the ProxyCommand's stderr, when there is any, follows the cause.
     #[error("SSH handshake failed: {}{}", kharon_shared::errors::Chain(cause), stderr_note(stderr))]
     Handshake { cause: russh::Error, stderr: String },
+    /// The server and the hop's algorithm lists have nothing in common (ssh's words).
+    #[error(transparent)]
+    Negotiation(negotiation::Mismatch),
     #[error(transparent)]
     HostKey(known_hosts::Error),
     #[error(transparent)]
@@ -572,6 +575,9 @@ async fn dial_hop(
     };
     let mut handle = connected.map_err(|e| match e {
         HandlerError::HostKey(e) => ErrorKind::HostKey(e),
+        HandlerError::Russh(cause) if let Some(m) = negotiation::Mismatch::from_russh(&cause, hop) => {
+            ErrorKind::Negotiation(m)
+        }
         HandlerError::Russh(cause) => {
             ErrorKind::Handshake { cause, stderr: stderr.as_ref().map(|s| s.tail()).unwrap_or_default() }
         }

@@ -28,6 +28,7 @@
 //!   (CLOCK_BOOTTIME against CLOCK_MONOTONIC when something happens, no timer), probing suspect
 //!   sessions.
 //! - [`chain`]: dials a chain hop by hop (TCP or ProxyCommand, then direct-tcpip + handshake).
+//!   [`negotiation`]: a key exchange with nothing in common, in ssh's words.
 //! - [`auth`]: agent first, then key files; an encrypted key without an agent → "run `ssh-add`".
 //! - [`prompt`]: what a person must finish after (or instead of) the keys: keyboard-interactive
 //!   (a one-time password, PAM) and password. [`desk`]: where a hop's question waits for the
@@ -59,6 +60,7 @@ mod gather;
 mod health;
 mod keepalive;
 mod known_hosts;
+mod negotiation;
 mod pool;
 mod preflight;
 mod prompt;

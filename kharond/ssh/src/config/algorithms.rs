@@ -6,8 +6,25 @@
 //! what matches its patterns (`*`, `?`), `^list` moves to its head. `ssh` refuses a name it does
 //! not know, and so do we (a typo must not quietly change what is negotiated). A name OpenSSH
 //! knows but russh lacks (`umac-128-etm@openssh.com`, `sntrup761x25519-sha512`, security-key
-//! host key types) is skipped: what is left is still a subset of what the user allowed. A list
-//! that leaves nothing kharon implements is an error naming file and line.
+//! host key types, `ssh-dss`) is skipped in a list that replaces the default (crypto policies
+//! such as Fedora's name every algorithm ssh has): what is left is still a subset of what the
+//! user allowed. Named in a `+` or `^` list it is refused, with file and line: the user added it
+//! for a server that needs it, and kharond could not reach that server (issue 42). A list that
+//! leaves nothing kharon implements is an error naming file and line too.
+//!
+//! # Defaults (docs/ssh-engine.md, "Algorithm defaults")
+//! OpenSSH 9.x's client lists (myproposal.h `KEX_CLIENT_KEX`, `KEX_DEFAULT_PK_ALG`,
+//! `KEX_CLIENT_ENCRYPT`, `KEX_CLIENT_MAC`, `SSH_ALLOWED_CA_SIGALGS`) without what russh lacks:
+//! `ecdh-sha2-nistp*` and `hmac-sha1` are offered as ssh offers them, SHA-1 key exchanges, CBC
+//! ciphers and `ssh-rsa` signatures only when a `+` line adds them. Only the cipher order is
+//! kharon's own (AES-GCM first where the CPU accelerates it).
+//!
+//! # RSA signatures, as ssh(1) picks them
+//! sshconnect2.c `key_sig_algorithm`: without the server's `server-sig-algs` (RFC 8308), an RSA
+//! key signs as `ssh-rsa` (SHA-1), and only if `PubkeyAcceptedAlgorithms` allows it; with the
+//! list, the first RSA entry of `PubkeyAcceptedAlgorithms` the server names. ssh's default list
+//! has no `ssh-rsa`, so against a server that takes only SHA-1 RSA signatures ssh skips the key,
+//! and so does kharond ([`Algorithms::pubkey_signature`]).
 //!
 //! # Host key algorithms, as ssh(1) orders them
 //! Host certificates (`*-cert-v01@openssh.com`) are offered, ahead of plain keys, only to a host
@@ -24,6 +41,7 @@ use russh::keys::HashAlg;
 use russh::keys::ssh_key::Algorithm;
 use russh::{cipher, kex, mac};
 
+use super::error::Origin;
 use super::pattern;
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -124,6 +142,39 @@ const CERT_SUFFIX: &str = "-cert-v01@openssh.com";
 /// SHA-1 one.
 const DEFAULT_HOST_KEY_CERTS: &[&str] = without_sha1(PUBKEY_CERTS);
 
+/// The plain host key types offered when the config names none: [`HOST_KEYS`] without `ssh-rsa`,
+/// which OpenSSH offers only when asked to since 8.8 (its `KEX_DEFAULT_PK_ALG`).
+const DEFAULT_PLAIN_HOST_KEYS: &[&str] = without_sha1(HOST_KEYS);
+
+/// OpenSSH 9.9's client `KexAlgorithms` without the `sntrup761x25519` methods russh lacks (OpenSSH
+/// 10 moved `mlkem768x25519-sha256` to the head, where russh's order already had it). The SHA-1
+/// exchanges (`diffie-hellman-group14-sha1`, `-group-exchange-sha1`, `-group1-sha1`) are there for
+/// a `+` line, as in ssh.
+const DEFAULT_KEX: &[&str] = &[
+    "mlkem768x25519-sha256",
+    "curve25519-sha256",
+    "curve25519-sha256@libssh.org",
+    "ecdh-sha2-nistp256",
+    "ecdh-sha2-nistp384",
+    "ecdh-sha2-nistp521",
+    "diffie-hellman-group-exchange-sha256",
+    "diffie-hellman-group16-sha512",
+    "diffie-hellman-group18-sha512",
+    "diffie-hellman-group14-sha256",
+];
+
+/// OpenSSH 9.x's client `MACs`, in its order, without the `umac-*` ones russh lacks: `hmac-sha1`
+/// included, as every old appliance needs it and ssh offers it (an AEAD cipher needs no MAC, so
+/// it only matters to `*-ctr` and `*-cbc` ciphers).
+const DEFAULT_MACS: &[&str] = &[
+    "hmac-sha2-256-etm@openssh.com",
+    "hmac-sha2-512-etm@openssh.com",
+    "hmac-sha1-etm@openssh.com",
+    "hmac-sha2-256",
+    "hmac-sha2-512",
+    "hmac-sha1",
+];
+
 /// OpenSSH 9.2's default `CASignatureAlgorithms` without the security-key types, which kharon
 /// cannot verify: [`HOST_KEYS`] without `ssh-rsa`. A host certificate signed with anything else
 /// (SHA-1 RSA above all) is not accepted.
@@ -215,6 +266,7 @@ const OPENSSH_HOST_KEYS: &[&str] = &[
     "rsa-sha2-512-cert-v01@openssh.com",
 ];
 
+#[cfg(test)]
 fn borrowed<T>(list: Cow<'static, [T]>) -> &'static [T]
 where
     [T]: ToOwned,
@@ -277,15 +329,10 @@ impl Category {
     fn default_list(self) -> Vec<&'static str> {
         match self {
             Category::Ciphers => default_ciphers(aes_gcm_accelerated()).to_vec(),
-            Category::Macs => borrowed(russh::Preferred::DEFAULT.mac).iter().map(|n| n.as_ref()).collect(),
-            // The extension markers are not algorithms; `preferred` adds them back.
-            Category::Kex => borrowed(russh::Preferred::DEFAULT.kex)
-                .iter()
-                .map(|n| n.as_ref())
-                .filter(|n| !is_kex_extension(n))
-                .collect(),
-            Category::HostKeys => DEFAULT_HOST_KEY_CERTS.iter().chain(HOST_KEYS).copied().collect(),
-            Category::Pubkeys => pubkeys(),
+            Category::Macs => DEFAULT_MACS.to_vec(),
+            Category::Kex => DEFAULT_KEX.to_vec(),
+            // ssh's default `PubkeyAcceptedAlgorithms` is its default `HostKeyAlgorithms`.
+            Category::HostKeys | Category::Pubkeys => default_key_types(),
             Category::CaSignatures => DEFAULT_CA_SIGNATURES.to_vec(),
         }
     }
@@ -295,17 +342,31 @@ fn pubkeys() -> Vec<&'static str> {
     PUBKEY_CERTS.iter().chain(HOST_KEYS).copied().collect()
 }
 
-/// The SSH name of an RSA signature with `hash` (`None`: SHA-1).
-fn rsa_signature(hash: Option<HashAlg>) -> &'static str {
-    match hash {
-        Some(HashAlg::Sha512) => "rsa-sha2-512",
-        Some(HashAlg::Sha256) => "rsa-sha2-256",
-        _ => "ssh-rsa",
+fn default_key_types() -> Vec<&'static str> {
+    DEFAULT_HOST_KEY_CERTS.iter().chain(DEFAULT_PLAIN_HOST_KEYS).copied().collect()
+}
+
+/// The hash of an RSA signature algorithm by its SSH name (`Some(None)`: SHA-1 `ssh-rsa`);
+/// `None` for any other name.
+fn rsa_hash(name: &str) -> Option<Option<HashAlg>> {
+    match name {
+        "rsa-sha2-512" => Some(Some(HashAlg::Sha512)),
+        "rsa-sha2-256" => Some(Some(HashAlg::Sha256)),
+        "ssh-rsa" => Some(None),
+        _ => None,
     }
 }
 
-fn is_kex_extension(name: &str) -> bool {
-    name.starts_with("ext-info-") || name.starts_with("kex-strict-")
+/// Whether russh implements `name` as an algorithm of the kind it negotiated as `kind`.
+pub fn implemented(kind: &russh::AlgorithmKind, name: &str) -> bool {
+    let category = match kind {
+        russh::AlgorithmKind::Kex => Category::Kex,
+        russh::AlgorithmKind::Key => Category::HostKeys,
+        russh::AlgorithmKind::Cipher => Category::Ciphers,
+        russh::AlgorithmKind::Mac => Category::Macs,
+        russh::AlgorithmKind::Compression => return false,
+    };
+    category.implemented().contains(&name)
 }
 
 /// One algorithm-list value (see the module doc) applied to kharon's default: the resulting
@@ -331,6 +392,15 @@ pub(super) fn parse(category: Category, value: &str) -> Result<(Vec<&'static str
         } else if let Some(known) = implemented.iter().find(|n| **n == name) {
             named.push(*known);
         } else if category.openssh().contains(&name) {
+            if op != Op::Replace {
+                return Err(format!(
+                    "{name:?} is an OpenSSH {what} that kharon's SSH library (russh) does not implement, so \
+                     kharond cannot offer it and would not reach a server that needs it; remove it from \
+                     this line (kharond implements {list})",
+                    what = category.what(),
+                    list = implemented.join(",")
+                ));
+            }
             skipped.push(name.to_owned());
         } else {
             return Err(format!(
@@ -395,12 +465,42 @@ pub struct Algorithms {
     pub(super) host_keys_as_given: bool,
     pub(super) pubkeys: Option<Vec<&'static str>>,
     pub(super) ca_signatures: Option<Vec<&'static str>>,
+    /// Where each list that is set came from, for the error when a server has none of it.
+    pub(super) origins: Vec<(Category, Origin)>,
+}
+
+/// Why a key is not offered (see [`Algorithms::pubkey_signature`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum SignatureRefusal {
+    /// `PubkeyAcceptedAlgorithms` has no entry for the key's type.
+    NotAccepted,
+    /// An RSA key whose only signature the server takes (or the only one it can take: no
+    /// `server-sig-algs`) is SHA-1 `ssh-rsa`, which `PubkeyAcceptedAlgorithms` does not allow.
+    Sha1Only,
+}
+
+impl std::fmt::Display for SignatureRefusal {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(match self {
+            SignatureRefusal::NotAccepted => "its type is not in PubkeyAcceptedAlgorithms",
+            SignatureRefusal::Sha1Only => {
+                "the server takes RSA signatures only as SHA-1 ssh-rsa, which PubkeyAcceptedAlgorithms does \
+                 not allow; ssh skips this key too (`PubkeyAcceptedAlgorithms +ssh-rsa` for this host allows it)"
+            }
+        })
+    }
 }
 
 impl Algorithms {
     /// Sets `category`'s list unless an earlier line already did (first obtained value wins).
     /// `as_given`: see [`keeps_known_hosts_order`] (only host key lists use it).
-    pub(super) fn keep_first(&mut self, category: Category, list: &[&'static str], as_given: bool) {
+    pub(super) fn keep_first(
+        &mut self,
+        category: Category,
+        list: &[&'static str],
+        as_given: bool,
+        origin: &Origin,
+    ) {
         let slot = match category {
             Category::Ciphers => &mut self.ciphers,
             Category::Macs => &mut self.macs,
@@ -411,6 +511,7 @@ impl Algorithms {
         };
         if slot.is_none() {
             *slot = Some(list.to_vec());
+            self.origins.push((category, origin.clone()));
             if category == Category::HostKeys {
                 self.host_keys_as_given = as_given;
             }
@@ -430,28 +531,69 @@ impl Algorithms {
         if list.contains(&algorithm) { Ok(()) } else { Err(list.join(",")) }
     }
 
-    /// Whether a key (or certificate, with `certificate`) of `key` may sign in under
-    /// `PubkeyAcceptedAlgorithms`, and with which RSA hash; `None` if the list excludes it.
-    /// `server_rsa` is russh's choice from the server's list (`None`: `ssh-rsa`, or unknown),
-    /// kept when it is accepted or no list was given; otherwise the first accepted of SHA-512,
-    /// SHA-256 and SHA-1, as ssh tries them. The hash means nothing for other key types.
+    /// The RSA hash a key (or certificate, with `certificate`) of `key` signs in with (meaningless
+    /// for other types), as sshconnect2.c `key_sig_algorithm` picks it, or why it is not offered.
+    /// `server_rsa` is what russh read of the server's `server-sig-algs`: `None` when there was
+    /// no such list (or it names no RSA signature), else the best RSA signature it names
+    /// (SHA-512, SHA-256, then `ssh-rsa`). A server naming SHA-512 is taken to take SHA-256 and
+    /// `ssh-rsa` too, and one naming SHA-256 to take `ssh-rsa` (every server we know does):
+    /// russh tells no more. Then, as in ssh: the first RSA entry of `PubkeyAcceptedAlgorithms`
+    /// (kharon's default: ssh's) that the server takes; without the list, `ssh-rsa` if allowed.
     pub fn pubkey_signature(
         &self,
         key: &Algorithm,
         certificate: bool,
-        server_rsa: Option<HashAlg>,
-    ) -> Option<Option<HashAlg>> {
-        let Some(list) = &self.pubkeys else { return Some(server_rsa) };
-        let accepted = |name: &str| {
-            list.iter()
-                .any(|n| if certificate { n.strip_suffix(CERT_SUFFIX) == Some(name) } else { *n == name })
+        server_rsa: Option<Option<HashAlg>>,
+    ) -> Result<Option<HashAlg>, SignatureRefusal> {
+        let defaults;
+        let list: &[&str] = match &self.pubkeys {
+            Some(list) => list,
+            None => {
+                defaults = default_key_types();
+                &defaults
+            }
         };
+        let base = |name: &'static str| if certificate { name.strip_suffix(CERT_SUFFIX) } else { Some(name) };
+        let entries = || list.iter().filter_map(|n| base(n)).filter(|n| !is_certificate(n));
         match key {
-            Algorithm::Rsa { .. } => [server_rsa, Some(HashAlg::Sha512), Some(HashAlg::Sha256), None]
-                .into_iter()
-                .find(|hash| accepted(rsa_signature(*hash))),
-            other => accepted(other.as_str()).then_some(None),
+            Algorithm::Rsa { .. } => {
+                let taken: &[Option<HashAlg>] = match server_rsa {
+                    None | Some(None) => &[None],
+                    Some(Some(HashAlg::Sha256)) => &[Some(HashAlg::Sha256), None],
+                    Some(Some(_)) => &[Some(HashAlg::Sha512), Some(HashAlg::Sha256), None],
+                };
+                let chosen = entries()
+                    .filter_map(rsa_hash)
+                    .find(|hash| taken.contains(hash));
+                match chosen {
+                    Some(hash) => Ok(hash),
+                    None if taken == [None] && entries().any(|n| rsa_hash(n).is_some()) => {
+                        Err(SignatureRefusal::Sha1Only)
+                    }
+                    None => Err(SignatureRefusal::NotAccepted),
+                }
+            }
+            other => {
+                if entries().any(|n| n == other.as_str()) {
+                    Ok(None)
+                } else {
+                    Err(SignatureRefusal::NotAccepted)
+                }
+            }
         }
+    }
+
+    /// Which option set the list russh negotiates as `kind`, and where; `None` for kharon's
+    /// default.
+    pub fn origin(&self, kind: &russh::AlgorithmKind) -> (&'static str, Option<&Origin>) {
+        let (category, option) = match kind {
+            russh::AlgorithmKind::Kex => (Category::Kex, "KexAlgorithms"),
+            russh::AlgorithmKind::Key => (Category::HostKeys, "HostKeyAlgorithms"),
+            russh::AlgorithmKind::Cipher => (Category::Ciphers, "Ciphers"),
+            russh::AlgorithmKind::Mac => (Category::Macs, "MACs"),
+            russh::AlgorithmKind::Compression => return ("Compression", None),
+        };
+        (option, self.origins.iter().find(|(c, _)| *c == category).map(|(_, origin)| origin))
     }
 
     /// What russh offers a host of which known_hosts says `known`. Every name here came from
@@ -517,6 +659,68 @@ mod tests {
         assert_eq!(DEFAULT_HOST_KEY_CERTS.len(), 6);
         assert_eq!(DEFAULT_CA_SIGNATURES.len(), 6);
         assert!(!DEFAULT_CA_SIGNATURES.contains(&"ssh-rsa"));
+        let keys = default_key_types();
+        assert_eq!(keys.len(), 12);
+        assert!(!keys.iter().any(|k| k.starts_with("ssh-rsa")), "{keys:?}");
+    }
+
+    #[test]
+    fn the_defaults_are_openssh_9s_client_lists_as_far_as_russh_goes() {
+        // `ssh -G` of OpenSSH 9.2 and 9.9 (myproposal.h), without what russh lacks.
+        let openssh_macs = "umac-64-etm@openssh.com,umac-128-etm@openssh.com,hmac-sha2-256-etm@openssh.com,\
+            hmac-sha2-512-etm@openssh.com,hmac-sha1-etm@openssh.com,umac-64@openssh.com,umac-128@openssh.com,\
+            hmac-sha2-256,hmac-sha2-512,hmac-sha1";
+        let openssh_kex = "sntrup761x25519-sha512,sntrup761x25519-sha512@openssh.com,mlkem768x25519-sha256,\
+            curve25519-sha256,curve25519-sha256@libssh.org,ecdh-sha2-nistp256,ecdh-sha2-nistp384,\
+            ecdh-sha2-nistp521,diffie-hellman-group-exchange-sha256,diffie-hellman-group16-sha512,\
+            diffie-hellman-group18-sha512,diffie-hellman-group14-sha256";
+        let openssh_ciphers = "chacha20-poly1305@openssh.com,aes128-ctr,aes192-ctr,aes256-ctr,\
+            aes128-gcm@openssh.com,aes256-gcm@openssh.com";
+        for (category, openssh) in
+            [(Category::Macs, openssh_macs), (Category::Kex, openssh_kex), (Category::Ciphers, openssh_ciphers)]
+        {
+            let implemented = category.implemented();
+            let expected: Vec<&str> = openssh.split(',').filter(|n| implemented.contains(n)).collect();
+            let mut ours = category.default_list();
+            if category == Category::Ciphers {
+                // The same ciphers, in kharon's order (AES-GCM first where the CPU helps).
+                ours.sort_unstable();
+                let mut expected = expected.clone();
+                expected.sort_unstable();
+                assert_eq!(ours, expected);
+            } else {
+                assert_eq!(ours, expected, "{category:?}");
+            }
+        }
+        // The legacy ones are there to be added, with the `des` feature for 3des-cbc.
+        for (category, name) in [
+            (Category::Ciphers, "3des-cbc"),
+            (Category::Ciphers, "aes128-cbc"),
+            (Category::Kex, "diffie-hellman-group14-sha1"),
+            (Category::Kex, "diffie-hellman-group-exchange-sha1"),
+            (Category::HostKeys, "ssh-rsa"),
+            (Category::Pubkeys, "ssh-rsa"),
+        ] {
+            let (list, skipped) = parse(category, &format!("+{name}")).expect("implemented");
+            assert_eq!((list.last(), skipped.len()), (Some(&name), 0), "{category:?} {name}");
+        }
+    }
+
+    #[test]
+    fn adding_what_russh_lacks_is_refused_replacing_with_it_skips_it() {
+        for (category, name) in [
+            (Category::Macs, "umac-128-etm@openssh.com"),
+            (Category::Kex, "sntrup761x25519-sha512@openssh.com"),
+            (Category::HostKeys, "ssh-dss"),
+        ] {
+            for op in ["+", "^"] {
+                let err = parse(category, &format!("{op}{name}")).unwrap_err();
+                assert!(err.starts_with(&format!("\"{name}\" is an OpenSSH ")), "{err}");
+                assert!(err.contains("does not implement"), "{err}");
+            }
+        }
+        let (list, skipped) = parse(Category::Macs, "umac-128-etm@openssh.com,hmac-sha1").unwrap();
+        assert_eq!((list, skipped), (vec!["hmac-sha1"], vec!["umac-128-etm@openssh.com".to_owned()]));
     }
 
     #[test]
@@ -569,35 +773,56 @@ mod tests {
 
     const RSA: Algorithm = Algorithm::Rsa { hash: None };
 
+    const SHA512: Option<Option<HashAlg>> = Some(Some(HashAlg::Sha512));
+    const SHA256: Option<Option<HashAlg>> = Some(Some(HashAlg::Sha256));
+    /// The server names only `ssh-rsa` in `server-sig-algs` (an OpenSSH 7-like server).
+    const SHA1: Option<Option<HashAlg>> = Some(None);
+    /// The server sent no `server-sig-algs` at all.
+    const UNSAID: Option<Option<HashAlg>> = None;
+
     #[test]
-    fn without_a_pubkey_list_russhs_rsa_choice_and_every_key_type_stand() {
+    fn without_a_pubkey_list_rsa_signs_as_ssh_would_by_default() {
         let none = Algorithms::default();
-        assert_eq!(none.pubkey_signature(&RSA, false, None), Some(None));
-        assert_eq!(none.pubkey_signature(&RSA, false, Some(HashAlg::Sha256)), Some(Some(HashAlg::Sha256)));
-        assert_eq!(none.pubkey_signature(&Algorithm::Ed25519, true, None), Some(None));
-        // `+ssh-rsa`, the usual line for an old jump host, keeps everything.
+        assert_eq!(none.pubkey_signature(&RSA, false, SHA512), Ok(Some(HashAlg::Sha512)));
+        assert_eq!(none.pubkey_signature(&RSA, false, SHA256), Ok(Some(HashAlg::Sha256)));
+        assert_eq!(none.pubkey_signature(&Algorithm::Ed25519, true, UNSAID), Ok(None));
+        // ssh's default has no ssh-rsa since 8.8: a server that takes only SHA-1 gets no RSA key.
+        assert_eq!(none.pubkey_signature(&RSA, false, SHA1), Err(SignatureRefusal::Sha1Only));
+        assert_eq!(none.pubkey_signature(&RSA, false, UNSAID), Err(SignatureRefusal::Sha1Only));
+        assert_eq!(none.pubkey_signature(&RSA, true, SHA1), Err(SignatureRefusal::Sha1Only));
+        // `+ssh-rsa`, the usual line for an old jump host, allows it and keeps everything else.
         let plus = pubkeys("+ssh-rsa");
-        assert_eq!(plus.pubkey_signature(&RSA, false, None), Some(None));
-        assert_eq!(plus.pubkey_signature(&Algorithm::Ed25519, false, None), Some(None));
+        assert_eq!(plus.pubkey_signature(&RSA, false, SHA1), Ok(None));
+        assert_eq!(plus.pubkey_signature(&RSA, false, UNSAID), Ok(None));
+        assert_eq!(plus.pubkey_signature(&RSA, false, SHA512), Ok(Some(HashAlg::Sha512)));
+        assert_eq!(plus.pubkey_signature(&Algorithm::Ed25519, false, UNSAID), Ok(None));
     }
 
     #[test]
-    fn a_pubkey_list_picks_the_rsa_hash_and_excludes_key_types() {
+    fn a_pubkey_list_picks_the_rsa_hash_in_its_own_order_and_excludes_key_types() {
         let sha256 = pubkeys("rsa-sha2-256,ssh-ed25519");
-        assert_eq!(sha256.pubkey_signature(&RSA, false, Some(HashAlg::Sha512)), Some(Some(HashAlg::Sha256)));
-        assert_eq!(sha256.pubkey_signature(&RSA, false, None), Some(Some(HashAlg::Sha256)));
-        assert_eq!(sha256.pubkey_signature(&Algorithm::Ed25519, false, None), Some(None));
+        assert_eq!(sha256.pubkey_signature(&RSA, false, SHA512), Ok(Some(HashAlg::Sha256)));
+        assert_eq!(sha256.pubkey_signature(&RSA, false, SHA256), Ok(Some(HashAlg::Sha256)));
+        assert_eq!(sha256.pubkey_signature(&RSA, false, UNSAID), Err(SignatureRefusal::Sha1Only));
+        assert_eq!(sha256.pubkey_signature(&Algorithm::Ed25519, false, UNSAID), Ok(None));
         let ecdsa = Algorithm::Ecdsa { curve: russh::keys::ssh_key::EcdsaCurve::NistP256 };
-        assert_eq!(sha256.pubkey_signature(&ecdsa, false, None), None);
+        assert_eq!(sha256.pubkey_signature(&ecdsa, false, UNSAID), Err(SignatureRefusal::NotAccepted));
         // Certificates are named on their own.
-        assert_eq!(sha256.pubkey_signature(&Algorithm::Ed25519, true, None), None);
+        assert_eq!(
+            sha256.pubkey_signature(&Algorithm::Ed25519, true, UNSAID),
+            Err(SignatureRefusal::NotAccepted)
+        );
         let certs = pubkeys("ssh-ed25519-cert-v01@openssh.com");
-        assert_eq!(certs.pubkey_signature(&Algorithm::Ed25519, true, None), Some(None));
-        assert_eq!(certs.pubkey_signature(&Algorithm::Ed25519, false, None), None);
-        // No SHA-1 unless asked for.
-        let no_sha1 = pubkeys("-ssh-rsa*");
-        assert_eq!(no_sha1.pubkey_signature(&RSA, false, None), Some(Some(HashAlg::Sha512)));
-        assert_eq!(pubkeys("ssh-rsa").pubkey_signature(&RSA, false, Some(HashAlg::Sha512)), Some(None));
+        assert_eq!(certs.pubkey_signature(&Algorithm::Ed25519, true, UNSAID), Ok(None));
+        assert_eq!(
+            certs.pubkey_signature(&Algorithm::Ed25519, false, UNSAID),
+            Err(SignatureRefusal::NotAccepted)
+        );
+        assert_eq!(certs.pubkey_signature(&RSA, false, SHA512), Err(SignatureRefusal::NotAccepted));
+        // The user's order, not the server's best (sshconnect2.c `key_sig_algorithm`).
+        let ordered = pubkeys("ssh-rsa,rsa-sha2-512");
+        assert_eq!(ordered.pubkey_signature(&RSA, false, SHA512), Ok(None));
+        assert_eq!(pubkeys("rsa-sha2-256,rsa-sha2-512").pubkey_signature(&RSA, false, SHA512), Ok(Some(HashAlg::Sha256)));
     }
 
     #[test]

@@ -76,7 +76,7 @@ pub(crate) mod pattern;
 #[cfg(test)]
 mod tests;
 
-pub use algorithms::{Algorithms, KnownHostKeys};
+pub use algorithms::{Algorithms, KnownHostKeys, SignatureRefusal, implemented};
 pub use error::{Error, Origin};
 pub use hop::{AddressFamily, Asking, Bind, Chain, Hop, IdentityAgent, StrictHostKeyChecking, Transport};
 pub use machine::Machine;

@@ -125,7 +125,7 @@ impl<'c> Options<'c> {
             Setting::BindAddress(v) => first(&mut self.bind_address, (v.as_str(), origin)),
             Setting::BindInterface(v) => first(&mut self.bind_interface, (v.as_str(), origin)),
             Setting::Algorithms(category, list, as_given) => {
-                self.algorithms.keep_first(*category, list, *as_given)
+                self.algorithms.keep_first(*category, list, *as_given, origin)
             }
             Setting::CanonicalizeHostname(mode) => first(&mut self.canonicalize, (*mode, origin)),
             Setting::CanonicalDomains(v) => first(&mut self.canonical_domains, v.as_slice()),
