@@ -2,7 +2,9 @@
 //!
 //! Owns: which keys are offered in which order, and the error a user can act on when none works.
 //! Order, as OpenSSH (and bounded by sshd's `MaxAuthTries`; docs/ssh-engine.md, "Authentication"):
-//! 1. agent keys (and agent certificates) matching an `IdentityFile` (its `.pub` or `-cert.pub`),
+//! 1. agent keys (and agent certificates) matching an `IdentityFile` (its `.pub` or `-cert.pub`;
+//!    an `IdentityFile` that is itself a public key, as 1Password's and Secretive's agents have it
+//!    set up, names the agent key it holds: authfile.c `sshkey_load_public` reads the file first),
 //! 2. with `IdentitiesOnly no`, the agent's other keys,
 //! 3. unencrypted key files, with their `CertificateFile`/`-cert.pub` certificate when present.
 //!
@@ -140,6 +142,8 @@ struct KeyFile {
     path: PathBuf,
     public: Option<PublicKey>,
     cert: Option<Certificate>,
+    /// The file is a public key (`IdentityFile ~/.ssh/key.pub`): only the agent can sign with it.
+    public_only: bool,
 }
 
 /// Authenticates `hop.user` on a freshly connected session; what a person must answer goes to
@@ -247,6 +251,20 @@ where
     let mut encrypted = None;
     for f in &files {
         if !f.path.exists() || !verdict.keys_wanted() {
+            continue;
+        }
+        if f.public_only {
+            // Offered above if the agent holds it; there is no private key to read (ssh fails to
+            // load it as one and moves on, too).
+            let held =
+                f.public.as_ref().is_some_and(|p| agent_keys.iter().any(|a| a.key_data() == p.key_data()));
+            if !held {
+                tried.push(format!(
+                    "{} (a public key: only an agent that holds its private key can use it, and {})",
+                    f.path.display(),
+                    if agent_socket(hop, env).is_some() { "the agent does not" } else { "there is no agent" }
+                ));
+            }
             continue;
         }
         let key = match russh::keys::load_secret_key(&f.path, None) {
@@ -367,9 +385,14 @@ fn key_files(hop: &Hop) -> Vec<KeyFile> {
     hop.identity_files
         .iter()
         .map(|path| {
-            let public = russh::keys::load_public_key(with_suffix(path, ".pub")).ok().or_else(|| {
-                russh::keys::load_secret_key(path, None).ok().map(|k: PrivateKey| k.public_key().clone())
-            });
+            // authfile.c `sshkey_load_public`: the file itself if it is a public key, else `.pub`
+            // beside it; then the private key's own public half.
+            let own = russh::keys::load_public_key(path).ok();
+            let public_only = own.is_some();
+            let public =
+                own.or_else(|| russh::keys::load_public_key(with_suffix(path, ".pub")).ok()).or_else(|| {
+                    russh::keys::load_secret_key(path, None).ok().map(|k: PrivateKey| k.public_key().clone())
+                });
             let cert = public.as_ref().and_then(|p| {
                 explicit
                     .iter()
@@ -377,7 +400,7 @@ fn key_files(hop: &Hop) -> Vec<KeyFile> {
                     .cloned()
                     .or_else(|| Certificate::read_file(&with_suffix(path, "-cert.pub")).ok())
             });
-            KeyFile { path: path.clone(), public, cert }
+            KeyFile { path: path.clone(), public, cert, public_only }
         })
         .collect()
 }

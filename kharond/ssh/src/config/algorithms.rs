@@ -562,9 +562,7 @@ impl Algorithms {
                     Some(Some(HashAlg::Sha256)) => &[Some(HashAlg::Sha256), None],
                     Some(Some(_)) => &[Some(HashAlg::Sha512), Some(HashAlg::Sha256), None],
                 };
-                let chosen = entries()
-                    .filter_map(rsa_hash)
-                    .find(|hash| taken.contains(hash));
+                let chosen = entries().filter_map(rsa_hash).find(|hash| taken.contains(hash));
                 match chosen {
                     Some(hash) => Ok(hash),
                     None if taken == [None] && entries().any(|n| rsa_hash(n).is_some()) => {
@@ -676,9 +674,11 @@ mod tests {
             diffie-hellman-group18-sha512,diffie-hellman-group14-sha256";
         let openssh_ciphers = "chacha20-poly1305@openssh.com,aes128-ctr,aes192-ctr,aes256-ctr,\
             aes128-gcm@openssh.com,aes256-gcm@openssh.com";
-        for (category, openssh) in
-            [(Category::Macs, openssh_macs), (Category::Kex, openssh_kex), (Category::Ciphers, openssh_ciphers)]
-        {
+        for (category, openssh) in [
+            (Category::Macs, openssh_macs),
+            (Category::Kex, openssh_kex),
+            (Category::Ciphers, openssh_ciphers),
+        ] {
             let implemented = category.implemented();
             let expected: Vec<&str> = openssh.split(',').filter(|n| implemented.contains(n)).collect();
             let mut ours = category.default_list();
@@ -822,7 +822,10 @@ mod tests {
         // The user's order, not the server's best (sshconnect2.c `key_sig_algorithm`).
         let ordered = pubkeys("ssh-rsa,rsa-sha2-512");
         assert_eq!(ordered.pubkey_signature(&RSA, false, SHA512), Ok(None));
-        assert_eq!(pubkeys("rsa-sha2-256,rsa-sha2-512").pubkey_signature(&RSA, false, SHA512), Ok(Some(HashAlg::Sha256)));
+        assert_eq!(
+            pubkeys("rsa-sha2-256,rsa-sha2-512").pubkey_signature(&RSA, false, SHA512),
+            Ok(Some(HashAlg::Sha256))
+        );
     }
 
     #[test]

@@ -34,23 +34,44 @@ const DEFAULT_IDENTITY_FILES: [&str; 7] =
     ["id_rsa", "id_ecdsa", "id_ecdsa_sk", "id_ed25519", "id_ed25519_sk", "id_xmss", "id_dsa"];
 const DEFAULT_GLOBAL_KNOWN_HOSTS: [&str; 2] = ["/etc/ssh/ssh_known_hosts", "/etc/ssh/ssh_known_hosts2"];
 
-/// How a host is reached according to its own config.
+/// How a host is reached according to its own config, with the line that says so.
 enum Route<'c> {
     Direct,
-    Jump(&'c [JumpSpec]),
-    SshW(&'c JumpSpec, Option<&'c [JumpSpec]>),
+    Jump(&'c [JumpSpec], &'c Origin),
+    SshW(&'c JumpSpec, Option<&'c [JumpSpec]>, &'c Origin),
     Command(&'c str, &'c Origin),
 }
 
 fn route<'c>(options: &Options<'c>) -> Route<'c> {
-    if let Some(list) = options.jump {
-        return Route::Jump(list);
+    if let (Some(list), Some(origin)) = (options.jump, options.jump_origin) {
+        return Route::Jump(list, origin);
     }
     match options.command {
         None | Some((ProxyCommand::None, _)) => Route::Direct,
-        Some((ProxyCommand::SshW { dest, via }, _)) => Route::SshW(dest, via.as_deref()),
+        Some((ProxyCommand::SshW { dest, via }, origin)) => Route::SshW(dest, via.as_deref(), origin),
         Some((ProxyCommand::Command(raw), origin)) => Route::Command(raw, origin),
     }
+}
+
+/// One resolution under way, for the cycle check: everything a `ssh` command line for the hop
+/// holds (the name looked up, the port and user it resolved to, the `-J` list), which decides
+/// everything that follows. Two hops with the same name but another port or user (one bastion
+/// behind two NAT ports, `ProxyJump os1,os1:2222`) are two hops, not a cycle.
+#[derive(PartialEq)]
+struct Visit {
+    alias: String,
+    port: u16,
+    user: String,
+    given: Option<Vec<JumpSpec>>,
+    /// The spec as written, for the message.
+    shown: String,
+}
+
+/// `[user@]host[:port]` as a ProxyJump entry writes it.
+fn written(spec: &JumpSpec) -> String {
+    let user = spec.user.as_deref().map(|u| format!("{u}@")).unwrap_or_default();
+    let port = spec.port.map(|p| format!(":{p}")).unwrap_or_default();
+    shown(&format!("{user}{}{port}", spec.host))
 }
 
 /// The alias as messages show it: it may come from the inventory or a ProxyJump entry, so it is
@@ -66,33 +87,60 @@ fn shown(alias: &str) -> String {
 impl SshConfig {
     pub(super) fn resolve_chain(&self, jumphost: &str) -> Result<Chain, Error> {
         let mut hops = Vec::new();
-        self.build(&JumpSpec::alias(jumphost), None, &mut Vec::new(), &mut hops)?;
+        self.build(&JumpSpec::alias(jumphost), None, None, &mut Vec::new(), &mut hops)?;
         Ok(Chain { jumphost: jumphost.to_owned(), hops })
     }
 
     /// Appends the hops up to and including `spec`. `given` is a `-J` list that replaces the
-    /// host's own ProxyJump/ProxyCommand (see the module doc); `stack` holds the names being
-    /// resolved, outermost first, to catch cycles.
+    /// host's own ProxyJump/ProxyCommand (see the module doc), with its line; `via` is the line
+    /// that named `spec`; `stack` holds the resolutions under way, outermost first, to catch
+    /// cycles.
     fn build<'c>(
         &'c self,
         spec: &JumpSpec,
-        given: Option<&'c [JumpSpec]>,
-        stack: &mut Vec<String>,
+        given: Option<(&'c [JumpSpec], &'c Origin)>,
+        via: Option<&'c Origin>,
+        stack: &mut Vec<Visit>,
         hops: &mut Vec<Hop>,
     ) -> Result<(), Error> {
-        if stack.contains(&spec.host) {
-            let mut path = stack.clone();
-            path.push(spec.host.clone());
-            return Err(Error::Cycle { path });
-        }
-        stack.push(spec.host.clone());
         let shown = shown(&spec.host);
         let options = self.options(spec, given, &shown)?;
+        let port = options.port.unwrap_or(22);
+        let user = options.user.clone().unwrap_or_else(|| self.local_user.clone());
+        let visit = Visit {
+            alias: spec.host.clone(),
+            port,
+            user: user.clone(),
+            given: given.map(|(list, _)| list.to_vec()).filter(|list| !list.is_empty()),
+            shown: written(spec),
+        };
+        if let (Some(start), Some(origin)) = (stack.iter().position(|v| *v == visit), via) {
+            let path = stack[start..].iter().chain([&visit]).map(|v| v.shown.clone()).collect();
+            return Err(Error::Cycle { origin: origin.clone(), path });
+        }
+        stack.push(visit);
         let mut command = None;
         match route(&options) {
             Route::Direct => {}
-            Route::Jump(list) => self.through(list, stack, hops)?,
-            Route::SshW(dest, via) => self.build(dest, via, stack, hops)?,
+            Route::Jump(list, origin) => {
+                let host = options.final_host.as_deref().unwrap_or(&spec.host);
+                if let Some(last) = list.last()
+                    && last.host == host
+                    && last.port.unwrap_or(22) == port
+                    && last.user.as_deref().unwrap_or(&user) == user
+                {
+                    return Err(Error::JumpLoop {
+                        origin: origin.clone(),
+                        alias: shown,
+                        via: written(last),
+                        hop: format!("{user}@{host}:{port}"),
+                    });
+                }
+                self.through(list, origin, stack, hops)?
+            }
+            Route::SshW(dest, list, origin) => {
+                self.build(dest, list.map(|l| (l, origin)), Some(origin), stack, hops)?
+            }
             Route::Command(raw, origin) => command = Some((raw, origin)),
         }
         if let (Some((_, origin)), false) = (command, hops.is_empty()) {
@@ -114,11 +162,12 @@ impl SshConfig {
     fn through<'c>(
         &'c self,
         list: &'c [JumpSpec],
-        stack: &mut Vec<String>,
+        origin: &'c Origin,
+        stack: &mut Vec<Visit>,
         hops: &mut Vec<Hop>,
     ) -> Result<(), Error> {
         match list.split_last() {
-            Some((last, before)) => self.build(last, Some(before), stack, hops),
+            Some((last, before)) => self.build(last, Some((before, origin)), Some(origin), stack, hops),
             None => Ok(()),
         }
     }

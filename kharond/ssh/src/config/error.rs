@@ -22,8 +22,23 @@ pub enum Error {
     Read { path: PathBuf, source: std::io::Error },
     #[error("{origin}: {message}")]
     Invalid { origin: Origin, message: String },
-    #[error("ProxyJump cycle: {}", path.join(" -> "))]
-    Cycle { path: Vec<String> },
+    /// Resolving a hop needs the very same resolution again (the same name, port, user and
+    /// jump list: all a `ssh` command line has), so ssh would start ssh after ssh without end.
+    /// `origin` is the ProxyJump (or ProxyCommand) line that closes the loop.
+    #[error(
+        "{origin}: ProxyJump cycle: {}: {} is reached through itself, so ssh would start ssh after ssh \
+         without end; break the loop in one of these lines",
+        path.join(" -> "),
+        path.last().map(String::as_str).unwrap_or_default()
+    )]
+    Cycle { origin: Origin, path: Vec<String> },
+    /// ssh.c `main`'s own check ("jumphost loop via %s"): the last ProxyJump entry is the
+    /// destination itself, the same host name, port and user.
+    #[error(
+        "{origin}: ProxyJump for {alias}: jumphost loop via {via}: that is {hop} itself (the same host, \
+         port and user), which ssh refuses too"
+    )]
+    JumpLoop { origin: Origin, alias: String, via: String, hop: String },
     /// Every bad line of a config, in file order; one error per line when displayed, each with
     /// its causes (not a `source()`: there are several).
     #[error("{}", many(.0))]
@@ -51,7 +66,9 @@ impl Error {
     /// The file:line the error is about, if it is about one line.
     pub fn origin(&self) -> Option<&Origin> {
         match self {
-            Error::Invalid { origin, .. } => Some(origin),
+            Error::Invalid { origin, .. } | Error::Cycle { origin, .. } | Error::JumpLoop { origin, .. } => {
+                Some(origin)
+            }
             _ => None,
         }
     }

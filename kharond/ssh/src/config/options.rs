@@ -40,6 +40,8 @@ pub(super) struct Options<'c> {
     pub identity_agent: Option<(&'c Agent, &'c Origin)>,
     pub certificate_files: Vec<(&'c str, &'c Origin)>,
     pub jump: Option<&'c [JumpSpec]>,
+    /// The line `jump` came from (for a `-J` list: the outer hop's ProxyJump line).
+    pub jump_origin: Option<&'c Origin>,
     pub jump_none: bool,
     pub command: Option<(&'c ProxyCommand, &'c Origin)>,
     pub server_alive_interval: Option<Duration>,
@@ -104,7 +106,10 @@ impl<'c> Options<'c> {
             Setting::ProxyJump(list) => {
                 if self.command.is_none() && self.jump.is_none() && !self.jump_none {
                     match list {
-                        Some(list) => self.jump = Some(list),
+                        Some(list) => {
+                            self.jump = Some(list);
+                            self.jump_origin = Some(origin);
+                        }
                         None => self.jump_none = true,
                     }
                 }
@@ -199,12 +204,15 @@ impl SshConfig {
     pub(super) fn options<'c>(
         &'c self,
         spec: &JumpSpec,
-        given: Option<&'c [JumpSpec]>,
+        given: Option<(&'c [JumpSpec], &'c Origin)>,
         shown: &str,
     ) -> Result<Options<'c>, Error> {
         let alias = spec.host.as_str();
         let mut options = Options { user: spec.user.clone(), port: spec.port, ..Options::default() };
-        options.jump = given.filter(|list| !list.is_empty());
+        if let Some((list, origin)) = given.filter(|(list, _)| !list.is_empty()) {
+            options.jump = Some(list);
+            options.jump_origin = Some(origin);
+        }
 
         let first_pass = Pass { host: alias, original: alias, final_pass: false, shown };
         self.walk(self.loaded.root, &first_pass, &mut true, false, &mut options)?;

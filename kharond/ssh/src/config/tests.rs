@@ -995,15 +995,75 @@ fn a_jump_host_without_a_host_block_gets_the_defaults_and_a_suggestion() {
 }
 
 #[test]
-fn proxy_jump_cycle_is_an_error_with_its_path() {
+fn proxy_jump_cycle_is_an_error_with_its_path_and_line() {
     let config = "Host a\n  ProxyJump b\nHost b\n  ProxyCommand ssh -W %h:%p c\nHost c\n  ProxyJump a\n";
-    assert_eq!(chain_of(config, "a").unwrap_err().to_string(), "ProxyJump cycle: a -> b -> c -> a");
-    // The classic: a catch-all ProxyJump that also applies to the bastion itself.
-    let config = "Host target\nHost *\n  ProxyJump bastion\n";
+    let home = home(&[(".ssh/config", config)]);
     assert_eq!(
-        chain_of(config, "target").unwrap_err().to_string(),
-        "ProxyJump cycle: target -> bastion -> bastion"
+        load(&home).unwrap().chain("a").unwrap_err().to_string(),
+        format!(
+            "{}: ProxyJump cycle: a -> b -> c -> a: a is reached through itself, so ssh would start ssh after \
+             ssh without end; break the loop in one of these lines",
+            at(&home, 6)
+        )
     );
+    // The same name on another port is another hop, which still loops through itself.
+    let home = home_with("Host a\n  HostName 10.0.0.1\nHost a:2222\nHost *\n  ProxyJump a:2222\n");
+    let err = load(&home).unwrap().chain("a").unwrap_err().to_string();
+    assert!(err.starts_with(&format!("{}: ProxyJump cycle: a:2222 -> a:2222:", at(&home, 5))), "{err}");
+}
+
+fn home_with(config: &str) -> TempDir {
+    home(&[(".ssh/config", config)])
+}
+
+#[test]
+fn a_jump_host_that_is_the_host_itself_is_sshs_jumphost_loop() {
+    // The classic: a catch-all ProxyJump that also applies to the bastion itself (ssh.c: "jumphost
+    // loop via bastion").
+    let home = home_with("Host target\nHost *\n  ProxyJump bastion\n");
+    assert_eq!(
+        load(&home).unwrap().chain("target").unwrap_err().to_string(),
+        format!(
+            "{}: ProxyJump for bastion: jumphost loop via bastion: that is alice@bastion:22 itself (the same \
+             host, port and user), which ssh refuses too",
+            at(&home, 3)
+        )
+    );
+    let home =
+        home_with("Host jump\n  HostName 127.0.0.1\n  Port 2201\n  User u\n  ProxyJump u@127.0.0.1:2201\n");
+    let err = load(&home).unwrap().chain("jump").unwrap_err().to_string();
+    assert!(
+        err.starts_with(&format!(
+            "{}: ProxyJump for jump: jumphost loop via u@127.0.0.1:2201:",
+            at(&home, 5)
+        )),
+        "{err}"
+    );
+}
+
+#[test]
+fn the_same_host_on_other_ports_or_as_another_user_is_no_cycle() {
+    // One bastion behind two NAT ports (issue 42).
+    let chain =
+        chain_of("Host jump\n  HostName 127.0.0.1\n  ProxyJump u@127.0.0.1:2201,u@127.0.0.1:2202\n", "jump")
+            .unwrap();
+    assert_eq!(
+        hops(&chain),
+        ["127.0.0.1=u@127.0.0.1:2201", "127.0.0.1=u@127.0.0.1:2202", "jump=alice@127.0.0.1:22"]
+    );
+    let chain =
+        chain_of("Host jump\n  ProxyJump os1,os1:2222\nHost os1\n  HostName 10.0.0.1\n", "jump").unwrap();
+    assert_eq!(hops(&chain), ["os1=alice@10.0.0.1:22", "os1=alice@10.0.0.1:2222", "jump=alice@jump:22"]);
+    let chain =
+        chain_of("Host jump\n  ProxyJump bob@os1,os1\nHost os1\n  HostName 10.0.0.1\n", "jump").unwrap();
+    assert_eq!(hops(&chain), ["os1=bob@10.0.0.1:22", "os1=alice@10.0.0.1:22", "jump=alice@jump:22"]);
+    // A host reached through itself under another name: ssh does not call that a loop either.
+    let chain = chain_of(
+        "Host jump\n  HostName 10.0.0.1\n  ProxyJump other\nHost other\n  HostName 10.0.0.1\n",
+        "jump",
+    )
+    .unwrap();
+    assert_eq!(hops(&chain), ["other=alice@10.0.0.1:22", "jump=alice@10.0.0.1:22"]);
 }
 
 #[test]
