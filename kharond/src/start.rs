@@ -165,8 +165,10 @@ impl Loaded {
 
         let env: HashMap<String, String> = std::env::vars().collect();
         let home = env.get("HOME").map(PathBuf::from).unwrap_or_else(|| PathBuf::from("/"));
+        let system_ssh_config = system_ssh_config(&config.ssh_config, &env);
         let pool = kharon_ssh::Pool::new(kharon_ssh::PoolSettings {
             ssh_config: config.ssh_config.value.clone(),
+            system_ssh_config,
             home,
             env,
             connect_timeout: config.connect_timeout.value,
@@ -182,6 +184,26 @@ impl Loaded {
         Ok(Loaded { source, own_hosts, table, pool, max_connections, reload_deadline: None })
     }
 }
+
+/// The system-wide ssh config kharond reads after the user's: none when an ssh config was named
+/// (`--ssh-config`, `KHARON_SSH_CONFIG`, `ssh_config =`), as `ssh -F FILE` reads no other file;
+/// else `/etc/ssh/ssh_config`, or what the undocumented `KHARON_SYSTEM_SSH_CONFIG` names (tests
+/// put their own system file there; README, "What kharond reads").
+fn system_ssh_config(
+    ssh_config: &kharon_shared::config::Setting<PathBuf>,
+    env: &HashMap<String, String>,
+) -> Option<PathBuf> {
+    (ssh_config.source == Source::Default).then(|| {
+        env.get(SYSTEM_SSH_CONFIG_VAR)
+            .filter(|v| !v.is_empty())
+            .map_or_else(|| PathBuf::from(SYSTEM_SSH_CONFIG), PathBuf::from)
+    })
+}
+
+/// Where ssh keeps its system-wide client config (ssh_config(5), "FILES").
+const SYSTEM_SSH_CONFIG: &str = "/etc/ssh/ssh_config";
+/// Test-only: another system-wide ssh config than [`SYSTEM_SSH_CONFIG`].
+const SYSTEM_SSH_CONFIG_VAR: &str = "KHARON_SYSTEM_SSH_CONFIG";
 
 /// The SOCKS listener and the control socket, bound.
 pub struct Listeners {

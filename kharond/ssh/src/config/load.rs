@@ -132,9 +132,16 @@ pub(super) struct Loaded {
     pub wants_final: bool,
 }
 
-pub(super) fn load(path: &Path, home: &Path) -> Result<Loaded, Error> {
+/// Reads the user's config `path` and, when given, the system-wide one after it (ssh_config(5):
+/// "system-wide configuration file", read after the user's, so the user's values win; readconf.c
+/// `read_config_file_depth` for each, ssh.c `process_config_files`). Both are walked as one: the
+/// root is two Includes, the user's file and then the system's, each starting outside any Host
+/// block, as each of ssh's files does.
+pub(super) fn load(path: &Path, system: Option<&Path>, home: &Path) -> Result<Loaded, Error> {
     let mut loader = Loader {
         home,
+        include_base: home.join(".ssh"),
+        user: true,
         files: Vec::new(),
         by_path: HashMap::new(),
         stack: Vec::new(),
@@ -154,6 +161,28 @@ pub(super) fn load(path: &Path, home: &Path) -> Result<Loaded, Error> {
         }
         Err(source) => return Err(Error::Read { path: path.to_owned(), source }),
     };
+    let root = match system {
+        None => root,
+        Some(system) => {
+            // Relative Includes of the system file are under its directory (/etc/ssh: readconf.c
+            // `SSHDIR`), and `~` is refused there, as in ssh.
+            loader.include_base = system.parent().map_or_else(|| PathBuf::from("/"), Path::to_owned);
+            loader.user = false;
+            let mut items = vec![Item::Include(vec![root])];
+            match kharon_shared::files::read_regular(system) {
+                Ok(bytes) => items.push(Item::Include(vec![loader.file(system, &bytes)])),
+                // ssh skips a system file it cannot open (readconf.c `read_config_file_depth`).
+                Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
+                    tracing::debug!(path = %system.display(), "no system-wide ssh config");
+                }
+                Err(e) => {
+                    tracing::warn!(path = %system.display(), error = %e, "cannot read the system-wide ssh config; ssh skips it too");
+                }
+            }
+            loader.files.push(File { items });
+            loader.files.len() - 1
+        }
+    };
     let Loader { files, read, mut errors, env_names, wants_final, .. } = loader;
     match errors.len() {
         0 => Ok(Loaded { files, root, read, env_names, wants_final }),
@@ -164,6 +193,11 @@ pub(super) fn load(path: &Path, home: &Path) -> Result<Loaded, Error> {
 
 struct Loader<'a> {
     home: &'a Path,
+    /// Where a relative `Include` path starts: `~/.ssh` in the user's files, the system file's
+    /// directory in the system's.
+    include_base: PathBuf,
+    /// Reading the user's files (`~` allowed in Include), not the system's.
+    user: bool,
     files: Vec<File>,
     /// Canonical path → index, so a file included twice is parsed (and reported) once.
     by_path: HashMap<PathBuf, usize>,
@@ -409,13 +443,23 @@ impl Loader<'_> {
             .collect()
     }
 
-    /// `Include`: relative paths are under `~/.ssh` (not the including file's directory),
-    /// globs are sorted, a pattern that matches nothing is fine, all as in OpenSSH.
+    /// `Include`: relative paths are under `~/.ssh` (the system file's directory in the system
+    /// file; not the including file's directory), globs are sorted, a pattern that matches
+    /// nothing is fine, all as in OpenSSH (readconf.c, "Ensure all paths are anchored").
     fn include(&mut self, args: &[String], origin: &Origin) -> Vec<usize> {
         let mut included = Vec::new();
         for arg in args {
+            if !self.user && arg.starts_with('~') {
+                self.errors.push(Error::Invalid {
+                    origin: origin.clone(),
+                    message: format!(
+                        "Include: bad include path {arg:?}: a system-wide file cannot name ~ (as in ssh)"
+                    ),
+                });
+                continue;
+            }
             let pattern = match expand::tilde(arg, self.home) {
-                Ok(p) => self.home.join(".ssh").join(p),
+                Ok(p) => self.include_base.join(p),
                 Err(e) => {
                     self.errors
                         .push(Error::Invalid { origin: origin.clone(), message: format!("Include: {e}") });

@@ -1,4 +1,5 @@
-//! ssh_config → [`Chain`]: reads the user's ssh_config (and its `Include`s) once, validates
+//! ssh_config → [`Chain`]: reads the user's ssh_config, then the system-wide one (and their
+//! `Include`s) once, validates
 //! every line up front, and answers "which hops reach this jump host, with which settings".
 //!
 //! Owns: ssh_config syntax and OpenSSH's rules for it (Host patterns, `Match`, first value wins,
@@ -111,13 +112,20 @@ pub struct SshConfig {
 }
 
 impl SshConfig {
-    /// Reads `path` (a missing file is an empty config), following `Include`, and rejects every
-    /// unsupported directive with file:line. `home` expands `~`; `getenv` expands `${VAR}`.
+    /// Reads `path` (a missing file is an empty config), then `system` if given (the system-wide
+    /// file, `/etc/ssh/ssh_config`: read after the user's, as ssh does unless `-F` names a file),
+    /// following `Include`, and rejects every unsupported directive with file:line. `home`
+    /// expands `~`; `getenv` expands `${VAR}`.
     ///
     /// All bad lines are reported together ([`Error::Many`] when there are several). Values
     /// that depend on the host (tokens, `${VAR}` that is unset) are checked by [`Self::chain`].
-    pub fn load(path: &Path, home: &Path, getenv: &dyn Fn(&str) -> Option<String>) -> Result<Self, Error> {
-        let loaded = load::load(path, home)?;
+    pub fn load(
+        path: &Path,
+        system: Option<&Path>,
+        home: &Path,
+        getenv: &dyn Fn(&str) -> Option<String>,
+    ) -> Result<Self, Error> {
+        let loaded = load::load(path, system, home)?;
         let env = loaded.env_names.iter().filter_map(|name| Some((name.clone(), getenv(name)?))).collect();
         let local_user = ["USER", "LOGNAME"]
             .iter()

@@ -30,7 +30,7 @@ fn env(name: &str) -> Option<String> {
 }
 
 fn load(home: &TempDir) -> Result<SshConfig, Error> {
-    SshConfig::load(&config_path(home), home.path(), &env)
+    SshConfig::load(&config_path(home), None, home.path(), &env)
 }
 
 fn config_path(home: &TempDir) -> PathBuf {
@@ -98,9 +98,9 @@ fn defaults_apply_when_the_config_says_nothing_else() {
 fn user_falls_back_to_logname_then_root() {
     let home = home(&[(".ssh/config", "Host b\n")]);
     let logname = |n: &str| (n == "LOGNAME").then(|| "bob".to_owned());
-    let config = SshConfig::load(&config_path(&home), home.path(), &logname).unwrap();
+    let config = SshConfig::load(&config_path(&home), None, home.path(), &logname).unwrap();
     assert_eq!(config.chain("b").unwrap().hops[0].user, "bob");
-    let config = SshConfig::load(&config_path(&home), home.path(), &|_| None).unwrap();
+    let config = SshConfig::load(&config_path(&home), None, home.path(), &|_| None).unwrap();
     assert_eq!(config.chain("b").unwrap().hops[0].user, "root");
 }
 
@@ -707,7 +707,8 @@ fn unreadable_include_is_a_read_error() {
     std::fs::create_dir_all(home.path().join(".ssh/sub")).unwrap();
     // A directory matched by a literal Include is not a file: nothing is read, nothing fails.
     assert!(load(&home).is_ok());
-    let err = kharon_shared::errors::chain(&SshConfig::load(home.path(), home.path(), &env).unwrap_err());
+    let err =
+        kharon_shared::errors::chain(&SshConfig::load(home.path(), None, home.path(), &env).unwrap_err());
     assert!(err.starts_with(&format!("cannot read ssh config {}: ", home.path().display())), "{err}");
 }
 
@@ -1064,6 +1065,31 @@ fn the_same_host_on_other_ports_or_as_another_user_is_no_cycle() {
     )
     .unwrap();
     assert_eq!(hops(&chain), ["other=alice@10.0.0.1:22", "jump=alice@10.0.0.1:22"]);
+}
+
+#[test]
+fn the_system_file_is_read_after_the_users_with_its_includes_under_its_directory() {
+    let home = home(&[
+        (".ssh/config", "Host jump\n  User mine\n"),
+        ("etc/ssh_config", "Include ssh_config.d/*.conf\nHost jump\n  User theirs\n  Port 2222\n"),
+        ("etc/ssh_config.d/50-policy.conf", "Host *\n  MACs hmac-sha1\n  HostName %h.example\n"),
+    ]);
+    let system = home.path().join("etc/ssh_config");
+    let config = SshConfig::load(&config_path(&home), Some(&system), home.path(), &env).unwrap();
+    let hop = &config.chain("jump").unwrap().hops[0];
+    // The user's value wins, the system file fills in the rest, its Include included.
+    assert_eq!(hop.display(), "mine@jump.example:2222");
+    assert_eq!(hop.algorithms.macs.as_deref(), Some(&["hmac-sha1"][..]));
+    assert_eq!(config.hosts(), ["jump"]);
+    assert_eq!(config.files().len(), 3, "{:?}", config.files());
+    // A missing system file is no file, as for ssh.
+    let missing = home.path().join("etc/absent");
+    assert!(SshConfig::load(&config_path(&home), Some(&missing), home.path(), &env).is_ok());
+    // Its lines are checked like the user's, with file:line; `~` has no meaning there.
+    std::fs::write(&system, "Include ~/x.conf\nHost *\n  Ciphers +nope-cbc\n").unwrap();
+    let err = SshConfig::load(&config_path(&home), Some(&system), home.path(), &env).unwrap_err().to_string();
+    assert!(err.contains(&format!("{}:1: Include: bad include path", system.display())), "{err}");
+    assert!(err.contains(&format!("{}:3: Ciphers: unknown cipher \"nope-cbc\"", system.display())), "{err}");
 }
 
 #[test]

@@ -116,6 +116,9 @@ pub enum LoginStep {
 #[derive(Debug, Clone)]
 pub struct PoolSettings {
     pub ssh_config: PathBuf,
+    /// The system-wide ssh config read after `ssh_config` (`/etc/ssh/ssh_config`), or none: ssh
+    /// reads it unless `-F` names a config, and kharond unless one is named (README).
+    pub system_ssh_config: Option<PathBuf>,
     pub home: PathBuf,
     /// Environment the SSH engine may consult (`SSH_AUTH_SOCK`, `${VAR}` expansion). Captured once.
     pub env: HashMap<String, String>,
@@ -175,7 +178,8 @@ impl Pool {
 
     fn load(settings: &PoolSettings) -> Result<SshConfig, Error> {
         let env = &settings.env;
-        Ok(SshConfig::load(&settings.ssh_config, &settings.home, &|name| env.get(name).cloned())?)
+        let system = settings.system_ssh_config.as_deref();
+        Ok(SshConfig::load(&settings.ssh_config, system, &settings.home, &|name| env.get(name).cloned())?)
     }
 
     fn chains(&self) -> std::sync::MutexGuard<'_, HashMap<String, Arc<Slot>>> {

@@ -21,6 +21,7 @@ fn pool_on(config: &str) -> (tempfile::TempDir, Pool) {
     std::fs::write(home.path().join(".ssh/config"), config).unwrap();
     let settings = PoolSettings {
         ssh_config: home.path().join(".ssh/config"),
+        system_ssh_config: None,
         home: home.path().to_owned(),
         env: HashMap::from([("USER".to_owned(), "alice".to_owned())]),
         connect_timeout: Duration::from_secs(5),
