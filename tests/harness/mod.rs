@@ -5,6 +5,8 @@
 //! - [`Env`]: temp HOME and XDG dirs, passed to child processes (never set in the test process).
 //! - [`kharond`]: starts the built daemon and learns its ports. [`kharonctl`]: runs the CLI.
 //! - [`sshd`], [`agent`], [`gpg_agent`]: real OpenSSH servers, ssh-agent and gpg-agent (SSH support).
+//!   [`dropbear`]: Debian's Dropbear. [`legacy`]: an OpenSSH-7-like server (paramiko) with SHA-1
+//!   key exchange, `ssh-rsa` host keys and hmac-sha1.
 //! - [`servers`]: HTTP targets on loopback. [`echo`]: echo targets, in process or as a child for
 //!   thousands of connections. [`inventory`]: Lieutenant `/clusters` JSON builders.
 //! - [`procfs`]: descriptors, limits and memory of a process, from `/proc`.
@@ -16,11 +18,13 @@
 
 pub mod agent;
 pub mod chromium;
+pub mod dropbear;
 pub mod echo;
 pub mod gpg_agent;
 pub mod inventory;
 pub mod kharonctl;
 pub mod kharond;
+pub mod legacy;
 pub mod procfs;
 pub mod servers;
 pub mod socks;

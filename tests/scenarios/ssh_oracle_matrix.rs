@@ -10,6 +10,14 @@
 //! instances, one per [`Server`] flavour, and the keys are made once and shared by every row that
 //! names them; each row gets its own HOME, config, known_hosts and kharond.
 //!
+//! Besides OpenSSH's sshd, rows run against Debian's Dropbear and an OpenSSH-7-like server of our
+//! own (`fixtures/legacy_sshd.py`: SHA-1 key exchange, `ssh-rsa` host keys, hmac-sha1), which
+//! packaged servers no longer offer (issue 42). A row can put its `Host` block or a crypto policy
+//! into a system-wide config: then ssh runs without `-F` in a mount namespace whose `/etc/ssh`
+//! and home directory are the row's, and kharond without `--ssh-config`, with its system file
+//! pointed at the row's (`KHARON_SYSTEM_SSH_CONFIG`). A row can also check that no ProxyCommand
+//! process outlives a reload and kharond's SIGTERM.
+//!
 //! `cargo test -p kharon-e2e --test e2e ssh_oracle_matrix -- --nocapture` prints the table.
 
 use std::collections::HashMap;
@@ -21,9 +29,11 @@ use std::sync::{Mutex, OnceLock};
 use std::time::{Duration, Instant};
 
 use kharon_e2e::agent::Agent;
+use kharon_e2e::dropbear::{self, Dropbear};
 use kharon_e2e::echo::EchoServer;
 use kharon_e2e::gpg_agent::GpgAgent;
 use kharon_e2e::kharond::Kharond;
+use kharon_e2e::legacy::{self, LegacySshd};
 use kharon_e2e::sshd::{self, Sshd};
 use kharon_e2e::{Env, inventory, kharonctl, socks};
 
@@ -77,6 +87,61 @@ enum Server {
     HostCertExpired,
     /// An RSA host key besides the ed25519 one.
     RsaHostKeyToo,
+    /// `Ciphers aes128-ctr`, `MACs hmac-sha1`: an old appliance's only MAC.
+    Sha1MacCtr,
+    /// `KexAlgorithms ecdh-sha2-nistp256,ecdh-sha2-nistp384,ecdh-sha2-nistp521` (FIPS-tuned).
+    EcdhOnly,
+    /// `Ciphers 3des-cbc` only.
+    TripleDes,
+    /// `KexAlgorithms diffie-hellman-group14-sha1` only.
+    Group14Sha1,
+    /// Only an RSA host key, signing as `ssh-rsa` (SHA-1) only (`HostKeyAlgorithms ssh-rsa`).
+    RsaSha1HostKey,
+    /// Debian's Dropbear (ed25519 host key).
+    Dropbear,
+    /// The OpenSSH-7-like server: diffie-hellman-group14-sha1 and -group-exchange-sha1,
+    /// `ssh-rsa` host key signatures, aes128-cbc, hmac-sha1, `server-sig-algs` ssh-rsa.
+    Legacy,
+    /// The same speaking only diffie-hellman-group-exchange-sha1 and 3des-cbc.
+    LegacyGex,
+    /// Modern key exchange and host key, but RSA user signatures only as `ssh-rsa` (SHA-1).
+    LegacySigning,
+}
+
+/// A running jump host of one of the kinds the rows use.
+enum Jump {
+    Sshd(Sshd),
+    Dropbear(Dropbear),
+    Legacy(LegacySshd, String),
+}
+
+impl Jump {
+    fn port(&self) -> u16 {
+        match self {
+            Jump::Sshd(s) => s.port(),
+            Jump::Dropbear(d) => d.port(),
+            Jump::Legacy(l, _) => l.port(),
+        }
+    }
+
+    /// `[127.0.0.1]:PORT KEY` of its host key.
+    fn host_key_line(&self) -> String {
+        match self {
+            Jump::Sshd(s) => s.host_key_line(),
+            Jump::Dropbear(d) => d.host_key_line(),
+            Jump::Legacy(l, key) => format!("[127.0.0.1]:{} {key}", l.port()),
+        }
+    }
+
+    /// `ssh-ed25519 AAAA…` (sshd's own host key).
+    fn host_key(&self) -> String {
+        match self {
+            Jump::Sshd(s) => s.host_key(),
+            Jump::Dropbear(_) | Jump::Legacy(..) => {
+                self.host_key_line().split_once(' ').map(|(_, k)| k.to_owned()).unwrap_or_default()
+            }
+        }
+    }
 }
 
 /// The client keys; all but `Other*` and the certified ones are authorized everywhere.
@@ -103,7 +168,7 @@ struct World {
     echo: EchoServer,
     gpg: GpgAgent,
     authorized: Vec<String>,
-    servers: HashMap<Server, OnceLock<Sshd>>,
+    servers: HashMap<Server, OnceLock<Jump>>,
 }
 
 impl World {
@@ -131,6 +196,7 @@ impl World {
             key(ca, "ed25519", None);
         }
         key("host_rsa", "rsa", Some(2048));
+        key("legacy_rsa", "rsa", Some(2048));
         let user = sshd::current_user();
         key("user_cert", "ed25519", None);
         sshd::sign(&dir.path().join("user_ca"), &dir.path().join("user_cert"), false, Some(&user), None);
@@ -169,12 +235,49 @@ impl World {
         self.echo.addr().port()
     }
 
-    /// The sshd of `flavour`, started on first use.
-    fn server(&self, flavour: Server) -> &Sshd {
+    /// The jump host of `flavour`, started on first use.
+    fn server(&self, flavour: Server) -> &Jump {
         self.servers[&flavour].get_or_init(|| self.start(flavour))
     }
 
-    fn start(&self, flavour: Server) -> Sshd {
+    fn start(&self, flavour: Server) -> Jump {
+        let hosts = [(TARGET, "127.0.0.1")];
+        let legacy = |algorithms: &legacy::Algorithms| {
+            let server = LegacySshd::start(&self.path("legacy_rsa"), &self.authorized, &hosts, algorithms);
+            Jump::Legacy(server, self.public("legacy_rsa"))
+        };
+        let sha1_kex = "diffie-hellman-group14-sha1,diffie-hellman-group-exchange-sha1";
+        match flavour {
+            Server::Dropbear => return Jump::Dropbear(Dropbear::start(&self.authorized, &hosts)),
+            Server::Legacy => {
+                return legacy(&legacy::Algorithms {
+                    kex: sha1_kex,
+                    ciphers: "aes128-cbc",
+                    macs: "hmac-sha1",
+                    host_key: "ssh-rsa",
+                    pubkeys: "ssh-rsa",
+                });
+            }
+            Server::LegacyGex => {
+                return legacy(&legacy::Algorithms {
+                    kex: "diffie-hellman-group-exchange-sha1",
+                    ciphers: "3des-cbc",
+                    macs: "hmac-sha1",
+                    host_key: "ssh-rsa",
+                    pubkeys: "ssh-rsa",
+                });
+            }
+            Server::LegacySigning => {
+                return legacy(&legacy::Algorithms {
+                    kex: "curve25519-sha256@libssh.org",
+                    ciphers: "aes128-ctr",
+                    macs: "hmac-sha2-256",
+                    host_key: "rsa-sha2-512",
+                    pubkeys: "ssh-ed25519,ssh-rsa",
+                });
+            }
+            _ => {}
+        }
         let mut b = Sshd::builder()
             .hosts(&[(TARGET, "127.0.0.1")])
             .option(&format!("TrustedUserCAKeys {}", sshd::pub_path(&self.path("user_ca")).display()));
@@ -197,8 +300,20 @@ impl World {
                 b.host_certificate(&host_ca, Some("127.0.0.1"), Some("20200101:20200102"))
             }
             Server::RsaHostKeyToo => b.option(&format!("HostKey {}", self.path("host_rsa").display())),
+            Server::Sha1MacCtr => b.option("Ciphers aes128-ctr").option("MACs hmac-sha1"),
+            Server::EcdhOnly => {
+                b.option("KexAlgorithms ecdh-sha2-nistp256,ecdh-sha2-nistp384,ecdh-sha2-nistp521")
+            }
+            Server::TripleDes => b.option("Ciphers 3des-cbc"),
+            Server::Group14Sha1 => b.option("KexAlgorithms diffie-hellman-group14-sha1"),
+            Server::RsaSha1HostKey => b
+                .option(&format!("HostKey {}", self.path("host_rsa").display()))
+                .option("HostKeyAlgorithms ssh-rsa"),
+            Server::Dropbear | Server::Legacy | Server::LegacyGex | Server::LegacySigning => {
+                unreachable!("started above")
+            }
         };
-        b.start()
+        Jump::Sshd(b.start())
     }
 
     /// `ssh-ed25519 AAAA…` of a CA or key, without its comment.
@@ -208,7 +323,7 @@ impl World {
     }
 }
 
-const ALL_SERVERS: [Server; 12] = [
+const ALL_SERVERS: [Server; 21] = [
     Server::Plain,
     Server::Rsa512Only,
     Server::Rsa256Only,
@@ -221,6 +336,15 @@ const ALL_SERVERS: [Server; 12] = [
     Server::HostCertOtherName,
     Server::HostCertExpired,
     Server::RsaHostKeyToo,
+    Server::Sha1MacCtr,
+    Server::EcdhOnly,
+    Server::TripleDes,
+    Server::Group14Sha1,
+    Server::RsaSha1HostKey,
+    Server::Dropbear,
+    Server::Legacy,
+    Server::LegacyGex,
+    Server::LegacySigning,
 ];
 
 /// Which agent a row's clients use (`SSH_AUTH_SOCK` of ssh and of kharond).
@@ -250,6 +374,14 @@ struct Case<'w> {
     agent: AgentUse,
     /// Clients at once, through the same jump host.
     parallel: usize,
+    /// A system-wide config (`/etc/ssh/ssh_config`) with these lines; `None`: ssh gets `-F`.
+    system: Option<String>,
+    /// The `Host jump` block goes into `/etc/ssh/ssh_config.d/jump.conf` instead of the user's.
+    block_in_system: bool,
+    /// Files for the system's `ssh_config.d`, by name.
+    system_d: Vec<(&'static str, String)>,
+    /// After kharond connected: reload, connect again, stop it; no ProxyCommand ssh may be left.
+    leak_check: bool,
 }
 
 impl<'w> Case<'w> {
@@ -267,6 +399,10 @@ impl<'w> Case<'w> {
             hash_known_hosts: false,
             agent: AgentUse::Ssh(vec![Key::Ed25519]),
             parallel: 1,
+            system: None,
+            block_in_system: false,
+            system_d: Vec::new(),
+            leak_check: false,
         }
     }
 
@@ -327,12 +463,31 @@ impl<'w> Case<'w> {
         block
     }
 
+    /// The row's `/etc/ssh` (see `system`).
+    fn system_dir(&self) -> PathBuf {
+        self.env.path().join("etc-ssh")
+    }
+
     /// Writes config and known_hosts; returns the config's path.
     fn write(&self) -> PathBuf {
         let dir = self.ssh_dir();
         let block = self.host_block("jump", self.server, &self.lines);
         let mut config = self.before.clone();
-        if self.include {
+        if let Some(system) = &self.system {
+            let etc = self.system_dir();
+            std::fs::create_dir_all(etc.join("ssh_config.d")).expect("system dir");
+            // Relative, as Debian's and Fedora's are: under /etc/ssh for ssh, beside the file for kharond.
+            std::fs::write(etc.join("ssh_config"), format!("Include ssh_config.d/*.conf\n{system}"))
+                .expect("system config");
+            for (name, text) in &self.system_d {
+                std::fs::write(etc.join("ssh_config.d").join(name), text).expect("system config file");
+            }
+            if self.block_in_system {
+                std::fs::write(etc.join("ssh_config.d/jump.conf"), &block).expect("system block");
+            }
+        }
+        if self.block_in_system {
+        } else if self.include {
             let included = dir.join("jump.conf");
             std::fs::write(&included, block).expect("included file");
             config.push_str(&format!("Include {}\n\n", included.display()));
@@ -401,17 +556,31 @@ impl Outcome {
 
 fn run_ssh(case: &Case, config: &Path, agent: Option<&Path>) -> Outcome {
     let spawn = || {
-        let mut cmd = Command::new("ssh");
+        let forward = format!("{TARGET}:{}", case.world.target_port());
+        let mut cmd = match &case.system {
+            // ssh reads ~/.ssh/config (~ from the password database) and /etc/ssh/ssh_config:
+            // both are the row's in a mount namespace of its own.
+            Some(_) => {
+                let mut cmd = Command::new("unshare");
+                cmd.args(["-m", "sh", "-c"]).arg(format!(
+                    "mount --bind {etc} /etc/ssh && mount --bind {home} {pw_home} && exec ssh -W {forward} jump",
+                    etc = case.system_dir().display(),
+                    home = case.env.home().display(),
+                    pw_home = dropbear::password_home(),
+                ));
+                cmd
+            }
+            None => {
+                let mut cmd = Command::new("ssh");
+                cmd.arg("-F").arg(config).arg("-W").arg(&forward).arg("jump");
+                cmd
+            }
+        };
         cmd.env_clear().envs(case.env.vars());
         if let Some(agent) = agent {
             cmd.env("SSH_AUTH_SOCK", agent);
         }
         let mut child = cmd
-            .arg("-F")
-            .arg(config)
-            .arg("-W")
-            .arg(format!("{TARGET}:{}", case.world.target_port()))
-            .arg("jump")
             .stdin(Stdio::piped())
             .stdout(Stdio::piped())
             .stderr(Stdio::piped())
@@ -442,22 +611,92 @@ fn run_ssh(case: &Case, config: &Path, agent: Option<&Path>) -> Outcome {
     Outcome { connected, said }
 }
 
-fn run_kharond(case: &Case, config: &Path, agent: Option<&Path>) -> Outcome {
+/// kharond on the row's files: how its clients fared, and what the row's extra checks found.
+fn run_kharond(case: &Case, config: &Path, agent: Option<&Path>) -> (Outcome, Vec<String>) {
     let inv = case
         .env
         .write("inventory.json", &inventory::to_json(&[inventory::routed("c1", "jump", "c1.example")]));
-    let args = ["--inventory", inv.to_str().unwrap(), "--ssh-config", config.to_str().unwrap()];
+    let mut args = vec!["--inventory", inv.to_str().unwrap()];
+    // Naming the config is `ssh -F`: no system file. A row with one names none (the default,
+    // ~/.ssh/config, is the same file) and points the system file at its own.
+    if case.system.is_none() {
+        args.extend(["--ssh-config", config.to_str().unwrap()]);
+    }
     let agent = agent.map(|a| a.display().to_string());
-    let extra: Vec<(&str, &str)> = agent.iter().map(|a| ("SSH_AUTH_SOCK", a.as_str())).collect();
-    let daemon = match Kharond::try_start(&case.env, &args, &extra) {
+    let system = case.system_dir().join("ssh_config").display().to_string();
+    let mut extra: Vec<(&str, &str)> = agent.iter().map(|a| ("SSH_AUTH_SOCK", a.as_str())).collect();
+    if case.system.is_some() {
+        extra.push(("KHARON_SYSTEM_SSH_CONFIG", system.as_str()));
+    }
+    let mut daemon = match Kharond::try_start(&case.env, &args, &extra) {
         Ok(daemon) => daemon,
         Err(exited) => {
-            return Outcome {
+            let outcome = Outcome {
                 connected: false,
                 said: format!("kharond exited {:?}: {}", exited.code, exited.stderr),
             };
+            return (outcome, Vec::new());
         }
     };
+    let outcome = kharond_clients(case, &daemon);
+    let problems = if case.leak_check { leaks(case, config, &mut daemon) } else { Vec::new() };
+    (outcome, problems)
+}
+
+/// The ProxyCommand `ssh` processes of this row (their command line names its config).
+fn proxy_commands(config: &Path) -> Vec<u32> {
+    let config = config.display().to_string();
+    std::fs::read_dir("/proc")
+        .map(|entries| {
+            entries
+                .flatten()
+                .filter_map(|e| e.file_name().to_str()?.parse::<u32>().ok())
+                .filter(|pid| {
+                    let Ok(line) = std::fs::read(format!("/proc/{pid}/cmdline")) else { return false };
+                    let words: Vec<String> =
+                        line.split(|b| *b == 0).map(|w| String::from_utf8_lossy(w).into_owned()).collect();
+                    words.first().is_some_and(|w| w == "ssh" || w.ends_with("/ssh"))
+                        && words.contains(&config)
+                })
+                .collect()
+        })
+        .unwrap_or_default()
+}
+
+/// Reload with a changed chain (so it is dialled anew and the old session ends), connect again,
+/// then SIGTERM: one ProxyCommand once the old session is gone, none after the stop (issue 42
+/// item 6).
+fn leaks(case: &Case, config: &Path, daemon: &mut Kharond) -> Vec<String> {
+    let mut problems = Vec::new();
+    let text = std::fs::read_to_string(config).expect("config");
+    std::fs::write(config, text + "Host jump\n  ServerAliveCountMax 5\n").expect("config");
+    let reload = kharonctl::run(&case.env, &["reload"]);
+    if !reload.success() {
+        problems.push(format!("kharonctl reload failed: {}", reload.stderr));
+    }
+    let again = kharond_clients(case, daemon);
+    if !again.connected {
+        problems.push(format!("kharond did not connect after the reload: {}", again.said));
+    }
+    if !kharon_e2e::wait_until(Duration::from_secs(5), || proxy_commands(config).len() <= 1) {
+        let left = proxy_commands(config);
+        problems.push(format!("{} ProxyCommand processes after a reload: {left:?}", left.len()));
+    }
+    daemon.signal_and_wait(libc::SIGTERM);
+    let gone = kharon_e2e::wait_until(Duration::from_secs(5), || proxy_commands(config).is_empty());
+    if !gone {
+        let left = proxy_commands(config);
+        problems.push(format!("ProxyCommand processes left after kharond stopped: {left:?}"));
+        for pid in left {
+            // SAFETY: kill(2) on a process of this row that outlived its kharond.
+            unsafe { libc::kill(pid as i32, libc::SIGKILL) };
+        }
+    }
+    problems
+}
+
+/// Each of the row's clients through kharond's SOCKS port; on failure, what `status` says.
+fn kharond_clients(case: &Case, daemon: &Kharond) -> Outcome {
     let socks = daemon.socks_addr();
     let port = case.world.target_port();
     let codes: Vec<Result<(), u8>> = std::thread::scope(|s| {
@@ -532,10 +771,9 @@ fn run_row(world: &World, row: &Row) -> Ran {
     let ssh = run_ssh(&case, &config, agent.as_deref());
     let after_ssh = std::fs::read_to_string(&known_hosts).unwrap_or_default();
     std::fs::write(&known_hosts, &before).expect("restore known_hosts");
-    let kharond = run_kharond(&case, &config, agent.as_deref());
+    let (kharond, mut problems) = run_kharond(&case, &config, agent.as_deref());
     let after_kharond = std::fs::read_to_string(&known_hosts).unwrap_or_default();
 
-    let mut problems = Vec::new();
     match row.expect {
         Connect => {
             if !ssh.connected {
@@ -944,4 +1182,173 @@ const ROWS: &[Row] = &[
         },
     },
     Row { name: "MaxSessions 2, five parallel clients", expect: Connect, case: |c| c.parallel = 5 },
+    // ---- issue 42: identities the agent keeps
+    Row {
+        name: "IdentityFile KEY.pub with IdentitiesOnly yes, the private key only in the agent",
+        expect: Connect,
+        case: |c| public_key_identity(c, Server::Plain),
+    },
+    Row {
+        name: "IdentityFile KEY.pub with IdentitiesOnly yes, to Dropbear",
+        expect: Connect,
+        case: |c| public_key_identity(c, Server::Dropbear),
+    },
+    // ---- issue 42: the system-wide config
+    Row {
+        name: "the Host block only in /etc/ssh/ssh_config.d/*.conf (Include ssh_config.d/*.conf)",
+        expect: Connect,
+        case: |c| {
+            c.system = Some(String::new());
+            c.block_in_system = true;
+        },
+    },
+    Row {
+        name: "crypto policy in /etc/ssh/ssh_config.d: KexAlgorithms +diffie-hellman-group14-sha1",
+        expect: Connect,
+        case: |c| {
+            c.server(Server::Group14Sha1);
+            c.system = Some(String::new());
+            c.system_d.push((
+                "50-policy.conf",
+                "Host *\n  KexAlgorithms +diffie-hellman-group14-sha1\n".to_owned(),
+            ));
+        },
+    },
+    // ---- issue 42: algorithms ssh offers by default or on a `+` line
+    Row {
+        name: "sshd with aes128-ctr and hmac-sha1 only, no algorithm line",
+        expect: Connect,
+        case: |c| c.server(Server::Sha1MacCtr),
+    },
+    Row {
+        name: "FIPS-tuned sshd: ecdh-sha2-nistp256/384/521 key exchange only, no algorithm line",
+        expect: Connect,
+        case: |c| c.server(Server::EcdhOnly),
+    },
+    Row {
+        name: "Ciphers +3des-cbc to an sshd with only 3des-cbc",
+        expect: Connect,
+        case: |c| {
+            c.server(Server::TripleDes);
+            c.line("Ciphers +3des-cbc");
+        },
+    },
+    Row {
+        name: "OpenSSH-7-like server (group14-sha1, ssh-rsa, aes128-cbc, hmac-sha1) with the lines users add",
+        expect: Connect,
+        case: |c| {
+            c.server(Server::Legacy);
+            c.agent = AgentUse::Ssh(vec![Key::Rsa]);
+            c.line("KexAlgorithms +diffie-hellman-group14-sha1");
+            c.line("HostKeyAlgorithms +ssh-rsa");
+            c.line("PubkeyAcceptedAlgorithms +ssh-rsa");
+            c.line("Ciphers +aes128-cbc");
+        },
+    },
+    Row {
+        name: "old server (group-exchange-sha1, 3des-cbc, hmac-sha1) with the lines users add",
+        expect: Connect,
+        case: |c| {
+            c.server(Server::LegacyGex);
+            c.agent = AgentUse::Ssh(vec![Key::Rsa]);
+            c.line("KexAlgorithms +diffie-hellman-group-exchange-sha1");
+            c.line("HostKeyAlgorithms +ssh-rsa");
+            c.line("PubkeyAcceptedAlgorithms +ssh-rsa");
+            c.line("Ciphers +3des-cbc");
+        },
+    },
+    // ---- issue 42: SHA-1 RSA only where the config allows it
+    Row {
+        name: "sshd signs its host key only as ssh-rsa (SHA-1), no algorithm line",
+        expect: Refuse {
+            ssh: "no matching host key type found. Their offer: ssh-rsa",
+            kharond: "no matching host key type found. Their offer: ssh-rsa",
+        },
+        case: |c| {
+            c.server(Server::RsaSha1HostKey);
+            let port = c.world.server(Server::RsaSha1HostKey).port();
+            c.known_hosts = Some(format!("[127.0.0.1]:{port} {}\n", c.world.public("host_rsa")));
+        },
+    },
+    Row {
+        name: "server takes RSA signatures only as ssh-rsa (SHA-1), RSA key in the agent",
+        expect: Refuse {
+            ssh: "Permission denied (publickey)",
+            kharond: "PubkeyAcceptedAlgorithms does not allow",
+        },
+        case: |c| {
+            c.server(Server::LegacySigning);
+            c.agent = AgentUse::Ssh(vec![Key::Rsa]);
+        },
+    },
+    // ---- issue 42: the same address twice is not a cycle
+    Row {
+        name: "ProxyJump USER@127.0.0.1:P1,USER@127.0.0.1:P2 (one bastion behind two ports)",
+        expect: Connect,
+        case: |c| {
+            let (p1, p2) =
+                (c.world.server(Server::MaxAuthTries3).port(), c.world.server(Server::Dropbear).port());
+            let user = c.world.user.clone();
+            c.line(format!("ProxyJump {user}@127.0.0.1:{p1},{user}@127.0.0.1:{p2}"));
+            loopback_hops(c);
+        },
+    },
+    Row {
+        name: "ProxyJump os1,os1:P2 (the same alias on another port)",
+        expect: Connect,
+        case: |c| {
+            let p2 = c.world.server(Server::Dropbear).port();
+            c.line(format!("ProxyJump os1,os1:{p2}"));
+            loopback_hops(c);
+            let key = c.world.key(Key::Ed25519).display().to_string();
+            c.after += &c.host_block("os1", Server::MaxAuthTries3, &[format!("IdentityFile {key}")]);
+        },
+    },
+    Row {
+        name: "ProxyJump to the jump host itself (same host, port and user)",
+        expect: Refuse { ssh: "jumphost loop via 127.0.0.1", kharond: "jumphost loop via" },
+        case: |c| {
+            let port = c.world.server(Server::Plain).port();
+            let user = c.world.user.clone();
+            c.line(format!("ProxyJump {user}@127.0.0.1:{port}"));
+        },
+    },
+    // ---- issue 42: no ProxyCommand outlives its session
+    Row {
+        name: "ProxyCommand ssh -F CONFIG jump0 nc %h %p, through a reload and a stop",
+        expect: Connect,
+        case: |c| {
+            let config = c.path("config");
+            c.line(format!("ProxyCommand ssh -F {config} jump0 nc %h %p"));
+            c.known.push(Server::MaxAuthTries3);
+            let key = c.world.key(Key::Ed25519).display().to_string();
+            c.after = c.host_block("jump0", Server::MaxAuthTries3, &[format!("IdentityFile {key}")]);
+            c.leak_check = true;
+        },
+    },
 ];
+
+/// `IdentityFile` names only the public half (a copy in the row's ~/.ssh, no private key beside
+/// it), `IdentitiesOnly yes`, and the agent holds the key and four others: 1Password's and
+/// Secretive's documented setup.
+fn public_key_identity(c: &mut Case, server: Server) {
+    c.server(server);
+    let public = c.path("agent_key.pub");
+    std::fs::copy(sshd::pub_path(&c.world.key(Key::Ed25519)), &public).expect("copy public key");
+    c.agent = AgentUse::Ssh(vec![Key::Other(1), Key::Other(2), Key::Ed25519]);
+    c.line(format!("IdentityFile {public}"));
+    c.line("IdentitiesOnly yes");
+}
+
+/// Jump hosts named by address: `Host 127.0.0.1` gives them the row's known_hosts and key, and
+/// known_hosts holds the keys of the servers the rows chain through.
+fn loopback_hops(c: &mut Case) {
+    c.known.extend([Server::MaxAuthTries3, Server::Dropbear]);
+    let key = c.world.key(Key::Ed25519).display().to_string();
+    let known = c.path("known_hosts");
+    let absent = c.path("id_absent");
+    c.after += &format!(
+        "Host 127.0.0.1\n  IdentityFile {key}\n  IdentityFile {absent}\n  UserKnownHostsFile {known}\n  \
+         StrictHostKeyChecking yes\n\n"
+    );
+}

@@ -132,7 +132,7 @@ impl SshConfig {
                     return Err(Error::JumpLoop {
                         origin: origin.clone(),
                         alias: shown,
-                        via: written(last),
+                        via: last.host.clone(),
                         hop: format!("{user}@{host}:{port}"),
                     });
                 }

@@ -1035,7 +1035,7 @@ fn a_jump_host_that_is_the_host_itself_is_sshs_jumphost_loop() {
     let err = load(&home).unwrap().chain("jump").unwrap_err().to_string();
     assert!(
         err.starts_with(&format!(
-            "{}: ProxyJump for jump: jumphost loop via u@127.0.0.1:2201:",
+            "{}: ProxyJump for jump: jumphost loop via 127.0.0.1:",
             at(&home, 5)
         )),
         "{err}"
