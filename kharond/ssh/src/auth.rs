@@ -192,6 +192,10 @@ where
                         }
                         agent_keys.push(id.public_key().into_owned());
                         let label = label(&id);
+                        if let Some(bits) = hop.rsa_too_small(&id.public_key()) {
+                            tried.push(format!("{label} ({})", too_small(bits, hop)));
+                            continue;
+                        }
                         let (algorithm, certificate) = match &id {
                             AgentIdentity::PublicKey { key, .. } => (key.algorithm(), false),
                             AgentIdentity::Certificate { certificate, .. } => (certificate.algorithm(), true),
@@ -285,6 +289,10 @@ where
                 continue;
             }
         };
+        if let Some(bits) = hop.rsa_too_small(key.public_key()) {
+            tried.push(format!("{} ({})", f.path.display(), too_small(bits, hop)));
+            continue;
+        }
         let key = Arc::new(key);
         let cert = f.cert.as_ref().filter(|c| c.public_key() == key.public_key().key_data());
         let chosen = signature(handle, hop, &key.algorithm(), cert.is_some()).await;
@@ -336,6 +344,14 @@ where
         }
         None => Err(Error::Rejected { user: hop.user.clone(), tried, agent: agent_problem }),
     }
+}
+
+/// Why ssh skips a small RSA key (sshconnect2.c `pubkey_prepare`, `sshkey_check_rsa_length`).
+fn too_small(bits: u32, hop: &Hop) -> String {
+    format!(
+        "an RSA key of {bits} bits, fewer than RequiredRSASize {}; ssh skips it too",
+        hop.required_rsa_size
+    )
 }
 
 fn interrupted_by(tried: Vec<String>, refused: usize, source: russh::Error) -> Error {

@@ -290,6 +290,7 @@ mod tests {
             bind: None,
             use_keychain: false,
             asking: Default::default(),
+            required_rsa_size: 1024,
             strict_host_key_checking: crate::config::StrictHostKeyChecking::Yes,
             user_known_hosts_files: Vec::new(),
             global_known_hosts_files: Vec::new(),

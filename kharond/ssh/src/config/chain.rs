@@ -33,6 +33,8 @@ const DEFAULT_SERVER_ALIVE_COUNT_MAX: u32 = 3;
 const DEFAULT_IDENTITY_FILES: [&str; 7] =
     ["id_rsa", "id_ecdsa", "id_ecdsa_sk", "id_ed25519", "id_ed25519_sk", "id_xmss", "id_dsa"];
 const DEFAULT_GLOBAL_KNOWN_HOSTS: [&str; 2] = ["/etc/ssh/ssh_known_hosts", "/etc/ssh/ssh_known_hosts2"];
+/// OpenSSH's `SSH_RSA_MINIMUM_MODULUS_SIZE`, `RequiredRSASize`'s default (readconf.c).
+const DEFAULT_REQUIRED_RSA_SIZE: u32 = 1024;
 
 /// How a host is reached according to its own config, with the line that says so.
 enum Route<'c> {
@@ -253,6 +255,7 @@ impl SshConfig {
             identities_only: options.identities_only.unwrap_or(false),
             use_keychain: options.use_keychain.unwrap_or(false),
             asking: asking(options),
+            required_rsa_size: options.required_rsa_size.unwrap_or(DEFAULT_REQUIRED_RSA_SIZE),
             identity_agent,
             certificate_files: paths(&options.certificate_files, "CertificateFile")?,
             transport,

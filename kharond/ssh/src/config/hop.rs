@@ -134,6 +134,8 @@ pub struct Hop {
     /// user's Keychain, which changes what the error for one says (`auth.rs`).
     pub use_keychain: bool,
     pub asking: Asking,
+    /// `RequiredRSASize`: smaller RSA host keys are refused and smaller RSA user keys skipped.
+    pub required_rsa_size: u32,
     pub identity_agent: IdentityAgent,
     pub certificate_files: Vec<PathBuf>,
     /// Only meaningful on the first hop; later hops always ride a direct-tcpip channel.
@@ -171,6 +173,17 @@ impl Hop {
     /// "user@host:port", as `Status` shows it.
     pub fn display(&self) -> String {
         format!("{}@{}:{}", self.user, self.host_name, self.port)
+    }
+
+    /// The size of `key` if it is an RSA key smaller than `RequiredRSASize` (sshkey.c
+    /// `sshkey_check_rsa_length`, which ssh applies to host keys and its own keys alike).
+    pub fn rsa_too_small(&self, key: &russh::keys::PublicKey) -> Option<u32> {
+        match key.key_data() {
+            russh::keys::ssh_key::public::KeyData::Rsa(rsa) if rsa.key_size() < self.required_rsa_size => {
+                Some(rsa.key_size())
+            }
+            _ => None,
+        }
     }
 
     /// The name known_hosts is checked against: `HostKeyAlias`, else the host name.

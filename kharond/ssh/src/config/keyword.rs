@@ -45,6 +45,7 @@ pub(super) enum Key {
     PasswordAuthentication,
     NumberOfPasswordPrompts,
     PreferredAuthentications,
+    RequiredRsaSize,
 }
 
 #[derive(Debug, Clone, Copy)]
@@ -59,8 +60,6 @@ pub(super) enum Kind {
     /// Refused unless its (first) argument is one of these (case-insensitive); those values
     /// are what `ssh` does anyway, so they are ignored.
     RefuseUnless(&'static [&'static str], &'static str),
-    /// Refused whatever the value, with the reason.
-    Refuse(&'static str),
 }
 
 const PUBLIC_KEY_ONLY: &str = "kharon authenticates by public key only";
@@ -115,6 +114,8 @@ const TABLE: &[(&str, Kind)] = &[
     ("PasswordAuthentication", Kind::Apply(Key::PasswordAuthentication)),
     ("NumberOfPasswordPrompts", Kind::Apply(Key::NumberOfPasswordPrompts)),
     ("PreferredAuthentications", Kind::Apply(Key::PreferredAuthentications)),
+    // Fedora's and RHEL's crypto policies set it (issue 42): the smallest RSA host or user key.
+    ("RequiredRSASize", Kind::Apply(Key::RequiredRsaSize)),
     // Interactive sessions, forwarding, multiplexing, logging: a tunnel does none of it.
     // AddKeysToAgent: ssh adds a key file it decrypted to the agent; kharond never decrypts one
     // (an encrypted key must already be in the agent), so there is nothing for it to add.
@@ -139,6 +140,10 @@ const TABLE: &[(&str, Kind)] = &[
     ("ForwardX11Timeout", Kind::Ignore),
     ("ForwardX11Trusted", Kind::Ignore),
     ("GatewayPorts", Kind::Ignore),
+    // Only for HostbasedAuthentication, refused below; crypto policies (Fedora, RHEL) set them
+    // for every host in the system-wide config.
+    ("HostbasedAcceptedAlgorithms", Kind::Ignore),
+    ("HostbasedKeyTypes", Kind::Ignore),
     ("HashKnownHosts", Kind::Ignore),
     ("IPQoS", Kind::Ignore),
     ("KbdInteractiveDevices", Kind::Ignore), // a hint to the server; PAM decides what it asks
@@ -189,9 +194,7 @@ const TABLE: &[(&str, Kind)] = &[
     ("UserKnownHostsFile2", Kind::Ignore),
     // Would change how kharon connects, authenticates or trusts a host.
     ("DSAAuthentication", Kind::RefuseUnless(&["yes", "true"], "kharon always authenticates by public key")),
-    ("HostbasedAcceptedAlgorithms", Kind::Refuse(PUBLIC_KEY_ONLY)),
     ("HostbasedAuthentication", Kind::RefuseUnless(&["no", "false"], PUBLIC_KEY_ONLY)),
-    ("HostbasedKeyTypes", Kind::Refuse(PUBLIC_KEY_ONLY)),
     ("KnownHostsCommand", Kind::RefuseUnless(&["none"], HOST_KEYS)),
     (
         "NoHostAuthenticationForLocalhost",
@@ -207,7 +210,6 @@ const TABLE: &[(&str, Kind)] = &[
         ),
     ),
     ("RefuseConnection", Kind::RefuseUnless(&["no", "false"], "ssh itself would refuse this connection")),
-    ("RequiredRSASize", Kind::Refuse("kharon applies its SSH library's RSA key size limits")),
     ("RevokedHostKeys", Kind::RefuseUnless(&["none"], HOST_KEYS)),
     (
         "SecurityKeyProvider",

@@ -89,6 +89,7 @@ pub(super) enum Setting {
     NumberOfPasswordPrompts(u32),
     /// The method names, lowercased, in order.
     PreferredAuthentications(Vec<String>),
+    RequiredRsaSize(u32),
 }
 
 #[derive(Debug, Clone)]
@@ -292,7 +293,6 @@ impl Loader<'_> {
                     refused(self, format!("{name} {}", line.args.join(" ")), why)
                 }
             }
-            Kind::Refuse(why) => refused(self, name.to_owned(), why),
             Kind::Apply(key) => {
                 let setting = self.setting(key, name, &line, origin)?;
                 Ok(Some(Item::Set(Directive { origin: origin.clone(), setting })))
@@ -332,6 +332,10 @@ impl Loader<'_> {
             Key::PreferredAuthentications => Setting::PreferredAuthentications(
                 one(name, line)?.split(',').map(|m| m.trim().to_ascii_lowercase()).collect(),
             ),
+            Key::RequiredRsaSize => {
+                let value = one(name, line)?;
+                Setting::RequiredRsaSize(value.parse().map_err(|_| format!("{name}: bad number {value:?}"))?)
+            }
             Key::IdentityAgent => Setting::IdentityAgent(match one(name, line)? {
                 "none" => Agent::None,
                 "SSH_AUTH_SOCK" => Agent::Env,

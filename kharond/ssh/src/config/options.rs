@@ -66,6 +66,7 @@ pub(super) struct Options<'c> {
     pub password: Option<bool>,
     pub password_prompts: Option<u32>,
     pub preferred_authentications: Option<&'c [String]>,
+    pub required_rsa_size: Option<u32>,
     /// Blocks that applied: where, and whether they name this host (a pattern other than a bare
     /// `*`, or a `Match host`/`originalhost`).
     pub blocks: Vec<(&'c Origin, bool)>,
@@ -143,6 +144,7 @@ impl<'c> Options<'c> {
             Setting::PasswordAuthentication(v) => first(&mut self.password, *v),
             Setting::NumberOfPasswordPrompts(v) => first(&mut self.password_prompts, *v),
             Setting::PreferredAuthentications(v) => first(&mut self.preferred_authentications, v.as_slice()),
+            Setting::RequiredRsaSize(v) => first(&mut self.required_rsa_size, *v),
         }
     }
 

@@ -621,15 +621,78 @@ fn ca_signature_algorithms_restrict_what_a_host_ca_may_sign_with() {
 
 #[test]
 fn unsupported_option_is_refused_naming_it_even_in_an_unused_block() {
-    let home = home(&[(".ssh/config", "Host old-router\n  RequiredRSASize 4096\n")]);
+    let home = home(&[(".ssh/config", "Host old-router\n  KnownHostsCommand /usr/bin/keys %H\n")]);
     assert_eq!(
         load_error(&home),
         format!(
-            "{}: RequiredRSASize is not supported: kharon applies its SSH library's RSA key size limits; remove \
-             it, or name RequiredRSASize in IgnoreUnknown (before this line) to have kharon skip it",
+            "{}: KnownHostsCommand /usr/bin/keys %H is not supported: kharon checks host keys only against \
+             known_hosts files; remove it, or name KnownHostsCommand in IgnoreUnknown (before this line) to have \
+             kharon skip it",
             at(&home, 2)
         )
     );
+}
+
+/// Fedora 40's `/etc/crypto-policies/back-ends/openssh.config` (DEFAULT policy), which its
+/// `/etc/ssh/ssh_config.d/50-redhat.conf` includes: every algorithm ssh has, Hostbased lists and
+/// RequiredRSASize.
+const FEDORA_POLICY: &str = "\
+Ciphers aes256-gcm@openssh.com,chacha20-poly1305@openssh.com,aes256-ctr,aes128-gcm@openssh.com,aes128-ctr
+MACs hmac-sha2-256-etm@openssh.com,hmac-sha1-etm@openssh.com,umac-128-etm@openssh.com,hmac-sha2-512-etm@openssh.com,hmac-sha2-256,hmac-sha1,umac-128@openssh.com,hmac-sha2-512
+GSSAPIKexAlgorithms gss-curve25519-sha256-,gss-nistp256-sha256-,gss-group14-sha256-,gss-group16-sha512-
+KexAlgorithms curve25519-sha256,curve25519-sha256@libssh.org,ecdh-sha2-nistp256,ecdh-sha2-nistp384,ecdh-sha2-nistp521,sntrup761x25519-sha512@openssh.com,diffie-hellman-group-exchange-sha256,diffie-hellman-group14-sha256,diffie-hellman-group16-sha512,diffie-hellman-group18-sha512
+HostKeyAlgorithms ecdsa-sha2-nistp256,ecdsa-sha2-nistp256-cert-v01@openssh.com,sk-ecdsa-sha2-nistp256@openssh.com,sk-ecdsa-sha2-nistp256-cert-v01@openssh.com,ecdsa-sha2-nistp384,ecdsa-sha2-nistp384-cert-v01@openssh.com,ecdsa-sha2-nistp521,ecdsa-sha2-nistp521-cert-v01@openssh.com,ssh-ed25519,ssh-ed25519-cert-v01@openssh.com,sk-ssh-ed25519@openssh.com,sk-ssh-ed25519-cert-v01@openssh.com,rsa-sha2-256,rsa-sha2-256-cert-v01@openssh.com,rsa-sha2-512,rsa-sha2-512-cert-v01@openssh.com
+PubkeyAcceptedAlgorithms ecdsa-sha2-nistp256,ecdsa-sha2-nistp256-cert-v01@openssh.com,sk-ecdsa-sha2-nistp256@openssh.com,sk-ecdsa-sha2-nistp256-cert-v01@openssh.com,ecdsa-sha2-nistp384,ecdsa-sha2-nistp384-cert-v01@openssh.com,ecdsa-sha2-nistp521,ecdsa-sha2-nistp521-cert-v01@openssh.com,ssh-ed25519,ssh-ed25519-cert-v01@openssh.com,sk-ssh-ed25519@openssh.com,sk-ssh-ed25519-cert-v01@openssh.com,rsa-sha2-256,rsa-sha2-256-cert-v01@openssh.com,rsa-sha2-512,rsa-sha2-512-cert-v01@openssh.com
+HostbasedAcceptedAlgorithms ecdsa-sha2-nistp256,ssh-ed25519,rsa-sha2-256,rsa-sha2-512
+CASignatureAlgorithms ecdsa-sha2-nistp256,sk-ecdsa-sha2-nistp256@openssh.com,ecdsa-sha2-nistp384,ecdsa-sha2-nistp521,ssh-ed25519,sk-ssh-ed25519@openssh.com,rsa-sha2-256,rsa-sha2-512
+RequiredRSASize 2048
+";
+
+#[test]
+fn a_crypto_policy_in_the_system_file_is_applied() {
+    let home = home(&[
+        (".ssh/config", "Host jump\n  HostName 10.0.0.1\n"),
+        (
+            "etc/ssh_config",
+            "Include ssh_config.d/*.conf\nHost *\n  SendEnv LANG LC_*\n  GSSAPIAuthentication yes\n",
+        ),
+        ("etc/ssh_config.d/50-redhat.conf", "Include /CRYPTO\nHost *\n  ForwardX11Trusted yes\n"),
+    ]);
+    let policy = home.path().join("openssh.config");
+    std::fs::write(&policy, FEDORA_POLICY).unwrap();
+    let redhat = home.path().join("etc/ssh_config.d/50-redhat.conf");
+    let text = std::fs::read_to_string(&redhat).unwrap().replace("/CRYPTO", &policy.display().to_string());
+    std::fs::write(&redhat, text).unwrap();
+    let system = home.path().join("etc/ssh_config");
+    let config = SshConfig::load(&config_path(&home), Some(&system), home.path(), &env).unwrap();
+    let hop = &config.chain("jump").unwrap().hops[0];
+    assert_eq!(hop.required_rsa_size, 2048);
+    assert_eq!(
+        hop.algorithms.macs.as_deref(),
+        Some(
+            &[
+                "hmac-sha2-256-etm@openssh.com",
+                "hmac-sha1-etm@openssh.com",
+                "hmac-sha2-512-etm@openssh.com",
+                "hmac-sha2-256",
+                "hmac-sha1",
+                "hmac-sha2-512"
+            ][..]
+        )
+    );
+    let rsa = |bits: usize| {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("k");
+        let out = std::process::Command::new("ssh-keygen")
+            .args(["-q", "-t", "rsa", "-b", &bits.to_string(), "-N", "", "-f"])
+            .arg(&path)
+            .output()
+            .unwrap();
+        assert!(out.status.success());
+        russh::keys::load_public_key(dir.path().join("k.pub")).unwrap()
+    };
+    assert_eq!(hop.rsa_too_small(&rsa(1024)), Some(1024));
+    assert_eq!(hop.rsa_too_small(&rsa(2048)), None);
 }
 
 #[test]
@@ -1034,10 +1097,7 @@ fn a_jump_host_that_is_the_host_itself_is_sshs_jumphost_loop() {
         home_with("Host jump\n  HostName 127.0.0.1\n  Port 2201\n  User u\n  ProxyJump u@127.0.0.1:2201\n");
     let err = load(&home).unwrap().chain("jump").unwrap_err().to_string();
     assert!(
-        err.starts_with(&format!(
-            "{}: ProxyJump for jump: jumphost loop via 127.0.0.1:",
-            at(&home, 5)
-        )),
+        err.starts_with(&format!("{}: ProxyJump for jump: jumphost loop via 127.0.0.1:", at(&home, 5))),
         "{err}"
     );
 }

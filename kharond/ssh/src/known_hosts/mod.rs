@@ -62,6 +62,12 @@ pub enum Error {
     /// `what` says which key: the host key, a certificate's key or the CA that signed it.
     #[error("{what} of {name} is marked @revoked at {recorded}; refusing")]
     Revoked { name: String, what: String, recorded: Line },
+    /// sshconnect2.c `verify_host_key_callback`: "Bad server host key: Invalid key length".
+    #[error(
+        "bad server host key of {name}: its RSA key has {bits} bits, fewer than RequiredRSASize {required} \
+         (ssh refuses it too)"
+    )]
+    RsaTooSmall { name: String, bits: u32, required: u32 },
     #[error("cannot record the host key of {name} in {}", path.display())]
     Record { name: String, path: PathBuf, source: std::io::Error },
 }
@@ -144,6 +150,9 @@ impl KnownHosts {
         let presented = key.public_key();
         let fingerprint = presented.fingerprint(HashAlg::Sha256).to_string();
         let name = hop.display();
+        if let Some(bits) = hop.rsa_too_small(&presented) {
+            return Err(Error::RsaTooSmall { name, bits, required: hop.required_rsa_size });
+        }
         let all = || self.named.iter().chain(&self.bare);
         // Revocations win over everything (OpenSSH checks them first), for a certificate's CA too.
         if let Some(e) =

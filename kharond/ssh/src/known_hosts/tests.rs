@@ -17,6 +17,7 @@ pub(crate) fn hop(alias: &str, host: &str, port: u16, known_hosts: &Path) -> Hop
         identities_only: false,
         use_keychain: false,
         asking: Default::default(),
+        required_rsa_size: 1024,
         identity_agent: IdentityAgent::None,
         certificate_files: Vec::new(),
         transport: Transport::Tcp,
