@@ -1349,6 +1349,16 @@ fn bad_algorithm_lists_are_errors_with_file_and_line() {
             at(&pattern, 2)
         )
     );
+    let unimplemented = home(&[(".ssh/config", "Host *\n  HostKeyAlgorithms +ssh-dss\n")]);
+    let err = load_error(&unimplemented);
+    assert!(
+        err.starts_with(&format!(
+            "{}: HostKeyAlgorithms: \"ssh-dss\" is an OpenSSH host key algorithm that kharon's SSH library (russh) \
+             does not implement",
+            at(&unimplemented, 2)
+        )),
+        "{err}"
+    );
     let everything_removed = home(&[(".ssh/config", "Host a\n  HostKeyAlgorithms -*\n")]);
     assert!(load_error(&everything_removed).contains("leaves no host key algorithm"));
 }
