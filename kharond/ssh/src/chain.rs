@@ -575,12 +575,12 @@ async fn dial_hop(
     };
     let mut handle = connected.map_err(|e| match e {
         HandlerError::HostKey(e) => ErrorKind::HostKey(e),
-        HandlerError::Russh(cause) if let Some(m) = negotiation::Mismatch::from_russh(&cause, hop) => {
-            ErrorKind::Negotiation(m)
-        }
-        HandlerError::Russh(cause) => {
-            ErrorKind::Handshake { cause, stderr: stderr.as_ref().map(|s| s.tail()).unwrap_or_default() }
-        }
+        HandlerError::Russh(cause) => match negotiation::Mismatch::from_russh(&cause, hop) {
+            Some(mismatch) => ErrorKind::Negotiation(mismatch),
+            None => {
+                ErrorKind::Handshake { cause, stderr: stderr.as_ref().map(|s| s.tail()).unwrap_or_default() }
+            }
+        },
     })?;
     let handshake = started.elapsed().saturating_sub(transport);
     let mut rx = rx;
