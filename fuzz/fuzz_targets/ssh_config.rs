@@ -27,7 +27,7 @@ fuzz_target!(|input: &[u8]| {
         "EMPTY" => Some(String::new()),
         _ => None,
     };
-    match SshConfig::load(&path, dir.path(), &getenv) {
+    match SshConfig::load(&path, None, dir.path(), &getenv) {
         Ok(config) => {
             for host in config.hosts().into_iter().take(16) {
                 match config.chain(&host) {
