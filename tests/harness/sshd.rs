@@ -190,11 +190,15 @@ impl Builder {
             let cert = sign(&c.ca, &host_key, true, c.principals.as_deref(), c.validity.as_deref());
             config += &format!("HostCertificate {}\n", cert.display());
         }
+        // MaxStartups: the default (10:30:100) drops some handshakes once ten are unauthenticated
+        // at once, which parallel tests on a loaded machine reach; a dropped `ssh … nc %h %p` hop
+        // then hangs (Debian's nc waits for its stdin to end) instead of failing. Tests that want
+        // the default's drops say so in `extra`, whose lines come first and win (sshd_config(5)).
         config += &format!(
             "Port {port}\nListenAddress 127.0.0.1\nHostKey {}\nPidFile none\nAuthorizedKeysFile {}\n\
              StrictModes no\nUsePAM no\nPasswordAuthentication no\nKbdInteractiveAuthentication no\n\
              PubkeyAuthentication yes\nPermitRootLogin prohibit-password\nAllowTcpForwarding yes\n\
-             PermitTunnel no\nLogLevel VERBOSE\nClientAliveInterval 0\n",
+             PermitTunnel no\nLogLevel VERBOSE\nClientAliveInterval 0\nMaxStartups 100:30:200\n",
             host_key.display(),
             dir.path().join("authorized_keys").display()
         );

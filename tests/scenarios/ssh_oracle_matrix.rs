@@ -580,6 +580,9 @@ fn run_ssh(case: &Case, config: &Path, agent: Option<&Path>) -> Outcome {
         if let Some(agent) = agent {
             cmd.env("SSH_AUTH_SOCK", agent);
         }
+        // A group of its own, so that a client that outlives CLIENT_LIMIT goes with its
+        // ProxyCommand: an orphaned `ssh … nc` of the oracle would be counted as kharond's leak.
+        std::os::unix::process::CommandExt::process_group(&mut cmd, 0);
         let mut child = cmd
             .stdin(Stdio::piped())
             .stdout(Stdio::piped())
@@ -596,6 +599,7 @@ fn run_ssh(case: &Case, config: &Path, agent: Option<&Path>) -> Outcome {
     let mut said = String::new();
     let mut connected = true;
     for child in children {
+        let group = child.id() as i32;
         match kharon_e2e::output_within(child, CLIENT_LIMIT) {
             Some(out) if out.status.success() && out.stdout == PAYLOAD => {}
             Some(out) => {
@@ -603,6 +607,8 @@ fn run_ssh(case: &Case, config: &Path, agent: Option<&Path>) -> Outcome {
                 said = format!("{}(exit {:?})", String::from_utf8_lossy(&out.stderr), out.status.code());
             }
             None => {
+                // SAFETY: kill(2) on the process group this client leads (process_group(0) above).
+                unsafe { libc::kill(-group, libc::SIGKILL) };
                 connected = false;
                 said = format!("still running after {CLIENT_LIMIT:?}");
             }
