@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """Checks (or with --write, rewrites) the dev profile's list of build-time-only packages.
 
-The dev profile compiles every dependency at opt-level 2 (`[profile.dev.package."*"]`): the tests'
+The dev profile compiles every dependency at opt-level 1 (`[profile.dev.package."*"]`): the tests'
 SSH crypto is unusably slow unoptimised. That rule also reaches the packages that only ever run at
 build time (proc macros such as serde_derive and syn, build scripts' dependencies such as
 prost-build): cargo ranks `package."*"` above `build-override` (the Cargo book, "Profiles",
