@@ -31,6 +31,7 @@ use tokio::sync::watch;
 use super::config::{Chain, Hop, KnownHostKeys, Transport};
 use super::gather::Gathered;
 use super::known_hosts::KnownHosts;
+use super::meter::{Meter, Probe};
 use super::prompt::{Asker, Person};
 use super::report::{DialReport, HopTiming};
 use super::{auth, desk, known_hosts, negotiation, proxy_command, tcp};
@@ -64,9 +65,10 @@ const SMALL_MESSAGE: usize = 16 * 1024;
 /// OpenSSH's packet size; russh logs an error above 65535 (docs/ssh-engine.md, "Window and packet size").
 pub(super) const PACKET: u32 = 32 * 1024;
 
-/// The receive window for a session whose hop is `rtt` away; unknown (a `ProxyCommand`
-/// transport) gets the largest, since a slow far link costs more than a busy near sshd.
-fn window_for(rtt: Option<Duration>) -> u32 {
+/// The receive window assumed for a session whose hop is `rtt` away, until its path has been
+/// measured (meter.rs, window.rs); unknown (a `ProxyCommand` transport) gets the largest, since a
+/// slow far link costs more than a busy near sshd.
+pub(crate) fn window_for(rtt: Option<Duration>) -> u32 {
     match rtt {
         None => WINDOW_MAX,
         Some(rtt) => {
@@ -90,6 +92,8 @@ pub struct Settings<'a> {
     pub open_channels: &'a Arc<AtomicU32>,
     /// Where a hop's questions for a person go (prompt.rs).
     pub asker: Asker<'a>,
+    /// The jump host's path: the window each hop's session gets (meter.rs).
+    pub meter: &'a Arc<Meter>,
 }
 
 /// Which hop failed, as a user finds it in their ssh_config.
@@ -389,6 +393,12 @@ pub struct Dialled {
     /// Channels we had to close before the server did; russh keeps each one's state until the
     /// session ends (tunnel.rs, "Who closes"), so the pool retires a session with too many.
     abandoned: AtomicU64,
+    /// The receive window of the last hop's session, which carries the channels: fixed for the
+    /// session's life (meter.rs, "What it cannot do").
+    window: u32,
+    /// Every hop logged in with keys alone: a fresh session asks nobody anything.
+    keys_only: bool,
+    meter: Arc<Meter>,
 }
 
 impl Dialled {
@@ -408,6 +418,27 @@ impl Dialled {
     /// How many channels of this chain were closed by us first so far.
     pub fn abandoned(&self) -> u64 {
         self.abandoned.load(Ordering::Relaxed)
+    }
+
+    /// The receive window the channels of this chain get (see [`Dialled::window`]'s field).
+    pub fn window(&self) -> u32 {
+        self.window
+    }
+
+    /// True if a fresh session of this chain would ask no person anything: only then may the
+    /// pool replace it for a better window.
+    pub fn keys_only(&self) -> bool {
+        self.keys_only
+    }
+
+    /// How long this chain has been up.
+    pub fn age(&self) -> Duration {
+        self.established.elapsed()
+    }
+
+    /// Data arrived on one of this chain's channels: the path is worth measuring (meter.rs).
+    pub fn kick_meter(&self) {
+        self.meter.kick();
     }
 
     /// True once any hop's session has ended (closed, keepalive timeout, transport error).
@@ -507,20 +538,48 @@ fn client_config(hop: &Hop, known: &KnownHostKeys, window: u32) -> Arc<client::C
 /// person is given to answer its questions (`desk::within`); the caller bounds the whole.
 pub async fn dial(chain: &Chain, settings: Settings<'_>) -> Result<Dialled, Error> {
     let mut sessions: Vec<Session> = Vec::with_capacity(chain.hops.len());
+    let mut window = 0;
+    let mut keys_only = true;
     for (i, hop) in chain.hops.iter().enumerate() {
         let id = HopId::new(chain, i);
         let limit = hop.connect_timeout.unwrap_or(settings.connect_timeout);
         let step = dial_hop(hop, sessions.last(), &id, settings);
         let deadline = tokio::time::Instant::now() + limit;
-        let session = match desk::within(settings.asker.desk, deadline, step).await {
+        let (session, login, hop_window) = match desk::within(settings.asker.desk, deadline, step).await {
             Some(Ok(s)) => s,
             Some(Err(kind)) => return Err(Error { hop: id, kind }),
             None => return Err(Error { hop: id, kind: ErrorKind::Timeout(limit) }),
         };
         tracing::debug!(hop = %id, "hop connected");
         sessions.push(session);
+        window = hop_window;
+        keys_only &= login == auth::Login::Keys;
     }
-    Ok(Dialled { sessions, established: Instant::now(), abandoned: AtomicU64::new(0) })
+    Ok(Dialled {
+        sessions,
+        established: Instant::now(),
+        abandoned: AtomicU64::new(0),
+        window,
+        keys_only,
+        meter: settings.meter.clone(),
+    })
+}
+
+impl Probe for Dialled {
+    fn ping(
+        &self,
+        limit: Duration,
+    ) -> std::pin::Pin<Box<dyn std::future::Future<Output = Option<Duration>> + Send + '_>> {
+        Box::pin(async move {
+            let last = self.sessions.last()?;
+            let started = Instant::now();
+            match tokio::time::timeout(limit, last.handle.send_ping()).await {
+                Ok(Ok(())) if !self.is_closed() => Some(started.elapsed()),
+                Ok(_) => None,
+                Err(_) => Some(limit),
+            }
+        })
+    }
 }
 
 async fn dial_hop(
@@ -528,7 +587,7 @@ async fn dial_hop(
     previous: Option<&Session>,
     id: &HopId,
     settings: Settings<'_>,
-) -> Result<Session, ErrorKind> {
+) -> Result<(Session, auth::Login, u32), ErrorKind> {
     let (tx, rx) = watch::channel(None);
     let events = Arc::new(Events::default());
     let known = KnownHosts::load(hop);
@@ -544,6 +603,9 @@ async fn dial_hop(
     let mut stderr = None;
     let started = Instant::now();
     let transport;
+    let window;
+    // The last hop's round trip is the path's: the meter's pings go there.
+    let last = id.index == id.count;
     // Each transport's own set-up takes one round trip to this hop: a TCP connect, or a channel
     // open that the previous hop confirms once its TCP connect to this one is done.
     let connected = match (previous, &hop.transport) {
@@ -554,13 +616,15 @@ async fn dial_hop(
                 OpenError::Transport(cause) => ErrorKind::Handshake { cause, stderr: String::new() },
             })?;
             transport = started.elapsed();
-            let config = client_config(hop, &hints, measured(id, transport));
+            window = measured(id, Some(transport), last, settings.meter);
+            let config = client_config(hop, &hints, window);
             client::connect_stream(config, channel.into_stream(), handler).await
         }
         (None, Transport::Tcp) => {
             let (tcp, connect) = tcp::connect(hop).await.map_err(ErrorKind::Tcp)?;
             transport = started.elapsed();
-            let config = client_config(hop, &hints, measured(id, connect.max(first_byte(&tcp).await)));
+            window = measured(id, Some(connect.max(first_byte(&tcp).await)), last, settings.meter);
+            let config = client_config(hop, &hints, window);
             let stream = Gathered::new(super::quickack::QuickAck(tcp), settings.open_channels.clone());
             client::connect_stream(config, stream, handler).await
         }
@@ -570,7 +634,8 @@ async fn dial_hop(
             stderr = Some(tail);
             transport = started.elapsed();
             let stream = Gathered::new(stream, settings.open_channels.clone());
-            client::connect_stream(client_config(hop, &hints, window_for(None)), stream, handler).await
+            window = measured(id, None, last, settings.meter);
+            client::connect_stream(client_config(hop, &hints, window), stream, handler).await
         }
     };
     let mut handle = connected.map_err(|e| match e {
@@ -590,8 +655,8 @@ async fn dial_hop(
         env: settings.env,
         after_answer: settings.connect_timeout,
     };
-    match auth::authenticate(&mut handle, hop, settings.env, &person).await {
-        Ok(()) => {}
+    let login = match auth::authenticate(&mut handle, hop, settings.env, &person).await {
+        Ok(login) => login,
         Err(auth::Error::Interrupted { tried, refused, source, .. }) => {
             // The session reports the server's disconnect message on its own task: wait for it
             // briefly, it is what names the cause ("Too many authentication failures").
@@ -602,10 +667,10 @@ async fn dial_hop(
             return Err(ErrorKind::Auth(auth::Error::Interrupted { tried, refused, said, source }));
         }
         Err(e) => return Err(ErrorKind::Auth(e)),
-    }
+    };
     let auth = started.elapsed().saturating_sub(transport + handshake);
     let timing = HopTiming { hop: hop.display(), transport, handshake, auth };
-    Ok(Session { handle, events, down: rx, hop: id.clone(), timing })
+    Ok((Session { handle, events, down: rx, hop: id.clone(), timing }, login, window))
 }
 
 /// How long sshd's identification line takes to arrive after the connect: a round trip plus
@@ -619,10 +684,14 @@ async fn first_byte(tcp: &TcpStream) -> Duration {
     started.elapsed().min(BANNER_WAIT)
 }
 
-/// The window for a hop `rtt` away, logged: it explains a session's speed.
-fn measured(id: &HopId, rtt: Duration) -> u32 {
-    let window = window_for(Some(rtt));
-    tracing::debug!(hop = %id, rtt_ms = rtt.as_secs_f64() * 1e3, window_kib = window / 1024, "round trip measured");
+/// The window for a hop `rtt` away (`None`: unknown, a ProxyCommand), logged: it explains a
+/// session's speed. The path's measured window once there is one (meter.rs), else the assumed
+/// one; only the last hop's round trip is the path's (the meter pings the last hop).
+fn measured(id: &HopId, rtt: Option<Duration>, last: bool, meter: &Meter) -> u32 {
+    let assumed = window_for(rtt);
+    let window = meter.window_for_dial(rtt.filter(|_| last), assumed);
+    tracing::debug!(hop = %id, rtt_ms = rtt.map(|r| r.as_secs_f64() * 1e3), window_kib = window / 1024,
+        assumed_kib = assumed / 1024, "round trip measured");
     window
 }
 

@@ -42,6 +42,10 @@
 //!   `BindInterface`).
 //! - [`proxy_command`]: a `ProxyCommand` child process as the first hop's transport.
 //! - [`tunnel`]: one channel as a byte stream, pumped so a slow reader cannot stall its session.
+//! - [`window`]: the receive window a path wants, from its measured round trip and delivery rate
+//!   (delay-based, BBR/LEDBAT style); [`meter`]: measures a jump host's path with SSH pings while
+//!   its channels carry data, and keeps its window (the pool replaces a session dialled with a
+//!   window far from it, since russh cannot change a live one).
 //! - [`quickack`]: the first hop's TCP stream, ACKing at once (sshd leaves Nagle on).
 //! - [`gather`]: the first hop's transport as russh sees it: a large read buffer, and writes
 //!   gathered until the session waits for input.
@@ -60,6 +64,7 @@ mod gather;
 mod health;
 mod keepalive;
 mod known_hosts;
+mod meter;
 mod negotiation;
 mod pool;
 mod preflight;
@@ -70,6 +75,7 @@ mod report;
 mod slot;
 mod tcp;
 mod tunnel;
+mod window;
 
 pub use auth::service_agent_advice;
 pub use desk::{AnswerError, Answers, Prompt, Question};

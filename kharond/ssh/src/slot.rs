@@ -9,7 +9,7 @@
 //! tokio mutex that serialises dialling the chain (see pool.rs).
 
 use std::io::ErrorKind;
-use std::sync::atomic::AtomicU64;
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::SystemTime;
 
@@ -19,12 +19,24 @@ use tokio::time::Instant;
 use super::chain::Dialled;
 use super::config::Chain;
 use super::desk::Desk;
+use super::meter::Meter;
 use super::tunnel::Counters;
 
 /// A session is replaced after this many channels closed by us first: russh keeps each one's
 /// state, ~5 KiB, until the session ends (tunnel.rs, "Who closes"). Measured: 2,000 aborted
 /// downloads cost 10 MB. So at most ~5 MB per chain, and one extra handshake per 1,000 aborts.
 const RETIRE_AFTER: u64 = 1000;
+
+/// A session is replaced for a smaller window when its own is this many times the path's
+/// measured one: less would trade a handshake for little.
+const SHRINK_FACTOR: u64 = 2;
+/// ... and for a larger one when the measured one is this many tenths of its own: a session's
+/// samples can ask for at most 1.5 times its window (two BDPs of a window-limited rate, of which
+/// three quarters are in flight: window.rs), so growing takes a few sessions, each a step.
+const GROW_TENTHS: u64 = 14;
+/// ... and only once it has been up this long, so a path whose measure moves cannot make the
+/// pool dial more than once per this.
+const RESIZE_AGE: std::time::Duration = std::time::Duration::from_secs(3);
 
 /// Numbers sessions, so that a report about a session that is gone cannot drop its successor.
 pub(super) static NEXT_SESSION: AtomicU64 = AtomicU64::new(1);
@@ -102,11 +114,19 @@ pub(super) struct Slot {
     pub counters: Arc<Counters>,
     /// Where the chain's questions for a person wait for an answer.
     pub desk: Desk,
+    /// The chain's path, measured: the window its sessions should get (meter.rs).
+    pub meter: Arc<Meter>,
 }
 
 impl Slot {
     pub fn new(jumphost: &str, chain: Chain) -> Self {
+        let counters: Arc<Counters> = Arc::default();
+        let moved = counters.clone();
+        let meter = Arc::new(Meter::new(Box::new(move || {
+            moved.up.load(Ordering::Relaxed).saturating_add(moved.down.load(Ordering::Relaxed))
+        })));
         Slot {
+            meter,
             jumphost: jumphost.to_owned(),
             chain,
             dial: Arc::new(tokio::sync::Mutex::new(())),
@@ -121,7 +141,7 @@ impl Slot {
                 failures: 0,
                 retry_at: None,
             }),
-            counters: Arc::default(),
+            counters,
             desk: Desk::default(),
         }
     }
@@ -174,6 +194,17 @@ impl Slot {
             );
             return None;
         }
+        if let Some(wanted) = self.meter.measured()
+            && let Some(why) = resize(&live.chain, wanted)
+        {
+            // As above: its tunnels keep it up until they end; the caller dials one with `wanted`.
+            st.live = None;
+            st.state = ChainState::Idle;
+            st.since = SystemTime::now();
+            drop(st);
+            tracing::info!(jumphost = %self.jumphost, window_kib = wanted / 1024, "replacing the SSH session: {why}");
+            return None;
+        }
         Some((live.id, live.chain.clone(), live.suspect))
     }
 
@@ -208,4 +239,20 @@ impl Slot {
             live.suspect = false;
         }
     }
+}
+
+/// Why `chain` should make way for a session with the path's `wanted` window, if it should: its
+/// own window is [`SHRINK_FACTOR`] too large or [`GROW_TENTHS`] too small (russh cannot change it,
+/// meter.rs), it is older than [`RESIZE_AGE`], and a new session asks no person anything.
+fn resize(chain: &Dialled, wanted: u32) -> Option<String> {
+    let (have, want) = (u64::from(chain.window()), u64::from(wanted));
+    let off = have >= want * SHRINK_FACTOR || want * 10 >= have * GROW_TENTHS;
+    (off && chain.keys_only() && chain.age() >= RESIZE_AGE).then(|| {
+        format!(
+            "its receive window is {} KiB, the path measured wants {} KiB (a larger one queues on a slow \
+             link in front of every other channel, a smaller one starves a fast one)",
+            have / 1024,
+            want / 1024
+        )
+    })
 }

@@ -131,6 +131,8 @@ async fn pump(
             // russh dropped the channel: nothing left to close.
             None => return,
             Some(ChannelMsg::Data { data }) => {
+                // Bytes flow: the path is worth measuring now (meter.rs).
+                chain.kick_meter();
                 let Some(sender) = &tx else { continue };
                 let data = match sender.try_send(data) {
                     Ok(()) => continue,

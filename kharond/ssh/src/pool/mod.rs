@@ -609,6 +609,7 @@ async fn dial(
         connect_timeout: settings.connect_timeout,
         open_channels: &slot.counters.open,
         asker: Asker { desk: &slot.desk, jumphost: &slot.jumphost, wait: prompt::answer_wait(&settings.env) },
+        meter: &slot.meter,
     };
     let deadline = Instant::now() + settings.connect_timeout;
     let result = match desk::within(&slot.desk, deadline, chain::dial(&slot.chain, dial_settings)).await {
@@ -635,6 +636,9 @@ fn settled(slot: &Arc<Slot>, result: Result<Dialled, Error>) -> Result<(u64, Arc
         Ok(dialled) => {
             let id = NEXT_SESSION.fetch_add(1, Ordering::Relaxed);
             let dialled = Arc::new(dialled);
+            // The path is measured on its newest session (meter.rs).
+            let probe: Arc<dyn super::meter::Probe> = dialled.clone();
+            slot.meter.follow(Arc::downgrade(&probe));
             st.live = Some(Live { id, chain: dialled.clone(), suspect: false });
             st.state = ChainState::Connected;
             st.failures = 0;

@@ -1,0 +1,175 @@
+//! [`PathWindow`]: how large an SSH receive window the path to a chain's last hop should get,
+//! from what that path measurably carries. A pure rule: `meter` feeds it samples (time, round
+//! trip, bytes delivered), `chain` dials sessions with its window, `slot` replaces a session
+//! whose window it finds far off.
+//!
+//! # The signal, and why
+//! Delay, not loss: the round trip of an SSH-level ping (`keepalive@openssh.com` with want-reply,
+//! RFC 4254 §4) sent on the session itself, and the delivery rate (bytes the chain's channels
+//! moved per interval between two pings).
+//! - A window too large for the path costs no loss anywhere we could see it: the far sshd parks
+//!   the excess in the link's queue, in the jump hosts' socket buffers and in each sshd's channel
+//!   buffer, in front of every other channel's bytes (issue 43: 12 MB, 3.5 s, behind a
+//!   50 Mbit/s link). What grows with it is the time a byte waits, so delay is what shows it.
+//! - The ping, not the kernel's RTT (TCP_INFO): the answer of the last hop queues behind every
+//!   byte on the way, wherever it waits, while the kernel only knows the first TCP connection,
+//!   which ends at the first jump host (or at a ProxyCommand, or a link emulator on loopback) and
+//!   sees none of the queues behind it.
+//!
+//! # The rule
+//! As BBR sizes what it keeps in flight (Cardwell et al., "BBR: Congestion-Based Congestion
+//! Control", ACM Queue 14(5), 2016): the bottleneck rate is the highest delivery rate of the last
+//! [`RATE_SAMPLES`] samples, the propagation delay the lowest round trip of the last
+//! [`MIN_RTT_SPAN`] (BBR's min_rtt filter, kept longer), their product the bandwidth-delay product (BDP). The
+//! wanted window is [`GAIN`] BDPs: russh re-opens a channel's window once half of it is used
+//! (RFC 4254 §5.2 leaves the when to the receiver), so what is in flight swings between half the
+//! window and all of it, and two BDPs keep at least one in flight, the link full.
+//! - Shrink to that when the round trip stands more than [`allowance`] above its minimum: a queue
+//!   has built that the link does not need (LEDBAT, RFC 6817, backs off from queueing delay above
+//!   a target the same way). "Stands": the lowest of the last [`RECENT`] samples, so one ping
+//!   that waited for a busy CPU is not taken for a queue.
+//! - Grow towards it (at most doubling per sample, as Linux's receive-buffer autotuning
+//!   `tcp_rcv_space_adjust` doubles per round trip) while the round trip has not risen: a wanted
+//!   window above the current one then means the senders used the window, not the link, up.
+//! - Within [`FLOOR`] and [`CEILING`]; until it has measured, the window is the one it was
+//!   created with (chain.rs: two BDPs of an assumed 1 Gbit/s link).
+
+use std::collections::VecDeque;
+use std::time::Duration;
+
+/// See the module doc: two BDPs, because russh re-opens a window when half of it is used.
+pub const GAIN: f64 = 2.0;
+/// The smallest window: eight 32 KiB packets, well under a BDP of any path worth measuring, and
+/// what a link of ~20 Mbit/s at 50 ms needs. The slow links of issue 43 want 0.6-1 MB.
+pub const FLOOR: u32 = 256 * 1024;
+/// The largest window: chain.rs's cap (a full 1 Gbit/s link up to ~65 ms).
+pub const CEILING: u32 = 16 * 1024 * 1024;
+/// How long the lowest round trip stands for the path's own. BBR keeps 10 s and then drains its
+/// own queue (ProbeRTT) to measure again; a receiver cannot make the far sshd drain, and a
+/// minimum that expired under a standing queue would hide it, so this keeps three times that.
+/// Every dial measures it afresh, too (`seed`).
+pub const MIN_RTT_SPAN: Duration = Duration::from_secs(30);
+/// BBR's bottleneck-rate filter: the highest rate of this many samples (about ten round trips).
+pub const RATE_SAMPLES: usize = 10;
+/// A queue must show in this many consecutive samples (their lowest round trip) to count. Two:
+/// under the queue of issue 43 a sample takes 2-4 s, and every second of it is a second other
+/// requests wait.
+pub const RECENT: usize = 2;
+/// Queueing below this is not worth a smaller window: on a loaded 2-core machine a ping may wait
+/// tens of milliseconds for its turn on the CPU, and a loopback path would shrink for that. Half
+/// of LEDBAT's target (RFC 6817 §2.5: TARGET at most 100 ms).
+pub const QUEUE_FLOOR: Duration = Duration::from_millis(50);
+/// Samples needed before the rule trusts its own window over the assumed one.
+pub const SETTLED: usize = RECENT;
+
+/// How far above its minimum the round trip may stand before the window shrinks: one minimum
+/// round trip (two BDPs in flight queue at most one BDP, which the rule must not punish itself
+/// for), and never less than [`QUEUE_FLOOR`].
+pub fn allowance(min_rtt: Duration) -> Duration {
+    min_rtt.max(QUEUE_FLOOR)
+}
+
+/// One path's window and what it has measured.
+#[derive(Debug, Clone)]
+pub struct PathWindow {
+    window: u32,
+    /// (when, round trip) of the samples within [`MIN_RTT_SPAN`], for the min filter.
+    rtts: VecDeque<(Duration, Duration)>,
+    /// Delivery rates (bytes per second) of the last [`RATE_SAMPLES`] samples.
+    rates: VecDeque<f64>,
+    /// When the previous sample was taken, to turn bytes into a rate.
+    last: Option<Duration>,
+    samples: usize,
+}
+
+impl PathWindow {
+    /// A path assumed to want `initial` until measured.
+    pub fn new(initial: u32) -> Self {
+        PathWindow {
+            window: initial.clamp(FLOOR, CEILING),
+            rtts: VecDeque::new(),
+            rates: VecDeque::new(),
+            last: None,
+            samples: 0,
+        }
+    }
+
+    /// The window sessions on this path should get now.
+    pub fn window(&self) -> u32 {
+        self.window
+    }
+
+    /// True once enough samples came in for [`PathWindow::window`] to be measured, not assumed.
+    pub fn settled(&self) -> bool {
+        self.samples >= SETTLED
+    }
+
+    /// The lowest round trip within [`MIN_RTT_SPAN`].
+    pub fn min_rtt(&self) -> Option<Duration> {
+        self.rtts.iter().map(|&(_, rtt)| rtt).min()
+    }
+
+    /// A round trip measured without load (a dial): it sets the minimum, and nothing else.
+    pub fn seed(&mut self, now: Duration, rtt: Duration) {
+        self.push_rtt(now, rtt);
+    }
+
+    /// Measuring starts (again) at `now`: the next sample's bytes were delivered since then.
+    pub fn begin(&mut self, now: Duration) {
+        self.last = Some(now);
+    }
+
+    /// One sample at `now` (any monotonic clock's offset): the ping's round trip, and the bytes
+    /// delivered since the previous sample. Returns the window after it.
+    pub fn observe(&mut self, now: Duration, rtt: Duration, delivered: u64) -> u32 {
+        let Some(last) = self.last.replace(now) else {
+            // The first sample only starts the clock of the delivery rate.
+            self.push_rtt(now, rtt);
+            return self.window;
+        };
+        let interval = now.saturating_sub(last).as_secs_f64();
+        if interval <= 0.0 {
+            return self.window;
+        }
+        self.push_rtt(now, rtt);
+        if self.rates.len() == RATE_SAMPLES {
+            self.rates.pop_front();
+        }
+        self.rates.push_back(delivered as f64 / interval);
+        self.samples += 1;
+        let (Some(min_rtt), Some(standing)) = (self.min_rtt(), self.standing()) else {
+            return self.window;
+        };
+        let rate = self.rates.iter().copied().fold(0.0, f64::max);
+        let wanted = (GAIN * rate * min_rtt.as_secs_f64()).clamp(f64::from(FLOOR), f64::from(CEILING));
+        let queueing = standing.saturating_sub(min_rtt);
+        let current = f64::from(self.window);
+        if queueing > allowance(min_rtt) && wanted < current {
+            self.window = wanted as u32;
+        } else if queueing <= allowance(min_rtt) / 4 && wanted > current {
+            self.window = wanted.min(2.0 * current).min(f64::from(CEILING)) as u32;
+        }
+        self.window
+    }
+
+    /// The lowest of the last [`RECENT`] round trips (see the module doc), once there are as many.
+    fn standing(&self) -> Option<Duration> {
+        if self.rtts.len() < RECENT {
+            return None;
+        }
+        self.rtts.iter().rev().take(RECENT).map(|&(_, rtt)| rtt).min()
+    }
+
+    fn push_rtt(&mut self, now: Duration, rtt: Duration) {
+        // Keep the last RECENT samples even when older than the span: `standing` needs them.
+        while self.rtts.len() > RECENT
+            && self.rtts.front().is_some_and(|&(at, _)| now.saturating_sub(at) > MIN_RTT_SPAN)
+        {
+            self.rtts.pop_front();
+        }
+        self.rtts.push_back((now, rtt));
+    }
+}
+
+#[cfg(test)]
+mod tests;

@@ -1,0 +1,164 @@
+//! The window rule on a simulated path: a bottleneck link of a given rate and base round trip,
+//! with a queue in front of it that holds whatever the window lets in beyond one BDP. The same
+//! scenarios run against today's rule (`chain::window_for`, fixed at dial), which must fail the
+//! shrinking one: that is the bug of issue 43.
+
+use super::*;
+use crate::chain::window_for;
+
+/// The ping gap of `meter` (a sample every round trip plus this).
+const GAP: Duration = Duration::from_millis(100);
+/// Samples per scenario: 40 round trips and more, as in a download of a few seconds.
+const STEPS: usize = 40;
+
+/// A link of `rate` bytes per second and `base` round trip with a queue that takes the excess.
+#[derive(Clone, Copy)]
+struct Link {
+    rate: f64,
+    base: Duration,
+}
+
+/// What the path does with `window`: (round trip, delivery rate). russh re-opens the window at
+/// half, so on average three quarters of it are in flight.
+impl Link {
+    fn carry(self, window: u32) -> (Duration, f64) {
+        let in_flight = 0.75 * f64::from(window);
+        let bdp = self.rate * self.base.as_secs_f64();
+        let queue = (in_flight - bdp).max(0.0);
+        let rtt = self.base + Duration::from_secs_f64(queue / self.rate);
+        let throughput = (in_flight / self.base.as_secs_f64()).min(self.rate);
+        (rtt, throughput)
+    }
+}
+
+/// Something that decides the window from samples.
+trait Rule {
+    fn window(&self) -> u32;
+    fn observe(&mut self, now: Duration, rtt: Duration, delivered: u64);
+}
+
+impl Rule for PathWindow {
+    fn window(&self) -> u32 {
+        PathWindow::window(self)
+    }
+    fn observe(&mut self, now: Duration, rtt: Duration, delivered: u64) {
+        PathWindow::observe(self, now, rtt, delivered);
+    }
+}
+
+/// Today's rule: the window `chain::window_for` chose from the dial's round trip, for good.
+struct Today(u32);
+
+impl Rule for Today {
+    fn window(&self) -> u32 {
+        self.0
+    }
+    fn observe(&mut self, _: Duration, _: Duration, _: u64) {}
+}
+
+/// What the path looked like at the end of a bulk transfer: (window, round trip, rate).
+fn bulk(link: Link, rule: &mut dyn Rule) -> (u32, Duration, f64) {
+    let mut now = Duration::ZERO;
+    let mut last = (link.base, 0.0);
+    for _ in 0..STEPS {
+        let (rtt, rate) = link.carry(rule.window());
+        let interval = rtt + GAP;
+        now += interval;
+        rule.observe(now, rtt, (rate * interval.as_secs_f64()) as u64);
+        last = (rtt, rate);
+    }
+    (rule.window(), last.0, last.1)
+}
+
+/// The path of issue 43: 25 ms each way, 50 Mbit/s.
+const SLOW: Link = Link { rate: 50e6 / 8.0, base: Duration::from_millis(50) };
+/// Today's best routed row: 50 ms, 1 Gbit/s.
+const FAST: Link = Link { rate: 1e9 / 8.0, base: Duration::from_millis(50) };
+
+/// A bulk download over a slow link: the queue the window built must go, the link stay full.
+fn shrinks_under_queueing(rule: &mut dyn Rule) -> Result<(), String> {
+    let start = rule.window();
+    let (window, rtt, rate) = bulk(SLOW, rule);
+    let bdp = SLOW.rate * SLOW.base.as_secs_f64();
+    let queued = rtt.saturating_sub(SLOW.base);
+    if f64::from(window) > 2.0 * GAIN * bdp || window >= start {
+        return Err(format!("window {window} B after a bulk transfer (was {start}), BDP {bdp:.0} B"));
+    }
+    if queued > SLOW.base {
+        return Err(format!("{queued:?} of queue left in front of every other channel"));
+    }
+    if rate < 0.95 * SLOW.rate {
+        return Err(format!("the link is no longer full: {rate:.0} B/s of {:.0}", SLOW.rate));
+    }
+    Ok(())
+}
+
+#[test]
+fn a_window_that_queues_on_a_slow_link_shrinks_to_about_two_bdp_and_keeps_the_link_full() {
+    let mut rule = PathWindow::new(window_for(Some(SLOW.base)));
+    // The dial measured the path unloaded, as `chain` seeds it.
+    rule.seed(Duration::ZERO, SLOW.base);
+    assert_eq!(shrinks_under_queueing(&mut rule), Ok(()));
+    assert!(rule.settled());
+}
+
+#[test]
+fn today_s_rule_fails_the_same_path_its_window_never_shrinks() {
+    let mut today = Today(window_for(Some(SLOW.base)));
+    let verdict = shrinks_under_queueing(&mut today);
+    assert!(verdict.is_err(), "today's fixed window passed: {verdict:?}");
+}
+
+#[test]
+fn an_empty_fast_path_grows_the_window_until_the_link_is_full() {
+    // A session dialled with OpenSSH's 2 MiB on a path that carries six times that per round trip.
+    let mut rule = PathWindow::new(2 * 1024 * 1024);
+    rule.seed(Duration::ZERO, FAST.base);
+    let (window, rtt, rate) = bulk(FAST, &mut rule);
+    let bdp = FAST.rate * FAST.base.as_secs_f64();
+    assert!(f64::from(window) >= GAIN * bdp * 0.9, "window {window} B, BDP {bdp:.0} B");
+    assert!(rate >= 0.95 * FAST.rate, "{rate:.0} B/s of {:.0}", FAST.rate);
+    assert!(rtt.saturating_sub(FAST.base) <= allowance(FAST.base), "queued {rtt:?}");
+    // Today's rule also fills this link, from its dial-time assumption of 1 Gbit/s.
+    let (_, _, today) = bulk(FAST, &mut Today(window_for(Some(FAST.base))));
+    assert!(today >= 0.95 * FAST.rate);
+}
+
+#[test]
+fn one_late_ping_on_a_loopback_path_is_not_a_queue() {
+    let lo = Link { rate: 1.6e9, base: Duration::from_micros(100) };
+    let mut rule = PathWindow::new(2 * 1024 * 1024);
+    rule.seed(Duration::ZERO, lo.base);
+    let mut now = Duration::ZERO;
+    for i in 0..STEPS {
+        let (rtt, rate) = lo.carry(rule.window());
+        // Every tenth ping waited 200 ms for a CPU: more than any allowance, once.
+        let rtt = if i % 10 == 5 { rtt + Duration::from_millis(200) } else { rtt };
+        now += rtt + GAP;
+        rule.observe(now, rtt, (rate * (rtt + GAP).as_secs_f64()) as u64);
+    }
+    assert_eq!(rule.window(), 2 * 1024 * 1024, "neither shrunk for the late pings nor grown");
+}
+
+#[test]
+fn a_rate_that_collapses_under_a_standing_queue_never_takes_the_window_below_the_floor() {
+    let mut rule = PathWindow::new(CEILING);
+    rule.seed(Duration::ZERO, Duration::from_millis(50));
+    let mut now = Duration::ZERO;
+    for _ in 0..STEPS {
+        now += Duration::from_secs(1);
+        rule.observe(now, Duration::from_secs(1), 1000);
+    }
+    assert_eq!(rule.window(), FLOOR);
+}
+
+#[test]
+fn until_it_has_measured_the_window_is_the_assumed_one_within_the_bounds() {
+    assert_eq!(PathWindow::new(1).window(), FLOOR);
+    assert_eq!(PathWindow::new(u32::MAX).window(), CEILING);
+    let mut rule = PathWindow::new(12_500_000);
+    rule.seed(Duration::ZERO, Duration::from_millis(50));
+    rule.observe(Duration::from_millis(200), Duration::from_secs(1), 5_000_000);
+    assert_eq!(rule.window(), 12_500_000, "one sample starts the clock, decides nothing");
+    assert!(!rule.settled());
+}
