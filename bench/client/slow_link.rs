@@ -1,38 +1,75 @@
-//! `slow-link`: a TCP forwarder that behaves like a long, narrow link, for benchmarks that need a
-//! round-trip time where the machine offers no netem (`tc qdisc … netem` needs a kernel module
-//! that containers often lack).
+//! `slow-link`: a TCP forwarder that behaves like a long, narrow link with a router buffer in
+//! front of it, for benchmarks that need a round trip where the kernel offers no netem (`tc qdisc
+//! … netem` needs a module that this kernel and many containers lack).
 //!
 //! ```text
-//! slow-link LISTEN_ADDR TARGET_ADDR RTT_MS MBIT
+//! slow-link LISTEN_ADDR TARGET_ADDR RTT_MS MBIT [QUEUE_KIB]
 //! ```
 //!
-//! Each direction of each accepted connection gets half the round-trip time as one-way delay and
-//! the given rate, with a queue of two bandwidth-delay products in front of the "wire": when that
-//! is full, the forwarder stops reading and TCP pushes back on the sender. Both ends talk to it
-//! over loopback, so TCP's own window never limits a transfer; what the link does limit is any
-//! window kept *above* TCP, such as an SSH channel's, which is what the routed benchmark shows.
+//! What it emulates: one bottleneck link per direction, shared by every connection through the
+//! forwarder (as a real link to a jump host is shared by every TCP connection to it), carrying
+//! MBIT with half the round trip as one-way delay, behind a FIFO buffer of a fixed size, the
+//! drop-tail queue of the router in front of it: QUEUE_KIB, by default one bandwidth-delay product
+//! of the link (the classic rule for sizing router buffers, Villamizar and Song, 1994), at least
+//! 64 KiB. A byte waits in that buffer for the bytes of *every* connection ahead of it.
+//!
+//! What it cannot emulate is the drop: it ends TCP on both sides, so when the buffer is full it
+//! stops reading and the sender's TCP feels back-pressure where a real one would lose a segment
+//! and back off. Either way the excess waits in the sender's own socket buffer, not in the
+//! router. So that it does not wait in *this* forwarder's socket buffers instead (on loopback the
+//! kernel would grow them to megabytes: a hidden second queue), they are kept small
+//! ([`SOCKET_BUFFER`]).
+//!
+//! Both ends talk to it over loopback, so TCP's own window never limits a transfer; what the link
+//! does limit is any window kept *above* TCP, such as an SSH channel's, which is what the routed
+//! benchmarks show, and how many bytes such a window parks in the buffer in front of other
+//! connections' bytes (`bench/shaped.sh`).
 
 use std::io::{Read, Write};
 use std::net::{Shutdown, SocketAddr, TcpListener, TcpStream};
-use std::sync::mpsc::{Receiver, SyncSender, sync_channel};
+use std::sync::mpsc::{Receiver, Sender, SyncSender, channel, sync_channel};
+use std::sync::{Arc, Condvar, Mutex};
 use std::time::{Duration, Instant};
 
 use anyhow::{Context, bail};
 
-const CHUNK: usize = 64 * 1024;
+/// What one read takes off a socket: a burst of segments.
+const CHUNK: usize = 16 * 1024;
+/// The receive buffer of each of the forwarder's sockets (the kernel doubles it).
+const SOCKET_BUFFER: i32 = 64 * 1024;
+/// Chunks on their way to one connection's receiver (in flight on the wire, not queued).
+const IN_FLIGHT: usize = 64 * 1024;
 
 #[derive(Clone, Copy)]
-struct Link {
+struct Shape {
     one_way: Duration,
     bytes_per_sec: f64,
-    /// Chunks that may wait in front of the wire.
+    /// The router buffer, in bytes.
     queue: usize,
+}
+
+/// A chunk in the buffer, with where it goes once it has crossed the link (`None`: the sender
+/// closed, the receiver's side is shut once the bytes before it are delivered).
+struct Packet {
+    arrived: Instant,
+    data: Option<Vec<u8>>,
+    out: SyncSender<(Instant, Option<Vec<u8>>)>,
+}
+
+/// One direction of the link: the buffer's fill (bytes) and the wire that empties it.
+struct Link {
+    queued: Mutex<usize>,
+    room: Condvar,
+    wire: Mutex<Sender<Packet>>,
+    shape: Shape,
 }
 
 fn main() -> anyhow::Result<()> {
     let args: Vec<String> = std::env::args().skip(1).collect();
-    let [listen, target, rtt_ms, mbit] = args.as_slice() else {
-        bail!("usage: slow-link LISTEN_ADDR TARGET_ADDR RTT_MS MBIT");
+    let (listen, target, rtt_ms, mbit, queue_kib) = match args.as_slice() {
+        [l, t, r, m] => (l, t, r, m, None),
+        [l, t, r, m, q] => (l, t, r, m, Some(q)),
+        _ => bail!("usage: slow-link LISTEN_ADDR TARGET_ADDR RTT_MS MBIT [QUEUE_KIB]"),
     };
     let listen: SocketAddr = listen.parse().with_context(|| format!("LISTEN_ADDR {listen}: not IP:PORT"))?;
     let target: SocketAddr = target.parse().with_context(|| format!("TARGET_ADDR {target}: not IP:PORT"))?;
@@ -43,9 +80,19 @@ fn main() -> anyhow::Result<()> {
         bail!("MBIT {mbit}: must be a number above 0");
     }
     let bytes_per_sec = rate * 1e6 / 8.0;
-    let bdp = bytes_per_sec * rtt.as_secs_f64();
-    let link = Link { one_way: rtt / 2, bytes_per_sec, queue: ((2.0 * bdp) as usize / CHUNK).max(16) };
+    let queue = match queue_kib {
+        Some(q) => q.parse::<usize>().with_context(|| format!("QUEUE_KIB {q}: not a number"))? * 1024,
+        None => ((bytes_per_sec * rtt.as_secs_f64()) as usize).max(64 * 1024),
+    };
+    let shape = Shape { one_way: rtt / 2, bytes_per_sec, queue };
+    eprintln!(
+        "slow-link: {rtt:?} round trip, {rate} Mbit/s, a shared buffer of {} KiB per direction",
+        queue / 1024
+    );
+    let up = link(shape);
+    let down = link(shape);
     let listener = TcpListener::bind(listen).with_context(|| format!("listening on {listen}"))?;
+    small_buffer(&listener);
     for client in listener.incoming() {
         let client = match client {
             Ok(c) => c,
@@ -54,8 +101,9 @@ fn main() -> anyhow::Result<()> {
                 continue;
             }
         };
+        let (up, down) = (up.clone(), down.clone());
         std::thread::spawn(move || {
-            if let Err(e) = serve(client, target, link) {
+            if let Err(e) = serve(client, target, &up, &down) {
                 eprintln!("slow-link: {e:#}");
             }
         });
@@ -63,59 +111,112 @@ fn main() -> anyhow::Result<()> {
     Ok(())
 }
 
-fn serve(client: TcpStream, target: SocketAddr, link: Link) -> anyhow::Result<()> {
+/// One direction of the link, with its wire thread.
+fn link(shape: Shape) -> Arc<Link> {
+    let (tx, rx) = channel();
+    let link = Arc::new(Link { queued: Mutex::new(0), room: Condvar::new(), wire: Mutex::new(tx), shape });
+    let l = link.clone();
+    std::thread::spawn(move || wire(&l, rx));
+    link
+}
+
+#[cfg(target_os = "linux")]
+fn small_buffer(socket: &impl std::os::fd::AsRawFd) {
+    let size = SOCKET_BUFFER;
+    // SAFETY: setsockopt reads one c_int we own from a socket we own.
+    unsafe {
+        libc::setsockopt(
+            socket.as_raw_fd(),
+            libc::SOL_SOCKET,
+            libc::SO_RCVBUF,
+            (&size as *const i32).cast(),
+            std::mem::size_of::<i32>() as libc::socklen_t,
+        );
+    }
+}
+
+#[cfg(not(target_os = "linux"))]
+fn small_buffer<T>(_: &T) {}
+
+fn serve(client: TcpStream, target: SocketAddr, up: &Arc<Link>, down: &Arc<Link>) -> anyhow::Result<()> {
     // The kernel completed the client's connect at once; hold the far end back instead, so its
     // first bytes (sshd's banner) arrive a round trip later, as over the real link.
-    std::thread::sleep(link.one_way);
+    std::thread::sleep(up.shape.one_way);
     let server = TcpStream::connect(target).with_context(|| format!("connecting to {target}"))?;
+    small_buffer(&server);
     for s in [&client, &server] {
         s.set_nodelay(true)?;
     }
-    let up = direction(client.try_clone()?, server.try_clone()?, link);
-    let down = direction(server, client, link);
-    for handle in [up, down] {
+    let a = direction(client.try_clone()?, server.try_clone()?, up.clone());
+    let b = direction(server, client, down.clone());
+    for handle in [a, b] {
         // A direction that failed has already shut its sockets down; the other one ends with it.
         let _ = handle.join();
     }
     Ok(())
 }
 
-/// Forwards `from` → `to` through the emulated link: a reader that queues what arrives with its
-/// arrival time, and a wire that delivers each chunk once the link is free and the delay passed.
-fn direction(from: TcpStream, to: TcpStream, link: Link) -> std::thread::JoinHandle<()> {
-    let (tx, rx) = sync_channel::<(Instant, Vec<u8>)>(link.queue);
+/// Forwards `from` → `to` across `link`: a reader that queues what arrives in the link's buffer
+/// (waiting for room), and a receiver side that delivers each chunk when it has crossed.
+fn direction(mut from: TcpStream, mut to: TcpStream, link: Arc<Link>) -> std::thread::JoinHandle<()> {
+    let (out, arrivals) = sync_channel::<(Instant, Option<Vec<u8>>)>(IN_FLIGHT);
     std::thread::spawn(move || {
-        let wire = std::thread::spawn(move || wire(rx, to, link));
-        read(from, tx);
-        let _ = wire.join();
+        let receiver = std::thread::spawn(move || deliver(arrivals, &mut to));
+        let mut buf = vec![0u8; CHUNK];
+        loop {
+            let n = match from.read(&mut buf) {
+                // EOF (or an error, which ends the stream the same way): the receiver half-closes.
+                Ok(0) | Err(_) => 0,
+                Ok(n) => n,
+            };
+            let data = (n > 0).then(|| buf[..n].to_vec());
+            if n > 0 {
+                let mut queued = link.queued.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
+                // Drop-tail, as back-pressure: a chunk that does not fit waits for room.
+                while *queued > 0 && *queued + n > link.shape.queue {
+                    queued = link.room.wait(queued).unwrap_or_else(std::sync::PoisonError::into_inner);
+                }
+                *queued += n;
+            }
+            let packet = Packet { arrived: Instant::now(), data, out: out.clone() };
+            let sent = link.wire.lock().map(|w| w.send(packet).is_ok()).unwrap_or(false);
+            if n == 0 || !sent {
+                let _ = from.shutdown(Shutdown::Read);
+                break;
+            }
+        }
+        drop(out);
+        let _ = receiver.join();
     })
 }
 
-fn read(mut from: TcpStream, tx: SyncSender<(Instant, Vec<u8>)>) {
-    let mut buf = vec![0u8; CHUNK];
-    loop {
-        match from.read(&mut buf) {
-            // EOF (or an error, which ends the stream the same way): the wire half-closes `to`.
-            Ok(0) | Err(_) => return,
-            Ok(n) => {
-                if tx.send((Instant::now(), buf[..n].to_vec())).is_err() {
-                    let _ = from.shutdown(Shutdown::Both);
-                    return;
-                }
-            }
+/// The wire: takes chunks off the buffer in arrival order, one at a time at the link's rate, and
+/// hands each to its connection's receiver with the time it arrives there.
+fn wire(link: &Link, rx: Receiver<Packet>) {
+    let mut free_at = Instant::now();
+    for packet in rx {
+        let len = packet.data.as_ref().map_or(0, Vec::len);
+        let start = free_at.max(packet.arrived);
+        free_at = start + Duration::from_secs_f64(len as f64 / link.shape.bytes_per_sec);
+        if let Some(wait) = free_at.checked_duration_since(Instant::now()) {
+            std::thread::sleep(wait);
         }
+        {
+            let mut queued = link.queued.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
+            *queued = queued.saturating_sub(len);
+        }
+        link.room.notify_all();
+        // A receiver that is gone (its connection failed) takes nothing more.
+        let _ = packet.out.send((free_at + link.shape.one_way, packet.data));
     }
 }
 
-fn wire(rx: Receiver<(Instant, Vec<u8>)>, mut to: TcpStream, link: Link) {
-    let mut free_at = Instant::now();
-    for (arrived, data) in rx {
-        let start = free_at.max(arrived);
-        free_at = start + Duration::from_secs_f64(data.len() as f64 / link.bytes_per_sec);
-        let due = free_at + link.one_way;
+fn deliver(arrivals: Receiver<(Instant, Option<Vec<u8>>)>, to: &mut TcpStream) {
+    for (due, data) in arrivals {
         if let Some(wait) = due.checked_duration_since(Instant::now()) {
             std::thread::sleep(wait);
         }
+        let Some(data) = data else { break };
         if to.write_all(&data).is_err() {
             let _ = to.shutdown(Shutdown::Both);
             return;
