@@ -361,6 +361,73 @@ def routed_figures(rec, figures):
                               f"{s['p95_ms']:.2f} ms over {k['n']} pages each (issue 24; lower is better)", plot=False))
 
 
+def shaped_figures(rec, figures):
+    """bench/shaped.sh: per link profile, kharond against ssh -D through the same shaped path.
+    Ratios are per repetition (kharond's figure over ssh -D's in the same repetition)."""
+    profiles = defaultdict(lambda: defaultdict(list))
+    first = defaultdict(dict)
+    for r in rec["shaped"]:
+        key = (r["rtt_ms"], r["mbit"])
+        if r["kind"] == "rep":
+            profiles[key][r["path"]].append(r)
+        else:
+            first[key][r["path"]] = r
+    q = lambda v, p: statistics.quantiles(v, n=100, method="inclusive")[p - 1] if len(v) > 1 else (v[0] if v else None)
+    run = rec["shaped_run"][0] if rec["shaped_run"] else {}
+    load = f"load {run.get('load_before', '?')} → {run.get('load_after', '?')}" if run else ""
+    for (rtt, mbit), paths in sorted(profiles.items(), key=lambda kv: (kv[0][1], kv[0][0])):
+        k, s = paths.get("kharond", []), paths.get("ssh -D", [])
+        if not k or not s:
+            continue
+        slow = mbit < 1000
+        where = f"shaped {rtt / 2:g} ms each way, {mbit:g} Mbit/s"
+        link_mb_s = mbit / 8
+
+        def lat(field, p, target, label, extra=""):
+            ks = [q(r[field], p) for r in k]
+            ss = [q(r[field], p) for r in s]
+            pairs = [a / b for a, b in zip(ks, ss) if a is not None and b]
+            if not pairs:
+                return
+            figures.append(ratio_figure(
+                f"{where}: {label}: kharond / ssh -D", pairs, target, at_least=False,
+                note=f"{med([x for x in ks if x is not None]):.0f} / {med([x for x in ss if x is not None]):.0f} ms "
+                     f"({', '.join(f'{a:.0f}/{b:.0f}' for a, b in zip(ks, ss) if a is not None and b is not None)} "
+                     f"per repetition){extra}; {load}"))
+        lat("idle_ms", 50, 1.1, "small request p50, idle", "; target: unchanged, within 10 % of ssh -D as before")
+        lat("idle_ms", 95, None, "small request p95, idle")
+        lat("down_new_ms", 50, 0.5 if slow else None, "small request p50 during a bulk download")
+        lat("down_new_ms", 95, None, "small request p95 during a bulk download")
+        lat("down_alive_ms", 50, None, "kept-alive small request p50 during a bulk download")
+        lat("up_new_ms", 50, None, "small request p50 during a bulk upload")
+        lat("up_alive_ms", 50, None, "kept-alive small request p50 during a bulk upload")
+        kr, sr = [r["down_mb_s"] for r in k], [r["down_mb_s"] for r in s]
+        target = 0.95 if slow else 2.5
+        c = link_mb_s / med(sr) if med(sr) > 0 else None
+        ceiling = (c, f"the link itself carries {link_mb_s:.1f} MB/s, {c:.2f}× ssh -D's {med(sr):.1f} MB/s") if c else None
+        figures.append(ratio_figure(f"{where}: bulk download rate: kharond / ssh -D", pair_ratios(kr, sr), target,
+                                    ceiling=ceiling,
+                                    note=f"{med(kr):.2f} / {med(sr):.2f} MB/s (link {link_mb_s:.2f} MB/s); "
+                                         f"upload {med([r['up_mb_s'] for r in k]):.2f} / "
+                                         f"{med([r['up_mb_s'] for r in s]):.2f} MB/s; {load}"))
+        share = lambda r: min(r["two_mb_s"]) / max(r["two_mb_s"]) if max(r["two_mb_s"]) > 0 else 0.0
+        kf, sf = [share(r) for r in k], [share(r) for r in s]
+        f = Figure(f"{where}: two bulk downloads at once, slower / faster (kharond)", med(kf), "x", 0.8, True,
+                   verdict(med(kf), 0.8, True),
+                   "MB/s each: kharond " + ", ".join("/".join(f"{x:.2f}" for x in r["two_mb_s"]) for r in k)
+                   + "; ssh -D " + ", ".join("/".join(f"{x:.2f}" for x in r["two_mb_s"]) for r in s)
+                   + f" (ssh -D's share {med(sf):.2f}); {load}", min(kf), max(kf))
+        figures.append(f)
+        fk, fs = first[(rtt, mbit)].get("kharond"), first[(rtt, mbit)].get("ssh -D")
+        if fk and fs and fk["new_ms"] and fs["new_ms"]:
+            a, b = q(fk["new_ms"], 50), q(fs["new_ms"], 50)
+            figures.append(Figure(f"{where}: small request p50 during the *first* bulk download after start: "
+                                  f"kharond / ssh -D", a / b, "x", None, False, "reported",
+                                  f"{a:.0f} / {b:.0f} ms: kharond measures the path during its first transfer and "
+                                  f"runs with the window it assumed until then (docs/ssh-engine.md, "
+                                  f"\"Windows that follow the path\"); {load}", plot=False))
+
+
 def page(rec, figures):
     m = rec["machine"][0] if rec["machine"] else {}
     ciphers = rec["cipher"]
@@ -382,6 +449,9 @@ def page(rec, figures):
         f"| microsocks, dante | {m.get('microsocks') or 'not installed'}, {m.get('dante') or 'not installed'} (Debian) |",
         f"| rustc | {m.get('rustc', '?')} |",
     ]
+    for run in rec["shaped_run"][:1]:
+        out.append(f"| shaped rows | {run['date']}, {run['kharond']}; load average {run['load_before']} before, "
+                   f"{run['load_after']} after (`bench/shaped.sh`, which can run alone) |")
     if ciphers:
         neg = "; ".join(f"{c['client']}: **{c['cipher']}**" for c in ciphers)
         out.append(f"| ciphers, default vs default | {neg} (sshd LogLevel DEBUG) |")
@@ -448,6 +518,7 @@ def main():
     figures = []
     direct_figures(rec, figures)
     routed_figures(rec, figures)
+    shaped_figures(rec, figures)
     memory_figures(rec, figures)
     text = page(rec, figures)
     # What follows KEPT on the page (bench/idle.sh's section, one-off measurements written by

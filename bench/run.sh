@@ -14,6 +14,10 @@
 #   3 hops and over a 50 ms link, then each side's default cipher; warm setup; connections per
 #   second with 64 workers (with each process's CPU per connection, and the ceiling they imply);
 #   browser-like page loads;
+# - bench/shaped.sh: the first jump host behind a shaped link (25 ms each way at 50 Mbit/s, 10 ms at
+#   200 Mbit/s, 50 ms at 1 Gbit/s), kharond against `ssh -D`: small requests idle and beside a bulk
+#   download or upload, the download's rate, two downloads at once (issue 43). Runs alone too and
+#   then rewrites only its own rows of the page: `bench/shaped.sh` (about five minutes);
 # - bench/owner_check.sh: connection setup of a password-less kharond with and without the check
 #   of who owns the client's socket (issue 33);
 # - bench/inventory.sh: a 50,000-cluster inventory (start, RSS, PAC size);
@@ -46,10 +50,12 @@ fi
 if [ "$QUICK" = 1 ]; then
   BYTES=$((16 << 20)); RUNS=2; CONNS=100; RATE_CONNS=500; IDLE=200,1000; LINK_BYTES=$((8 << 20))
   R_MIB=16; R_CONNS=50; R_RUNS=2; R_HOPS_RUNS=2; SLOW_MIB=8; SLOW_CONNS=10; SLOW_RUNS=2; R_RATE=300; R_PAGES=5
+  SHAPED_SECONDS=3; SHAPED_REPS=1
   INV_RUNS=1; OWNER_PAIRS=2; CRITERION=(--warm-up-time 0.2 --measurement-time 0.5)
 else
   BYTES=$((1 << 30)); RUNS=9; CONNS=2000; RATE_CONNS=10000; IDLE=1000,9000; LINK_BYTES=$((256 << 20))
   R_MIB=1024; R_CONNS=500; R_RUNS=15; R_HOPS_RUNS=9; SLOW_MIB=256; SLOW_CONNS=100; SLOW_RUNS=5; R_RATE=5000; R_PAGES=100
+  SHAPED_SECONDS=8; SHAPED_REPS=2
   INV_RUNS=3; OWNER_PAIRS=6; CRITERION=(--warm-up-time 1 --measurement-time 3)
 fi
 
@@ -74,6 +80,8 @@ for hops in 2 3; do
 done
 echo "== routed, same cipher, 50 ms and 1 Gbit/s to the jump host"
 RTT_MS=50 bench/routed.sh "$SLOW_MIB" "$SLOW_CONNS" "$SLOW_RUNS"
+echo "== shaped first link: small requests beside bulk transfers, 3 link profiles"
+PHASE_SECONDS=$SHAPED_SECONDS REPS=$SHAPED_REPS WARMUP=$SHAPED_SECONDS bench/shaped.sh
 echo "== routed, each side's default cipher"
 CIPHER=default bench/routed.sh "$R_MIB" "$R_CONNS" "$R_RUNS"
 
