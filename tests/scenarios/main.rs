@@ -2,6 +2,7 @@
 //! module is a theme. Every scenario has its own temporary HOME and ephemeral ports.
 
 mod activation;
+mod adaptive_window;
 mod channel_close;
 mod cluster_trust;
 mod clusters;
