@@ -132,19 +132,23 @@ impl Meter {
             let now = (self.moved)();
             let delivered = now.saturating_sub(moved);
             moved = now;
-            let window = match self.rule().as_mut() {
-                Some(rule) => rule.observe(self.born.elapsed(), rtt, delivered),
-                None => return,
-            };
+            let mut rule = self.rule();
+            let Some(rule) = rule.as_mut() else { return };
+            if delivered < BUSY {
+                // Too little moved to say anything of the path's rate (BBR's application-limited
+                // samples): ten small requests would fill the rate filter with their trickle, and
+                // a ping that waited for a busy CPU would then shrink the window to it. Their
+                // round trip may still be the path's lowest.
+                rule.seed(self.born.elapsed(), rtt);
+                return;
+            }
+            let window = rule.observe(self.born.elapsed(), rtt, delivered);
             tracing::trace!(
                 rtt_ms = rtt.as_secs_f64() * 1e3,
                 delivered,
                 window_kib = window / 1024,
                 "path sample"
             );
-            if delivered < BUSY {
-                return;
-            }
         }
     }
 }
