@@ -106,6 +106,7 @@ pub async fn start(cli: &Cli) -> Result<(), Error> {
 pub struct Loaded {
     source: Inventory,
     own_hosts: kharon_shared::trust::OwnHosts,
+    anchors: kharon_shared::anchor::Anchors,
     table: LoadedTable,
     pool: kharon_ssh::Pool,
     max_connections: usize,
@@ -132,7 +133,7 @@ impl Loaded {
             None => Inventory::Cache(kharon_shared::cache::path(&config.cache_dir.value)),
         };
         let own_hosts = config.own_hosts();
-        let table = table::load_at_start(&source, &own_hosts).map_err(|cause| {
+        let read = table::read_at_start(&source, &own_hosts).map_err(|cause| {
             // The cache error already says to run `kharonctl update`; add the other way in.
             let hint = match &source {
                 Inventory::Cache(_) => {
@@ -143,6 +144,23 @@ impl Loaded {
             };
             Error::Inventory { cause, hint }
         })?;
+        let env: HashMap<String, String> = std::env::vars().collect();
+        let home = env.get("HOME").map(PathBuf::from).unwrap_or_else(|| PathBuf::from("/"));
+        let system_ssh_config = system_ssh_config(&config.ssh_config, &env);
+        let pool = kharon_ssh::Pool::new(kharon_ssh::PoolSettings {
+            ssh_config: config.ssh_config.value.clone(),
+            system_ssh_config,
+            home,
+            env,
+            connect_timeout: config.connect_timeout.value,
+        })
+        .map_err(Error::SshConfig)?;
+        // The jump hosts' HostNames anchor their clusters' dynamic names: resolved before the
+        // table is compiled, which decides which jump hosts the check below resolves for good.
+        let anchors = config.anchors();
+        let jumphosts = read.jumphosts();
+        let with_host_names = read.anchors(&anchors, &jumphosts, &|jumphost| pool.host_name(jumphost));
+        let table = read.compile(&with_host_names);
         if table.missing {
             tracing::warn!(
                 "{} to fetch the clusters from Lieutenant ({} does not exist, so every host goes direct \
@@ -163,17 +181,6 @@ impl Loaded {
         );
         table::log_report(&table.table);
 
-        let env: HashMap<String, String> = std::env::vars().collect();
-        let home = env.get("HOME").map(PathBuf::from).unwrap_or_else(|| PathBuf::from("/"));
-        let system_ssh_config = system_ssh_config(&config.ssh_config, &env);
-        let pool = kharon_ssh::Pool::new(kharon_ssh::PoolSettings {
-            ssh_config: config.ssh_config.value.clone(),
-            system_ssh_config,
-            home,
-            env,
-            connect_timeout: config.connect_timeout.value,
-        })
-        .map_err(Error::SshConfig)?;
         // The engine's errors name the jump host themselves; routing through it fails until fixed.
         for (_, error) in pool.validate(&table.table.jumphosts()) {
             tracing::warn!(
@@ -181,7 +188,7 @@ impl Loaded {
                 kharon_shared::errors::Chain(&error)
             );
         }
-        Ok(Loaded { source, own_hosts, table, pool, max_connections, reload_deadline: None })
+        Ok(Loaded { source, own_hosts, anchors, table, pool, max_connections, reload_deadline: None })
     }
 }
 
@@ -319,8 +326,8 @@ pub async fn serve(
         connect_timeout: config.connect_timeout.value,
         max_connections: loaded.max_connections,
     };
-    let Loaded { source, own_hosts, table, pool, reload_deadline, .. } = loaded;
-    let mut routes = InForce::new(source, own_hosts, Generation { table, pool });
+    let Loaded { source, own_hosts, anchors, table, pool, reload_deadline, .. } = loaded;
+    let mut routes = InForce::new(source, own_hosts, anchors, Generation { table, pool });
     if let Some(deadline) = reload_deadline {
         routes = routes.with_reload_deadline(deadline);
     }

@@ -19,7 +19,8 @@ fn synthetic_inventory() -> Vec<Cluster> {
             let base = format!("c-{i:05}.zone{}.vshnmanaged.net", i % 40);
             let mut facts = Map::new();
             facts.insert("distribution".into(), json!("openshift4"));
-            facts.insert("jumphost".into(), json!(format!("jump-zone{}-{}", i % 40, i % 7)));
+            // A host name, as VSHN's jump hosts are: it anchors the cluster's dynamic names (issue 41).
+            facts.insert("jumphost".into(), json!(format!("jump{}.zone{}.vshnmanaged.net", i % 7, i % 40)));
             if i % 2 == 0 {
                 facts.insert(
                     "jumphostDomains".into(),

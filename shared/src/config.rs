@@ -131,6 +131,18 @@ pub struct Config {
     /// set (`allow_other_users = true`): other local users would act with the engineer's SSH
     /// identity in every customer network (issue 33).
     pub allow_other_users: Setting<bool>,
+    /// Zones in which any cluster's dynamic facts may route names, beside each cluster's own
+    /// anchors (`anchor`, issue 41): normalised, e.g. `appuio.cloud`.
+    pub dynamic_domains: Setting<Vec<String>>,
+}
+
+/// Why a `dynamic_domains` entry is refused.
+#[derive(Debug, thiserror::Error)]
+pub enum DynamicDomainError {
+    #[error(transparent)]
+    Name(#[from] crate::inventory::SuffixError),
+    #[error(transparent)]
+    Refused(#[from] crate::trust::Refusal),
 }
 
 /// A listen value written as `NAME:PORT` (e.g. `localhost:12000`) and what the name resolved to
@@ -207,6 +219,8 @@ pub enum Error {
     UrlWhitespace { setting: &'static str, origin: Source, value: String },
     #[error("[socks] in {}: username and password must both be set and non-empty", path.display())]
     HalfAuth { path: PathBuf },
+    #[error("dynamic_domains (from {origin}): {value:?} cannot be a zone for dynamic names")]
+    DynamicDomain { origin: Source, value: String, source: Box<DynamicDomainError> },
     #[error(transparent)]
     Paths(#[from] paths::Error),
 }
@@ -229,6 +243,7 @@ struct FileConfig {
     oidc_discovery_url: Option<String>,
     passbolt_url: Option<String>,
     allow_other_users: Option<bool>,
+    dynamic_domains: Option<Vec<String>>,
 }
 
 #[derive(Debug, Default, Deserialize)]
@@ -471,8 +486,14 @@ impl Config {
             None => Setting::new(false, Source::Default),
         };
 
+        let dynamic_domains = match &file_cfg.dynamic_domains {
+            None => Setting::new(Vec::new(), Source::Default),
+            Some(zones) => Setting::new(dynamic_domains(zones, &from_file)?, from_file()),
+        };
+
         let config = Config {
             allow_other_users,
+            dynamic_domains,
             file,
             dotenv_file: dotenv.map(|d| d.path.clone()),
             listen,
@@ -543,6 +564,11 @@ impl Config {
         own
     }
 
+    /// The anchors every cluster has: the zones of `dynamic_domains` (`anchor`).
+    pub fn anchors(&self) -> crate::anchor::Anchors {
+        crate::anchor::Anchors::new(&self.dynamic_domains.value)
+    }
+
     /// The one rule for every SOCKS listener, however it came (`--listen`, the config file, a
     /// socket handed over by systemd): a non-loopback address needs a SOCKS username and password.
     pub fn check_listener(&self, addr: SocketAddr, origin: Source) -> Result<(), Error> {
@@ -551,6 +577,25 @@ impl Config {
         }
         Ok(())
     }
+}
+
+/// The config file's `dynamic_domains`, normalised. A public suffix is refused: it would let every
+/// cluster route every domain under it, which is what the anchors are there to stop.
+fn dynamic_domains(zones: &[String], origin: &dyn Fn() -> Source) -> Result<Vec<String>, Error> {
+    let mut out = Vec::with_capacity(zones.len());
+    for value in zones {
+        let refuse = |source: DynamicDomainError| Error::DynamicDomain {
+            origin: origin(),
+            value: value.clone(),
+            source: Box::new(source),
+        };
+        let zone = crate::inventory::normalize_suffix(value).map_err(|e| refuse(e.into()))?;
+        crate::trust::judge_name(&zone, false).map_err(|e| refuse(e.into()))?;
+        if !out.contains(&zone) {
+            out.push(zone);
+        }
+    }
+    Ok(out)
 }
 
 /// The process environment, as [`Config::load_resolving`] takes it: a variable that is set, even
@@ -1150,6 +1195,23 @@ mod tests {
         let env = [(env::OIDC_DISCOVERY_URL, "https://id.example.net/realms/x".to_string())];
         let cfg = load(&Overrides::default(), &env, dir.path()).unwrap();
         assert_eq!(hosts(&cfg)[2], ("id.example.net".into(), "the OIDC issuer".into()));
+    }
+
+    #[test]
+    fn dynamic_domains_are_normalised_zones_and_never_a_public_suffix() {
+        let (dir, path) = write_config("dynamic_domains = [\"APPUiO.cloud.\", \"appuio.cloud\", \"corp\"]\n");
+        let ov = Overrides { config: Some(path.clone()), ..Default::default() };
+        let cfg = load(&ov, &[], dir.path()).unwrap();
+        assert_eq!(cfg.dynamic_domains.value, ["appuio.cloud", "corp"]);
+        assert_eq!(cfg.dynamic_domains.source, Source::File(path));
+        assert_eq!(cfg.anchors().zones(), ["appuio.cloud", "corp"]);
+        assert!(load(&Overrides::default(), &[], dir.path()).unwrap().dynamic_domains.value.is_empty());
+        for (text, why) in [("[\"co.uk\"]", "co.uk is a public suffix"), ("[\"a b\"]", "is not allowed")] {
+            let (dir, path) = write_config(&format!("dynamic_domains = {text}\n"));
+            let ov = Overrides { config: Some(path), ..Default::default() };
+            let err = crate::errors::chain(&load(&ov, &[], dir.path()).unwrap_err());
+            assert!(err.contains("dynamic_domains (from ") && err.contains(why), "{err}");
+        }
     }
 
     #[test]

@@ -14,11 +14,17 @@
 //! - [`secret`]: [`Secret`], a string that `Debug` never shows, for every credential held in memory.
 //! - [`time`]: Unix times as RFC 3339 (certificate validity in messages, token expiry).
 //! - [`text`]: data made safe to show: control characters escaped visibly, table cells capped.
+//! - [`anchor`]: the domains a cluster's dynamic facts may route in, tied to it by something other
+//!   than the cluster (its static facts, the engineer's ssh_config and config file).
+//! - [`changes`]: what a new routing table routes and refuses that the one it replaces did not,
+//!   per cluster (`kharonctl update`, kharond's reload).
 //! - [`trust`]: the trust model of the inventory: static facts (VSHN's) against dynamic ones (the
 //!   cluster's), and the bounds on what a cluster may route.
 //! - [`wildcard`]: the one `*`/`?` matcher (ssh config and known_hosts patterns, cluster id filters).
 
+pub mod anchor;
 pub mod cache;
+pub mod changes;
 pub mod config;
 pub mod errors;
 pub mod files;

@@ -29,6 +29,7 @@
 //! A `RoutingTable` is immutable after `compile`, hence `Send + Sync`; the daemon swaps whole tables
 //! on reload instead of editing one in place.
 
+use crate::anchor::Anchors;
 use crate::inventory::{self, Cluster, MAX_NAME_LEN, SuffixError};
 use crate::trust::{self, OwnHosts, Refusal, Refused, Tier};
 use std::collections::HashMap;
@@ -305,16 +306,17 @@ impl RoutingTable {
         Self::default()
     }
 
-    /// Builds the table, with no host of kharon's own to protect: [`RoutingTable::compile_with`].
+    /// Builds the table, with no host of kharon's own to protect and no anchor but each
+    /// cluster's static names: [`RoutingTable::compile_with`].
     pub fn compile(clusters: &[Cluster]) -> Self {
-        Self::compile_with(clusters, &OwnHosts::default())
+        Self::compile_with(clusters, &OwnHosts::default(), &Anchors::default())
     }
 
     /// Builds the table. Never fails: a bad fact becomes a warning in [`RoutingTable::report`], a
     /// name the trust model refuses a [`Refused`] there, and the rest of the inventory still
-    /// routes. No dynamic name may cover a host in `own`. The result does not depend on the order
-    /// of `clusters`.
-    pub fn compile_with(clusters: &[Cluster], own: &OwnHosts) -> Self {
+    /// routes. No dynamic name may cover a host in `own`, nor lie outside its cluster's `anchors`.
+    /// The result does not depend on the order of `clusters`.
+    pub fn compile_with(clusters: &[Cluster], own: &OwnHosts, anchors: &Anchors) -> Self {
         let mut report = CompileReport { clusters_total: clusters.len(), ..CompileReport::default() };
 
         // Sorted first so that warnings, tie-breaks and member indices follow cluster id order.
@@ -343,7 +345,7 @@ impl RoutingTable {
             } else {
                 match cluster.jumphost_fact() {
                     Ok(Some(jumphost)) => {
-                        if let Some(g) = gather(cluster, jumphost, own, &mut said) {
+                        if let Some(g) = gather(cluster, jumphost, own, anchors, &mut said) {
                             gathered.push((told.len(), g));
                         }
                     }
@@ -612,14 +614,15 @@ fn classify<'b>(host: &'b str, buf: &'b mut [u8; MAX_NAME_LEN]) -> Host<'b> {
     }
 }
 
-/// One cluster with a jump host, as far as its own facts and `own` decide: its valid names minus
-/// those the trust model refuses by themselves or because they cover a host of kharon's own, split
-/// into the live ones and those its own exclusions kill. `None` (with a warning) when it asks to
-/// route nothing at all.
+/// One cluster with a jump host, as far as its own facts, `own` and `anchors` decide: its valid
+/// names minus those the trust model refuses by themselves, because they cover a host of kharon's
+/// own or because they lie outside the cluster's anchors, split into the live ones and those its
+/// own exclusions kill. `None` (with a warning) when it asks to route nothing at all.
 fn gather<'c>(
     cluster: &'c Cluster,
     jumphost: &'c str,
     own: &OwnHosts,
+    anchors: &Anchors,
     (warnings, refused): &mut (Vec<String>, Vec<Refused>),
 ) -> Option<Gathered<'c>> {
     let id = cluster.id.as_str();
@@ -635,18 +638,24 @@ fn gather<'c>(
         ));
         return None;
     }
+    let is_dynamic = |suffix: &str| facts.dynamic.iter().any(|d| d.suffix == suffix);
+    let statics: Vec<&str> = facts.include.iter().map(String::as_str).filter(|s| !is_dynamic(s)).collect();
+    let anchored = anchors.of(jumphost, &statics);
     let mut include = Vec::with_capacity(facts.include.len());
-    for suffix in facts.include {
-        let Some(dynamic) = facts.dynamic.iter().find(|d| d.suffix == suffix) else {
-            include.push((suffix, Tier::Static, None));
+    for suffix in &facts.include {
+        let Some(dynamic) = facts.dynamic.iter().find(|d| d.suffix == *suffix) else {
+            include.push((suffix.clone(), Tier::Static, None));
             continue;
         };
-        match own.covered_by(&suffix) {
-            Some(host) => refused.push(cluster.refused_fact(
+        if let Some(host) = own.covered_by(suffix) {
+            refused.push(cluster.refused_fact(
                 dynamic.fact,
-                Refusal::OwnHost { name: suffix, host: host.host.clone(), what: host.what.clone() },
-            )),
-            None => include.push((suffix, dynamic.tier, Some(dynamic.fact))),
+                Refusal::OwnHost { name: suffix.clone(), host: host.host.clone(), what: host.what.clone() },
+            ));
+        } else if !anchored.hold(suffix) {
+            refused.push(cluster.refused_fact(dynamic.fact, anchored.refusal(suffix)));
+        } else {
+            include.push((suffix.clone(), dynamic.tier, Some(dynamic.fact)));
         }
     }
     let (live, dead): (Vec<Tiered>, Vec<Tiered>) = include

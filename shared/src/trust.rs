@@ -1,6 +1,7 @@
 //! The trust model of the inventory: who says what about a cluster, and what each may make kharon
 //! do (issue 33). `inventory` reads the facts and asks [`judge_name`] about each name; `routing`
-//! asks [`OwnHosts`] and [`arbitrate`] about the names of all clusters together; kharonctl's
+//! asks [`OwnHosts`], the cluster's anchors (`anchor`, issue 41) and [`arbitrate`] about the names
+//! of all clusters together; kharonctl's
 //! kubeconfigs follow the same split (no code from a dynamic fact). README, "Security", says the
 //! same for users.
 //!
@@ -23,14 +24,24 @@
 //!     anyway; a static `oidcIssuer`/`oidcClientId` wins over the dynamic one.
 //!
 //!   They may not:
+//!   - route a name outside the cluster's **anchors** ([`Refusal::Unanchored`]), the domains
+//!     something other than the cluster ties to it: the registrable domains of its static names
+//!     (`jumphost` when a host name, each `jumphostDomains` entry) and of the `HostName` the
+//!     engineer's ssh_config gives its jump host, and the zones of the config file's
+//!     `dynamic_domains` (`anchor`). This is what keeps a cluster-admin from pulling the rest of
+//!     the internet (`api.github.com`, another customer's domain) through the cluster's network,
+//!     where its DNS answers and its proxy reads plain HTTP: no one but the cluster says those
+//!     names are the cluster's, and the cluster's word alone counts only inside a domain someone
+//!     else tied to it. kharonctl, without an ssh_config engine, judges without the `HostName`s
+//!     and says so;
 //!   - become code: no `exec` entry, command, argument list or executed path comes from a dynamic
 //!     fact (a dynamic `kubeconfigAuthInfo` is ignored, with a warning);
 //!   - claim a public suffix, a registrable domain or a top-level domain ([`judge_name`]): that
 //!     would capture every host of a customer, of VSHN, or of a country that no cluster claims;
 //!   - claim a name at or above a host kharon itself talks to ([`OwnHosts`]: Lieutenant, Passbolt,
 //!     the OIDC issuer): its own logins would leave through a customer's network;
-//!   - claim a name that covers, equals or lies inside another cluster's claim that is at least
-//!     as strong ([`arbitrate`], "Contested names" below): the longest suffix wins, so
+//!   - claim a name that equals or lies inside another cluster's claim that is at least as
+//!     strong ([`arbitrate`], "Contested names" below): the longest suffix wins, so
 //!     `api.<another cluster's domain>` would take over that API, through the wrong customer's
 //!     jump host and DNS.
 //!
@@ -39,25 +50,38 @@
 //!   static routes and its other dynamic ones.
 //!
 //! # Contested names
-//! Every routed name has a [`Tier`]: static; anchored (a dynamic base domain, or a dynamic name
-//! at or below the same cluster's base domain); loose (any other dynamic name). A dynamic name is
-//! refused when another cluster's name overlaps it (equal, above or below, on label boundaries)
-//! and is at least as strong. So a cluster that reports `api.<another cluster's base domain>` as
-//! its API URL loses that name and the other cluster keeps its own; two clusters that report the
-//! same base domain both lose it.
+//! Every routed name has a [`Tier`]: static; anchored (a dynamic base domain, or a dynamic name at
+//! or below the same cluster's base domain); loose (any other dynamic name). A dynamic name is
+//! refused when another cluster's name is the same or lies above it (on label boundaries) and is
+//! at least as strong. So a cluster that reports `api.<another cluster's base domain>` as its API
+//! URL loses that name and the other cluster keeps its own; two clusters that report the same
+//! base domain both lose it.
+//!
+//! A name that merely contains another cluster's is kept (issue 41): nesting is legitimate, and
+//! the routing table's longest suffix already gives the inner cluster its own names (c-outer's
+//! dynamic `c-outer.example.net` routes around c-inner's static `inner.c-outer.example.net`). One
+//! exception: two *equally strong dynamic* names, one inside the other, both lose
+//! ([`Relation::Covers`]). The inner one lies inside a claim as strong; keeping the outer one
+//! would then hand it every name of the inner cluster, and nothing tells which of the two
+//! clusters owns the zone (either could be the one lying), so neither gets it: a denial, named,
+//! never a capture. A static entry for the owner settles it.
 //!
 //! # What is not defended
-//! - A cluster that reports another cluster's base domain as its own takes that name out of the
-//!   table for both (refused and named): a denial, never a capture.
-//! - A name nobody else claims is the claimant's: a cluster can route any unclaimed host that is
-//!   not a public suffix, a registrable domain or at or above one of kharon's own hosts through
-//!   its own jump host (a console URL of `https://git.example.com`, say).
-//! - A cluster's anchor is its own word: a base domain makes the names at and below it stronger
-//!   than another cluster's *loose* names (an apps domain outside that cluster's base domain). So
-//!   a cluster that reports another cluster's loose apps domain, or a name inside it, as its base
-//!   domain takes those names (the other cluster's loose name is refused and named). Only clusters
-//!   whose apps domain lies outside their base domain are exposed; telling the owner apart needs
-//!   an anchor a cluster cannot set itself (a static base domain).
+//! - A cluster that reports another cluster's base domain as its own, or a domain holding it,
+//!   takes those names out of the table for both (refused and named): a denial, never a capture.
+//! - Inside its anchors a name nobody else claims is the claimant's: a cluster can route any
+//!   unclaimed host there that is not a public suffix, a registrable domain or at or above one of
+//!   kharon's own hosts through its own jump host. An anchor is a registrable domain, and many
+//!   clusters share one (every cluster behind a `*.vshnmanaged.net` jump host anchors
+//!   `vshnmanaged.net`): the anchor keeps a cluster out of the rest of the internet, not out of
+//!   its neighbours' unclaimed names. Narrower anchors would refuse the clusters' real names
+//!   (their API lives beside the jump host, not below it).
+//! - A base domain is the cluster's own word: it makes the names at and below it stronger than
+//!   another cluster's *loose* names (an apps domain outside that cluster's base domain). So a
+//!   cluster that shares an anchor with another and reports that cluster's loose apps domain, or
+//!   a name inside it, as its base domain takes those names (the other cluster's loose name is
+//!   refused and named). Only clusters whose apps domain lies outside their base domain are
+//!   exposed; telling the owner apart needs a static fact naming the cluster's own base domain.
 //! - Static facts are trusted: a wrong one routes what it says.
 //! - A name under a top-level domain the Public Suffix List does not know (`.internal`,
 //!   `.example`, a private TLD) is judged by its labels only: a single label is refused, two are
@@ -87,7 +111,7 @@ pub enum Relation {
     Same,
     /// Below the other's name.
     Inside,
-    /// Above the other's name.
+    /// Above the other's name, both dynamic and equally strong (module doc, "Contested names").
     Covers,
 }
 
@@ -107,13 +131,40 @@ pub enum Refusal {
     OwnHost { name: String, host: String, what: String },
     #[error("{}", contested(name, cluster, claim, *relation))]
     Contested { name: String, cluster: String, claim: String, relation: Relation },
+    #[error("{}", unanchored(name, anchors, *ssh_config))]
+    Unanchored {
+        name: String,
+        /// The cluster's anchors (`anchor`), the config file's zones among them.
+        anchors: Vec<String>,
+        /// Whether the jump host's ssh_config `HostName` was looked at (kharond: yes).
+        ssh_config: bool,
+    },
+}
+
+fn unanchored(name: &str, anchors: &[String], ssh_config: bool) -> String {
+    let has =
+        if anchors.is_empty() { "it has none".to_owned() } else { format!("it has: {}", anchors.join(", ")) };
+    let mut text = format!(
+        "{name} lies outside every domain tied to the cluster by something other than its own report \
+         ({has}); to route it, add its domain to the cluster's jumphostDomains in Lieutenant, or to \
+         dynamic_domains in your config file"
+    );
+    if !ssh_config {
+        text.push_str(
+            "; kharonctl reads no ssh_config: kharond also counts the domain of the jump host's HostName there",
+        );
+    }
+    text
 }
 
 fn contested(name: &str, cluster: &str, claim: &str, relation: Relation) -> String {
     match relation {
         Relation::Same => format!("cluster {cluster} claims {name} too"),
         Relation::Inside => format!("{name} lies inside {claim}, which cluster {cluster} claims"),
-        Relation::Covers => format!("{name} covers {claim}, which cluster {cluster} claims"),
+        Relation::Covers => format!(
+            "{name} covers {claim}, which cluster {cluster} claims as strongly: which of the two owns \
+             the names there cannot be told (make the owner's domain a jumphostDomains entry in Lieutenant)"
+        ),
     }
 }
 
@@ -241,15 +292,18 @@ pub fn arbitrate<'a>(claims: &[Claim<'a>]) -> Vec<(usize, Refusal)> {
             let head = names.head(parent);
             for i in names.from(head) {
                 let dynamic = &claims[i];
-                // `dynamic` is `other`'s name or above it; it loses when `other` is as strong.
-                if i == j
-                    || dynamic.tier == Tier::Static
-                    || dynamic.cluster == other.cluster
-                    || other.tier > dynamic.tier
-                {
+                if i == j || dynamic.tier == Tier::Static || dynamic.cluster == other.cluster {
                     continue;
                 }
-                contest(i, other, if depth == 0 { Relation::Same } else { Relation::Covers });
+                // `dynamic` is `other`'s name: it loses when `other` is as strong. Or it lies above
+                // `other`: that alone is nesting, which the longest suffix settles, unless the two
+                // are equally strong and dynamic, when `other` loses as lying inside (below) and
+                // the one above would take every name of it (module doc, "Contested names").
+                if depth == 0 && other.tier <= dynamic.tier {
+                    contest(i, other, Relation::Same);
+                } else if depth > 0 && other.tier == dynamic.tier {
+                    contest(i, other, Relation::Covers);
+                }
             }
             // And `other` lies inside a name of its own parent: seen from `other` when it is dynamic.
             if depth == 0 || other.tier == Tier::Static {
@@ -441,7 +495,13 @@ mod tests {
         assert_eq!(
             judged(&claims),
             [
-                (0, "shared.example covers x.shared.example, which cluster c-b claims".to_owned()),
+                (
+                    0,
+                    "shared.example covers x.shared.example, which cluster c-b claims as strongly: which \
+                     of the two owns the names there cannot be told (make the owner's domain a \
+                     jumphostDomains entry in Lieutenant)"
+                        .to_owned()
+                ),
                 (1, "x.shared.example lies inside shared.example, which cluster c-a claims".to_owned()),
                 (3, "static.example lies inside example, which cluster c-f claims".to_owned()),
                 (4, "deep.static.example lies inside static.example, which cluster c-d claims".to_owned()),
@@ -475,6 +535,62 @@ mod tests {
             judged(&reversed).into_iter().map(|(i, r)| (claims.len() - 1 - i, r)).collect();
         backward.sort();
         assert_eq!(forward, backward);
-        assert_eq!(forward[0], (0, "a.example covers x.a.example, which cluster c-a claims".to_owned()));
+        assert_eq!(forward[0], (0, "cluster c-c claims a.example too".to_owned()));
+    }
+
+    #[test]
+    fn a_name_that_only_contains_a_stronger_one_keeps_routing_around_it() {
+        // Issue 41: c-outer's dynamic base domain holds c-inner's static name, a loose name holds
+        // another cluster's anchored one; nothing is refused, the longest suffix decides.
+        let claims = [
+            claim("c-outer", "c-outer.example.net", Tier::Anchored),
+            claim("c-inner", "inner.c-outer.example.net", Tier::Static),
+            claim("c-apps", "apps.example.org", Tier::Loose),
+            claim("c-deep", "c-deep.apps.example.org", Tier::Anchored),
+        ];
+        assert!(arbitrate(&claims).is_empty(), "{:?}", judged(&claims));
+        // The other way round, the inner name lies inside a stronger claim and loses.
+        let claims = [
+            claim("c-outer", "outer.example.net", Tier::Static),
+            claim("c-inner", "inner.outer.example.net", Tier::Anchored),
+            claim("c-base", "c-base.example.org", Tier::Anchored),
+            claim("c-api", "api.c-base.example.org", Tier::Loose),
+        ];
+        assert_eq!(
+            judged(&claims),
+            [
+                (
+                    1,
+                    "inner.outer.example.net lies inside outer.example.net, which cluster c-outer claims"
+                        .to_owned()
+                ),
+                (
+                    3,
+                    "api.c-base.example.org lies inside c-base.example.org, which cluster c-base claims"
+                        .to_owned()
+                ),
+            ]
+        );
+    }
+
+    #[test]
+    fn two_equally_strong_dynamic_names_one_inside_the_other_both_lose() {
+        // Keeping the outer one would hand it every name of the inner cluster, keeping the inner
+        // one its pick of the outer cluster's names; which is the owner cannot be told.
+        let claims =
+            [claim("c-a", "zone.example", Tier::Anchored), claim("c-b", "c-b.zone.example", Tier::Anchored)];
+        assert_eq!(
+            judged(&claims),
+            [
+                (
+                    0,
+                    "zone.example covers c-b.zone.example, which cluster c-b claims as strongly: which of \
+                     the two owns the names there cannot be told (make the owner's domain a \
+                     jumphostDomains entry in Lieutenant)"
+                        .to_owned()
+                ),
+                (1, "c-b.zone.example lies inside zone.example, which cluster c-a claims".to_owned()),
+            ]
+        );
     }
 }

@@ -102,6 +102,11 @@ pub async fn run(args: Args, ctx: &Context) -> anyhow::Result<ExitCode> {
         row("connect_timeout", &c.connect_timeout, |d| format!("{}s", d.as_secs())),
         opt_row("max_connections", &c.max_connections, ToString::to_string),
         row("allow_other_users", &c.allow_other_users, ToString::to_string),
+        Row {
+            setting: "dynamic_domains",
+            value: (!c.dynamic_domains.value.is_empty()).then(|| c.dynamic_domains.value.join(", ")),
+            source: c.dynamic_domains.source.to_string(),
+        },
         clusters,
     ];
     match args.output {

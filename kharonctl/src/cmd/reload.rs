@@ -30,13 +30,22 @@ pub async fn run(_args: Args, ctx: &Context) -> anyhow::Result<ExitCode> {
         inv.clusters_routed,
         output::count(inv.include_suffixes, "suffix")
     );
-    for route in &reply.routes_added {
-        println!("  + {}", Escaped(route));
+    // Per cluster, so that a cluster that starts claiming names shows up under its own id; a
+    // kharond from before issue 41 sends only the route lists.
+    for change in &reply.changes {
+        for line in crate::daemon::reload_outcome::change_lines(change) {
+            println!("  {line}");
+        }
     }
-    for route in &reply.routes_removed {
-        println!("  - {}", Escaped(route));
+    if reply.changes.is_empty() {
+        for route in &reply.routes_added {
+            println!("  + {}", Escaped(route));
+        }
+        for route in &reply.routes_removed {
+            println!("  - {}", Escaped(route));
+        }
     }
-    if reply.routes_added.is_empty() && reply.routes_removed.is_empty() {
+    if reply.routes_added.is_empty() && reply.routes_removed.is_empty() && reply.changes.is_empty() {
         println!("  routes unchanged");
     }
     for c in &inv.conflicts {

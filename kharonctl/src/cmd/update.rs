@@ -14,9 +14,11 @@ use std::time::Duration;
 use anyhow::Context as _;
 use indicatif::{ProgressBar, ProgressDrawTarget, ProgressStyle};
 use kharon_shared::cache::{self, Envelope, RouteEntry};
+use kharon_shared::changes;
 use kharon_shared::inventory::Cluster;
 use kharon_shared::routing::RoutingTable;
 use kharon_shared::text::Escaped;
+use kharon_shared::trust::Refused;
 
 use crate::context::Context;
 use crate::daemon::{self, Daemon};
@@ -70,9 +72,12 @@ pub async fn run(args: Args, ctx: &Context) -> anyhow::Result<ExitCode> {
     // kharond judges the clusters against the same hosts: its settings, and what the cache says.
     let mut envelope = Envelope::new(api_url.clone(), clusters, Vec::new());
     envelope.oidc_issuer = issuer;
+    // kharonctl has no ssh_config engine: the jump hosts' HostNames anchor nothing here, and a
+    // refusal says kharond may still route the name (`anchor`).
     let mut own = ctx.config.own_hosts();
     envelope.own_hosts(&mut own);
-    let table = RoutingTable::compile_with(&envelope.clusters, &own);
+    let anchors = ctx.config.anchors();
+    let table = RoutingTable::compile_with(&envelope.clusters, &own, &anchors);
     envelope.routes = table
         .routes()
         .into_iter()
@@ -80,7 +85,13 @@ pub async fn run(args: Args, ctx: &Context) -> anyhow::Result<ExitCode> {
         .collect();
     cache::store(&cache_path, &envelope)?;
 
-    report(&envelope, previous.as_ref(), &table);
+    // The names the old cache's clusters had refused, judged as today's: only a newly refused name
+    // is news.
+    let old_refused = previous
+        .as_ref()
+        .map(|old| RoutingTable::compile_with(&old.clusters, &own, &anchors).report().refused.clone())
+        .unwrap_or_default();
+    report(&envelope, previous.as_ref(), &old_refused, &table);
     println!("wrote {}", cache_path.display());
 
     if args.no_reload {
@@ -186,9 +197,10 @@ fn spinner(message: &str) -> ProgressBar {
     bar
 }
 
-/// What changed against the previous cache: clusters and routes added/removed, then conflicts and
-/// warnings (clusters with a jumphost but no domains among them) on stderr.
-fn report(new: &Envelope, old: Option<&Envelope>, table: &RoutingTable) {
+/// What changed against the previous cache: clusters added/removed, then per cluster the names it
+/// routes now and did not, no longer routes, and has refused since; then conflicts, warnings
+/// (clusters with a jumphost but no domains among them) and every refusal on stderr.
+fn report(new: &Envelope, old: Option<&Envelope>, old_refused: &[Refused], table: &RoutingTable) {
     let r = table.report();
     println!(
         "fetched {} from {} ({} routed through {}, {} ignored)",
@@ -199,11 +211,12 @@ fn report(new: &Envelope, old: Option<&Envelope>, table: &RoutingTable) {
         r.clusters_ignored
     );
     let ids = |e: &Envelope| e.clusters.iter().map(|c| c.id.clone()).collect::<BTreeSet<_>>();
-    let routes = |e: &Envelope| e.routes.iter().cloned().collect::<BTreeSet<_>>();
-    let empty = BTreeSet::new();
+    let routes = |e: &Envelope| -> Vec<(String, String, String)> {
+        e.routes.iter().map(|r| (r.suffix.clone(), r.jumphost.clone(), r.cluster.clone())).collect()
+    };
     let (old_ids, old_routes) = match old {
         Some(old) => (ids(old), routes(old)),
-        None => (empty.clone(), BTreeSet::new()),
+        None => (BTreeSet::new(), Vec::new()),
     };
     let (new_ids, new_routes) = (ids(new), routes(new));
     let mut changed = false;
@@ -215,15 +228,12 @@ fn report(new: &Envelope, old: Option<&Envelope>, table: &RoutingTable) {
         println!("  - cluster {}", Escaped(id));
         changed = true;
     }
-    let route = |r: &RouteEntry| {
-        format!("{} via {} ({})", Escaped(&r.suffix), Escaped(&r.jumphost), Escaped(&r.cluster))
-    };
-    for r in new_routes.difference(&old_routes) {
-        println!("  + route {}", route(r));
-        changed = true;
-    }
-    for r in old_routes.difference(&new_routes) {
-        println!("  - route {}", route(r));
+    let old = changes::Snapshot { routes: &old_routes, refused: old_refused };
+    let now = changes::Snapshot { routes: &new_routes, refused: &r.refused };
+    for change in changes::between(&old, &now) {
+        for line in crate::daemon::reload_outcome::change_lines(&(&change).into()) {
+            println!("  {line}");
+        }
         changed = true;
     }
     if !changed {

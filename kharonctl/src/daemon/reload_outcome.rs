@@ -61,3 +61,16 @@ pub(crate) fn conflict(c: &pb::Conflict) -> String {
         Escaped(&winner.jumphost)
     )
 }
+
+/// One cluster's changes as `update` and `reload` say them, a line each, escaped (all of it is
+/// inventory data): `+ route`, `- route`, `! refused`.
+pub(crate) fn change_lines(change: &pb::ClusterChange) -> Vec<String> {
+    let cluster = Escaped(&change.cluster);
+    let route =
+        |r: &pb::RouteChange| format!("{} via {} ({cluster})", Escaped(&r.suffix), Escaped(&r.jumphost));
+    let mut lines = Vec::new();
+    lines.extend(change.added.iter().map(|r| format!("+ route {}", route(r))));
+    lines.extend(change.removed.iter().map(|r| format!("- route {}", route(r))));
+    lines.extend(change.refused.iter().map(|r| format!("! refused {}", refused_claim(r))));
+    lines
+}

@@ -345,6 +345,7 @@ impl pb::control_server::Control for Control {
                     ssh_config_error: outcome.ssh_config_error.unwrap_or_default(),
                     refused: refused_jumphosts(&outcome.refused),
                     preflight: Some(preflight(&outcome.preflight, &[])),
+                    changes: outcome.changes.iter().map(Into::into).collect(),
                 }))
             }
             Err(e) => {

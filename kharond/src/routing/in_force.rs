@@ -20,6 +20,8 @@ use std::sync::{Arc, Mutex, PoisonError};
 use std::time::{Duration, SystemTime};
 
 use arc_swap::ArcSwap;
+use kharon_shared::anchor::Anchors;
+use kharon_shared::changes::{self, ClusterChange};
 use kharon_shared::errors::{Chain, chain};
 use kharon_shared::trust::OwnHosts;
 
@@ -40,6 +42,8 @@ pub struct ReloadOutcome {
     /// "suffix -> jumphost" lines that appeared or disappeared.
     pub routes_added: Vec<String>,
     pub routes_removed: Vec<String>,
+    /// The same per cluster, with the names refused since the table replaced.
+    pub changes: Vec<ClusterChange>,
     /// The new ssh config could not be read or is invalid: the table was installed, the ssh
     /// config read before stays in force.
     pub ssh_config_error: Option<String>,
@@ -138,6 +142,8 @@ pub struct InForce {
     /// The hosts kharon itself talks to, as the settings name them: no dynamic fact may claim
     /// them (a cache adds its own on every load).
     pub own_hosts: OwnHosts,
+    /// The config file's zones for dynamic names; each reload adds the jump hosts' `HostName`s.
+    pub anchors: Anchors,
     current: ArcSwap<Generation>,
     reloads: Reloads,
     deadline: Duration,
@@ -147,10 +153,11 @@ pub struct InForce {
 }
 
 impl InForce {
-    pub fn new(source: Inventory, own_hosts: OwnHosts, first: Generation) -> Self {
+    pub fn new(source: Inventory, own_hosts: OwnHosts, anchors: Anchors, first: Generation) -> Self {
         InForce {
             source,
             own_hosts,
+            anchors,
             current: ArcSwap::from_pointee(first),
             reloads: Reloads::default(),
             deadline: reload::DEADLINE,
@@ -262,20 +269,33 @@ impl InForce {
         history.last = Some(record);
     }
 
-    /// The blocking half: reads the inventory and the ssh config, then resolves every jump host;
-    /// changes nothing. Stops early once the caller gave up.
+    /// The blocking half: reads the inventory and the ssh config, resolves every jump host of
+    /// the inventory, then compiles the table with their `HostName`s as anchors; changes nothing.
+    /// Stops early once the caller gave up.
     fn prepare(
         &self,
         job: &Job,
     ) -> Result<Result<(LoadedTable, kharon_ssh::Prepared), Abandoned>, ReloadError> {
-        let table = table::load(&self.source, &self.own_hosts)?;
+        let read = table::read(&self.source, &self.own_hosts)?;
+        let jumphosts = read.jumphosts();
+        let current = self.current();
         // The pool asks first right after reading the ssh config file: from then on only
         // resolving is left, which is bounded, so the loader slot goes back (reload.rs).
-        let prepared = self.current().pool.prepare(&table.table.jumphosts(), &|| {
+        let Some(mut prepared) = current.pool.prepare(&jumphosts, &|| {
             job.reads_done();
             job.abandoned()
-        });
-        Ok(prepared.map(|pool| (table, pool)).ok_or(Abandoned))
+        }) else {
+            return Ok(Err(Abandoned));
+        };
+        // A jump host the prepared config did not resolve (its file failed, so the config in
+        // force stays) is known to the pool in force: no lookup blocks here.
+        let host_name = |jumphost: &str| {
+            prepared.host_name(jumphost).map(str::to_owned).or_else(|| current.pool.known_host_name(jumphost))
+        };
+        let anchors = read.anchors(&self.anchors, &jumphosts, &host_name);
+        let table = read.compile(&anchors);
+        prepared.want(table.table.jumphosts());
+        Ok(Ok((table, prepared)))
     }
 
     /// Makes the next generation from what [`InForce::prepare`] read and swaps it in, as one
@@ -294,10 +314,16 @@ impl InForce {
         let (pool, installed) = old.pool.next(prepared);
         let new_routes = describe(&table);
         let old_routes = describe(&old.table);
+        let (old_all, new_all) = (old.table.table.routes(), table.table.routes());
+        let changes = changes::between(
+            &changes::Snapshot { routes: &old_all, refused: &old.table.table.report().refused },
+            &changes::Snapshot { routes: &new_all, refused: &table.table.report().refused },
+        );
         self.current.store(Arc::new(Generation { table, pool }));
         ReloadOutcome {
             routes_added: new_routes.difference(&old_routes).cloned().collect(),
             routes_removed: old_routes.difference(&new_routes).cloned().collect(),
+            changes,
             ssh_config_error: installed.config_error,
             refused: installed.refused,
             preflight: kharon_ssh::Findings::default(),

@@ -11,6 +11,7 @@
 use std::path::{Path, PathBuf};
 use std::time::SystemTime;
 
+use kharon_shared::anchor::Anchors;
 use kharon_shared::routing::RoutingTable;
 use kharon_shared::trust::OwnHosts;
 use kharon_shared::{cache, inventory};
@@ -68,15 +69,16 @@ pub struct LoadedTable {
 
 impl LoadedTable {
     /// The table, `Test`'s endpoints and an unrendered PAC for `clusters`, loaded now; no
-    /// cluster's dynamic facts may claim a host in `own`.
+    /// cluster's dynamic facts may claim a host in `own` or a name outside its `anchors`.
     fn compile(
         clusters: &[inventory::Cluster],
         own: &OwnHosts,
+        anchors: &Anchors,
         modified_at: Option<SystemTime>,
         missing: bool,
     ) -> Self {
         LoadedTable {
-            table: RoutingTable::compile_with(clusters, own),
+            table: RoutingTable::compile_with(clusters, own, anchors),
             loaded_at: SystemTime::now(),
             modified_at,
             endpoints: endpoints::of(clusters),
@@ -95,20 +97,74 @@ pub enum Error {
     Cache(#[from] cache::Error),
 }
 
-/// [`load`] for the start of the daemon: a cache that does not exist yet is an empty table (marked
-/// [`LoadedTable::missing`]), not an error. An `--inventory` file that does not exist, and a cache
-/// that exists but cannot be read or parsed, are errors as always.
-pub fn load_at_start(source: &Inventory, own: &OwnHosts) -> Result<LoadedTable, Error> {
-    match load(source, own) {
-        Err(Error::Cache(cache::Error::Missing { .. })) => Ok(LoadedTable::compile(&[], own, None, true)),
+/// An inventory read and not compiled yet: compiling needs the `HostName` the ssh config gives
+/// each of its jump hosts ([`Read::anchors`]), which needs its jump hosts first.
+pub struct Read {
+    clusters: Vec<inventory::Cluster>,
+    /// The settings' hosts of kharon's own, and those a cache adds.
+    own: OwnHosts,
+    modified_at: Option<SystemTime>,
+    missing: bool,
+}
+
+impl Read {
+    /// The jump host of every cluster that may route (not ignored), sorted, each once: those whose
+    /// `HostName` anchors something.
+    pub fn jumphosts(&self) -> Vec<String> {
+        let mut jumphosts: Vec<String> = self
+            .clusters
+            .iter()
+            .filter(|c| !c.is_ignored())
+            .filter_map(|c| c.jumphost().map(str::to_owned))
+            .collect();
+        jumphosts.sort();
+        jumphosts.dedup();
+        jumphosts
+    }
+
+    /// `base` (the config file's zones) with the `HostName` of each of `jumphosts` that
+    /// `host_name` knows (an ssh config was read: a refusal does not send the user to one).
+    pub fn anchors(
+        &self,
+        base: &Anchors,
+        jumphosts: &[String],
+        host_name: &dyn Fn(&str) -> Option<String>,
+    ) -> Anchors {
+        let mut anchors = base.clone().with_ssh_config();
+        for jumphost in jumphosts {
+            if let Some(name) = host_name(jumphost) {
+                anchors.add_host_name(jumphost, &name);
+            }
+        }
+        anchors
+    }
+
+    /// Compiles the table; the parsed clusters are freed (a large inventory's are most of what
+    /// compiling allocated).
+    pub fn compile(self, anchors: &Anchors) -> LoadedTable {
+        let loaded = LoadedTable::compile(&self.clusters, &self.own, anchors, self.modified_at, self.missing);
+        drop(self.clusters);
+        crate::process::malloc::release_free();
+        loaded
+    }
+}
+
+/// [`read`] for the start of the daemon: a cache that does not exist yet is an empty inventory
+/// (its table marked [`LoadedTable::missing`]), not an error. An `--inventory` file that does not
+/// exist, and a cache that exists but cannot be read or parsed, are errors as always.
+pub fn read_at_start(source: &Inventory, own: &OwnHosts) -> Result<Read, Error> {
+    match read(source, own) {
+        Err(Error::Cache(cache::Error::Missing { .. })) => {
+            Ok(Read { clusters: Vec::new(), own: own.clone(), modified_at: None, missing: true })
+        }
         other => other,
     }
 }
 
-/// Reads and compiles the inventory. Nothing is swapped here: a failure leaves the caller's
-/// current table in place. `own` is what the settings name of the hosts kharon itself talks to; a
-/// cache adds the Lieutenant it came from and the issuer of its token.
-pub fn load(source: &Inventory, own: &OwnHosts) -> Result<LoadedTable, Error> {
+/// Reads the inventory. Nothing is swapped here: a failure leaves the caller's current table in
+/// place. `own` is what the settings name of the hosts kharon itself talks to; a cache adds the
+/// Lieutenant it came from and the issuer of its token.
+pub fn read(source: &Inventory, own: &OwnHosts) -> Result<Read, Error> {
     let mut own = own.clone();
     let (clusters, modified_at) = match source {
         Inventory::File(path) => {
@@ -122,10 +178,7 @@ pub fn load(source: &Inventory, own: &OwnHosts) -> Result<LoadedTable, Error> {
             (envelope.clusters, Some(envelope.fetched_at))
         }
     };
-    let loaded = LoadedTable::compile(&clusters, &own, modified_at, false);
-    drop(clusters);
-    crate::process::malloc::release_free();
-    Ok(loaded)
+    Ok(Read { clusters, own, modified_at, missing: false })
 }
 
 /// Logs what the table says about its inventory, at start and after every reload: conflicts,
@@ -157,6 +210,14 @@ pub fn log_report(table: &RoutingTable) {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    fn load_at_start(source: &Inventory, own: &OwnHosts) -> Result<LoadedTable, Error> {
+        read_at_start(source, own).map(|read| read.compile(&Anchors::default()))
+    }
+
+    fn load(source: &Inventory, own: &OwnHosts) -> Result<LoadedTable, Error> {
+        read(source, own).map(|read| read.compile(&Anchors::default()))
+    }
 
     #[test]
     fn only_a_cache_that_does_not_exist_yet_starts_empty() {

@@ -417,7 +417,7 @@ fn warnings_name_the_cluster_and_the_fact() {
         routed("c-1", "jump-1", "", ""),
         routed("c-2", "jump-2", "a.example", "example"),
         routed("c-3", "jump-3", "ok.example,bad..example", ""),
-        cluster(json!({"id": "c-4", "facts": {"jumphost": "jump-4"},
+        cluster(json!({"id": "c-4", "facts": {"jumphost": "jump-4", "jumphostDomains": "ipmi.c-4.example"},
             "dynamicFacts": {"openshiftBaseDomain": 12, "openshiftApiURL": "https://api.c-4.example:6443"}})),
     ]);
     assert_eq!(
@@ -477,7 +477,8 @@ fn a_hostile_or_non_string_jumphost_is_refused_and_reported() {
 
 #[test]
 fn non_string_dynamic_facts_are_ignored_gracefully() {
-    let c = cluster(json!({"id": "c-1", "facts": {"jumphost": "j1", "distribution": "openshift4"},
+    let c = cluster(json!({"id": "c-1", "facts": {"jumphost": "j1", "distribution": "openshift4",
+        "jumphostDomains": "ipmi.c-1.example"},
     "dynamicFacts": {
         "kubernetesVersion": {"major": "1", "minor": "29"},
         "openshiftVersion": {"Major": "4", "Minor": "16", "Patch": "3"},
@@ -559,7 +560,10 @@ fn dynamic_claims_beyond_the_clusters_own_names_are_refused_and_named() {
     let typo = routed("c-typo", "jump-t", "ch,storage.typo.ch", "");
     let mut own = OwnHosts::default();
     own.add_url("Lieutenant", "https://api.syn.vshn.net");
-    let table = RoutingTable::compile_with(&[attacker, victim, typo], &own);
+    // Both jump hosts are aliases, which anchor nothing: the engineer's zone anchors their names,
+    // so that the rules between clusters decide.
+    let zone = Anchors::new(&["example.net".to_owned()]);
+    let table = RoutingTable::compile_with(&[attacker, victim, typo], &own, &zone);
     check(
         &table,
         &[
@@ -601,23 +605,32 @@ fn dynamic_claims_beyond_the_clusters_own_names_are_refused_and_named() {
     );
     assert!(table.report().warnings.is_empty(), "{:?}", table.report().warnings);
     // Without the host to protect, the same name routes.
-    let table = RoutingTable::compile(&[cluster(json!({"id": "c-x", "facts": {"jumphost": "jump-x"},
-        "dynamicFacts": {"talosAppsDomain": "syn.vshn.net"}}))]);
+    let table = RoutingTable::compile_with(
+        &[cluster(json!({"id": "c-x", "facts": {"jumphost": "jump-x"},
+            "dynamicFacts": {"talosAppsDomain": "syn.vshn.net"}}))],
+        &OwnHosts::default(),
+        &Anchors::new(&["vshn.net".to_owned()]),
+    );
     assert_eq!(table.lookup("api.syn.vshn.net").jumphost(), Some("jump-x"));
 }
 
 #[test]
 fn a_cluster_whose_every_name_is_refused_routes_nothing_and_says_so() {
-    let table = RoutingTable::compile(&[
-        cluster(
-            json!({"id": "c-1", "facts": {"jumphost": "j1"}, "dynamicFacts": {"openshiftBaseDomain": "co.uk"}}),
-        ),
-        cluster(json!({"id": "c-2", "facts": {"jumphost": "j2", "jumphostSkipDomains": "b.example"},
+    let zone = Anchors::new(&["example".to_owned()]);
+    let table = RoutingTable::compile_with(
+        &[
+            cluster(
+                json!({"id": "c-1", "facts": {"jumphost": "j1"}, "dynamicFacts": {"openshiftBaseDomain": "co.uk"}}),
+            ),
+            cluster(json!({"id": "c-2", "facts": {"jumphost": "j2", "jumphostSkipDomains": "b.example"},
             "dynamicFacts": {"openshiftBaseDomain": "a.example", "openshiftAppsDomain": "b.example"}})),
-        cluster(
-            json!({"id": "c-3", "facts": {"jumphost": "j3"}, "dynamicFacts": {"openshiftBaseDomain": "a.example"}}),
-        ),
-    ]);
+            cluster(
+                json!({"id": "c-3", "facts": {"jumphost": "j3"}, "dynamicFacts": {"openshiftBaseDomain": "a.example"}}),
+            ),
+        ],
+        &OwnHosts::default(),
+        &zone,
+    );
     assert_eq!(
         table.report().warnings,
         [
@@ -628,6 +641,152 @@ fn a_cluster_whose_every_name_is_refused_routes_nothing_and_says_so() {
     );
     assert_eq!(table.report().refused.len(), 3, "{:?}", table.report().refused);
     assert_eq!(table.report().clusters_routed, 0);
+}
+
+/// Issue 41's inventory: a cluster that reports the whole internet, and another cluster's loose
+/// apps domain as its base domain, routes none of it; its own anchored names still route.
+#[test]
+fn dynamic_names_outside_the_clusters_anchors_are_refused_and_say_what_to_do() {
+    let good = cluster(
+        json!({"id": "c-good", "facts": {"jumphost": "jump-g", "jumphostDomains": "vpn.good-customer.ch"},
+        "dynamicFacts": {"openshiftBaseDomain": "c-good.good-customer.ch",
+                         "openshiftAppsDomain": "apps.good-customer.ch"}}),
+    );
+    let mallory = cluster(json!({"id": "c-mallory", "facts": {"jumphost": "jump-m.example.net",
+    "jumphostDomains": "c-mallory.example.org"},
+    "dynamicFacts": {
+        "openshiftApiURL": "https://api.github.com",
+        "openshiftConsoleURL": "https://login.microsoftonline.com/common",
+        "openshiftAppsDomain": "www.google.com",
+        "openshiftBaseDomain": "apps.good-customer.ch",
+        "talosBaseDomain": "c-mallory.example.net",
+        "talosApiURL": "https://api.c-mallory2.example.org:6443"
+    }}));
+    let table = RoutingTable::compile(&[good, mallory]);
+    check(
+        &table,
+        &[
+            ("api.github.com", None, Rule::NoMatch),
+            ("login.microsoftonline.com", None, Rule::NoMatch),
+            ("www.google.com", None, Rule::NoMatch),
+            ("foo.apps.good-customer.ch", Some(("jump-g", "c-good", "apps.good-customer.ch")), Rule::Include),
+            (
+                "api.c-good.good-customer.ch",
+                Some(("jump-g", "c-good", "c-good.good-customer.ch")),
+                Rule::Include,
+            ),
+            // Anchored by its jump host's name (example.net) and by its static name (example.org).
+            (
+                "api.c-mallory.example.net",
+                Some(("jump-m.example.net", "c-mallory", "c-mallory.example.net")),
+                Rule::Include,
+            ),
+            (
+                "api.c-mallory2.example.org",
+                Some(("jump-m.example.net", "c-mallory", "api.c-mallory2.example.org")),
+                Rule::Include,
+            ),
+        ],
+    );
+    let refused: Vec<String> = table.report().refused.iter().map(ToString::to_string).collect();
+    let why = |name: &str| {
+        format!(
+            "{name} lies outside every domain tied to the cluster by something other than its own report (it \
+             has: example.net, example.org); to route it, add its domain to the cluster's jumphostDomains in \
+             Lieutenant, or to dynamic_domains in your config file; kharonctl reads no ssh_config: kharond \
+             also counts the domain of the jump host's HostName there"
+        )
+    };
+    assert_eq!(
+        refused,
+        [
+            format!(
+                r#"cluster c-mallory: openshiftConsoleURL "https://login.microsoftonline.com/common" refused: {}"#,
+                why("login.microsoftonline.com")
+            ),
+            format!(
+                r#"cluster c-mallory: openshiftBaseDomain "apps.good-customer.ch" refused: {}"#,
+                why("apps.good-customer.ch")
+            ),
+            format!(
+                r#"cluster c-mallory: openshiftApiURL "https://api.github.com" refused: {}"#,
+                why("api.github.com")
+            ),
+            format!(
+                r#"cluster c-mallory: openshiftAppsDomain "www.google.com" refused: {}"#,
+                why("www.google.com")
+            ),
+        ]
+    );
+}
+
+/// The anchors a cluster cannot set itself: the config file's zones and the HostName the
+/// engineer's ssh_config gives its jump host.
+#[test]
+fn config_zones_and_the_jump_hosts_host_name_anchor_dynamic_names() {
+    let c = |id: &str, jumphost: &str, base: &str| {
+        cluster(
+            json!({"id": id, "facts": {"jumphost": jumphost}, "dynamicFacts": {"openshiftBaseDomain": base}}),
+        )
+    };
+    let clusters = [
+        c("c-cloud", "jump-cloud", "cloudscale-lpg-2.appuio.cloud"),
+        c("c-ssh", "bastion", "c-ssh.customer.ch"),
+        c("c-none", "bastion", "c-none.elsewhere.ch"),
+    ];
+    let mut anchors = Anchors::new(&["appuio.cloud".to_owned()]);
+    anchors.add_host_name("bastion", "jump.rma1.customer.ch");
+    let table = RoutingTable::compile_with(&clusters, &OwnHosts::default(), &anchors);
+    check(
+        &table,
+        &[
+            (
+                "api.cloudscale-lpg-2.appuio.cloud",
+                Some(("jump-cloud", "c-cloud", "cloudscale-lpg-2.appuio.cloud")),
+                Rule::Include,
+            ),
+            ("api.c-ssh.customer.ch", Some(("bastion", "c-ssh", "c-ssh.customer.ch")), Rule::Include),
+            ("api.c-none.elsewhere.ch", None, Rule::NoMatch),
+        ],
+    );
+    let refused = &table.report().refused;
+    assert_eq!(refused.len(), 1, "{refused:?}");
+    assert!(
+        refused[0].to_string().ends_with("(it has: customer.ch, appuio.cloud); to route it, add its domain to the cluster's jumphostDomains in Lieutenant, or to dynamic_domains in your config file"),
+        "{}",
+        refused[0]
+    );
+    // Without them, none of it routes.
+    assert_eq!(RoutingTable::compile(&clusters).report().refused.len(), 3);
+}
+
+/// Issue 41: nesting works again. A name is refused only for equalling or lying inside another
+/// cluster's claim at least as strong, never for containing one; the longest suffix decides.
+#[test]
+fn an_outer_clusters_dynamic_domain_routes_around_an_inner_clusters_static_one() {
+    let outer = cluster(
+        json!({"id": "c-outer", "facts": {"jumphost": "jump-o", "jumphostDomains": "vcenter.outer-dc.example.net"},
+        "dynamicFacts": {"openshiftBaseDomain": "c-outer.example.net"}}),
+    );
+    let inner = routed("c-inner", "jump-i", "inner.c-outer.example.net", "");
+    let table = RoutingTable::compile(&[outer, inner]);
+    check(
+        &table,
+        &[
+            ("y.c-outer.example.net", Some(("jump-o", "c-outer", "c-outer.example.net")), Rule::Include),
+            (
+                "x.inner.c-outer.example.net",
+                Some(("jump-i", "c-inner", "inner.c-outer.example.net")),
+                Rule::Include,
+            ),
+            (
+                "inner.c-outer.example.net",
+                Some(("jump-i", "c-inner", "inner.c-outer.example.net")),
+                Rule::Include,
+            ),
+        ],
+    );
+    assert!(table.report().refused.is_empty(), "{:?}", table.report().refused);
 }
 
 mod model {

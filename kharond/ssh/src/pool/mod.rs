@@ -79,6 +79,34 @@ pub struct Prepared {
     resolved: HashMap<String, Result<Chain, Refusal>>,
     /// The fresh inventory's jump hosts: the refusals a reload reports.
     wanted: Vec<String>,
+    /// The jump hosts the pool knew before (a fresh config resolves them again): with `wanted`,
+    /// those the next generation keeps ([`Prepared::want`]).
+    known: Vec<String>,
+}
+
+/// The `HostName` of a chain's last hop: the jump host's own.
+fn last_host_name(chain: &Chain) -> Option<String> {
+    chain.hops.last().map(|hop| hop.host_name.clone())
+}
+
+impl Prepared {
+    /// The `HostName` the prepared ssh config gives `jumphost`'s own hop (its alias when it has
+    /// none), if `jumphost` was resolved here and has a chain: what the routing table anchors
+    /// the jump host's cluster in.
+    pub fn host_name(&self, jumphost: &str) -> Option<&str> {
+        let chain = self.resolved.get(jumphost)?.as_ref().ok()?;
+        chain.hops.last().map(|hop| hop.host_name.as_str())
+    }
+
+    /// Narrows what was prepared to the jump hosts of the routing table (and those known
+    /// before), as if only they had been asked for: the table is known only once it is compiled,
+    /// which needs [`Prepared::host_name`] of all its inventory's jump hosts first. So a jump host
+    /// of a cluster that routes nothing is neither reported nor kept.
+    pub fn want(&mut self, jumphosts: Vec<String>) {
+        let keep: std::collections::HashSet<&String> = self.known.iter().chain(&jumphosts).collect();
+        self.resolved.retain(|jumphost, _| keep.contains(jumphost));
+        self.wanted = jumphosts;
+    }
 }
 
 /// What a reload put in force, beyond the routing table.
@@ -221,6 +249,7 @@ impl Pool {
             Err(e) => (Arc::clone(&self.config), Some(errors::chain(&e)), Vec::new()),
         };
         let fresh = config_error.is_none();
+        let known = names.clone();
         if !fresh {
             names.extend(jumphosts.iter().filter(|j| self.known(j).is_none()).cloned());
         } else {
@@ -236,7 +265,7 @@ impl Pool {
             let chain = config.chain(&jumphost).map_err(|e| Refusal::from(&e));
             resolved.insert(jumphost, chain);
         }
-        Some(Prepared { config, fresh, config_error, resolved, wanted: jumphosts.to_vec() })
+        Some(Prepared { config, fresh, config_error, resolved, wanted: jumphosts.to_vec(), known })
     }
 
     /// The quick half of a reload: the next generation, from what [`Pool::prepare`] resolved.
@@ -245,7 +274,7 @@ impl Pool {
     /// again; with the old config kept, only the jump hosts new to it are added. This pool stays
     /// as it is, for whoever still holds it.
     pub fn next(&self, prepared: Prepared) -> (Pool, Installed) {
-        let Prepared { config, fresh, config_error, resolved, wanted } = prepared;
+        let Prepared { config, fresh, config_error, resolved, wanted, .. } = prepared;
         let chains = self.chains();
         let refusals = self.refusals();
         let (slots, refused) = if fresh {
@@ -547,6 +576,24 @@ impl Pool {
     pub async fn round_trips(&self, limit: Duration) -> HashMap<String, Result<Duration, String>> {
         self.woke_up();
         health::round_trips(&self.slots(), limit).await
+    }
+
+    /// The `HostName` this generation's ssh config gives `jumphost`'s own hop (its alias when it
+    /// has none); `None` for a jump host the config refuses. A jump host not resolved yet is
+    /// resolved (blocking, as [`Pool::validate`]) but not kept: only the routing table's jump
+    /// hosts have a place in the pool, and which those are this answer helps decide.
+    pub fn host_name(&self, jumphost: &str) -> Option<String> {
+        match self.known(jumphost) {
+            Some(found) => last_host_name(&found.ok()?.chain),
+            None => last_host_name(&self.config.chain(jumphost).ok()?),
+        }
+    }
+
+    /// [`Pool::host_name`] of a jump host this generation resolved already; never resolves (a
+    /// reload asks it while its own resolving is done, and must not wait for the old config's
+    /// `Match exec`).
+    pub fn known_host_name(&self, jumphost: &str) -> Option<String> {
+        last_host_name(&self.known(jumphost)?.ok()?.chain)
     }
 
     /// The hops of `jumphost`'s chain as `status` shows them; empty for a refused or unknown one.
