@@ -25,7 +25,8 @@ n = int(sys.argv[1])
 clusters = []
 for i in range(n):
     base = f"c-{i:05}.zone{i % 40}.vshnmanaged.net"
-    facts = {"distribution": "openshift4", "jumphost": f"jump-zone{i % 40}-{i % 7}"}
+    # A host name, as VSHN's jump hosts are: it anchors the cluster's dynamic names (issue 41).
+    facts = {"distribution": "openshift4", "jumphost": f"jump{i % 7}.zone{i % 40}.vshnmanaged.net"}
     if i % 2 == 0:
         facts["jumphostDomains"] = f"vcenter.t{i}.example.ch,storage.t{i}.example.ch"
     if i % 3 == 0:
