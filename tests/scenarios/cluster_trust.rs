@@ -96,7 +96,7 @@ fn a_clusters_dynamic_facts_never_become_a_program_that_runs() {
 
 /// Starts one more sshd, reached as `alias`, that resolves `names` (and nothing else) to
 /// 127.0.0.1, and adds it to the lab's ssh config and known_hosts.
-fn second_jump_host(lab: &Lab, alias: &str, names: &[&str]) -> Sshd {
+pub(crate) fn second_jump_host(lab: &Lab, alias: &str, names: &[&str]) -> Sshd {
     let public = std::fs::read_to_string(sshd::pub_path(&lab.key)).unwrap();
     let hosts: Vec<(&str, &str)> = names.iter().map(|n| (*n, "127.0.0.1")).collect();
     let hop = Sshd::builder().authorize(public.trim()).hosts(&hosts).start();
@@ -139,13 +139,13 @@ const REFUSED: [&str; 4] = [
     r#"cluster c-x: talosAppsDomain "syn.example.net" refused: syn.example.net covers api.syn.example.net, which kharon itself talks to (Lieutenant)"#,
 ];
 
-fn route(env: &Env, host: &str) -> serde_json::Value {
+pub(crate) fn route(env: &Env, host: &str) -> serde_json::Value {
     let out = kharonctl::run(env, &["route", host, "-o", "json"]);
     assert!(out.success(), "{}", out.stderr);
     out.json()
 }
 
-fn curl(daemon: &Kharond, host: &str, port: u16) -> Result<String, String> {
+pub(crate) fn curl(daemon: &Kharond, host: &str, port: u16) -> Result<String, String> {
     let out = Command::new("curl")
         .args(["-sS", "--fail", "--max-time", "20", "-x", &daemon.proxy_url()])
         .arg(format!("http://{host}:{port}/hello"))
@@ -166,7 +166,12 @@ fn a_cluster_cannot_route_another_clusters_api_a_domain_a_public_suffix_or_kharo
     });
     let _hostile_hop = second_jump_host(&lab, "jump-x", &["api.c-x.example", "console.apps.c-x.example"]);
     let inv = lab.env.write("inventory.json", &hostile_inventory(&lab).to_string());
-    let config = lab.env.write("config.toml", "lieutenant_url = \"https://api.syn.example.net\"\n");
+    // Both clusters' jump hosts are aliases of 127.0.0.1, which anchor nothing (issue 41): the
+    // engineer's zone lets their names in, so that the rules here decide between them.
+    let config = lab.env.write(
+        "config.toml",
+        "lieutenant_url = \"https://api.syn.example.net\"\ndynamic_domains = [\"example\"]\n",
+    );
     let args = [
         "--inventory",
         inv.to_str().unwrap(),
@@ -240,7 +245,12 @@ fn update_names_every_refused_name_and_keeps_the_issuer_for_kharond() {
         clusters.to_string()
     });
     world.lieutenant.set_clusters(&hostile);
-    let out = world.ctl_with(&["update"], &[("KHARON_PASSBOLT_URL", "https://pass.bolt.example.net/vshn")]);
+    let config = world.env.write("anchors.toml", "dynamic_domains = [\"example\", \"example.net\"]\n");
+    let config = config.to_str().unwrap();
+    let out = world.ctl_with(
+        &["update"],
+        &[("KHARON_PASSBOLT_URL", "https://pass.bolt.example.net/vshn"), ("KHARON_CONFIG", config)],
+    );
     assert!(out.success(), "{}\n{}", out.stdout, out.stderr);
     for line in [
         r#"warning: cluster c-typo: jumphostDomains "ch" refused: ch is a public suffix (Public Suffix List)"#,

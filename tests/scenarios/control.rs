@@ -101,8 +101,8 @@ fn reload_changes_routes_while_a_transfer_started_before_completes() {
     write_inventory(&env, &[inventory::routed("c-b", "jump-b", "b.example")]);
     let reload = kharonctl::run(&env, &["reload"]);
     assert!(reload.success(), "{}", reload.stderr);
-    assert!(reload.stdout.contains("+ b.example -> jump-b"), "{}", reload.stdout);
-    assert!(reload.stdout.contains("- a.example -> jump-a"), "{}", reload.stdout);
+    assert!(reload.stdout.contains("+ route b.example via jump-b (c-b)"), "{}", reload.stdout);
+    assert!(reload.stdout.contains("- route a.example via jump-a (c-a)"), "{}", reload.stdout);
     assert_eq!(kharonctl::run(&env, &["route", "api.b.example", "-o", "json"]).json()["jumphost"], "jump-b");
     assert_eq!(kharonctl::run(&env, &["route", "api.a.example", "-o", "json"]).json()["via"], "direct");
 

@@ -4,6 +4,7 @@
 mod activation;
 mod adaptive_window;
 mod channel_close;
+mod cluster_anchors;
 mod cluster_trust;
 mod clusters;
 mod commodore;

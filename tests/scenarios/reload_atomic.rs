@@ -133,7 +133,10 @@ fn a_reload_past_its_deadline_installs_neither_table_nor_chains_and_the_next_one
     let reload = kharonctl::run(&lab.env, &["reload"]);
     assert_eq!(reload.code, Some(0), "{reload:?}\n{}", lab.daemon().log());
     assert!(!marker2.exists(), "the next reload did not wait for the abandoned one");
-    assert!(reload.stdout.contains("+ c2.example -> hop1") && reload.stdout.contains("+ c3.example -> hop1"));
+    assert!(
+        reload.stdout.contains("+ route c2.example via hop1 (c2)")
+            && reload.stdout.contains("+ route c3.example via hop1 (c3)")
+    );
     assert_eq!((route(&lab, "api.c2.example"), hop1(&lab)), ("hop1".to_owned(), new_hop.clone()));
     wait_abandoned_done(&lab, &marker2, 2);
     assert_eq!((route(&lab, "api.c3.example"), hop1(&lab)), ("hop1".to_owned(), new_hop));
@@ -160,7 +163,7 @@ fn a_new_ssh_config_that_refuses_a_jump_host_or_cannot_be_read_is_a_partial_relo
     write_inventory(&lab, &[c1.clone(), inventory::routed("c2", "hop-tagged", "c2.example")]);
     let reload = kharonctl::run(&lab.env, &["reload"]);
     assert_eq!(reload.code, Some(4), "{reload:?}");
-    assert!(reload.stdout.contains("+ c2.example -> hop-tagged"), "the table is in: {reload:?}");
+    assert!(reload.stdout.contains("+ route c2.example via hop-tagged (c2)"), "the table is in: {reload:?}");
     assert!(
         reload.stderr.contains(&format!("partial reload: jump host hop-tagged ({origin}) is refused")),
         "{reload:?}"
@@ -176,7 +179,7 @@ fn a_new_ssh_config_that_refuses_a_jump_host_or_cannot_be_read_is_a_partial_relo
     write_inventory(&lab, &[c1, inventory::routed("c3", "hop1", "c3.example")]);
     let reload = kharonctl::run(&lab.env, &["reload"]);
     assert_eq!(reload.code, Some(4), "{reload:?}");
-    assert!(reload.stdout.contains("+ c3.example -> hop1"), "{reload:?}");
+    assert!(reload.stdout.contains("+ route c3.example via hop1 (c3)"), "{reload:?}");
     assert!(
         reload.stderr.contains("partial reload: the ssh config was not reloaded, the one read before stays")
             && reload.stderr.contains("NoSuchKeyword"),
