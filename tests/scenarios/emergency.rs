@@ -152,7 +152,8 @@ impl World {
         let cluster = |id: &str, base: &str, port: u16| {
             json!({
                 "id": id, "tenant": "t-test",
-                "facts": {"distribution": "openshift4", "jumphost": lab.jumphost()},
+                // The lab's jump host anchors nothing: VSHN lists the base domain (issue 41).
+                "facts": {"distribution": "openshift4", "jumphost": lab.jumphost(), "jumphostDomains": base},
                 "dynamicFacts": {
                     "openshiftBaseDomain": base,
                     "openshiftApiURL": format!("https://api.{base}:{port}"),

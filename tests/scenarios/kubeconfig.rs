@@ -451,7 +451,8 @@ impl JumpCluster {
         let api = TlsApi::start(lab.env.path(), TARGET);
         let cluster = json!({
             "id": "c1", "tenant": "t-test",
-            "facts": {"distribution": "openshift4", "jumphost": lab.jumphost()},
+            // The lab's jump host anchors nothing: VSHN lists the base domain (issue 41).
+            "facts": {"distribution": "openshift4", "jumphost": lab.jumphost(), "jumphostDomains": "c1.example"},
             "dynamicFacts": {
                 "openshiftBaseDomain": "c1.example",
                 "openshiftApiURL": format!("https://{TARGET}:{}", api.port),
