@@ -599,22 +599,55 @@ fn run_ssh(case: &Case, config: &Path, agent: Option<&Path>) -> Outcome {
     let mut said = String::new();
     let mut connected = true;
     for child in children {
-        let group = child.id() as i32;
-        match kharon_e2e::output_within(child, CLIENT_LIMIT) {
-            Some(out) if out.status.success() && out.stdout == PAYLOAD => {}
-            Some(out) => {
+        match ssh_exit(child) {
+            Some((status, stdout, _)) if status.success() && stdout == PAYLOAD => {}
+            Some((status, _, stderr)) => {
                 connected = false;
-                said = format!("{}(exit {:?})", String::from_utf8_lossy(&out.stderr), out.status.code());
+                said = format!("{}(exit {:?})", String::from_utf8_lossy(&stderr), status.code());
             }
             None => {
-                // SAFETY: kill(2) on the process group this client leads (process_group(0) above).
-                unsafe { libc::kill(-group, libc::SIGKILL) };
                 connected = false;
                 said = format!("still running after {CLIENT_LIMIT:?}");
             }
         }
     }
     Outcome { connected, said }
+}
+
+/// Waits up to [`CLIENT_LIMIT`] for the oracle's `ssh` itself to exit (`None` if it did not), then
+/// kills its process group: its exit is the verdict, not the end of its stderr, which a
+/// ProxyCommand it started shares and may hold open a moment longer (seen under the full suite's
+/// load: the row "still running" although nothing was left to do). Its output, read meanwhile.
+fn ssh_exit(mut child: std::process::Child) -> Option<(std::process::ExitStatus, Vec<u8>, Vec<u8>)> {
+    use std::io::Read as _;
+    let group = child.id() as i32;
+    let reader = |pipe: Option<Box<dyn std::io::Read + Send>>| {
+        std::thread::spawn(move || {
+            let mut bytes = Vec::new();
+            if let Some(mut pipe) = pipe {
+                let _ = pipe.read_to_end(&mut bytes);
+            }
+            bytes
+        })
+    };
+    let stdout = reader(child.stdout.take().map(|p| Box::new(p) as Box<dyn std::io::Read + Send>));
+    let stderr = reader(child.stderr.take().map(|p| Box::new(p) as Box<dyn std::io::Read + Send>));
+    let mut status = None;
+    kharon_e2e::wait_until(CLIENT_LIMIT, || {
+        status = child.try_wait().ok().flatten();
+        status.is_some()
+    });
+    // SAFETY: kill(2) on the process group this client leads (process_group(0) in run_ssh): what
+    // is left of it (a ProxyCommand) goes, and with it the last holder of the pipes read above.
+    unsafe { libc::kill(-group, libc::SIGKILL) };
+    let status = match status {
+        Some(status) => status,
+        None => {
+            let _ = child.wait();
+            return None;
+        }
+    };
+    Some((status, stdout.join().unwrap_or_default(), stderr.join().unwrap_or_default()))
 }
 
 /// kharond on the row's files: how its clients fared, and what the row's extra checks found.
