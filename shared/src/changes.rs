@@ -45,16 +45,7 @@ impl From<&ClusterChange> for crate::proto::v1::ClusterChange {
             cluster: c.cluster.clone(),
             added: c.added.iter().map(route).collect(),
             removed: c.removed.iter().map(route).collect(),
-            refused: c
-                .refused
-                .iter()
-                .map(|r| pb::RefusedClaim {
-                    cluster: r.cluster.clone(),
-                    fact: r.fact.to_owned(),
-                    value: r.value.clone(),
-                    reason: r.reason.to_string(),
-                })
-                .collect(),
+            refused: c.refused.iter().map(pb::RefusedClaim::from).collect(),
         }
     }
 }

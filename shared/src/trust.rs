@@ -408,6 +408,18 @@ pub fn at_or_below(name: &str, suffix: &str) -> bool {
     name.strip_suffix(suffix).is_some_and(|rest| rest.is_empty() || rest.ends_with('.'))
 }
 
+/// A refusal as the control API reports it (`Status`'s inventory, `Reload`'s changes).
+impl From<&Refused> for crate::proto::v1::RefusedClaim {
+    fn from(r: &Refused) -> Self {
+        crate::proto::v1::RefusedClaim {
+            cluster: r.cluster.clone(),
+            fact: r.fact.to_owned(),
+            value: r.value.clone(),
+            reason: r.reason.to_string(),
+        }
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

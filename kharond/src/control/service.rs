@@ -69,16 +69,7 @@ fn inventory_info(state: &State, loaded: &LoadedTable) -> pb::InventoryInfo {
         warnings: report.warnings.clone(),
         jumphosts: count(loaded.table.jumphosts().len()),
         missing: loaded.missing,
-        refused_claims: report
-            .refused
-            .iter()
-            .map(|r| pb::RefusedClaim {
-                cluster: r.cluster.clone(),
-                fact: r.fact.to_owned(),
-                value: r.value.clone(),
-                reason: r.reason.to_string(),
-            })
-            .collect(),
+        refused_claims: report.refused.iter().map(pb::RefusedClaim::from).collect(),
     }
 }
 
