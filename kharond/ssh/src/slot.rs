@@ -179,30 +179,22 @@ impl Slot {
             self.drop_session(id, "session closed");
             return None;
         }
+        // Tunnels still on a retired session keep it up until they end; the caller dials a fresh one.
         let abandoned = live.chain.abandoned();
-        if abandoned >= RETIRE_AFTER {
-            // Tunnels still on it keep it up until they end; the caller dials a fresh one.
+        let retire = if abandoned >= RETIRE_AFTER {
+            Some(format!(
+                "{abandoned} channels were closed before the server closed them, and russh keeps the \
+                 state of each until the session ends"
+            ))
+        } else {
+            self.meter.measured().and_then(|wanted| resize(&live.chain, wanted))
+        };
+        if let Some(why) = retire {
             st.live = None;
             st.state = ChainState::Idle;
             st.since = SystemTime::now();
             drop(st);
-            tracing::info!(
-                jumphost = %self.jumphost,
-                abandoned,
-                "replacing the SSH session: russh keeps the state of every channel closed before the \
-                 server closed it until the session ends"
-            );
-            return None;
-        }
-        if let Some(wanted) = self.meter.measured()
-            && let Some(why) = resize(&live.chain, wanted)
-        {
-            // As above: its tunnels keep it up until they end; the caller dials one with `wanted`.
-            st.live = None;
-            st.state = ChainState::Idle;
-            st.since = SystemTime::now();
-            drop(st);
-            tracing::info!(jumphost = %self.jumphost, window_kib = wanted / 1024, "replacing the SSH session: {why}");
+            tracing::info!(jumphost = %self.jumphost, "replacing the SSH session: {why}");
             return None;
         }
         Some((live.id, live.chain.clone(), live.suspect))
