@@ -85,8 +85,8 @@ pub struct Prepared {
 }
 
 /// The `HostName` of a chain's last hop: the jump host's own.
-fn last_host_name(chain: &Chain) -> Option<String> {
-    chain.hops.last().map(|hop| hop.host_name.clone())
+fn last_host_name(chain: &Chain) -> Option<&str> {
+    chain.hops.last().map(|hop| hop.host_name.as_str())
 }
 
 impl Prepared {
@@ -94,8 +94,7 @@ impl Prepared {
     /// none), if `jumphost` was resolved here and has a chain: what the routing table anchors
     /// the jump host's cluster in.
     pub fn host_name(&self, jumphost: &str) -> Option<&str> {
-        let chain = self.resolved.get(jumphost)?.as_ref().ok()?;
-        chain.hops.last().map(|hop| hop.host_name.as_str())
+        last_host_name(self.resolved.get(jumphost)?.as_ref().ok()?)
     }
 
     /// Narrows what was prepared to the jump hosts of the routing table (and those known
@@ -584,8 +583,8 @@ impl Pool {
     /// hosts have a place in the pool, and which those are this answer helps decide.
     pub fn host_name(&self, jumphost: &str) -> Option<String> {
         match self.known(jumphost) {
-            Some(found) => last_host_name(&found.ok()?.chain),
-            None => last_host_name(&self.config.chain(jumphost).ok()?),
+            Some(found) => last_host_name(&found.ok()?.chain).map(str::to_owned),
+            None => last_host_name(&self.config.chain(jumphost).ok()?).map(str::to_owned),
         }
     }
 
@@ -593,7 +592,7 @@ impl Pool {
     /// reload asks it while its own resolving is done, and must not wait for the old config's
     /// `Match exec`).
     pub fn known_host_name(&self, jumphost: &str) -> Option<String> {
-        last_host_name(&self.known(jumphost)?.ok()?.chain)
+        last_host_name(&self.known(jumphost)?.ok()?.chain).map(str::to_owned)
     }
 
     /// The hops of `jumphost`'s chain as `status` shows them; empty for a refused or unknown one.
