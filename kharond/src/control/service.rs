@@ -329,10 +329,11 @@ impl pb::control_server::Control for Control {
         match self.state.reload(Trigger::Rpc).await {
             Ok(outcome) => {
                 let generation = self.state.routes.current();
+                let (routes_added, routes_removed) = outcome.route_lines();
                 Ok(Response::new(pb::ReloadResponse {
                     inventory: Some(inventory_info(&self.state, &generation.table)),
-                    routes_added: outcome.routes_added,
-                    routes_removed: outcome.routes_removed,
+                    routes_added,
+                    routes_removed,
                     ssh_config_error: outcome.ssh_config_error.unwrap_or_default(),
                     refused: refused_jumphosts(&outcome.refused),
                     preflight: Some(preflight(&outcome.preflight, &[])),

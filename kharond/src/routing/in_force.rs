@@ -39,10 +39,7 @@ pub struct Generation {
 /// What a reload changed, for the `Reload` answer and the log.
 #[derive(Debug, Default)]
 pub struct ReloadOutcome {
-    /// "suffix -> jumphost" lines that appeared or disappeared.
-    pub routes_added: Vec<String>,
-    pub routes_removed: Vec<String>,
-    /// The same per cluster, with the names refused since the table replaced.
+    /// Per cluster, the names routed and refused that the replaced table did not.
     pub changes: Vec<ClusterChange>,
     /// The new ssh config could not be read or is invalid: the table was installed, the ssh
     /// config read before stays in force.
@@ -57,6 +54,21 @@ impl ReloadOutcome {
     /// The table went in, but not everything the files asked for is usable.
     pub fn partial(&self) -> bool {
         self.ssh_config_error.is_some() || !self.refused.is_empty()
+    }
+
+    /// The routes that appeared and disappeared, as "suffix -> jumphost" (whatever the cluster),
+    /// each once: what `Reload` answered before it said them per cluster, kept for older clients.
+    pub fn route_lines(&self) -> (Vec<String>, Vec<String>) {
+        let lines = |pick: fn(&ClusterChange) -> &Vec<(String, String)>| -> BTreeSet<String> {
+            self.changes
+                .iter()
+                .flat_map(pick)
+                .map(|(suffix, jumphost)| format!("{suffix} -> {jumphost}"))
+                .collect()
+        };
+        let (added, removed) = (lines(|c| &c.added), lines(|c| &c.removed));
+        // A route that moved between two clusters of the same jump host is no change here.
+        (added.difference(&removed).cloned().collect(), removed.difference(&added).cloned().collect())
     }
 }
 
@@ -232,8 +244,8 @@ impl InForce {
         };
         match &result {
             Ok(outcome) => tracing::info!(
-                added = outcome.routes_added.len(),
-                removed = outcome.routes_removed.len(),
+                added = outcome.changes.iter().map(|c| c.added.len()).sum::<usize>(),
+                removed = outcome.changes.iter().map(|c| c.removed.len()).sum::<usize>(),
                 partial = outcome.partial(),
                 "{}: reloaded routing table from {}",
                 trigger.asked_by(),
@@ -301,19 +313,10 @@ impl InForce {
     /// Makes the next generation from what [`InForce::prepare`] read and swaps it in, as one
     /// value; says what changed.
     fn install(&self, (table, prepared): (LoadedTable, kharon_ssh::Prepared)) -> ReloadOutcome {
-        let describe = |t: &LoadedTable| -> BTreeSet<String> {
-            t.table
-                .routes()
-                .into_iter()
-                .map(|(suffix, jumphost, _)| format!("{suffix} -> {jumphost}"))
-                .collect()
-        };
         // Within the reload's turn (reload.rs): no other reload installs between this read of
         // the pool in force and the swap below.
         let old = self.current();
         let (pool, installed) = old.pool.next(prepared);
-        let new_routes = describe(&table);
-        let old_routes = describe(&old.table);
         let (old_all, new_all) = (old.table.table.routes(), table.table.routes());
         let changes = changes::between(
             &changes::Snapshot { routes: &old_all, refused: &old.table.table.report().refused },
@@ -321,8 +324,6 @@ impl InForce {
         );
         self.current.store(Arc::new(Generation { table, pool }));
         ReloadOutcome {
-            routes_added: new_routes.difference(&old_routes).cloned().collect(),
-            routes_removed: old_routes.difference(&new_routes).cloned().collect(),
             changes,
             ssh_config_error: installed.config_error,
             refused: installed.refused,
