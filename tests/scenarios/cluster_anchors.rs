@@ -58,16 +58,7 @@ fn dynamic_names_route_only_inside_their_anchors_and_nested_names_by_the_longest
     let _jump_m = second_jump_host(&lab, "jump-m", &VIA_JUMP_M);
     let inv = lab.env.write("inventory.json", &inventory(&lab).to_string());
     let config = lab.env.write("config.toml", "dynamic_domains = [\"zone.example\"]\n");
-    let args = [
-        "--inventory",
-        inv.to_str().unwrap(),
-        "--ssh-config",
-        lab.ssh_config.to_str().unwrap(),
-        "--config",
-        config.to_str().unwrap(),
-    ];
-    let agent = lab.agent.socket().display().to_string();
-    lab.daemon = Some(Kharond::start_with(&lab.env, &args, &[("SSH_AUTH_SOCK", agent.as_str())]));
+    lab.start_daemon_on(&inv, &["--config", config.to_str().unwrap()]);
     let daemon = lab.daemon();
     let port = lab.target.port();
     let through = |host: &str, jumphost: &str, cluster: &str| {

@@ -172,16 +172,7 @@ fn a_cluster_cannot_route_another_clusters_api_a_domain_a_public_suffix_or_kharo
         "config.toml",
         "lieutenant_url = \"https://api.syn.example.net\"\ndynamic_domains = [\"example\"]\n",
     );
-    let args = [
-        "--inventory",
-        inv.to_str().unwrap(),
-        "--ssh-config",
-        lab.ssh_config.to_str().unwrap(),
-        "--config",
-        config.to_str().unwrap(),
-    ];
-    let agent = lab.agent.socket().display().to_string();
-    lab.daemon = Some(Kharond::start_with(&lab.env, &args, &[("SSH_AUTH_SOCK", agent.as_str())]));
+    lab.start_daemon_on(&inv, &["--config", config.to_str().unwrap()]);
     let daemon = lab.daemon();
     let port = lab.target.port();
 

@@ -13,9 +13,7 @@ use crate::jumphost::{Lab, LabOptions};
 /// Starts the lab's daemon on `clusters` instead of the lab's own one-cluster inventory.
 fn start_with_inventory(lab: &mut Lab, clusters: &[serde_json::Value]) {
     let inv = lab.env.write("inventory.json", &inventory::to_json(clusters));
-    let args = ["--inventory", inv.to_str().unwrap(), "--ssh-config", lab.ssh_config.to_str().unwrap()];
-    let agent = lab.agent.socket().display().to_string();
-    lab.daemon = Some(Kharond::start_with(&lab.env, &args, &[("SSH_AUTH_SOCK", agent.as_str())]));
+    lab.start_daemon_on(&inv, &[]);
 }
 
 #[test]

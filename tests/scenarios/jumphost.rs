@@ -147,10 +147,24 @@ impl Lab {
     pub fn start_daemon(&mut self) -> &Kharond {
         let args = self.daemon_args();
         let args: Vec<&str> = args.iter().map(String::as_str).collect();
+        self.start_daemon_with(&args)
+    }
+
+    /// Starts kharond with `args` (an inventory among them) and the lab's agent.
+    pub fn start_daemon_with(&mut self, args: &[&str]) -> &Kharond {
         let agent = self.agent.socket().display().to_string();
-        let daemon = Kharond::start_with(&self.env, &args, &[("SSH_AUTH_SOCK", agent.as_str())]);
+        let daemon = Kharond::start_with(&self.env, args, &[("SSH_AUTH_SOCK", agent.as_str())]);
         self.daemon = Some(daemon);
         self.daemon()
+    }
+
+    /// Starts kharond on the inventory file `inventory` and the lab's ssh_config, plus `extra` args.
+    pub fn start_daemon_on(&mut self, inventory: &std::path::Path, extra: &[&str]) -> &Kharond {
+        let (inventory, ssh_config) =
+            (inventory.display().to_string(), self.ssh_config.display().to_string());
+        let mut args = vec!["--inventory", inventory.as_str(), "--ssh-config", ssh_config.as_str()];
+        args.extend_from_slice(extra);
+        self.start_daemon_with(&args)
     }
 
     pub fn daemon(&self) -> &Kharond {
@@ -443,6 +457,24 @@ fn two_gib_transfer_arrives_intact() {
 fn transfer(len: u64) {
     let mut lab = Lab::new(LabOptions::default());
     lab.start_daemon();
+    let started = Instant::now();
+    let s = download_checked(&lab, len, &mut |_| {});
+    let secs = started.elapsed().as_secs_f64();
+    eprintln!("{len} bytes in {secs:.1} s = {:.0} MB/s", len as f64 / secs / 1e6);
+    let chain = lab.chain_status();
+    assert!(chain["bytes_down"].as_u64().unwrap_or(0) >= len, "{chain}");
+    drop(s);
+    assert!(
+        wait_until(Duration::from_secs(5), || lab.chain_status()["open_channels"] == 0),
+        "{}",
+        lab.chain_status()
+    );
+}
+
+/// `GET /bytes/LEN` through the lab's daemon, every byte checked against the server's
+/// deterministic pattern (stronger than a checksum: it names the offset); `progress` hears the
+/// bytes read so far after each read. Returns the connection, still open.
+pub fn download_checked(lab: &Lab, len: u64, progress: &mut dyn FnMut(u64)) -> std::net::TcpStream {
     let (code, _, mut s) = lab.socks_connect(lab.target.port());
     assert_eq!(code, 0);
     s.set_read_timeout(Some(Duration::from_secs(30))).unwrap();
@@ -454,7 +486,6 @@ fn transfer(len: u64) {
         s.read_exact(&mut byte).unwrap();
         head.push(byte[0]);
     }
-    let started = Instant::now();
     let mut buf = vec![0u8; 1 << 20];
     let mut got = 0u64;
     let period = pattern((1 << 20) + 251);
@@ -464,17 +495,9 @@ fn transfer(len: u64) {
         let off = (got % 251) as usize;
         assert!(buf[..n] == period[off..off + n], "payload differs near byte {got}");
         got += n as u64;
+        progress(got);
     }
-    let secs = started.elapsed().as_secs_f64();
-    eprintln!("{len} bytes in {secs:.1} s = {:.0} MB/s", len as f64 / secs / 1e6);
-    let chain = lab.chain_status();
-    assert!(chain["bytes_down"].as_u64().unwrap_or(0) >= len, "{chain}");
-    drop(s);
-    assert!(
-        wait_until(Duration::from_secs(5), || lab.chain_status()["open_channels"] == 0),
-        "{}",
-        lab.chain_status()
-    );
+    s
 }
 
 /// `openssl s_server -WWW` on 127.0.0.1 with a self-signed certificate for [`TARGET`]: serves the

@@ -7,7 +7,6 @@
 use std::path::Path;
 use std::time::Duration;
 
-use kharon_e2e::kharond::Kharond;
 use kharon_e2e::sshd::{self, Sshd};
 use kharon_e2e::{inventory, kharonctl, wait_until};
 
@@ -21,16 +20,7 @@ const SLOW: &str = "4";
 
 fn start(lab: &mut Lab, clusters: &[serde_json::Value]) {
     let inv = lab.env.write("inventory.json", &inventory::to_json(clusters));
-    let args = [
-        "--inventory",
-        inv.to_str().unwrap(),
-        "--ssh-config",
-        lab.ssh_config.to_str().unwrap(),
-        "--test-reload-deadline-ms",
-        DEADLINE_MS,
-    ];
-    let agent = lab.agent.socket().display().to_string();
-    lab.daemon = Some(Kharond::start_with(&lab.env, &args, &[("SSH_AUTH_SOCK", agent.as_str())]));
+    lab.start_daemon_on(&inv, &["--test-reload-deadline-ms", DEADLINE_MS]);
 }
 
 fn write_inventory(lab: &Lab, clusters: &[serde_json::Value]) {

@@ -5,7 +5,6 @@
 
 use std::time::Duration;
 
-use kharon_e2e::kharond::Kharond;
 use kharon_e2e::servers::HttpServer;
 use kharon_e2e::sshd::{self};
 use kharon_e2e::{inventory, kharonctl, socks, wait_until};
@@ -15,9 +14,7 @@ use crate::jumphost::{Lab, LabOptions};
 /// Starts the lab's daemon on `clusters` instead of the lab's own one-cluster inventory.
 fn start(lab: &mut Lab, clusters: &[serde_json::Value]) {
     let inv = lab.env.write("inventory.json", &inventory::to_json(clusters));
-    let args = ["--inventory", inv.to_str().unwrap(), "--ssh-config", lab.ssh_config.to_str().unwrap()];
-    let agent = lab.agent.socket().display().to_string();
-    lab.daemon = Some(Kharond::start_with(&lab.env, &args, &[("SSH_AUTH_SOCK", agent.as_str())]));
+    lab.start_daemon_on(&inv, &[]);
 }
 
 fn chain<'a>(status: &'a serde_json::Value, jumphost: &str) -> &'a serde_json::Value {
