@@ -113,7 +113,9 @@ PY
 python3 "$W/target.py" "$TARGET_PORT" 2>"$W/target.log" & PIDS+=($!)
 wait_port "$J1_PORT" "sshd j1" "$W/sshd.1.log"; wait_port "$J2_PORT" "sshd j2" "$W/sshd.2.log"
 wait_port "$TARGET_PORT" "the target server" "$W/target.log"
-echo '[{"id":"c1","facts":{"distribution":"openshift4","jumphost":"bench"},"dynamicFacts":{"openshiftBaseDomain":"c1.example"}}]' > "$W/inventory.json"
+# The base domain is static too: the jump host is an alias of 127.0.0.1, which anchors no dynamic
+# name (issue 41, shared/src/anchor.rs).
+echo '[{"id":"c1","facts":{"distribution":"openshift4","jumphost":"bench","jumphostDomains":"c1.example"},"dynamicFacts":{"openshiftBaseDomain":"c1.example"}}]' > "$W/inventory.json"
 
 stop() { for p in "$@"; do kill "$p" 2>/dev/null || true; wait "$p" 2>/dev/null || true; done; }
 for profile in $PROFILES; do

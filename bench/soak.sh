@@ -178,7 +178,9 @@ import json, sys
 w = sys.argv[1]
 def routed(cid, jump, base):
     return {"id": cid, "tenant": "t-soak", "displayName": cid,
-            "facts": {"distribution": "openshift4", "jumphost": jump},
+            # Static too: the jump hosts are aliases of 127.0.0.1, which anchor no dynamic name
+            # (issue 41, shared/src/anchor.rs).
+            "facts": {"distribution": "openshift4", "jumphost": jump, "jumphostDomains": base},
             "dynamicFacts": {"openshiftBaseDomain": base, "openshiftApiURL": f"https://api.{base}:6443"}}
 base = [routed("c-a", "hop-a", "a.soak"), routed("c-b", "hop-b2", "b.soak"), routed("c-c", "hop-c3", "c.soak")]
 # The second inventory adds clusters (one more route per chain), so each reload changes the table.
