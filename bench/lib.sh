@@ -38,3 +38,19 @@ write_sshd_config() {
     "KbdInteractiveAuthentication no" "PermitRootLogin prohibit-password" "AllowTcpForwarding yes" \
     "$@" >"$file"
 }
+
+# bench_keys: $W/host_key (every bench sshd's), the client key $W/home/.ssh/id_bench and the
+# authorized_keys that lets it in; /run/sshd, which sshd insists on.
+bench_keys() {
+  mkdir -p "$W/home/.ssh" /run/sshd
+  ssh-keygen -q -t ed25519 -N '' -f "$W/host_key"
+  ssh-keygen -q -t ed25519 -N '' -f "$W/home/.ssh/id_bench"
+  cp "$W/home/.ssh/id_bench.pub" "$W/authorized_keys"
+}
+
+# ssh_config_defaults USER: the `Host *` block both clients (kharond and `ssh -D`) share, appended
+# to $W/home/.ssh/config: the bench key only, no agent, the bench's known_hosts.
+ssh_config_defaults() {
+  printf '%s\n' "Host *" "  User $1" "  IdentityFile $W/home/.ssh/id_bench" "  IdentityAgent none" \
+    "  IdentitiesOnly yes" "  UserKnownHostsFile $W/home/.ssh/known_hosts" >> "$W/home/.ssh/config"
+}

@@ -58,10 +58,7 @@ use_kharond bench/routed.sh
 
 W=$(mktemp -d /tmp/khbench.XXXXXX)
 
-mkdir -p "$W/home/.ssh" /run/sshd
-ssh-keygen -q -t ed25519 -N '' -f "$W/host_key"
-ssh-keygen -q -t ed25519 -N '' -f "$W/home/.ssh/id_bench"
-cp "$W/home/.ssh/id_bench.pub" "$W/authorized_keys"
+bench_keys
 TARGET_PORT=$(free_port); KH_PORT=$(free_port); SSHD_D_PORT=$(free_port)
 SSHD_PORTS=(); for _ in $(seq "$HOPS"); do SSHD_PORTS+=("$(free_port)"); done
 # The port clients dial for the first jump host: its sshd, or slow-link in front of it.
@@ -95,14 +92,7 @@ for i in $(seq "$HOPS"); do
   printf 'Host %s\n  HostName 127.0.0.1\n  Port %s\n' "$name" "$port" >> "$W/home/.ssh/config"
   [ "$i" = 1 ] || printf '  ProxyJump h%s\n' "$((i - 1))" >> "$W/home/.ssh/config"
 done
-cat >> "$W/home/.ssh/config" <<CFG
-Host *
-  User $USER_NAME
-  IdentityFile $W/home/.ssh/id_bench
-  IdentityAgent none
-  IdentitiesOnly yes
-  UserKnownHostsFile $W/home/.ssh/known_hosts
-CFG
+ssh_config_defaults "$USER_NAME"
 
 # Target: HTTP/1.0-ish; GET /bytes/N sends N zero bytes, anything else a short body.
 cat > "$W/target.py" <<'PY'

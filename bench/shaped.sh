@@ -41,10 +41,7 @@ LOAD_BEFORE=$(cut -d' ' -f1 /proc/loadavg)
 
 W=$(mktemp -d /tmp/khshaped.XXXXXX)
 OUT=$W/shaped.jsonl
-mkdir -p "$W/home/.ssh" /run/sshd
-ssh-keygen -q -t ed25519 -N '' -f "$W/host_key"
-ssh-keygen -q -t ed25519 -N '' -f "$W/home/.ssh/id_bench"
-cp "$W/home/.ssh/id_bench.pub" "$W/authorized_keys"
+bench_keys
 TARGET_PORT=$(free_port); J1_PORT=$(free_port); J2_PORT=$(free_port); LINK_PORT=$(free_port)
 USER_NAME=${USER:-root}
 TARGET=bench.c1.example
@@ -67,13 +64,8 @@ Host bench
   HostName 127.0.0.1
   Port $J2_PORT
   ProxyJump j1
-Host *
-  User $USER_NAME
-  IdentityFile $W/home/.ssh/id_bench
-  IdentityAgent none
-  IdentitiesOnly yes
-  UserKnownHostsFile $W/home/.ssh/known_hosts
 CFG
+ssh_config_defaults "$USER_NAME"
 
 # Target: GET /bytes/N sends N zero bytes, POST /sink swallows its body, anything else is "ok"
 # (kept alive under HTTP/1.1).
