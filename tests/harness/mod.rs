@@ -177,11 +177,45 @@ pub fn wait_until(limit: Duration, mut condition: impl FnMut() -> bool) -> bool 
 }
 
 /// A free TCP port on 127.0.0.1 (bound and released; fine for tests that bind it right away).
+/// A loopback port that nothing listens on, for a server the test starts or a connection that
+/// must be refused.
+///
+/// It is taken from outside the kernel's ephemeral range (`net.ipv4.ip_local_port_range`): a
+/// port the kernel handed out for `bind(…:0)` is free again once probed, and the kernel may then
+/// give it to any outgoing connection of the parallel tests before the server binds it (seen in CI:
+/// `systemd-socket-activate: Address already in use`). Outside that range only this function
+/// hands ports out, each once per process, and a probe bind on `127.0.0.1` and `0.0.0.0` skips
+/// ports another process holds.
 pub fn free_port() -> u16 {
-    std::net::TcpListener::bind("127.0.0.1:0")
-        .and_then(|l| l.local_addr())
-        .map(|a| a.port())
-        .expect("free port")
+    use std::sync::atomic::{AtomicU32, Ordering};
+    static NEXT: AtomicU32 = AtomicU32::new(0);
+    let (low, high) = ephemeral_range();
+    // Below the ephemeral range when there is room, else above it.
+    let (start, end) = if low > 12_000 { (10_000, low) } else { (high + 1, 65_535) };
+    let span = end - start;
+    // Each test process starts elsewhere in the span, so two runs at once rarely meet.
+    let offset = std::process::id() % span;
+    for _ in 0..span {
+        let n = NEXT.fetch_add(1, Ordering::Relaxed);
+        let port = (start + (offset + n) % span) as u16;
+        let free =
+            ["127.0.0.1", "0.0.0.0"].iter().all(|host| std::net::TcpListener::bind((*host, port)).is_ok());
+        if free {
+            return port;
+        }
+    }
+    panic!("no free port in {start}..{end}");
+}
+
+/// The kernel's ephemeral port range (Linux's default when it cannot be read).
+fn ephemeral_range() -> (u32, u32) {
+    std::fs::read_to_string("/proc/sys/net/ipv4/ip_local_port_range")
+        .ok()
+        .and_then(|s| {
+            let mut it = s.split_whitespace().map(|n| n.parse::<u32>().ok());
+            Some((it.next()??, it.next()??))
+        })
+        .unwrap_or((32_768, 60_999))
 }
 pub mod commodore;
 pub mod lieutenant;
