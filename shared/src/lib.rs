@@ -8,6 +8,7 @@
 //!   and an error with its causes as one line ([`errors::Chain`]), which both binaries print.
 //! - [`config`]: the TOML schema and defaults, merged with env and flags into one validated `Config`.
 //! - [`files`]: reading user-named files without blocking on a FIFO; naming file types.
+//! - [`parallel`]: one pure function over a large slice, split across the cores (compiling).
 //! - [`paths`]: every on-disk location (config, cache, control socket); the only user of `directories`.
 //! - [`man_pages`]: the man page of either binary, written from its clap definition.
 //! - [`proto`]: the gRPC control API generated from `proto/kharon/v1/control.proto`.
@@ -30,6 +31,7 @@ pub mod errors;
 pub mod files;
 pub mod inventory;
 pub mod man_pages;
+pub mod parallel;
 pub mod paths;
 pub mod proto;
 pub mod routing;

@@ -33,6 +33,7 @@ use crate::anchor::Anchors;
 use crate::inventory::{self, Cluster, MAX_NAME_LEN, SuffixError};
 use crate::trust::{self, OwnHosts, Refusal, Refused, Tier};
 use std::collections::HashMap;
+use std::collections::hash_map::Entry::{Occupied, Vacant};
 use std::fmt;
 use std::net::{IpAddr, Ipv6Addr};
 
@@ -192,6 +193,18 @@ struct Entry {
 }
 
 impl Entry {
+    /// Adds a member with a higher index than all so far (a suffix named by several clusters).
+    fn add(&mut self, member: MemberIdx, excluded: bool) {
+        let mut members = std::mem::take(&mut self.members).into_vec();
+        if excluded {
+            members.push(member);
+        } else {
+            members.insert(self.excludes_from as usize, member);
+            self.excludes_from += 1;
+        }
+        self.members = members.into_boxed_slice();
+    }
+
     fn include(&self) -> &[MemberIdx] {
         self.members.get(..self.excludes_from as usize).unwrap_or(&[])
     }
@@ -201,27 +214,14 @@ impl Entry {
     }
 }
 
-/// An [`Entry`] while the table is compiled.
-#[derive(Debug, Default)]
-struct EntryBuilder {
-    include: Vec<MemberIdx>,
-    exclude: Vec<MemberIdx>,
-}
-
-impl EntryBuilder {
-    fn build(mut self) -> Entry {
-        let excludes_from = u32::try_from(self.include.len()).unwrap_or(u32::MAX);
-        self.include.append(&mut self.exclude);
-        Entry { members: self.include.into_boxed_slice(), excludes_from }
-    }
-}
-
 #[derive(Debug, Default)]
 pub struct RoutingTable {
     /// Routed clusters sorted by (id, jumphost); the index is the tie-break order.
     members: Vec<Member>,
-    /// Keyed by normalised suffix; the key is what `Route` borrows.
-    suffixes: HashMap<Box<str>, Entry>,
+    /// Keyed by normalised suffix; the key is what `Route` borrows. foldhash: several lookups per
+    /// connection, and SipHash's protection against chosen collisions is not needed for keys
+    /// that come from the inventory, seeded per process as they are here.
+    suffixes: HashMap<Box<str>, Entry, foldhash::fast::RandomState>,
     /// Bit n set when some suffix is n bytes long: most label suffixes of a host can be skipped
     /// without hashing them.
     lengths: trust::Lengths,
@@ -321,7 +321,8 @@ impl RoutingTable {
 
         // Sorted first so that warnings, tie-breaks and member indices follow cluster id order.
         let mut sorted: Vec<&Cluster> = clusters.iter().collect();
-        sorted.sort_by(|a, b| (&a.id, a.jumphost()).cmp(&(&b.id, b.jumphost())));
+        // The jump host is a fact looked up per comparison: only asked on a tie of ids.
+        sorted.sort_by(|a, b| a.id.cmp(&b.id).then_with(|| a.jumphost().cmp(&b.jumphost())));
         let mut duplicates: Vec<&str> = sorted
             .windows(2)
             .filter(|pair| pair[0].id == pair[1].id)
@@ -335,25 +336,15 @@ impl RoutingTable {
         }
 
         // Warnings and refusals are kept per cluster and told in cluster order at the end, since
-        // some come only once every cluster's names are known.
+        // some come only once every cluster's names are known. What a cluster says on its own is
+        // most of the work, and independent of every other cluster: it is split across the cores.
+        let alone = crate::parallel::map(&sorted, |cluster| alone(cluster, own, anchors));
         let mut told: Vec<(Vec<String>, Vec<Refused>)> = Vec::with_capacity(sorted.len());
         let mut gathered: Vec<(usize, Gathered<'_>)> = Vec::new();
-        for cluster in sorted {
-            let mut said = (Vec::new(), Vec::new());
-            if cluster.is_ignored() {
-                report.clusters_ignored += 1;
-            } else {
-                match cluster.jumphost_fact() {
-                    Ok(Some(jumphost)) => {
-                        if let Some(g) = gather(cluster, jumphost, own, anchors, &mut said) {
-                            gathered.push((told.len(), g));
-                        }
-                    }
-                    Ok(None) => {}
-                    Err(invalid) => {
-                        said.0.push(format!("cluster {}: {invalid}; the cluster routes nothing", cluster.id))
-                    }
-                }
+        for Alone { ignored, said, gathered: g } in alone {
+            report.clusters_ignored += usize::from(ignored);
+            if let Some(g) = g {
+                gathered.push((told.len(), g));
             }
             told.push(said);
         }
@@ -371,21 +362,28 @@ impl RoutingTable {
         }
 
         let mut table = RoutingTable::default();
-        let mut building: HashMap<&str, EntryBuilder> = HashMap::new();
-        for (idx, candidate) in candidates.iter().enumerate() {
+        // Sized once for every name (fewer are distinct; the excess is given back below, when it
+        // is a whole size class): growing a map of a quarter of a million names rehashes it
+        // again and again (issue 41).
+        table.suffixes.reserve(candidates.iter().map(|c| c.include.len() + c.exclude.len()).sum());
+        for (idx, candidate) in candidates.into_iter().enumerate() {
             // More than u32::MAX routed clusters cannot come out of one JSON document we can hold.
             let idx = MemberIdx::try_from(idx).unwrap_or(MemberIdx::MAX);
-            for suffix in &candidate.include {
+            let named = candidate.include.into_iter().map(|suffix| (suffix, false));
+            for (suffix, excluded) in named.chain(candidate.exclude.into_iter().map(|suffix| (suffix, true)))
+            {
                 table.lengths.insert(suffix.len());
-                building.entry(suffix).or_default().include.push(idx);
-            }
-            for suffix in &candidate.exclude {
-                table.lengths.insert(suffix.len());
-                building.entry(suffix).or_default().exclude.push(idx);
+                match table.suffixes.entry(suffix.into_boxed_str()) {
+                    Vacant(slot) => {
+                        slot.insert(Entry { members: Box::new([idx]), excludes_from: u32::from(!excluded) });
+                    }
+                    // Members come in ascending order; an include goes before the excludes.
+                    Occupied(mut slot) => slot.get_mut().add(idx, excluded),
+                }
             }
             table.members.push(Member { id: candidate.id.into(), jumphost: candidate.jumphost.into() });
         }
-        table.suffixes = building.into_iter().map(|(suffix, entry)| (suffix.into(), entry.build())).collect();
+        table.suffixes.shrink_to_fit();
 
         for (suffix, entry) in &table.suffixes {
             let Some((&first, rest)) = entry.include().split_first() else { continue };
@@ -571,10 +569,10 @@ impl RoutingTable {
 
     /// Distinct jump hosts, sorted.
     pub fn jumphosts(&self) -> Vec<String> {
-        let mut jumphosts: Vec<String> = self.members.iter().map(|m| m.jumphost.to_string()).collect();
-        jumphosts.sort();
-        jumphosts.dedup();
-        jumphosts
+        // Few distinct among many members (50,000 clusters, a handful of jump hosts): each
+        // copied once, not once per member.
+        let distinct: std::collections::BTreeSet<&str> = self.members.iter().map(|m| &*m.jumphost).collect();
+        distinct.into_iter().map(str::to_owned).collect()
     }
 
     /// The clusters that route something, with their jump host, sorted by cluster id.
@@ -612,6 +610,30 @@ fn classify<'b>(host: &'b str, buf: &'b mut [u8; MAX_NAME_LEN]) -> Host<'b> {
         },
         Ok(name) => Host::Name(name),
     }
+}
+
+/// What one cluster's own facts say, before the names of all clusters are judged together.
+struct Alone<'c> {
+    ignored: bool,
+    /// Its warnings and refusals so far.
+    said: (Vec<String>, Vec<Refused>),
+    gathered: Option<Gathered<'c>>,
+}
+
+fn alone<'c>(cluster: &'c Cluster, own: &OwnHosts, anchors: &Anchors) -> Alone<'c> {
+    let mut said = (Vec::new(), Vec::new());
+    if cluster.is_ignored() {
+        return Alone { ignored: true, said, gathered: None };
+    }
+    let gathered = match cluster.jumphost_fact() {
+        Ok(Some(jumphost)) => gather(cluster, jumphost, own, anchors, &mut said),
+        Ok(None) => None,
+        Err(invalid) => {
+            said.0.push(format!("cluster {}: {invalid}; the cluster routes nothing", cluster.id));
+            None
+        }
+    };
+    Alone { ignored: false, said, gathered }
 }
 
 /// One cluster with a jump host, as far as its own facts, `own` and `anchors` decide: its valid

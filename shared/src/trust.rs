@@ -278,43 +278,23 @@ pub struct Claim<'a> {
 /// of claims times their labels.
 pub fn arbitrate<'a>(claims: &[Claim<'a>]) -> Vec<(usize, Refusal)> {
     let names = Names::of(claims);
+    // The walks only read: the claims are split across the cores, each part listing the contests
+    // it finds (few: most names are nobody else's), merged below.
+    let parts = crate::parallel::chunks(claims, |offset, part| {
+        let mut found: Vec<(usize, Contest<'a>)> = Vec::new();
+        for (n, other) in part.iter().enumerate() {
+            walk(claims, &names, offset + n, other, &mut |refused, by: &Claim<'a>, relation| {
+                found.push((refused, (by.cluster, by.name, relation)));
+            });
+        }
+        found
+    });
     // For each refused claim: the contesting claim that names it, lowest first.
-    let mut found: HashMap<usize, (&'a str, &'a str, Relation)> = HashMap::new();
-    let mut contest = |refused: usize, by: &Claim<'a>, relation| {
-        let key = (by.cluster, by.name, relation);
+    let mut found: HashMap<usize, Contest<'a>> = HashMap::new();
+    for (refused, key) in parts.into_iter().flatten() {
         let slot = found.entry(refused).or_insert(key);
         if key < *slot {
             *slot = key;
-        }
-    };
-    for (j, other) in claims.iter().enumerate() {
-        for (depth, parent) in label_suffixes(other.name).enumerate() {
-            let head = names.head(parent);
-            for i in names.from(head) {
-                let dynamic = &claims[i];
-                if i == j || dynamic.tier == Tier::Static || dynamic.cluster == other.cluster {
-                    continue;
-                }
-                // `dynamic` is `other`'s name: it loses when `other` is as strong. Or it lies above
-                // `other`: that alone is nesting, which the longest suffix settles, unless the two
-                // are equally strong and dynamic, when `other` loses as lying inside (below) and
-                // the one above would take every name of it (module doc, "Contested names").
-                if depth == 0 && other.tier <= dynamic.tier {
-                    contest(i, other, Relation::Same);
-                } else if depth > 0 && other.tier == dynamic.tier {
-                    contest(i, other, Relation::Covers);
-                }
-            }
-            // And `other` lies inside a name of its own parent: seen from `other` when it is dynamic.
-            if depth == 0 || other.tier == Tier::Static {
-                continue;
-            }
-            for i in names.from(head) {
-                let above = &claims[i];
-                if above.cluster != other.cluster && above.tier <= other.tier {
-                    contest(j, above, Relation::Inside);
-                }
-            }
         }
     }
     let mut refused: Vec<(usize, Refusal)> = found
@@ -331,6 +311,48 @@ pub fn arbitrate<'a>(claims: &[Claim<'a>]) -> Vec<(usize, Refusal)> {
         .collect();
     refused.sort_by_key(|(i, _)| *i);
     refused
+}
+
+/// Who contests a claim, and how: the contesting claim's cluster and name.
+type Contest<'a> = (&'a str, &'a str, Relation);
+
+/// Claim `j` (`other`) walks its own label suffixes once, with one hash lookup each, and tells
+/// `contest` each claim it contests (refused index, contesting claim, relation).
+fn walk<'a>(
+    claims: &[Claim<'a>],
+    names: &Names<'a>,
+    j: usize,
+    other: &Claim<'a>,
+    contest: &mut impl FnMut(usize, &Claim<'a>, Relation),
+) {
+    for (depth, parent) in label_suffixes(other.name).enumerate() {
+        let head = names.head(parent);
+        for i in names.from(head) {
+            let dynamic = &claims[i];
+            if i == j || dynamic.tier == Tier::Static || dynamic.cluster == other.cluster {
+                continue;
+            }
+            // `dynamic` is `other`'s name: it loses when `other` is as strong. Or it lies above
+            // `other`: that alone is nesting, which the longest suffix settles, unless the two
+            // are equally strong and dynamic, when `other` loses as lying inside (below) and
+            // the one above would take every name of it (module doc, "Contested names").
+            if depth == 0 && other.tier <= dynamic.tier {
+                contest(i, other, Relation::Same);
+            } else if depth > 0 && other.tier == dynamic.tier {
+                contest(i, other, Relation::Covers);
+            }
+        }
+        // And `other` lies inside a name of its own parent: seen from `other` when it is dynamic.
+        if depth == 0 || other.tier == Tier::Static {
+            continue;
+        }
+        for i in names.from(head) {
+            let above = &claims[i];
+            if above.cluster != other.cluster && above.tier <= other.tier {
+                contest(j, above, Relation::Inside);
+            }
+        }
+    }
 }
 
 /// The claims by name, for [`arbitrate`]'s walks: the first claim of each name, the next claim of
