@@ -18,6 +18,7 @@ use std::path::{Path, PathBuf};
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 use serde::{Deserialize, Serialize};
+use serde_json::value::RawValue;
 
 use crate::inventory::Cluster;
 
@@ -103,13 +104,14 @@ pub enum Error {
     Write { path: PathBuf, source: std::io::Error },
 }
 
-/// The on-disk shape. `fetched_at` is Unix seconds so the file reads well with `jq`.
+/// The on-disk shape. `fetched_at` is Unix seconds so the file reads well with `jq`. `C`: the
+/// clusters, parsed (`Vec<Cluster>`) or held as the file's text (`&RawValue`).
 #[derive(Serialize, Deserialize)]
-struct OnDisk {
+struct OnDisk<C> {
     version: u32,
     api_url: String,
     fetched_at: u64,
-    clusters: Vec<Cluster>,
+    clusters: C,
     #[serde(default)]
     routes: Vec<RouteEntry>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -130,19 +132,50 @@ pub fn path(cache_dir: &Path) -> PathBuf {
 
 /// Reads and checks the cache file.
 pub fn load(path: &Path) -> Result<Envelope, Error> {
-    let bytes = match crate::files::read_regular(path) {
-        Ok(bytes) => bytes,
-        Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
-            return Err(Error::Missing { path: path.to_owned() });
-        }
-        Err(source) => return Err(Error::Read { path: path.to_owned(), source }),
-    };
-    let corrupt = |cause| Error::Corrupt { path: path.to_owned(), cause };
-    let VersionOnly { version } = serde_json::from_slice(&bytes).map_err(corrupt)?;
-    if version > VERSION {
-        return Err(Error::FutureVersion { path: path.to_owned(), found: version });
+    parse(path, &read(path)?)
+}
+
+/// The cache file's bytes, unchecked: [`parse`] checks them.
+pub fn read(path: &Path) -> Result<Vec<u8>, Error> {
+    match crate::files::read_regular(path) {
+        Ok(bytes) => Ok(bytes),
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => Err(Error::Missing { path: path.to_owned() }),
+        Err(source) => Err(Error::Read { path: path.to_owned(), source }),
     }
-    let disk: OnDisk = serde_json::from_slice(&bytes).map_err(corrupt)?;
+}
+
+/// The clusters of a cache file's bytes that [`parse`] accepted: for a holder of the bytes who
+/// needs them again later, and nothing else of the cache.
+pub fn clusters_of(bytes: &[u8]) -> Result<Vec<Cluster>, serde_json::Error> {
+    let disk: OnDisk<&RawValue> = serde_json::from_slice(bytes)?;
+    crate::inventory::parse_clusters(disk.clusters.get().as_bytes())
+}
+
+/// Checks the cache file's `bytes` (`path` names it in errors).
+pub fn parse(path: &Path, bytes: &[u8]) -> Result<Envelope, Error> {
+    let corrupt = |cause| Error::Corrupt { path: path.to_owned(), cause };
+    let future = |found| Error::FutureVersion { path: path.to_owned(), found };
+    // The clusters are most of the file: held unparsed first, then parsed as an inventory file's
+    // are (in halves when large, `inventory::parse_clusters`; issue 41).
+    let disk = match serde_json::from_slice::<OnDisk<&RawValue>>(bytes) {
+        Ok(disk) if disk.version > VERSION => return Err(future(disk.version)),
+        Ok(disk) => disk,
+        // A newer format may not parse as this one: its version is the better error.
+        Err(cause) => {
+            return Err(match serde_json::from_slice::<VersionOnly>(bytes) {
+                Ok(VersionOnly { version }) if version > VERSION => future(version),
+                _ => corrupt(cause),
+            });
+        }
+    };
+    let clusters = match crate::inventory::parse_clusters(disk.clusters.get().as_bytes()) {
+        Ok(clusters) => clusters,
+        // Parsed again as one document, the error says where in the file (line, column) it is.
+        Err(inner) => match serde_json::from_slice::<OnDisk<Vec<Cluster>>>(bytes) {
+            Err(cause) => return Err(corrupt(cause)),
+            Ok(_) => return Err(corrupt(inner)),
+        },
+    };
     let fetched_at = UNIX_EPOCH.checked_add(Duration::from_secs(disk.fetched_at)).ok_or_else(|| {
         corrupt(serde::de::Error::custom(format!(
             "fetched_at {} is not a representable time",
@@ -153,7 +186,7 @@ pub fn load(path: &Path) -> Result<Envelope, Error> {
         version: disk.version,
         api_url: disk.api_url,
         fetched_at,
-        clusters: disk.clusters,
+        clusters,
         routes: disk.routes,
         oidc_issuer: disk.oidc_issuer,
     })
