@@ -18,6 +18,7 @@ use crate::control::live;
 use crate::control::object_fetch;
 use crate::control::reachability;
 use crate::observe::registry::RouteSummary;
+use crate::routing::endpoints::Endpoint;
 use crate::routing::in_force::{ReloadError, ReloadRecord, ReloadResult, Trigger};
 use crate::routing::route::Route;
 use crate::routing::table::LoadedTable;
@@ -256,26 +257,12 @@ impl pb::control_server::Control for Control {
         use futures::StreamExt as _;
 
         let wanted = request.into_inner().clusters;
-        let loaded = self.state.routes.current();
-        let unknown: Vec<&String> =
-            wanted.iter().filter(|w| !loaded.table.endpoints.iter().any(|e| &e.cluster == *w)).collect();
-        if !unknown.is_empty() {
-            let names: Vec<&str> = unknown.iter().map(|s| s.as_str()).collect();
-            let quoted: Vec<String> = names.iter().map(|n| format!("{n:?}")).collect();
-            return Err(Status::not_found(format!(
-                "unknown cluster {} (kharond's table has no cluster by that id with an API, console or \
-                 OAuth URL); `kharonctl clusters` lists them",
-                quoted.join(", ")
-            )));
-        }
-        let endpoints: Vec<crate::routing::endpoints::Endpoint> = loaded
-            .table
-            .endpoints
-            .iter()
-            .filter(|e| wanted.is_empty() || wanted.contains(&e.cluster))
-            .cloned()
-            .collect();
-        drop(loaded);
+        let generation = self.state.routes.current();
+        // The first `Test` of a table works its endpoints out (a while at 50,000 clusters): off
+        // the async threads, as `clusters` inflates them.
+        let endpoints = tokio::task::spawn_blocking(move || tested(&generation.table, &wanted))
+            .await
+            .map_err(|e| Status::internal(format!("reading the clusters' URLs failed: {e}")))??;
         let events = reachability::run(Arc::clone(&self.state), endpoints).map(Ok);
         Ok(Response::new(Box::pin(events)))
     }
@@ -416,7 +403,7 @@ impl pb::control_server::Control for Control {
         let inventory = Some(inventory_info(&self.state, &generation.table));
         // Inflating 50,000 clusters takes a while: off the async threads.
         let clusters_json = tokio::task::spawn_blocking(move || match &generation.table.catalog {
-            Ok(catalog) => catalog.json().map_err(|e| e.to_string()),
+            Ok(catalog) => catalog.json(),
             Err(e) => Err(e.clone()),
         })
         .await
@@ -424,4 +411,22 @@ impl pb::control_server::Control for Control {
         .map_err(Status::internal)?;
         Ok(Response::new(pb::ClustersResponse { clusters_json, inventory }))
     }
+}
+
+/// The endpoints `Test` checks: those of the `wanted` clusters, or all of them; an unknown
+/// cluster is an error naming it.
+fn tested(table: &LoadedTable, wanted: &[String]) -> Result<Vec<Endpoint>, Status> {
+    let all = table.endpoints().map_err(|why| {
+        Status::internal(format!("the clusters of kharond's table cannot be read back: {why}"))
+    })?;
+    let unknown: Vec<String> =
+        wanted.iter().filter(|w| !all.iter().any(|e| &e.cluster == *w)).map(|n| format!("{n:?}")).collect();
+    if !unknown.is_empty() {
+        return Err(Status::not_found(format!(
+            "unknown cluster {} (kharond's table has no cluster by that id with an API, console or OAuth \
+             URL); `kharonctl clusters` lists them",
+            unknown.join(", ")
+        )));
+    }
+    Ok(all.iter().filter(|e| wanted.is_empty() || wanted.contains(&e.cluster)).cloned().collect())
 }

@@ -1,47 +1,70 @@
-//! The clusters of the table in force, as the `Clusters` RPC answers them: a Lieutenant
-//! `/clusters` JSON array, `kharonIgnore`d clusters left out, kept deflate-compressed.
+//! The clusters of the table in force, as the `Clusters` RPC answers them (a Lieutenant
+//! `/clusters` JSON array, `kharonIgnore`d clusters left out) and `Test` reads their URLs: the
+//! inventory's own bytes, kept deflate-compressed.
 //!
 //! Why compressed: the RPC is kharonctl's fallback (no cache, no inventory of its own), so the
 //! clusters are read rarely, yet a table keeps them for as long as it is in force. As plain JSON,
 //! 50,000 clusters held 25 MB of the daemon's memory (bench/inventory.sh: 82 → 107 MB RSS at
 //! start). Inventory JSON repeats its keys and domains, so deflate at its fastest level keeps a
-//! tenth of that, and the JSON is inflated again only when a `Clusters` request comes.
+//! tenth of that, and the JSON is parsed again only when a request needs it.
+//!
+//! Why the bytes as read, not the parsed clusters written out again: they are compressed while
+//! the other core parses them, so no start waits for it (issue 41: writing 50,000 clusters out
+//! again cost the compile a fifth of a second), and they are the clusters exactly as the file
+//! or Lieutenant gave them.
 
-use std::io::{BufWriter, Read};
+use std::io::{Read, Write};
 
 use flate2::Compression;
 use flate2::read::DeflateDecoder;
 use flate2::write::DeflateEncoder;
-use kharon_shared::inventory::Cluster;
+use kharon_shared::cache;
+use kharon_shared::inventory::{self, Cluster};
 
-/// The compressed JSON array; see the module doc.
+/// What the bytes of a catalog are.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Shape {
+    /// A Lieutenant `/clusters` JSON array (an `--inventory` file).
+    Clusters,
+    /// The cache `kharonctl update` writes: its `clusters` are the ones.
+    Cache,
+}
+
+/// The compressed bytes; see the module doc.
 #[derive(Debug)]
 pub struct Catalog {
     deflated: Box<[u8]>,
-    /// Length of the JSON once inflated: the answer's buffer is allocated once.
-    json_len: usize,
+    /// Length once inflated: the buffer is allocated once.
+    raw_len: usize,
+    shape: Shape,
 }
 
 impl Catalog {
-    /// `clusters` minus the ignored ones, serialized straight into the compressor (the plain JSON
-    /// never exists whole). `Err`: not expected, facts are JSON already.
-    pub fn of(clusters: &[Cluster]) -> Result<Self, String> {
-        let kept: Vec<&Cluster> = clusters.iter().filter(|c| !c.is_ignored()).collect();
-        let encoder = DeflateEncoder::new(Vec::new(), Compression::fast());
-        // serde writes a few bytes at a time, and the encoder runs its compressor on every write.
-        let mut writer = BufWriter::with_capacity(64 * 1024, encoder);
-        serde_json::to_writer(&mut writer, &kept).map_err(|e| e.to_string())?;
-        let encoder = writer.into_inner().map_err(|e| e.error().to_string())?;
-        let json_len = usize::try_from(encoder.total_in()).map_err(|e| e.to_string())?;
+    /// Keeps `bytes`, an inventory of `shape` that parsed. `Err`: not expected (the compressor
+    /// writes to memory).
+    pub fn of(bytes: &[u8], shape: Shape) -> Result<Self, String> {
+        let mut encoder = DeflateEncoder::new(Vec::new(), Compression::fast());
+        encoder.write_all(bytes).map_err(|e| e.to_string())?;
         let deflated = encoder.finish().map_err(|e| e.to_string())?.into_boxed_slice();
-        Ok(Catalog { deflated, json_len })
+        Ok(Catalog { deflated, raw_len: bytes.len(), shape })
     }
 
-    /// The JSON array, inflated.
-    pub fn json(&self) -> std::io::Result<Vec<u8>> {
-        let mut json = Vec::with_capacity(self.json_len);
-        DeflateDecoder::new(&self.deflated[..]).read_to_end(&mut json)?;
-        Ok(json)
+    /// The clusters, `kharonIgnore`d ones left out. `Err`: not expected, the bytes parsed before.
+    pub fn clusters(&self) -> Result<Vec<Cluster>, String> {
+        let mut raw = Vec::with_capacity(self.raw_len);
+        DeflateDecoder::new(&self.deflated[..]).read_to_end(&mut raw).map_err(|e| e.to_string())?;
+        let mut clusters = match self.shape {
+            Shape::Clusters => inventory::parse_clusters(&raw),
+            Shape::Cache => cache::clusters_of(&raw),
+        }
+        .map_err(|e| e.to_string())?;
+        clusters.retain(|c| !c.is_ignored());
+        Ok(clusters)
+    }
+
+    /// The clusters as a JSON array, `kharonIgnore`d ones left out.
+    pub fn json(&self) -> Result<Vec<u8>, String> {
+        serde_json::to_vec(&self.clusters()?).map_err(|e| e.to_string())
     }
 
     /// Bytes held.
@@ -54,11 +77,10 @@ impl Catalog {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use kharon_shared::inventory;
 
     #[test]
-    fn the_json_comes_back_whole_without_the_ignored_clusters_and_is_held_compressed() {
-        let clusters: Vec<Cluster> = (0..500)
+    fn the_clusters_come_back_whole_without_the_ignored_ones_and_are_held_compressed() {
+        let clusters: Vec<serde_json::Value> = (0..500)
             .map(|i| {
                 let ignored = if i == 7 { r#", "kharonIgnore": "true""# } else { "" };
                 serde_json::from_str(&format!(
@@ -71,19 +93,23 @@ mod tests {
                 .unwrap()
             })
             .collect();
-        let catalog = Catalog::of(&clusters).unwrap();
-        let json = catalog.json().unwrap();
-        assert_eq!(json.len(), catalog.json_len);
-        let back = inventory::parse_clusters(&json).unwrap();
-        assert_eq!(back.len(), 499);
-        assert!(back.iter().all(|c| c.id != "c-0007"));
-        assert_eq!(back[100].id, "c-0101");
-        assert_eq!(back[100].fact_str("jumphost"), Some("jump-1"));
-        assert_eq!(back[100].dynamic_facts["nested"]["n"], 101);
-        // Inventory JSON is repetitive: far less than the plain JSON is held.
-        assert!(catalog.held() * 4 < json.len(), "{} of {}", catalog.held(), json.len());
+        let file = serde_json::to_vec(&clusters).unwrap();
+        let cache = serde_json::to_vec(&serde_json::json!({"version": 1, "clusters": clusters})).unwrap();
+        for (bytes, shape) in [(file, Shape::Clusters), (cache, Shape::Cache)] {
+            let catalog = Catalog::of(&bytes, shape).unwrap();
+            assert_eq!(catalog.raw_len, bytes.len());
+            let back = inventory::parse_clusters(&catalog.json().unwrap()).unwrap();
+            assert_eq!(back.len(), 499, "{shape:?}");
+            assert!(back.iter().all(|c| c.id != "c-0007"));
+            assert_eq!(back[100].id, "c-0101");
+            assert_eq!(back[100].fact_str("jumphost"), Some("jump-1"));
+            assert_eq!(back[100].dynamic_facts["nested"]["n"], 101);
+            assert_eq!(catalog.clusters().unwrap().len(), 499);
+            // Inventory JSON is repetitive: far less than the plain JSON is held.
+            assert!(catalog.held() * 4 < bytes.len(), "{} of {}", catalog.held(), bytes.len());
+        }
 
-        let empty = Catalog::of(&[]).unwrap();
+        let empty = Catalog::of(b"[]", Shape::Clusters).unwrap();
         assert_eq!(empty.json().unwrap(), b"[]");
     }
 }
