@@ -107,6 +107,25 @@ fn large_inventory(clusters: usize, domains_each: usize) -> Vec<Value> {
         .collect()
 }
 
+/// A receive buffer the kernel may not grow: Linux grows a client's buffer even while it does
+/// not read, up to `net.ipv4.tcp_rmem`'s maximum (`tcp_clamp_window`, net/ipv4/tcp_input.c),
+/// and with the 32 MB some machines allow, a client that never reads took the whole PAC in a
+/// loaded run. A buffer set by the owner is left alone (SOCK_RCVBUF_LOCK).
+fn fix_receive_buffer(s: &TcpStream) {
+    let size: libc::c_int = 64 * 1024;
+    // SAFETY: SO_RCVBUF reads one c_int through the pointer, on a socket we own.
+    let rc = unsafe {
+        libc::setsockopt(
+            std::os::fd::AsRawFd::as_raw_fd(s),
+            libc::SOL_SOCKET,
+            libc::SO_RCVBUF,
+            (&size as *const libc::c_int).cast(),
+            std::mem::size_of::<libc::c_int>() as libc::socklen_t,
+        )
+    };
+    assert_eq!(rc, 0, "SO_RCVBUF: {}", std::io::Error::last_os_error());
+}
+
 /// Bytes waiting in a socket's receive queue.
 fn queued(s: &TcpStream) -> usize {
     let mut n: libc::c_int = 0;
@@ -130,6 +149,7 @@ fn clients_that_never_read_hold_no_copy_of_a_large_pac_and_are_dropped() {
     let stuck: Vec<TcpStream> = (0..CLIENTS)
         .map(|_| {
             let mut s = TcpStream::connect(daemon.socks_addr()).unwrap();
+            fix_receive_buffer(&s);
             s.write_all(b"GET /proxy.pac HTTP/1.1\r\nHost: localhost\r\n\r\n").unwrap();
             s
         })
