@@ -398,6 +398,18 @@ def shaped_figures(rec, figures):
         lat("idle_ms", 95, None, "small request p95, idle")
         lat("down_new_ms", 50, 0.5 if slow else None, "small request p50 during a bulk download")
         lat("down_new_ms", 95, None, "small request p95 during a bulk download")
+        # Fixed windows on the same path (PIN_WINDOWS): what the rule is up against.
+        for path in sorted(p for p in paths if p.startswith("kharond pinned ")):
+            pinned = paths[path]
+            news = [q(r["down_new_ms"], 50) for r in pinned]
+            pairs = [a / q(b["down_new_ms"], 50) for a, b in zip(news, s) if a is not None]
+            rates = [r["down_mb_s"] / b["down_mb_s"] for r, b in zip(pinned, s) if b["down_mb_s"]]
+            if pairs and rates:
+                figures.append(ratio_figure(
+                    f"{where}: {path.removeprefix('kharond ')} window: small request p50 during a bulk download / ssh -D",
+                    pairs, None, at_least=False,
+                    note=f"{med(news):.0f} ms; its bulk rate {med(rates):.2f}× ssh -D's "
+                         f"({med([r['down_mb_s'] for r in pinned]):.2f} MB/s, link {link_mb_s:.2f}); {load}"))
         lat("down_alive_ms", 50, None, "kept-alive small request p50 during a bulk download")
         lat("up_new_ms", 50, None, "small request p50 during a bulk upload")
         lat("up_alive_ms", 50, None, "kept-alive small request p50 during a bulk upload")

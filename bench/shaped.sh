@@ -4,7 +4,7 @@
 # in the same run. Not a test.
 #
 #   [PROFILES="50:50 20:200 50:1000"] [PHASE_SECONDS=8] [REPS=2] [WARMUP=8] [JSON=FILE] [KHAROND=PATH]
-#   bench/shaped.sh
+#   [PIN_WINDOWS="KIB …"] [KHAROND_LOG=FILTER KEEP_LOG=FILE] bench/shaped.sh
 #
 # Each profile is RTT_MS:MBIT of the link between this host and the first jump host, emulated by
 # `slow-link` (bench/client/slow_link.rs: one link shared by every connection to j1, half the
@@ -16,6 +16,12 @@
 # and during one bulk upload, the download's rate, and two downloads at once. WARMUP seconds of
 # one unmeasured download per proxy first: kharond learns the path there (its first transfer on a
 # new path runs with the window it assumes until it has measured; the page shows that one too).
+#
+# PIN_WINDOWS adds, per profile, one more kharond per size with every SSH window pinned to it
+# (KHARON_BENCH_SSH_WINDOW, kharond/ssh/src/meter.rs): what a fixed window of that size does on
+# the same path, measured beside the rule's. The page reports them as "pinned" rows.
+# KHAROND_LOG replaces kharond's RUST_LOG (e.g. "warn,kharon_ssh::meter=trace" logs every sample
+# of the window rule) and KEEP_LOG copies kharond's log there at the end of each profile.
 #
 # With JSON (as bench/run.sh calls it) the figures are appended there. Without it, the run
 # replaces the shaped rows of docs/benchmarks.jsonl and re-renders docs/benchmarks.md from it
@@ -116,23 +122,35 @@ for profile in $PROFILES; do
   "$BIN/slow-link" 127.0.0.1:"$LINK_PORT" 127.0.0.1:"$J1_PORT" "$RTT_MS" "$MBIT" 2>"$W/link.log" & LPID=$!
   wait_port "$LINK_PORT" slow-link "$W/link.log"
   KH_PORT=$(free_port); SD_PORT=$(free_port)
-  env -i PATH="$PATH" HOME="$W/home" USER="$USER_NAME" XDG_RUNTIME_DIR="$W" RUST_LOG=warn,kharon_ssh=info \
+  env -i PATH="$PATH" HOME="$W/home" USER="$USER_NAME" XDG_RUNTIME_DIR="$W" RUST_LOG=${KHAROND_LOG:-warn,kharon_ssh=info} \
     "$KHAROND" --listen 127.0.0.1:"$KH_PORT" --control-socket "$W/k.$RTT_MS.$MBIT.sock" \
     --inventory "$W/inventory.json" --ssh-config "$W/home/.ssh/config" 2>"$W/kharond.log" & KPID=$!
   HOME="$W/home" ssh -F "$W/home/.ssh/config" -N -o ExitOnForwardFailure=yes -c "$CIPHER" \
     -D 127.0.0.1:"$SD_PORT" bench 2>"$W/ssh.log" & SPID=$!
   PIDS+=("$LPID" "$KPID" "$SPID")
+  PINNED=(); PINNED_PIDS=()
+  for kib in ${PIN_WINDOWS:-}; do
+    port=$(free_port)
+    env -i PATH="$PATH" HOME="$W/home" USER="$USER_NAME" XDG_RUNTIME_DIR="$W" RUST_LOG=warn \
+      KHARON_BENCH_SSH_WINDOW=$((kib * 1024)) \
+      "$KHAROND" --listen 127.0.0.1:"$port" --control-socket "$W/k.$RTT_MS.$MBIT.$kib.sock" \
+      --inventory "$W/inventory.json" --ssh-config "$W/home/.ssh/config" 2>"$W/kharond.$kib.log" &
+    PINNED_PIDS+=($!); PIDS+=($!)
+    wait_port "$port" "kharond pinned to $kib KiB" "$W/kharond.$kib.log"
+    PINNED+=("kharond pinned $kib KiB=$port")
+  done
   wait_port "$KH_PORT" kharond "$W/kharond.log"; wait_port "$SD_PORT" "ssh -D" "$W/ssh.log"
   : > "$W/profile.jsonl"
   python3 bench/shaped.py "$TARGET" "$TARGET_PORT" "$SECONDS_EACH" "$REPS" "$WARMUP" "$W/profile.jsonl" \
-    "kharond=$KH_PORT" "ssh -D=$SD_PORT"
+    "kharond=$KH_PORT" "ssh -D=$SD_PORT" "${PINNED[@]}"
   grep -h "replacing the SSH session" "$W/kharond.log" | sed 's/^/  kharond: /' | cut -c1-220 || true
   python3 - "$RTT_MS" "$MBIT" "$W/profile.jsonl" >> "$OUT" <<'PY'
 import json, sys
 for line in open(sys.argv[3]):
     print(json.dumps({"phase": "shaped", "rtt_ms": int(sys.argv[1]), "mbit": float(sys.argv[2]), **json.loads(line)}))
 PY
-  stop "$KPID" "$SPID" "$LPID"
+  [ -z "${KEEP_LOG:-}" ] || cp "$W/kharond.log" "$KEEP_LOG"
+  stop "$KPID" "$SPID" "$LPID" "${PINNED_PIDS[@]}"
 done
 python3 - "$LOAD_BEFORE" "$(cut -d' ' -f1 /proc/loadavg)" "$(git log -1 --format='%h %s')" >> "$OUT" <<'PY'
 import json, sys, datetime

@@ -20,6 +20,12 @@
 //! nothing reads (it works on russh's server side). So a new window takes effect with the next
 //! session: `slot` replaces the session when the measured window is far from the one it was
 //! dialled with, and the channels already open finish on the old one.
+//!
+//! # A window pinned for a benchmark
+//! `KHARON_BENCH_SSH_WINDOW=BYTES` in kharond's environment gives every session that window and
+//! turns the measuring off. Not a setting: `bench/shaped.sh` (`PIN_WINDOWS`) measures with it
+//! what fixed windows of several sizes do on one path, the rule's figures beside them
+//! (docs/ssh-engine.md, "Windows that follow the path").
 
 use std::future::Future;
 use std::pin::Pin;
@@ -36,6 +42,20 @@ pub const GAP: Duration = Duration::from_millis(100);
 pub const PING_LIMIT: Duration = Duration::from_secs(3);
 /// An interval that moved fewer bytes than this ends the measuring: nothing bulk is flowing.
 pub const BUSY: u64 = 64 * 1024;
+
+/// The window `KHARON_BENCH_SSH_WINDOW` pins (module doc), within the rule's bounds; read once.
+fn pinned() -> Option<u32> {
+    static PINNED: std::sync::OnceLock<Option<u32>> = std::sync::OnceLock::new();
+    *PINNED.get_or_init(|| {
+        let bytes = std::env::var("KHARON_BENCH_SSH_WINDOW").ok()?.trim().parse::<u32>().ok()?;
+        let pinned = bytes.clamp(super::window::FLOOR, super::window::CEILING);
+        tracing::warn!(
+            window_kib = pinned / 1024,
+            "KHARON_BENCH_SSH_WINDOW: every SSH window pinned, for a benchmark"
+        );
+        Some(pinned)
+    })
+}
 
 /// What the meter pings: a chain's session (`chain::Dialled`).
 pub trait Probe: Send + Sync {
@@ -86,6 +106,9 @@ impl Meter {
     /// The window for a session of this path whose last hop is `rtt` away unloaded (as dialled):
     /// the measured one once there is one, else `assumed`. The round trip seeds the rule's minimum.
     pub fn window_for_dial(&self, rtt: Option<Duration>, assumed: u32) -> u32 {
+        if let Some(pinned) = pinned() {
+            return pinned;
+        }
         let mut rule = self.rule();
         let rule = rule.get_or_insert_with(|| PathWindow::new(assumed));
         if let Some(rtt) = rtt {
@@ -96,7 +119,7 @@ impl Meter {
 
     /// The measured window, once the rule has measured one.
     pub fn measured(&self) -> Option<u32> {
-        self.rule().as_ref().filter(|r| r.settled()).map(PathWindow::window)
+        pinned().or_else(|| self.rule().as_ref().filter(|r| r.settled()).map(PathWindow::window))
     }
 
     /// Makes `session` the one the task pings (the newest session of the path).
@@ -106,6 +129,9 @@ impl Meter {
 
     /// Data arrived: starts measuring unless it is going on. Cheap enough for every packet.
     pub fn kick(self: &Arc<Self>) {
+        if pinned().is_some() {
+            return;
+        }
         if self.running.load(Ordering::Relaxed) || self.running.swap(true, Ordering::AcqRel) {
             return;
         }
