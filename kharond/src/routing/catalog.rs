@@ -94,7 +94,13 @@ mod tests {
             })
             .collect();
         let file = serde_json::to_vec(&clusters).unwrap();
-        let cache = serde_json::to_vec(&serde_json::json!({"version": 1, "clusters": clusters})).unwrap();
+        // The cache as `kharonctl update` writes it.
+        let dir = tempfile::tempdir().unwrap();
+        let path = cache::path(dir.path());
+        let parsed: Vec<Cluster> =
+            serde_json::from_value(serde_json::Value::Array(clusters.clone())).unwrap();
+        cache::store(&path, &cache::Envelope::new("https://lieutenant.example/", parsed, vec![])).unwrap();
+        let cache = std::fs::read(&path).unwrap();
         for (bytes, shape) in [(file, Shape::Clusters), (cache, Shape::Cache)] {
             let catalog = Catalog::of(&bytes, shape).unwrap();
             assert_eq!(catalog.raw_len, bytes.len());
