@@ -62,8 +62,8 @@ pub struct LoadedTable {
     pub missing: bool,
     /// The clusters this table was compiled from: what the `Clusters` RPC answers, so that
     /// kharonctl sees the very clusters kharond routes by (the file may have changed since). Kept
-    /// serialized and compressed (`catalog.rs`), since the parsed clusters are freed after
-    /// compiling. `Err`: they could not be serialized (not expected: facts are JSON already).
+    /// as the inventory's bytes, compressed (`catalog.rs`), since the parsed clusters are freed
+    /// after compiling. `Err`: they could not be compressed (not expected: it writes to memory).
     pub catalog: Result<Catalog, String>,
 }
 
