@@ -112,18 +112,7 @@ fn large_inventory(clusters: usize, domains_each: usize) -> Vec<Value> {
 /// and with the 32 MB some machines allow, a client that never reads took the whole PAC in a
 /// loaded run. A buffer set by the owner is left alone (SOCK_RCVBUF_LOCK).
 fn fix_receive_buffer(s: &TcpStream) {
-    let size: libc::c_int = 64 * 1024;
-    // SAFETY: SO_RCVBUF reads one c_int through the pointer, on a socket we own.
-    let rc = unsafe {
-        libc::setsockopt(
-            std::os::fd::AsRawFd::as_raw_fd(s),
-            libc::SOL_SOCKET,
-            libc::SO_RCVBUF,
-            (&size as *const libc::c_int).cast(),
-            std::mem::size_of::<libc::c_int>() as libc::socklen_t,
-        )
-    };
-    assert_eq!(rc, 0, "SO_RCVBUF: {}", std::io::Error::last_os_error());
+    socket2::SockRef::from(s).set_recv_buffer_size(64 * 1024).expect("SO_RCVBUF");
 }
 
 /// Bytes waiting in a socket's receive queue.
