@@ -171,10 +171,10 @@ pub fn parse(path: &Path, bytes: &[u8]) -> Result<Envelope, Error> {
     let clusters = match crate::inventory::parse_clusters(disk.clusters.get().as_bytes()) {
         Ok(clusters) => clusters,
         // Parsed again as one document, the error says where in the file (line, column) it is.
-        Err(inner) => match serde_json::from_slice::<OnDisk<Vec<Cluster>>>(bytes) {
-            Err(cause) => return Err(corrupt(cause)),
-            Ok(_) => return Err(corrupt(inner)),
-        },
+        Err(inner) => {
+            let whole = serde_json::from_slice::<OnDisk<Vec<Cluster>>>(bytes).err();
+            return Err(corrupt(whole.unwrap_or(inner)));
+        }
     };
     let fetched_at = UNIX_EPOCH.checked_add(Duration::from_secs(disk.fetched_at)).ok_or_else(|| {
         corrupt(serde::de::Error::custom(format!(
@@ -290,6 +290,20 @@ mod tests {
         std::fs::write(&path, b"{\"version\": 1}").unwrap();
         let err = load(&path).unwrap_err().to_string();
         assert!(err.contains("corrupt") && err.contains("api_url"), "{err}");
+    }
+
+    #[test]
+    fn a_cluster_that_does_not_parse_is_named_where_the_whole_file_has_it() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = path(dir.path());
+        // The clusters are parsed apart from the rest of the file; the error's place is the file's.
+        let text = r#"{"version": 1, "api_url": "https://a/", "fetched_at": 0,
+            "clusters": [{"id": "c-a", "tenant": "t"}, {"id": "c-b", "tenant": 5}]}"#;
+        std::fs::write(&path, text).unwrap();
+        let whole = serde_json::from_str::<OnDisk<Vec<Cluster>>>(text).err().unwrap().to_string();
+        assert!(whole.contains("line 2"), "{whole}");
+        let err = load(&path).unwrap_err().to_string();
+        assert!(err.contains("corrupt") && err.contains(&whole), "{err}");
     }
 
     #[test]
