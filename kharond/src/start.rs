@@ -182,7 +182,7 @@ impl Loaded {
         table::log_report(&table.table);
 
         // The engine's errors name the jump host themselves; routing through it fails until fixed.
-        for (_, error) in pool.validate(&table.table.jumphosts()) {
+        for (_, error) in pool.validate(table.table.jumphosts()) {
             tracing::warn!(
                 "{}; connections routed through it will fail",
                 kharon_shared::errors::Chain(&error)

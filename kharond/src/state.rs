@@ -60,7 +60,7 @@ impl State {
     /// the new table dropped (unless a connection still uses them), which keeps them bounded.
     pub async fn reload(&self, trigger: Trigger) -> Result<ReloadOutcome, ReloadError> {
         let outcome = self.routes.reload(trigger).await?;
-        self.registry.retain_routes(&self.routes.current().table.table.jumphosts());
+        self.registry.retain_routes(self.routes.current().table.table.jumphosts());
         Ok(outcome)
     }
 }

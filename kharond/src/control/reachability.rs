@@ -82,7 +82,7 @@ async fn agent_check(state: &State) -> pb::TestEvent {
     let generation = state.routes.current();
     let Some(socket) = generation.pool.default_agent().map(str::to_owned) else {
         let jumphosts = generation.table.table.jumphosts();
-        if let Some(why) = generation.pool.credentials_problem(&jumphosts).await {
+        if let Some(why) = generation.pool.credentials_problem(jumphosts).await {
             event.ok = false;
             event.error = why;
         }

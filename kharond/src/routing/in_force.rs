@@ -200,7 +200,7 @@ impl InForce {
     /// ([`kharon_ssh::Pool::preflight`]), logs it, and keeps it for `Status`.
     pub async fn preflight(&self) -> kharon_ssh::Findings {
         let checked = self.current();
-        let findings = checked.pool.preflight(&checked.table.table.jumphosts()).await;
+        let findings = checked.pool.preflight(checked.table.table.jumphosts()).await;
         // The start's check runs beside a reload's, and its lookups can take seconds: the findings
         // of a generation no longer in force are not kept (the newer check's are, or will be).
         if Arc::ptr_eq(&checked, &self.current()) {
@@ -306,7 +306,7 @@ impl InForce {
         };
         let anchors = read.anchors(&self.anchors, &jumphosts, &host_name);
         let table = read.compile(&anchors);
-        prepared.want(table.table.jumphosts());
+        prepared.want(table.table.jumphosts().to_vec());
         Ok(Ok((table, prepared)))
     }
 

@@ -8,6 +8,7 @@
 //! failing, so a service manager does not restart the daemon in a loop and the direct path works
 //! meanwhile; the first update's reload then fills it.
 
+use std::collections::HashSet;
 use std::path::{Path, PathBuf};
 use std::time::SystemTime;
 
@@ -124,10 +125,13 @@ impl Read {
     /// The jump host of every cluster that may route (not ignored), sorted, each once: those whose
     /// `HostName` anchors something.
     pub fn jumphosts(&self) -> Vec<String> {
-        // Few distinct among many clusters: each copied once, not once per cluster.
-        let distinct: std::collections::BTreeSet<&str> =
-            self.clusters.iter().filter(|c| !c.is_ignored()).filter_map(|c| c.jumphost()).collect();
-        distinct.into_iter().map(str::to_owned).collect()
+        // A fact lookup per cluster: across the cores, each part's distinct ones merged.
+        let parts = kharon_shared::parallel::chunks(&self.clusters, |_, part| {
+            let distinct: HashSet<&str> =
+                part.iter().filter(|c| !c.is_ignored()).filter_map(|c| c.jumphost()).collect();
+            distinct.into_iter().map(str::to_owned).collect::<Vec<String>>()
+        });
+        kharon_shared::routing::distinct_sorted(parts.iter().flatten().map(String::as_str))
     }
 
     /// `base` (the config file's zones) with the `HostName` of each of `jumphosts` that

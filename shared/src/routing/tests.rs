@@ -867,3 +867,10 @@ mod model {
         }
     }
 }
+
+#[test]
+fn distinct_sorted_keeps_each_name_once_in_order() {
+    let names = ["j3", "j1", "j3", "j2", "j1", "j3"];
+    assert_eq!(distinct_sorted(names.iter().copied().cycle().take(6_000)), ["j1", "j2", "j3"]);
+    assert!(distinct_sorted(std::iter::empty()).is_empty());
+}
