@@ -31,9 +31,9 @@ const RETIRE_AFTER: u64 = 1000;
 /// measured one: less would trade a handshake for little.
 const SHRINK_FACTOR: u64 = 2;
 /// ... and for a larger one when the measured one is this many tenths of its own: a session's
-/// samples can ask for at most 1.5 times its window (two BDPs of a window-limited rate, of which
-/// three quarters are in flight: window.rs), so growing takes a few sessions, each a step.
-const GROW_TENTHS: u64 = 14;
+/// samples can ask for about 1.25 times its window (`window::GAIN` BDPs of a window-limited
+/// rate, whose BDP is about the window), so growing takes a few sessions, each a step.
+const GROW_TENTHS: u64 = 12;
 /// ... and only once it has been up this long, so a path whose measure moves cannot make the
 /// pool dial more than once per this.
 const RESIZE_AGE: std::time::Duration = std::time::Duration::from_secs(3);

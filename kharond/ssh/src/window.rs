@@ -20,11 +20,13 @@
 //! As BBR sizes what it keeps in flight (Cardwell et al., "BBR: Congestion-Based Congestion
 //! Control", ACM Queue 14(5), 2016): the bottleneck rate is the highest delivery rate of the last
 //! [`RATE_SAMPLES`] samples, the propagation delay the lowest round trip of the last
-//! [`MIN_RTT_SPAN`] (BBR's min_rtt filter, kept longer), their product the bandwidth-delay product (BDP). The
-//! wanted window is [`GAIN`] (2.5) BDPs: russh re-opens a channel's window once half of it is used
-//! (RFC 4254 §5.2 leaves the when to the receiver), so what is in flight swings between half the
-//! window and all of it, and two BDPs keep at least one in flight, the link full (the half more:
-//! [`GAIN`]).
+//! [`MIN_RTT_SPAN`] (BBR's min_rtt filter, kept longer), their product the bandwidth-delay product
+//! (BDP). The wanted window is [`GAIN`] (1.25) BDPs and [`SLACK`]. One BDP, because the vendored
+//! russh re-opens a channel's window every three packets, as OpenSSH does (vendor/README.md), so
+//! what is in flight stays at the window and one BDP of it keeps the link full; a quarter more so
+//! that the rate can grow past what the window allowed when it was measured; and [`SLACK`] for
+//! the bytes that are in flight without crossing the link: the three packets that arrived before
+//! a window adjust goes out, and a packet held by each sshd while it decrypts and re-encrypts it.
 //! A shrink also needs the latest sample to move at least half the bottleneck rate: a queue is
 //! only ours to remove while we fill the link.
 //! - Shrink to that when the round trip stands more than [`allowance`] above its minimum: a queue
@@ -40,11 +42,15 @@
 use std::collections::VecDeque;
 use std::time::Duration;
 
-/// See the module doc: two BDPs, because russh re-opens a window when half of it is used, and a
-/// quarter more for what the lowest ping does not see: each hop's sshd reads, encrypts and writes
-/// the data in 32 KiB packets, so data takes longer than a ping. Measured (`bench/shaped.sh`, 10 ms
-/// each way at 200 Mbit/s): 2.0 left the link 10-18 % short in some runs.
-pub const GAIN: f64 = 2.5;
+/// See the module doc: one BDP keeps the link full once windows re-open every three packets, and
+/// the quarter more lets a rate that the window limited show that it can grow. Measured
+/// (`bench/shaped.sh`, 10 ms each way at 200 Mbit/s): 1.0 with no [`SLACK`] settled at 527 KiB and
+/// left the link a fifth short; a fixed 768 KiB (what 1.25 BDP and [`SLACK`] come to there)
+/// filled it at the small-request latency of an idle link.
+pub const GAIN: f64 = 1.25;
+/// Bytes in flight that a ping's round trip does not account for: three 32 KiB packets before
+/// the window is re-opened, one more held by an sshd on the way.
+pub const SLACK: f64 = 4.0 * 32.0 * 1024.0;
 /// The smallest window: eight 32 KiB packets, well under a BDP of any path worth measuring, and
 /// what a link of ~20 Mbit/s at 50 ms needs. The slow links of issue 43 want 0.6-1 MB.
 pub const FLOOR: u32 = 256 * 1024;
@@ -69,8 +75,8 @@ pub const QUEUE_FLOOR: Duration = Duration::from_millis(50);
 pub const SETTLED: usize = RECENT;
 
 /// How far above its minimum the round trip may stand before the window shrinks: one minimum
-/// round trip (two BDPs in flight queue at most one BDP, which the rule must not punish itself
-/// for), and never less than [`QUEUE_FLOOR`].
+/// round trip (more than the quarter BDP and [`SLACK`] the rule itself puts in the queue), and
+/// never less than [`QUEUE_FLOOR`].
 pub fn allowance(min_rtt: Duration) -> Duration {
     min_rtt.max(QUEUE_FLOOR)
 }
@@ -148,7 +154,8 @@ impl PathWindow {
         };
         let rate = self.rates.iter().copied().fold(0.0, f64::max);
         let latest = self.rates.back().copied().unwrap_or(0.0);
-        let wanted = (GAIN * rate * min_rtt.as_secs_f64()).clamp(f64::from(FLOOR), f64::from(CEILING));
+        let wanted =
+            (GAIN * rate * min_rtt.as_secs_f64() + SLACK).clamp(f64::from(FLOOR), f64::from(CEILING));
         let queueing = standing.saturating_sub(min_rtt);
         let current = f64::from(self.window);
         // A queue is ours to remove only while we fill the link: a round trip that rose while the
