@@ -618,7 +618,7 @@ async fn dial_hop(
             transport = started.elapsed();
             window = measured(id, Some(transport), last, settings.meter);
             let config = client_config(hop, &hints, window);
-            client::connect_stream(config, channel.into_stream(), handler).await
+            client::connect_stream(config, super::carrier::Carried::new(channel), handler).await
         }
         (None, Transport::Tcp) => {
             let (tcp, connect) = tcp::connect(hop).await.map_err(ErrorKind::Tcp)?;

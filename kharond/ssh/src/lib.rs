@@ -56,6 +56,7 @@
 
 mod askpass;
 mod auth;
+mod carrier;
 mod chain;
 mod config;
 mod desk;
