@@ -27,9 +27,11 @@ use super::tunnel::Counters;
 /// downloads cost 10 MB. So at most ~5 MB per chain, and one extra handshake per 1,000 aborts.
 const RETIRE_AFTER: u64 = 1000;
 
-/// A session is replaced for a smaller window when its own is this many times the path's
-/// measured one: less would trade a handshake for little.
-const SHRINK_FACTOR: u64 = 2;
+/// A session is replaced for a smaller window when its own is this many tenths of the path's
+/// measured one. Windows re-open every three packets (vendor/README.md), so all of a window is in
+/// flight: half a window too many is half a window queued (10 ms each way at 200 Mbit/s: 768 KiB
+/// waited 60 ms, 1280 KiB 101 ms), worth a handshake.
+const SHRINK_TENTHS: u64 = 15;
 /// ... and for a larger one when the measured one is this many tenths of its own: a session's
 /// samples can ask for about 1.25 times its window (`window::GAIN` BDPs of a window-limited
 /// rate, whose BDP is about the window), so growing takes a few sessions, each a step.
@@ -234,11 +236,11 @@ impl Slot {
 }
 
 /// Why `chain` should make way for a session with the path's `wanted` window, if it should: its
-/// own window is [`SHRINK_FACTOR`] too large or [`GROW_TENTHS`] too small (russh cannot change it,
+/// own window is [`SHRINK_TENTHS`] too large or [`GROW_TENTHS`] too small (russh cannot change it,
 /// meter.rs), it is older than [`RESIZE_AGE`], and a new session asks no person anything.
 fn resize(chain: &Dialled, wanted: u32) -> Option<String> {
     let (have, want) = (u64::from(chain.window()), u64::from(wanted));
-    let off = have >= want * SHRINK_FACTOR || want * 10 >= have * GROW_TENTHS;
+    let off = have * 10 >= want * SHRINK_TENTHS || want * 10 >= have * GROW_TENTHS;
     (off && chain.keys_only() && chain.age() >= RESIZE_AGE).then(|| {
         format!(
             "its receive window is {} KiB, the path measured wants {} KiB (a larger one queues on a slow \
