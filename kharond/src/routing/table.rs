@@ -8,12 +8,11 @@
 //! failing, so a service manager does not restart the daemon in a loop and the direct path works
 //! meanwhile; the first update's reload then fills it.
 
-use std::collections::HashSet;
 use std::path::{Path, PathBuf};
 use std::time::SystemTime;
 
 use kharon_shared::anchor::Anchors;
-use kharon_shared::routing::RoutingTable;
+use kharon_shared::routing::{RoutingTable, distinct_sorted};
 use kharon_shared::trust::OwnHosts;
 use kharon_shared::{cache, inventory};
 
@@ -127,11 +126,9 @@ impl Read {
     pub fn jumphosts(&self) -> Vec<String> {
         // A fact lookup per cluster: across the cores, each part's distinct ones merged.
         let parts = kharon_shared::parallel::chunks(&self.clusters, |_, part| {
-            let distinct: HashSet<&str> =
-                part.iter().filter(|c| !c.is_ignored()).filter_map(|c| c.jumphost()).collect();
-            distinct.into_iter().map(str::to_owned).collect::<Vec<String>>()
+            distinct_sorted(part.iter().filter(|c| !c.is_ignored()).filter_map(|c| c.jumphost()))
         });
-        kharon_shared::routing::distinct_sorted(parts.iter().flatten().map(String::as_str))
+        distinct_sorted(parts.iter().flatten().map(String::as_str))
     }
 
     /// `base` (the config file's zones) with the `HostName` of each of `jumphosts` that

@@ -25,7 +25,8 @@
 use std::pin::Pin;
 use std::task::{Context, Poll, ready};
 
-use bytes::{Buf, Bytes};
+use bytes::Bytes;
+use kharon_relay::ChunkQueue;
 use russh::client::Msg;
 use russh::{Channel, ChannelMsg};
 use tokio::io::{AsyncRead, AsyncWrite, AsyncWriteExt, ReadBuf};
@@ -40,7 +41,7 @@ pub(crate) const BUFFER_PACKETS: usize = 1024;
 pub(crate) struct Carried {
     inbound: mpsc::Receiver<Bytes>,
     /// What was received and not yet read.
-    current: Bytes,
+    queued: ChunkQueue,
     /// `None` once shut down.
     outbound: Option<mpsc::UnboundedSender<Bytes>>,
 }
@@ -79,7 +80,7 @@ impl Carried {
             // The nested session shut its transport down (or dropped it): EOF to the far side.
             let _ = writer.shutdown().await;
         });
-        Carried { inbound, current: Bytes::new(), outbound: Some(outbound) }
+        Carried { inbound, queued: ChunkQueue::default(), outbound: Some(outbound) }
     }
 }
 
@@ -89,16 +90,13 @@ impl AsyncRead for Carried {
         cx: &mut Context<'_>,
         buf: &mut ReadBuf<'_>,
     ) -> Poll<std::io::Result<()>> {
-        // A loop: an empty data packet is legal, and handing on nothing would read as the end.
-        while self.current.is_empty() {
-            match ready!(self.inbound.poll_recv(cx)) {
-                Some(data) => self.current = data,
-                None => return Poll::Ready(Ok(())),
-            }
+        let this = &mut *self;
+        // The same fill as a tunnel's (an empty packet is legal and must not read as the end);
+        // no more packets than the caller's buffer can take.
+        let most = buf.remaining().div_ceil(super::chain::PACKET as usize).max(1);
+        if ready!(super::tunnel::fill(&mut this.queued, &mut this.inbound, cx, most)) {
+            this.queued.copy_to(buf);
         }
-        let n = self.current.len().min(buf.remaining());
-        buf.put_slice(&self.current[..n]);
-        self.current.advance(n);
         Poll::Ready(Ok(()))
     }
 }

@@ -200,7 +200,7 @@ impl Tunnel {
 /// Queues a packet from `inbound` unless one is queued, then every packet already waiting, up to
 /// `most` in all: the caller then writes (and wakes its client) once per batch instead of once
 /// per 32 KiB packet. `Ready(false)`: `inbound` has ended and nothing is queued.
-fn fill(
+pub(super) fn fill(
     queued: &mut ChunkQueue,
     inbound: &mut mpsc::Receiver<Bytes>,
     cx: &mut Context<'_>,
