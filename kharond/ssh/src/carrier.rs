@@ -32,6 +32,8 @@ use russh::{Channel, ChannelMsg};
 use tokio::io::{AsyncRead, AsyncWrite, AsyncWriteExt, ReadBuf};
 use tokio::sync::mpsc;
 
+use super::packets::{fill, fitting};
+
 /// Packets (up to 32 KiB each) taken off the outer channel ahead of the nested session: more than
 /// the largest window (`window::CEILING`), so a session that reads at all never holds up the
 /// outer loop.
@@ -93,8 +95,7 @@ impl AsyncRead for Carried {
         let this = &mut *self;
         // The same fill as a tunnel's (an empty packet is legal and must not read as the end);
         // no more packets than the caller's buffer can take.
-        let most = buf.remaining().div_ceil(super::chain::PACKET as usize).max(1);
-        if ready!(super::tunnel::fill(&mut this.queued, &mut this.inbound, cx, most)) {
+        if ready!(fill(&mut this.queued, &mut this.inbound, cx, fitting(buf.remaining()))) {
             this.queued.copy_to(buf);
         }
         Poll::Ready(Ok(()))

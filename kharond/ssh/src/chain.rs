@@ -32,6 +32,7 @@ use super::config::{Chain, Hop, KnownHostKeys, Transport};
 use super::gather::Gathered;
 use super::known_hosts::KnownHosts;
 use super::meter::{Meter, Probe};
+use super::packets::PACKET;
 use super::prompt::{Asker, Person};
 use super::report::{DialReport, HopTiming};
 use super::{auth, desk, known_hosts, negotiation, proxy_command, tcp};
@@ -61,9 +62,6 @@ const WINDOW_PER_RTT_SECOND: f64 = 2.0 * 125_000_000.0;
 
 /// Below this, a channel message from a nested hop is answered (see `Handler::answer`).
 const SMALL_MESSAGE: usize = 16 * 1024;
-
-/// OpenSSH's packet size; russh logs an error above 65535 (docs/ssh-engine.md, "Window and packet size").
-pub(super) const PACKET: u32 = 32 * 1024;
 
 /// The receive window assumed for a session whose hop is `rtt` away, until its path has been
 /// measured (meter.rs, window.rs); unknown (a `ProxyCommand` transport) gets the largest, since a

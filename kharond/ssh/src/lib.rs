@@ -67,6 +67,7 @@ mod keepalive;
 mod known_hosts;
 mod meter;
 mod negotiation;
+mod packets;
 mod pool;
 mod preflight;
 mod prompt;

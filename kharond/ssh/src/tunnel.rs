@@ -41,11 +41,12 @@ use russh::{Channel, ChannelMsg, ChannelReadHalf, ChannelWriteHalf};
 use tokio::io::{AsyncRead, AsyncWrite, ReadBuf};
 use tokio::sync::{mpsc, oneshot};
 
-use super::chain::{Dialled, PACKET};
+use super::chain::Dialled;
+use super::packets::{fill, fitting};
 use super::report::DialReport;
 use kharon_relay::{ChunkQueue, Chunked};
 
-/// Packets (up to 32 KiB each, `chain::PACKET`) a tunnel buffers for a consumer slower than the
+/// Packets (up to 32 KiB each, `packets::PACKET`) a tunnel buffers for a consumer slower than the
 /// SSH link.
 pub const BUFFER_PACKETS: usize = 1024;
 /// How long a full buffer may wait for its consumer before the channel is given up.
@@ -197,32 +198,6 @@ impl Tunnel {
     }
 }
 
-/// Queues a packet from `inbound` unless one is queued, then every packet already waiting, up to
-/// `most` in all: the caller then writes (and wakes its client) once per batch instead of once
-/// per 32 KiB packet. `Ready(false)`: `inbound` has ended and nothing is queued.
-pub(super) fn fill(
-    queued: &mut ChunkQueue,
-    inbound: &mut mpsc::Receiver<Bytes>,
-    cx: &mut Context<'_>,
-    most: usize,
-) -> Poll<bool> {
-    // A loop: an empty data packet is legal and queues nothing, and an empty queue offered to
-    // the relay would read as the end of the stream.
-    while queued.is_empty() {
-        match ready!(inbound.poll_recv(cx)) {
-            Some(data) => queued.push(data),
-            None => return Poll::Ready(false),
-        }
-    }
-    while queued.len() < most {
-        match inbound.try_recv() {
-            Ok(next) => queued.push(next),
-            Err(_) => break,
-        }
-    }
-    Poll::Ready(true)
-}
-
 /// The routed relay's down direction: packets go to the client as they are (relay/chunked.rs).
 impl Chunked for Tunnel {
     fn poll_chunks<'a>(
@@ -250,10 +225,7 @@ impl AsyncRead for Tunnel {
         buf: &mut ReadBuf<'_>,
     ) -> Poll<std::io::Result<()>> {
         let this = &mut *self;
-        // No more packets off the pump's queue than the caller's buffer can take (each carries at
-        // most PACKET bytes): packets left there are how the pump sees a reader that stalled.
-        let most = buf.remaining().div_ceil(PACKET as usize).max(1);
-        if ready!(this.poll_fill(cx, most))? {
+        if ready!(this.poll_fill(cx, fitting(buf.remaining())))? {
             let moved = this.queued.copy_to(buf);
             this.counters.down.fetch_add(moved as u64, Ordering::Relaxed);
         }
@@ -280,35 +252,5 @@ impl AsyncWrite for Tunnel {
         let r = ready!(self.writer.as_mut().poll_shutdown(cx));
         self.eof_sent |= r.is_ok();
         Poll::Ready(r)
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn an_empty_packet_is_skipped_not_taken_for_the_end_and_a_batch_stops_at_most() {
-        let waker = futures::task::noop_waker();
-        let mut cx = Context::from_waker(&waker);
-        let (tx, mut inbound) = mpsc::channel(8);
-        for packet in [&b""[..], b"one", b"", b"two", b"three"] {
-            tx.try_send(Bytes::copy_from_slice(packet)).unwrap();
-        }
-        let mut queued = ChunkQueue::default();
-        assert_eq!(fill(&mut queued, &mut inbound, &mut cx, 2), Poll::Ready(true));
-        assert_eq!(queued.len(), 2, "one, two: the empty packets queue nothing");
-        queued.consume(6);
-        assert_eq!(fill(&mut queued, &mut inbound, &mut cx, 2), Poll::Ready(true));
-        assert_eq!(queued.len(), 1);
-        queued.consume(5);
-        assert!(fill(&mut queued, &mut inbound, &mut cx, 2).is_pending(), "nothing waiting yet");
-        tx.try_send(Bytes::new()).unwrap();
-        drop(tx);
-        assert_eq!(
-            fill(&mut queued, &mut inbound, &mut cx, 2),
-            Poll::Ready(false),
-            "the end, after an empty packet"
-        );
     }
 }
