@@ -687,7 +687,7 @@ async fn first_byte(tcp: &TcpStream) -> Duration {
 /// one; only the last hop's round trip is the path's (the meter pings the last hop).
 fn measured(id: &HopId, rtt: Option<Duration>, last: bool, meter: &Meter) -> u32 {
     let assumed = window_for(rtt);
-    let window = meter.window_for_dial(rtt.filter(|_| last), assumed);
+    let window = meter.window_for_dial(rtt, last, assumed);
     tracing::debug!(hop = %id, rtt_ms = rtt.map(|r| r.as_secs_f64() * 1e3), window_kib = window / 1024,
         assumed_kib = assumed / 1024, "round trip measured");
     window

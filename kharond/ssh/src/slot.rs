@@ -124,9 +124,7 @@ impl Slot {
     pub fn new(jumphost: &str, chain: Chain) -> Self {
         let counters: Arc<Counters> = Arc::default();
         let moved = counters.clone();
-        let meter = Arc::new(Meter::new(Box::new(move || {
-            moved.up.load(Ordering::Relaxed).saturating_add(moved.down.load(Ordering::Relaxed))
-        })));
+        let meter = Arc::new(Meter::new(Box::new(move || moved.down.load(Ordering::Relaxed))));
         Slot {
             meter,
             jumphost: jumphost.to_owned(),

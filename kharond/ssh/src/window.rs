@@ -21,7 +21,10 @@
 //! Control", ACM Queue 14(5), 2016): the bottleneck rate is the highest delivery rate of the last
 //! [`RATE_SAMPLES`] samples, the propagation delay the lowest round trip of the last
 //! [`MIN_RTT_SPAN`] (BBR's min_rtt filter, kept longer), their product the bandwidth-delay product
-//! (BDP). The wanted window is [`GAIN`] (1.25) BDPs and [`SLACK`]. One BDP, because the vendored
+//! (BDP). The lowest round trip comes from pings on a quiet path: each new session's first one
+//! (meter.rs) and the last of a busy spell. A dial's own timings seed it too, but they overstate
+//! it (sshd's start, a forwarder's own connect): 34-63 ms for a 20 ms path, measured, and a
+//! minimum three times too high made a window three times too large. The wanted window is [`GAIN`] (1.25) BDPs and [`SLACK`]. One BDP, because the vendored
 //! russh re-opens a channel's window every three packets, as OpenSSH does (vendor/README.md), so
 //! what is in flight stays at the window and one BDP of it keeps the link full; a quarter more so
 //! that the rate can grow past what the window allowed when it was measured; and [`SLACK`] for
@@ -32,7 +35,10 @@
 //! - Shrink to that when the round trip stands more than [`allowance`] above its minimum: a queue
 //!   has built that the link does not need (LEDBAT, RFC 6817, backs off from queueing delay above
 //!   a target the same way). "Stands": the lowest of the last [`RECENT`] samples, so one ping
-//!   that waited for a busy CPU is not taken for a queue.
+//!   that waited for a busy CPU is not taken for a queue. Shrink again, queue or not, once the
+//!   minimum has fallen by a quarter since the window was set: that window took part of a
+//!   dial's overstated round trip for the path's (measured: 2 MiB from a 63 ms minimum, then
+//!   kept through the next download, where 30 ms made it 1 MiB).
 //! - Grow towards it (at most doubling per sample, as Linux's receive-buffer autotuning
 //!   `tcp_rcv_space_adjust` doubles per round trip) while the round trip has not risen: a wanted
 //!   window above the current one then means the senders used the window, not the link, up.
@@ -96,6 +102,9 @@ pub struct PathWindow {
     /// When the previous sample was taken, to turn bytes into a rate.
     last: Option<Duration>,
     samples: usize,
+    /// The lowest round trip the window was last set from; `None` until a sample set it (until
+    /// then the window is the assumed one, however many samples came in: [`PathWindow::measured`]).
+    basis: Option<Duration>,
 }
 
 impl PathWindow {
@@ -107,6 +116,7 @@ impl PathWindow {
             rates: VecDeque::new(),
             last: None,
             samples: 0,
+            basis: None,
         }
     }
 
@@ -115,9 +125,20 @@ impl PathWindow {
         self.window
     }
 
-    /// True once enough samples came in for [`PathWindow::window`] to be measured, not assumed.
+    /// True once enough samples came in for [`PathWindow::window`] to stand for the path: a
+    /// session dialled now gets it (the window of the path's first dial, if no sample found a
+    /// reason to change it), not one assumed from its own handshake's round trip, which a loaded
+    /// link inflates.
     pub fn settled(&self) -> bool {
         self.samples >= SETTLED
+    }
+
+    /// The window, once a sample has set it. Until then it is what the first dial assumed, and
+    /// no reason to replace a session dialled with another assumption: measured at 50 ms and
+    /// 1 Gbit/s (`bench/shaped.sh`), a rule still holding its first hop's 15,280 KiB replaced the
+    /// last hop's 12,586 KiB session for it, and the larger window overflowed the link's queue.
+    pub fn measured(&self) -> Option<u32> {
+        (self.settled() && self.basis.is_some()).then_some(self.window)
     }
 
     /// The lowest round trip within [`MIN_RTT_SPAN`].
@@ -125,7 +146,8 @@ impl PathWindow {
         self.rtts.iter().map(|&(_, rtt)| rtt).min()
     }
 
-    /// A round trip measured without load (a dial): it sets the minimum, and nothing else.
+    /// A round trip measured without load (a session's first ping, a dial, a quiet moment): it
+    /// sets the minimum, and nothing else.
     pub fn seed(&mut self, now: Duration, rtt: Duration) {
         self.push_rtt(now, rtt);
     }
@@ -165,10 +187,16 @@ impl PathWindow {
         // A queue is ours to remove only while we fill the link: a round trip that rose while the
         // senders moved little is someone else's queue (or a busy CPU), and no smaller window
         // would shorten it.
-        if queueing > allowance(min_rtt) && wanted < current && latest >= rate / 2.0 {
+        // A window set from a minimum the path has since beaten by a quarter is as wrong as a
+        // queue says it is, queue or not: the shrink that set it had only a dial's overstated
+        // round trip to go by (see "The rule").
+        let stale = self.basis.is_some_and(|basis| min_rtt * 4 < basis * 3);
+        if (queueing > allowance(min_rtt) || stale) && wanted < current && latest >= rate / 2.0 {
             self.window = wanted as u32;
+            self.basis = Some(min_rtt);
         } else if queueing <= allowance(min_rtt) / 4 && wanted > current {
             self.window = wanted.min(2.0 * current).min(f64::from(CEILING)) as u32;
+            self.basis = Some(min_rtt);
         }
         self.window
     }

@@ -162,3 +162,52 @@ fn until_it_has_measured_the_window_is_the_assumed_one_within_the_bounds() {
     assert_eq!(rule.window(), 12_500_000, "one sample starts the clock, decides nothing");
     assert!(!rule.settled());
 }
+
+#[test]
+fn an_assumed_window_no_sample_changed_is_no_measurement() {
+    // A 50 ms, 1 Gbit/s path whose queue stands just within the allowance: no reason to change
+    // the first dial's window, and none to replace a session dialled with another one.
+    let mut rule = PathWindow::new(15_280 * 1024);
+    rule.seed(Duration::ZERO, FAST.base);
+    let mut now = Duration::ZERO;
+    for _ in 0..STEPS {
+        now += Duration::from_millis(200);
+        rule.observe(now, FAST.base + allowance(FAST.base), 25_000_000);
+    }
+    assert!(rule.settled());
+    assert_eq!(rule.window(), 15_280 * 1024);
+    assert_eq!(rule.measured(), None);
+    // The queue grows past the allowance: now the window is measured, and smaller.
+    now += Duration::from_millis(200);
+    rule.observe(now, FAST.base + 2 * allowance(FAST.base), 25_000_000);
+    rule.observe(now + Duration::from_millis(200), FAST.base + 2 * allowance(FAST.base), 25_000_000);
+    let measured = rule.measured().expect("a window set by a sample");
+    assert!(measured < 15_280 * 1024 && f64::from(measured) < GAIN * FAST.rate * 0.051 + SLACK + 1.0);
+}
+
+#[test]
+fn a_window_set_from_an_overstated_minimum_is_set_again_when_a_lower_one_shows() {
+    // 200 Mbit/s, a 30 ms round trip, first seen through a dial that took 60 ms.
+    let link = Link { rate: 25e6, base: Duration::from_millis(30) };
+    let mut rule = PathWindow::new(window_for(Some(Duration::from_millis(60))));
+    rule.seed(Duration::ZERO, Duration::from_millis(60));
+    let mut now = Duration::ZERO;
+    for _ in 0..3 {
+        now += Duration::from_millis(700);
+        rule.observe(now, Duration::from_millis(600), 17_500_000);
+    }
+    let first = rule.window();
+    let (rtt, _) = link.carry(first);
+    assert!(first > 1_900_000 && rtt.saturating_sub(link.base) < allowance(link.base), "{first} B, {rtt:?}");
+    // A quiet moment shows the path's own round trip; the next busy samples carry no queue above
+    // the allowance, and yet the window is reset from the better minimum.
+    rule.seed(now, link.base);
+    for _ in 0..2 {
+        let (rtt, rate) = link.carry(rule.window());
+        now += rtt + GAP;
+        rule.observe(now, rtt, (rate * (rtt + GAP).as_secs_f64()) as u64);
+    }
+    let bdp = link.rate * link.base.as_secs_f64();
+    assert!(f64::from(rule.window()) <= GAIN * bdp + SLACK + 1.0, "{} B, BDP {bdp:.0} B", rule.window());
+    assert_eq!(rule.measured(), Some(rule.window()));
+}
