@@ -24,10 +24,13 @@
 //! (BDP). The lowest round trip comes from pings on a quiet path: each new session's first one
 //! (meter.rs) and the last of a busy spell. A dial's own timings seed it too, but they overstate
 //! it (sshd's start, a forwarder's own connect): 34-63 ms for a 20 ms path, measured, and a
-//! minimum three times too high made a window three times too large. The wanted window is [`GAIN`] (1.25) BDPs and [`SLACK`]. One BDP, because the vendored
-//! russh re-opens a channel's window every three packets, as OpenSSH does (vendor/README.md), so
-//! what is in flight stays at the window and one BDP of it keeps the link full; a quarter more so
-//! that the rate can grow past what the window allowed when it was measured; and [`SLACK`] for
+//! minimum three times too high made a window three times too large.
+//!
+//! The wanted window is [`GAIN`] (1.25) BDPs and [`SLACK`]. One BDP, because the vendored russh
+//! re-opens a channel's window every three packets, as OpenSSH does, or every eighth of a window
+//! larger than 768 KiB (vendor/README.md), so what is in flight stays at the window (within an
+//! eighth) and one BDP of it keeps the link full; a quarter more so that the rate can grow past
+//! what the window allowed when it was measured, and covers that eighth; and [`SLACK`] for
 //! the bytes that are in flight without crossing the link: the three packets that arrived before
 //! a window adjust goes out, and a packet held by each sshd while it decrypts and re-encrypts it.
 //! A shrink also needs the latest sample to move at least half the bottleneck rate: a queue is

@@ -19,10 +19,12 @@ struct Link {
 }
 
 /// What the path does with `window`: (round trip, delivery rate). The vendored russh re-opens
-/// the window every three packets, so all of it but up to three packets is in flight.
+/// the window every three packets (an eighth of a larger window), so all of it but that much is
+/// in flight.
 impl Link {
     fn carry(self, window: u32) -> (Duration, f64) {
-        let in_flight = (f64::from(window) - 3.0 * 32.0 * 1024.0).max(0.0);
+        let unopened = (3.0 * 32.0 * 1024.0_f64).max(f64::from(window) / 8.0);
+        let in_flight = (f64::from(window) - unopened).max(0.0);
         let bdp = self.rate * self.base.as_secs_f64();
         let queue = (in_flight - bdp).max(0.0);
         let rtt = self.base + Duration::from_secs_f64(queue / self.rate);
