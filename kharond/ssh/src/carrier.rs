@@ -8,9 +8,9 @@
 //! nested session reads its transport from such a channel and writes to it from its own loop. So
 //! when the outer loop waits for the nested session to read, while the nested loop waits to write
 //! (a window adjust, an answer), neither moves again: both sessions and every channel through them
-//! stand still until a keepalive gives up on the chain. The vendored russh re-opens windows every
-//! three packets (vendor/README.md), so during a download the nested loop writes about a thousand
-//! times a second at 1 Gbit/s; `bench/shaped.sh` (25 ms each way, 1 Gbit/s) froze within seconds
+//! stand still until a keepalive gives up on the chain. When it was found the vendored russh re-opened
+//! windows every three packets (vendor/README.md), so during a download the nested loop wrote
+//! about a thousand times a second at 1 Gbit/s; `bench/shaped.sh` (25 ms each way, 1 Gbit/s) froze within seconds
 //! (requests timed out, the download fell to 8 MB/s, "no answer to a keepalive").
 //!
 //! Here the nested session's writes never wait on the outer loop: they go to a queue that a task

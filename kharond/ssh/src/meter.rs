@@ -117,7 +117,7 @@ impl Meter {
             *rule = Some(PathWindow::new(assumed));
         }
         let Some(rule) = rule.as_mut() else { return assumed };
-        if let (true, Some(rtt)) = (last, rtt) {
+        if let Some(rtt) = rtt.filter(|_| last) {
             rule.seed(self.born.elapsed(), rtt);
         }
         if rule.settled() { rule.window() } else { assumed }

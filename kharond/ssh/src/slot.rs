@@ -28,8 +28,8 @@ use super::tunnel::Counters;
 const RETIRE_AFTER: u64 = 1000;
 
 /// A session is replaced for a smaller window when its own is this many tenths of the path's
-/// measured one. Windows re-open every three packets (vendor/README.md), so all of a window is in
-/// flight: half a window too many is half a window queued (10 ms each way at 200 Mbit/s: 768 KiB
+/// measured one. Windows re-open every three packets (an eighth of a large one: vendor/README.md),
+/// so nearly all of a window is in flight: half a window too many is half a window queued (10 ms each way at 200 Mbit/s: 768 KiB
 /// waited 60 ms, 1280 KiB 101 ms), worth a handshake.
 const SHRINK_TENTHS: u64 = 15;
 /// ... and for a larger one when the measured one is this many tenths of its own: a session's
