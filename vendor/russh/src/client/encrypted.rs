@@ -595,7 +595,9 @@ impl Session {
                 if !self.common.is_established_channel(channel_num) {
                     return Ok(());
                 }
-                let target = self.common.config.window_size;
+                // kharon: the target is the handler's last answer (`Handler::adjust_window`),
+                // not the configured window: a client can follow its path (vendor/README.md).
+                let target = self.target_window_size;
                 #[allow(clippy::collapsible_if)]
                 if let Some(ref mut enc) = self.common.encrypted {
                     if enc.adjust_window_size(channel_num, &data, target)? {
@@ -622,7 +624,9 @@ impl Session {
                 if !self.common.is_established_channel(channel_num) {
                     return Ok(());
                 }
-                let target = self.common.config.window_size;
+                // kharon: the target is the handler's last answer (`Handler::adjust_window`),
+                // not the configured window: a client can follow its path (vendor/README.md).
+                let target = self.target_window_size;
                 #[allow(clippy::collapsible_if)]
                 if let Some(ref mut enc) = self.common.encrypted {
                     if enc.adjust_window_size(channel_num, &data, target)? {

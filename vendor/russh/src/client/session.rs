@@ -18,10 +18,11 @@ impl Session {
         let result = if let Some(ref mut enc) = self.common.encrypted {
             match enc.state {
                 EncryptedState::Authenticated => {
-                    let sender_channel = enc.new_channel(
-                        self.common.config.window_size,
-                        self.common.config.maximum_packet_size,
-                    );
+                    // kharon: a new channel opens with the window its session's handler asked
+                    // for last (`Handler::adjust_window`), not the configured one.
+                    let window = self.target_window_size;
+                    let sender_channel =
+                        enc.new_channel(window, self.common.config.maximum_packet_size);
                     push_packet!(enc.write, {
                         msg::CHANNEL_OPEN.encode(&mut enc.write)?;
                         kind.encode(&mut enc.write)?;
@@ -30,11 +31,7 @@ impl Session {
                         sender_channel.encode(&mut enc.write)?;
 
                         // window.
-                        self.common
-                            .config
-                            .as_ref()
-                            .window_size
-                            .encode(&mut enc.write)?;
+                        window.encode(&mut enc.write)?;
 
                         // max packet size.
                         self.common
