@@ -15,7 +15,8 @@
 # small requests (new connection, and on one kept-alive connection) idle, during one bulk download
 # and during one bulk upload, the download's rate, and two downloads at once. WARMUP seconds of
 # one unmeasured download per proxy first: kharond learns the path there (its first transfer on a
-# new path runs with the window it assumes until it has measured; the page shows that one too).
+# new path starts with the window it assumes and follows the measured one once it has measured;
+# the page shows that one too).
 #
 # PIN_WINDOWS adds, per profile, one more kharond per size with every SSH window pinned to it
 # (KHARON_BENCH_SSH_WINDOW, kharond/ssh/src/meter.rs): what a fixed window of that size does on

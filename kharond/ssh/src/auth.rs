@@ -146,15 +146,6 @@ struct KeyFile {
     public_only: bool,
 }
 
-/// How a hop let us in.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Login {
-    /// A key (the agent's or a file's), or nothing at all: a new session asks nobody.
-    Keys,
-    /// A person answered (a one-time password, a password): a new session would ask again.
-    Person,
-}
-
 /// Authenticates `hop.user` on a freshly connected session; what a person must answer goes to
 /// `person`.
 pub async fn authenticate<H>(
@@ -162,7 +153,7 @@ pub async fn authenticate<H>(
     hop: &Hop,
     env: &HashMap<String, String>,
     person: &Person<'_>,
-) -> Result<Login, Error>
+) -> Result<(), Error>
 where
     H: client::Handler,
 {
@@ -235,7 +226,7 @@ where
                             }
                         };
                         match result {
-                            Ok(AuthResult::Success) => return Ok(Login::Keys),
+                            Ok(AuthResult::Success) => return Ok(()),
                             Ok(AuthResult::Failure { remaining_methods, partial_success }) => {
                                 refused += usize::from(!partial_success);
                                 verdict.heard(
@@ -319,7 +310,7 @@ where
             }
         };
         match result {
-            Ok(AuthResult::Success) => return Ok(Login::Keys),
+            Ok(AuthResult::Success) => return Ok(()),
             Ok(AuthResult::Failure { remaining_methods, partial_success }) => {
                 let label = f.path.display().to_string();
                 refused += usize::from(!partial_success);
@@ -332,7 +323,7 @@ where
     if !verdict.heard_any() && !handle.is_closed() {
         // No key reached the server: ask it what it takes, as ssh's first request ("none") does.
         match handle.authenticate_none(hop.user.clone()).await {
-            Ok(AuthResult::Success) => return Ok(Login::Keys),
+            Ok(AuthResult::Success) => return Ok(()),
             Ok(AuthResult::Failure { remaining_methods, partial_success }) => {
                 verdict.heard(MethodKind::None, "none", remaining_methods, partial_success);
             }
@@ -340,10 +331,7 @@ where
         }
     }
     if verdict.beyond_keys(&hop.asking) {
-        return prompt::finish(handle, hop, person, verdict)
-            .await
-            .map(|()| Login::Person)
-            .map_err(Error::Person);
+        return prompt::finish(handle, hop, person, verdict).await.map_err(Error::Person);
     }
     match encrypted {
         Some(path) => {

@@ -35,46 +35,15 @@ use super::meter::{Meter, Probe};
 use super::packets::PACKET;
 use super::prompt::{Asker, Person};
 use super::report::{DialReport, HopTiming};
-use super::{auth, desk, known_hosts, negotiation, proxy_command, tcp};
+use super::{auth, desk, known_hosts, negotiation, proxy_command, tcp, window};
 
-/// The per-channel receive window is sized for each session from the round trip to its hop.
-/// One stream gets about half the window per round trip, because russh tops the window up only
-/// once half of it is used. Too small a window starves a far jump host; too large a one makes a
-/// near sshd buffer megabytes it must allocate and page in, which on loopback cost more than it
-/// gained. Measured with `bench/routed.sh` (same sshd, same run):
-/// - 50 ms, 1 Gbit/s link (`RTT_MS=50`): 8 MiB gave 78 MB/s, 16 MiB 113 MB/s (the link is
-///   full), `ssh -D` (2 MiB) 39 MB/s;
-/// - loopback, cubic congestion control: 2 MiB 1676 MB/s, 8 MiB 1386, 16 MiB 1569, `ssh -D` 1748,
-///   and sshd spent 0.57 s of CPU per GiB with 2 MiB against 0.63–0.84 s with 8 MiB.
-///
-/// So: [`WINDOW_MIN`] (OpenSSH's own) up to ~8 ms, then two bandwidth-delay products of a
-/// 1 Gbit/s link, up to [`WINDOW_MAX`] (a full 1 Gbit/s link up to ~65 ms). The window costs no
-/// memory of its own here: russh re-opens it on receipt anyway, so what a slow client can pile
-/// up is bounded by the tunnel's buffer (tunnel.rs), not by this.
-const WINDOW_MIN: u32 = 2 * 1024 * 1024;
-const WINDOW_MAX: u32 = 16 * 1024 * 1024;
 /// How long a failed authentication waits for the session to report the server's reason.
 const AUTH_DISCONNECT_WAIT: Duration = Duration::from_millis(500);
 /// How long [`first_byte`] waits for sshd to speak first.
 const BANNER_WAIT: Duration = Duration::from_secs(1);
-/// Window bytes per second of round trip: twice what 1 Gbit/s carries in that time.
-const WINDOW_PER_RTT_SECOND: f64 = 2.0 * 125_000_000.0;
 
 /// Below this, a channel message from a nested hop is answered (see `Handler::answer`).
 const SMALL_MESSAGE: usize = 16 * 1024;
-
-/// The receive window assumed for a session whose hop is `rtt` away, until its path has been
-/// measured (meter.rs, window.rs); unknown (a `ProxyCommand` transport) gets the largest, since a
-/// slow far link costs more than a busy near sshd.
-pub(crate) fn window_for(rtt: Option<Duration>) -> u32 {
-    match rtt {
-        None => WINDOW_MAX,
-        Some(rtt) => {
-            let bytes = rtt.as_secs_f64() * WINDOW_PER_RTT_SECOND;
-            bytes.clamp(f64::from(WINDOW_MIN), f64::from(WINDOW_MAX)) as u32
-        }
-    }
-}
 
 /// What dialling needs besides the chain.
 #[derive(Debug, Clone, Copy)]
@@ -251,6 +220,10 @@ pub struct Handler {
     down: watch::Sender<Option<String>>,
     /// Reached through another hop: small messages from it get an answer (see [`Handler::answer`]).
     nested: bool,
+    /// The last hop's: the path whose window its channels follow (meter.rs, "How a window
+    /// changes"). Hops before it carry one channel each, the next hop's session, whose own
+    /// window bounds what is in flight; they keep the window they were dialled with.
+    path: Option<Arc<Meter>>,
 }
 
 impl Handler {
@@ -306,6 +279,12 @@ impl client::Handler for Handler {
             *last = (last.0 + 1, description.escape_debug().to_string());
         }
         Ok(())
+    }
+
+    /// Asked by the vendored russh each time it re-opens a channel's window: the answer is the
+    /// window it re-opens to next, and the one new channels open with (vendor/README.md).
+    fn adjust_window(&mut self, _channel: ChannelId, window: u32) -> u32 {
+        self.path.as_ref().and_then(|path| path.window()).unwrap_or(window)
     }
 
     async fn channel_open_confirmation(
@@ -391,11 +370,6 @@ pub struct Dialled {
     /// Channels we had to close before the server did; russh keeps each one's state until the
     /// session ends (tunnel.rs, "Who closes"), so the pool retires a session with too many.
     abandoned: AtomicU64,
-    /// The receive window of the last hop's session, which carries the channels: fixed for the
-    /// session's life (meter.rs, "What it cannot do").
-    window: u32,
-    /// Every hop logged in with keys alone: a fresh session asks nobody anything.
-    keys_only: bool,
     meter: Arc<Meter>,
 }
 
@@ -416,22 +390,6 @@ impl Dialled {
     /// How many channels of this chain were closed by us first so far.
     pub fn abandoned(&self) -> u64 {
         self.abandoned.load(Ordering::Relaxed)
-    }
-
-    /// The receive window the channels of this chain get (see [`Dialled::window`]'s field).
-    pub fn window(&self) -> u32 {
-        self.window
-    }
-
-    /// True if a fresh session of this chain would ask no person anything: only then may the
-    /// pool replace it for a better window.
-    pub fn keys_only(&self) -> bool {
-        self.keys_only
-    }
-
-    /// How long this chain has been up.
-    pub fn age(&self) -> Duration {
-        self.established.elapsed()
     }
 
     /// Data arrived on one of this chain's channels: the path is worth measuring (meter.rs).
@@ -536,29 +494,23 @@ fn client_config(hop: &Hop, known: &KnownHostKeys, window: u32) -> Arc<client::C
 /// person is given to answer its questions (`desk::within`); the caller bounds the whole.
 pub async fn dial(chain: &Chain, settings: Settings<'_>) -> Result<Dialled, Error> {
     let mut sessions: Vec<Session> = Vec::with_capacity(chain.hops.len());
-    let mut window = 0;
-    let mut keys_only = true;
     for (i, hop) in chain.hops.iter().enumerate() {
         let id = HopId::new(chain, i);
         let limit = hop.connect_timeout.unwrap_or(settings.connect_timeout);
         let step = dial_hop(hop, sessions.last(), &id, settings);
         let deadline = tokio::time::Instant::now() + limit;
-        let (session, login, hop_window) = match desk::within(settings.asker.desk, deadline, step).await {
+        let session = match desk::within(settings.asker.desk, deadline, step).await {
             Some(Ok(s)) => s,
             Some(Err(kind)) => return Err(Error { hop: id, kind }),
             None => return Err(Error { hop: id, kind: ErrorKind::Timeout(limit) }),
         };
         tracing::debug!(hop = %id, "hop connected");
         sessions.push(session);
-        window = hop_window;
-        keys_only &= login == auth::Login::Keys;
     }
     Ok(Dialled {
         sessions,
         established: Instant::now(),
         abandoned: AtomicU64::new(0),
-        window,
-        keys_only,
         meter: settings.meter.clone(),
     })
 }
@@ -585,11 +537,13 @@ async fn dial_hop(
     previous: Option<&Session>,
     id: &HopId,
     settings: Settings<'_>,
-) -> Result<(Session, auth::Login, u32), ErrorKind> {
+) -> Result<Session, ErrorKind> {
     let (tx, rx) = watch::channel(None);
     let events = Arc::new(Events::default());
     let known = KnownHosts::load(hop);
     let hints = known.hints();
+    // The last hop's round trip is the path's: the meter's pings go there.
+    let last = id.index == id.count;
     let handler = Handler {
         hop: hop.clone(),
         known,
@@ -597,13 +551,12 @@ async fn dial_hop(
         events: events.clone(),
         down: tx,
         nested: previous.is_some(),
+        path: last.then(|| settings.meter.clone()),
     };
     let mut stderr = None;
     let started = Instant::now();
     let transport;
     let window;
-    // The last hop's round trip is the path's: the meter's pings go there.
-    let last = id.index == id.count;
     // Each transport's own set-up takes one round trip to this hop: a TCP connect, or a channel
     // open that the previous hop confirms once its TCP connect to this one is done.
     let connected = match (previous, &hop.transport) {
@@ -653,8 +606,8 @@ async fn dial_hop(
         env: settings.env,
         after_answer: settings.connect_timeout,
     };
-    let login = match auth::authenticate(&mut handle, hop, settings.env, &person).await {
-        Ok(login) => login,
+    match auth::authenticate(&mut handle, hop, settings.env, &person).await {
+        Ok(()) => {}
         Err(auth::Error::Interrupted { tried, refused, source, .. }) => {
             // The session reports the server's disconnect message on its own task: wait for it
             // briefly, it is what names the cause ("Too many authentication failures").
@@ -665,10 +618,10 @@ async fn dial_hop(
             return Err(ErrorKind::Auth(auth::Error::Interrupted { tried, refused, said, source }));
         }
         Err(e) => return Err(ErrorKind::Auth(e)),
-    };
+    }
     let auth = started.elapsed().saturating_sub(transport + handshake);
     let timing = HopTiming { hop: hop.display(), transport, handshake, auth };
-    Ok((Session { handle, events, down: rx, hop: id.clone(), timing }, login, window))
+    Ok(Session { handle, events, down: rx, hop: id.clone(), timing })
 }
 
 /// How long sshd's identification line takes to arrive after the connect: a round trip plus
@@ -686,7 +639,7 @@ async fn first_byte(tcp: &TcpStream) -> Duration {
 /// session's speed. The path's measured window once there is one (meter.rs), else the assumed
 /// one; only the last hop's round trip is the path's (the meter pings the last hop).
 fn measured(id: &HopId, rtt: Option<Duration>, last: bool, meter: &Meter) -> u32 {
-    let assumed = window_for(rtt);
+    let assumed = window::assumed(rtt);
     let window = meter.window_for_dial(rtt, last, assumed);
     tracing::debug!(hop = %id, rtt_ms = rtt.map(|r| r.as_secs_f64() * 1e3), window_kib = window / 1024,
         assumed_kib = assumed / 1024, "round trip measured");
@@ -696,15 +649,6 @@ fn measured(id: &HopId, rtt: Option<Duration>, last: bool, meter: &Meter) -> u32
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    #[test]
-    fn near_hops_get_openssh_window_far_ones_more_up_to_the_cap() {
-        assert_eq!(window_for(Some(Duration::from_micros(60))), WINDOW_MIN, "loopback");
-        assert_eq!(window_for(Some(Duration::from_millis(5))), WINDOW_MIN, "LAN");
-        assert_eq!(window_for(Some(Duration::from_millis(50))), 12_500_000, "two BDPs of 1 Gbit/s");
-        assert_eq!(window_for(Some(Duration::from_secs(1))), WINDOW_MAX, "capped");
-        assert_eq!(window_for(None), WINDOW_MAX, "unknown: a ProxyCommand");
-    }
 
     /// A loopback server that accepts one connection, writes `banner`, and keeps it open.
     async fn server(banner: &'static [u8]) -> TcpStream {

@@ -44,8 +44,8 @@
 //! - [`tunnel`]: one channel as a byte stream, pumped so a slow reader cannot stall its session.
 //! - [`window`]: the receive window a path wants, from its measured round trip and delivery rate
 //!   (delay-based, BBR/LEDBAT style); [`meter`]: measures a jump host's path with SSH pings while
-//!   its channels carry data, and keeps its window (the pool replaces a session dialled with a
-//!   window far from it, since russh cannot change a live one).
+//!   its channels carry data, and keeps its window, which the last hop's channels are re-opened
+//!   to at every window adjust (the vendored russh asks the session's handler for it).
 //! - [`quickack`]: the first hop's TCP stream, ACKing at once (sshd leaves Nagle on).
 //! - [`gather`]: the first hop's transport as russh sees it: a large read buffer, and writes
 //!   gathered until the session waits for input.

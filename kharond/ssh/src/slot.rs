@@ -27,19 +27,6 @@ use super::tunnel::Counters;
 /// downloads cost 10 MB. So at most ~5 MB per chain, and one extra handshake per 1,000 aborts.
 const RETIRE_AFTER: u64 = 1000;
 
-/// A session is replaced for a smaller window when its own is this many tenths of the path's
-/// measured one. Windows re-open every three packets (an eighth of a large one: vendor/README.md),
-/// so nearly all of a window is in flight: half a window too many is half a window queued (10 ms each way at 200 Mbit/s: 768 KiB
-/// waited 60 ms, 1280 KiB 101 ms), worth a handshake.
-const SHRINK_TENTHS: u64 = 15;
-/// ... and for a larger one when the measured one is this many tenths of its own: a session's
-/// samples can ask for about 1.25 times its window (`window::GAIN` BDPs of a window-limited
-/// rate, whose BDP is about the window), so growing takes a few sessions, each a step.
-const GROW_TENTHS: u64 = 12;
-/// ... and only once it has been up this long, so a path whose measure moves cannot make the
-/// pool dial more than once per this.
-const RESIZE_AGE: std::time::Duration = std::time::Duration::from_secs(3);
-
 /// Numbers sessions, so that a report about a session that is gone cannot drop its successor.
 pub(super) static NEXT_SESSION: AtomicU64 = AtomicU64::new(1);
 
@@ -181,20 +168,16 @@ impl Slot {
         }
         // Tunnels still on a retired session keep it up until they end; the caller dials a fresh one.
         let abandoned = live.chain.abandoned();
-        let retire = if abandoned >= RETIRE_AFTER {
-            Some(format!(
-                "{abandoned} channels were closed before the server closed them, and russh keeps the \
-                 state of each until the session ends"
-            ))
-        } else {
-            self.meter.measured().and_then(|wanted| resize(&live.chain, wanted))
-        };
-        if let Some(why) = retire {
+        if abandoned >= RETIRE_AFTER {
             st.live = None;
             st.state = ChainState::Idle;
             st.since = SystemTime::now();
             drop(st);
-            tracing::info!(jumphost = %self.jumphost, "replacing the SSH session: {why}");
+            tracing::info!(
+                jumphost = %self.jumphost,
+                "replacing the SSH session: {abandoned} channels were closed before the server closed \
+                 them, and russh keeps the state of each until the session ends"
+            );
             return None;
         }
         Some((live.id, live.chain.clone(), live.suspect))
@@ -231,20 +214,4 @@ impl Slot {
             live.suspect = false;
         }
     }
-}
-
-/// Why `chain` should make way for a session with the path's `wanted` window, if it should: its
-/// own window is [`SHRINK_TENTHS`] too large or [`GROW_TENTHS`] too small (russh cannot change it,
-/// meter.rs), it is older than [`RESIZE_AGE`], and a new session asks no person anything.
-fn resize(chain: &Dialled, wanted: u32) -> Option<String> {
-    let (have, want) = (u64::from(chain.window()), u64::from(wanted));
-    let off = have * 10 >= want * SHRINK_TENTHS || want * 10 >= have * GROW_TENTHS;
-    (off && chain.keys_only() && chain.age() >= RESIZE_AGE).then(|| {
-        format!(
-            "its receive window is {} KiB, the path measured wants {} KiB (a larger one queues on a slow \
-             link in front of every other channel, a smaller one starves a fast one)",
-            have / 1024,
-            want / 1024
-        )
-    })
 }

@@ -1,7 +1,7 @@
 //! [`PathWindow`]: how large an SSH receive window the path to a chain's last hop should get,
 //! from what that path measurably carries. A pure rule: `meter` feeds it samples (time, round
-//! trip, bytes delivered), `chain` dials sessions with its window, `slot` replaces a session
-//! whose window it finds far off.
+//! trip, bytes delivered), `chain` dials sessions with its window, and the last hop's channels
+//! are re-opened to it at every window adjust (meter.rs, "How a window changes").
 //!
 //! # The signal, and why
 //! Delay, not loss: the round trip of an SSH-level ping (`keepalive@openssh.com` with want-reply,
@@ -21,8 +21,9 @@
 //! Control", ACM Queue 14(5), 2016): the bottleneck rate is the highest delivery rate of the last
 //! [`RATE_SAMPLES`] samples, the propagation delay the lowest round trip of the last
 //! [`MIN_RTT_SPAN`] (BBR's min_rtt filter, kept longer), their product the bandwidth-delay product
-//! (BDP). The lowest round trip comes from pings on a quiet path: each new session's first one
-//! (meter.rs) and the last of a busy spell. A dial's own timings seed it too, but they overstate
+//! (BDP). The lowest round trip comes from pings on a quiet path: each new session's first
+//! three (meter.rs, `QUIET_PINGS`), and two more after a busy spell, once the queue it left has
+//! drained. A dial's own timings seed it too, but they overstate
 //! it (sshd's start, a forwarder's own connect): 34-63 ms for a 20 ms path, measured, and a
 //! minimum three times too high made a window three times too large.
 //!
@@ -39,14 +40,15 @@
 //!   has built that the link does not need (LEDBAT, RFC 6817, backs off from queueing delay above
 //!   a target the same way). "Stands": the lowest of the last [`RECENT`] samples, so one ping
 //!   that waited for a busy CPU is not taken for a queue. Shrink again, queue or not, once the
-//!   minimum has fallen by a quarter since the window was set: that window took part of a
+//!   minimum has fallen by a quarter since the window was set (at the quiet ping that shows it,
+//!   [`PathWindow::seed`], or the next sample): that window took part of a
 //!   dial's overstated round trip for the path's (measured: 2 MiB from a 63 ms minimum, then
 //!   kept through the next download, where 30 ms made it 1 MiB).
 //! - Grow towards it (at most doubling per sample, as Linux's receive-buffer autotuning
 //!   `tcp_rcv_space_adjust` doubles per round trip) while the round trip has not risen: a wanted
 //!   window above the current one then means the senders used the window, not the link, up.
 //! - Within [`FLOOR`] and [`CEILING`]; until it has measured, the window is the one it was
-//!   created with (chain.rs: two BDPs of an assumed 1 Gbit/s link).
+//!   created with ([`assumed`]: the same rule applied to an assumed 1 Gbit/s link).
 
 use std::collections::VecDeque;
 use std::time::Duration;
@@ -87,6 +89,32 @@ pub const QUEUE_FLOOR: Duration = Duration::from_millis(50);
 /// Samples needed before the rule trusts its own window over the assumed one.
 pub const SETTLED: usize = RECENT;
 
+/// The smallest window a session is dialled with: OpenSSH's own. A near hop (a LAN, loopback)
+/// needs little, but the first samples of a path take a few hundred milliseconds, and a smaller
+/// one would slow a fast transfer until they grow it; it costs nothing either, since russh
+/// re-opens a window as its bytes arrive and what a slow client piles up is bounded by the
+/// tunnel's buffer (tunnel.rs).
+pub const ASSUMED_FLOOR: u32 = 2 * 1024 * 1024;
+/// The rate a path is assumed to carry until measured: 1 Gbit/s, in bytes per second. A window
+/// too large for the real link queues until the first samples shrink it; one too small starves
+/// the transfer until they grow it, one doubling per sample.
+pub const ASSUMED_RATE: f64 = 125_000_000.0;
+
+/// The window a session of a hop `rtt` away is dialled with until its path is measured: what
+/// the rule would want of an [`ASSUMED_RATE`] link ([`GAIN`] BDPs and [`SLACK`]), within
+/// [`ASSUMED_FLOOR`] and [`CEILING`]; unknown (a `ProxyCommand` transport) gets the ceiling,
+/// since a slow far link costs more than a busy near sshd. It was two BDPs while russh re-opened
+/// windows only when half was gone; measured at 50 ms and 1 Gbit/s (`bench/shaped.sh`) those
+/// 12.6 MB stood 46 ms queued, within the allowance, and carried 97 MB/s where 7.9 MB carried
+/// 113.
+pub fn assumed(rtt: Option<Duration>) -> u32 {
+    match rtt {
+        None => CEILING,
+        Some(rtt) => (GAIN * ASSUMED_RATE * rtt.as_secs_f64() + SLACK)
+            .clamp(f64::from(ASSUMED_FLOOR), f64::from(CEILING)) as u32,
+    }
+}
+
 /// How far above its minimum the round trip may stand before the window shrinks: one minimum
 /// round trip (more than the quarter BDP and [`SLACK`] the rule itself puts in the queue), and
 /// never less than [`QUEUE_FLOOR`].
@@ -106,7 +134,7 @@ pub struct PathWindow {
     last: Option<Duration>,
     samples: usize,
     /// The lowest round trip the window was last set from; `None` until a sample set it (until
-    /// then the window is the assumed one, however many samples came in: [`PathWindow::measured`]).
+    /// then the window is the assumed one, however many samples came in).
     basis: Option<Duration>,
 }
 
@@ -136,23 +164,40 @@ impl PathWindow {
         self.samples >= SETTLED
     }
 
-    /// The window, once a sample has set it. Until then it is what the first dial assumed, and
-    /// no reason to replace a session dialled with another assumption: measured at 50 ms and
-    /// 1 Gbit/s (`bench/shaped.sh`), a rule still holding its first hop's 15,280 KiB replaced the
-    /// last hop's 12,586 KiB session for it, and the larger window overflowed the link's queue.
-    pub fn measured(&self) -> Option<u32> {
-        (self.settled() && self.basis.is_some()).then_some(self.window)
-    }
-
     /// The lowest round trip within [`MIN_RTT_SPAN`].
     pub fn min_rtt(&self) -> Option<Duration> {
         self.rtts.iter().map(|&(_, rtt)| rtt).min()
     }
 
-    /// A round trip measured without load (a session's first ping, a dial, a quiet moment): it
-    /// sets the minimum, and nothing else.
+    /// A round trip measured without load (a session's first pings, a dial, a quiet moment): it
+    /// sets the minimum. If that falls by a quarter below the one the window was set from, the
+    /// window is set again now from the rates already measured, and the next transfer starts
+    /// with it: measured on 10 ms each way at 200 Mbit/s, a window set from a dial's 63 ms was
+    /// 2 MiB where the quiet pings after the download found 22 ms, and a small request beside the
+    /// next download waited 90 ms behind it instead of 60.
     pub fn seed(&mut self, now: Duration, rtt: Duration) {
         self.push_rtt(now, rtt);
+        let Some(min_rtt) = self.min_rtt() else { return };
+        if self.stale(min_rtt)
+            && let Some(wanted) = self.wanted(min_rtt)
+            && wanted < f64::from(self.window)
+        {
+            self.window = wanted as u32;
+            self.basis = Some(min_rtt);
+        }
+    }
+
+    /// True when the window was set from a minimum round trip the path has since beaten by a
+    /// quarter (see "The rule").
+    fn stale(&self, min_rtt: Duration) -> bool {
+        self.basis.is_some_and(|basis| min_rtt * 4 < basis * 3)
+    }
+
+    /// [`GAIN`] BDPs of the highest measured rate and `min_rtt`, and [`SLACK`], within the bounds;
+    /// `None` before a rate was measured.
+    fn wanted(&self, min_rtt: Duration) -> Option<f64> {
+        let rate = self.rates.iter().copied().reduce(f64::max)?;
+        Some((GAIN * rate * min_rtt.as_secs_f64() + SLACK).clamp(f64::from(FLOOR), f64::from(CEILING)))
     }
 
     /// Measuring starts (again) at `now`: the next sample's bytes were delivered since then.
@@ -178,13 +223,13 @@ impl PathWindow {
         }
         self.rates.push_back(delivered as f64 / interval);
         self.samples += 1;
-        let (Some(min_rtt), Some(standing)) = (self.min_rtt(), self.standing()) else {
+        let (Some(min_rtt), Some(standing), Some(wanted)) =
+            (self.min_rtt(), self.standing(), self.min_rtt().and_then(|min| self.wanted(min)))
+        else {
             return self.window;
         };
         let rate = self.rates.iter().copied().fold(0.0, f64::max);
         let latest = self.rates.back().copied().unwrap_or(0.0);
-        let wanted =
-            (GAIN * rate * min_rtt.as_secs_f64() + SLACK).clamp(f64::from(FLOOR), f64::from(CEILING));
         let queueing = standing.saturating_sub(min_rtt);
         let current = f64::from(self.window);
         // A queue is ours to remove only while we fill the link: a round trip that rose while the
@@ -193,8 +238,8 @@ impl PathWindow {
         // A window set from a minimum the path has since beaten by a quarter is as wrong as a
         // queue says it is, queue or not: the shrink that set it had only a dial's overstated
         // round trip to go by (see "The rule").
-        let stale = self.basis.is_some_and(|basis| min_rtt * 4 < basis * 3);
-        if (queueing > allowance(min_rtt) || stale) && wanted < current && latest >= rate / 2.0 {
+        if (queueing > allowance(min_rtt) || self.stale(min_rtt)) && wanted < current && latest >= rate / 2.0
+        {
             self.window = wanted as u32;
             self.basis = Some(min_rtt);
         } else if queueing <= allowance(min_rtt) / 4 && wanted > current {

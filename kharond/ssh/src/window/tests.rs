@@ -1,10 +1,9 @@
 //! The window rule on a simulated path: a bottleneck link of a given rate and base round trip,
 //! with a queue in front of it that holds whatever the window lets in beyond one BDP. The same
-//! scenarios run against today's rule (`chain::window_for`, fixed at dial), which must fail the
+//! scenarios run against today's rule (`assumed`, fixed at dial), which must fail the
 //! shrinking one: that is the bug of issue 43.
 
 use super::*;
-use crate::chain::window_for;
 
 /// The ping gap of `meter` (a sample every round trip plus this).
 const GAP: Duration = Duration::from_millis(100);
@@ -48,7 +47,7 @@ impl Rule for PathWindow {
     }
 }
 
-/// Today's rule: the window `chain::window_for` chose from the dial's round trip, for good.
+/// Today's rule: the window `assumed` chose from the dial's round trip, for good.
 struct Today(u32);
 
 impl Rule for Today {
@@ -77,6 +76,16 @@ const SLOW: Link = Link { rate: 50e6 / 8.0, base: Duration::from_millis(50) };
 /// Today's best routed row: 50 ms, 1 Gbit/s.
 const FAST: Link = Link { rate: 1e9 / 8.0, base: Duration::from_millis(50) };
 
+#[test]
+fn near_hops_get_openssh_s_window_far_ones_the_rule_s_own_for_1_gbit_up_to_the_ceiling() {
+    assert_eq!(assumed(Some(Duration::from_micros(60))), ASSUMED_FLOOR, "loopback");
+    assert_eq!(assumed(Some(Duration::from_millis(5))), ASSUMED_FLOOR, "LAN");
+    // 1.25 × 125 MB/s × 50 ms, and the slack.
+    assert_eq!(assumed(Some(Duration::from_millis(50))), 7_812_500 + 131_072, "1 Gbit/s at 50 ms");
+    assert_eq!(assumed(Some(Duration::from_secs(1))), CEILING, "capped");
+    assert_eq!(assumed(None), CEILING, "unknown: a ProxyCommand");
+}
+
 /// A bulk download over a slow link: the queue the window built must go, the link stay full.
 fn shrinks_under_queueing(rule: &mut dyn Rule) -> Result<(), String> {
     let start = rule.window();
@@ -97,7 +106,7 @@ fn shrinks_under_queueing(rule: &mut dyn Rule) -> Result<(), String> {
 
 #[test]
 fn a_window_that_queues_on_a_slow_link_shrinks_to_about_one_bdp_and_keeps_the_link_full() {
-    let mut rule = PathWindow::new(window_for(Some(SLOW.base)));
+    let mut rule = PathWindow::new(assumed(Some(SLOW.base)));
     // The dial measured the path unloaded, as `chain` seeds it.
     rule.seed(Duration::ZERO, SLOW.base);
     assert_eq!(shrinks_under_queueing(&mut rule), Ok(()));
@@ -106,7 +115,7 @@ fn a_window_that_queues_on_a_slow_link_shrinks_to_about_one_bdp_and_keeps_the_li
 
 #[test]
 fn today_s_rule_fails_the_same_path_its_window_never_shrinks() {
-    let mut today = Today(window_for(Some(SLOW.base)));
+    let mut today = Today(assumed(Some(SLOW.base)));
     let verdict = shrinks_under_queueing(&mut today);
     assert!(verdict.is_err(), "today's fixed window passed: {verdict:?}");
 }
@@ -122,7 +131,7 @@ fn an_empty_fast_path_grows_the_window_until_the_link_is_full() {
     assert!(rate >= 0.95 * FAST.rate, "{rate:.0} B/s of {:.0}", FAST.rate);
     assert!(rtt.saturating_sub(FAST.base) <= allowance(FAST.base), "queued {rtt:?}");
     // Today's rule also fills this link, from its dial-time assumption of 1 Gbit/s.
-    let (_, _, today) = bulk(FAST, &mut Today(window_for(Some(FAST.base))));
+    let (_, _, today) = bulk(FAST, &mut Today(assumed(Some(FAST.base))));
     assert!(today >= 0.95 * FAST.rate);
 }
 
@@ -166,9 +175,9 @@ fn until_it_has_measured_the_window_is_the_assumed_one_within_the_bounds() {
 }
 
 #[test]
-fn an_assumed_window_no_sample_changed_is_no_measurement() {
+fn an_assumed_window_stands_while_the_queue_is_within_the_allowance() {
     // A 50 ms, 1 Gbit/s path whose queue stands just within the allowance: no reason to change
-    // the first dial's window, and none to replace a session dialled with another one.
+    // the first dial's window.
     let mut rule = PathWindow::new(15_280 * 1024);
     rule.seed(Duration::ZERO, FAST.base);
     let mut now = Duration::ZERO;
@@ -178,12 +187,11 @@ fn an_assumed_window_no_sample_changed_is_no_measurement() {
     }
     assert!(rule.settled());
     assert_eq!(rule.window(), 15_280 * 1024);
-    assert_eq!(rule.measured(), None);
-    // The queue grows past the allowance: now the window is measured, and smaller.
+    // The queue grows past the allowance: now the window is smaller.
     now += Duration::from_millis(200);
     rule.observe(now, FAST.base + 2 * allowance(FAST.base), 25_000_000);
     rule.observe(now + Duration::from_millis(200), FAST.base + 2 * allowance(FAST.base), 25_000_000);
-    let measured = rule.measured().expect("a window set by a sample");
+    let measured = rule.window();
     assert!(measured < 15_280 * 1024 && f64::from(measured) < GAIN * FAST.rate * 0.051 + SLACK + 1.0);
 }
 
@@ -191,7 +199,7 @@ fn an_assumed_window_no_sample_changed_is_no_measurement() {
 fn a_window_set_from_an_overstated_minimum_is_set_again_when_a_lower_one_shows() {
     // 200 Mbit/s, a 30 ms round trip, first seen through a dial that took 60 ms.
     let link = Link { rate: 25e6, base: Duration::from_millis(30) };
-    let mut rule = PathWindow::new(window_for(Some(Duration::from_millis(60))));
+    let mut rule = PathWindow::new(assumed(Some(Duration::from_millis(60))));
     rule.seed(Duration::ZERO, Duration::from_millis(60));
     let mut now = Duration::ZERO;
     for _ in 0..3 {
@@ -211,5 +219,31 @@ fn a_window_set_from_an_overstated_minimum_is_set_again_when_a_lower_one_shows()
     }
     let bdp = link.rate * link.base.as_secs_f64();
     assert!(f64::from(rule.window()) <= GAIN * bdp + SLACK + 1.0, "{} B, BDP {bdp:.0} B", rule.window());
-    assert_eq!(rule.measured(), Some(rule.window()));
+}
+
+#[test]
+fn a_quiet_moment_that_beats_the_minimum_resets_the_window_before_the_next_transfer() {
+    // 200 Mbit/s at 20 ms, first seen through a dial that took 63 ms: the download shrank the
+    // window from that minimum to about three times what the path needs.
+    let link = Link { rate: 25e6, base: Duration::from_millis(20) };
+    let mut rule = PathWindow::new(assumed(Some(Duration::from_millis(63))));
+    rule.seed(Duration::ZERO, Duration::from_millis(63));
+    let mut now = Duration::ZERO;
+    for _ in 0..3 {
+        now += Duration::from_millis(700);
+        rule.observe(now, Duration::from_millis(600), 17_500_000);
+    }
+    let during = rule.window();
+    assert!(during < assumed(Some(Duration::from_millis(63))), "the download did not shrink it");
+    // Between two transfers the path is quiet, and its pings find its own round trip: the
+    // window is set again at once, before the next transfer's first window adjust asks for it.
+    now += GAP;
+    rule.seed(now, link.base);
+    let bdp = link.rate * link.base.as_secs_f64();
+    let after = rule.window();
+    assert!(after < during, "{after} B after the quiet ping, {during} B before");
+    assert!(f64::from(after) <= GAIN * bdp + SLACK + 1.0, "{after} B, BDP {bdp:.0} B");
+    // A quiet ping that beats nothing by a quarter changes nothing.
+    rule.seed(now + GAP, link.base + Duration::from_millis(2));
+    assert_eq!(rule.window(), after);
 }
