@@ -647,6 +647,9 @@ fn measured(id: &HopId, rtt: Option<Duration>, last: bool, meter: &Meter) -> u32
 }
 
 #[cfg(test)]
+mod russh_window_tests;
+
+#[cfg(test)]
 mod tests {
     use super::*;
 

@@ -1,12 +1,16 @@
 //! The vendored russh's second change (vendor/README.md): a client channel is re-opened to the
 //! window its handler's `adjust_window` answered last, and a new channel opens with it. kharond's
-//! windows that follow the path (kharond/ssh/src/meter.rs, "How a window changes") rest on it.
+//! windows that follow the path (meter.rs, "How a window changes") rest on it: the last hop's
+//! [`Handler`](super::Handler) answers the path's window.
 //!
 //! A russh server on loopback sends each direct-tcpip channel as many KiB as the channel's
 //! requested port says, and records every window the client grants it
 //! (`server::Handler::window_adjusted`: what it may send after each CHANNEL_WINDOW_ADJUST).
 //! russh 0.65.1 as published re-opens every channel to `client::Config::window_size` whatever the
 //! handler answers (russh issue #770): each of the assertions below fails there.
+//!
+//! Here among kharon-ssh's unit tests, not as an integration test of its own: that would be one
+//! more test binary to link in CI, for one test that needs only russh.
 
 use std::sync::atomic::{AtomicU32, Ordering};
 use std::sync::{Arc, Mutex};
