@@ -195,17 +195,24 @@ fn an_assumed_window_stands_while_the_queue_is_within_the_allowance() {
     assert!(measured < 15_280 * 1024 && f64::from(measured) < GAIN * FAST.rate * 0.051 + SLACK + 1.0);
 }
 
-#[test]
-fn a_window_set_from_an_overstated_minimum_is_set_again_when_a_lower_one_shows() {
-    // 200 Mbit/s, a 30 ms round trip, first seen through a dial that took 60 ms.
-    let link = Link { rate: 25e6, base: Duration::from_millis(30) };
-    let mut rule = PathWindow::new(assumed(Some(Duration::from_millis(60))));
-    rule.seed(Duration::ZERO, Duration::from_millis(60));
+/// A 200 Mbit/s path whose dial took `dial`, after a download whose three samples stood 600 ms
+/// queued: the window shrank from that overstated minimum. Returns the rule and its clock.
+fn shrunk_from_an_overstated_minimum(dial: Duration) -> (PathWindow, Duration) {
+    let mut rule = PathWindow::new(assumed(Some(dial)));
+    rule.seed(Duration::ZERO, dial);
     let mut now = Duration::ZERO;
     for _ in 0..3 {
         now += Duration::from_millis(700);
         rule.observe(now, Duration::from_millis(600), 17_500_000);
     }
+    (rule, now)
+}
+
+#[test]
+fn a_window_set_from_an_overstated_minimum_is_set_again_when_a_lower_one_shows() {
+    // 200 Mbit/s, a 30 ms round trip, first seen through a dial that took 60 ms.
+    let link = Link { rate: 25e6, base: Duration::from_millis(30) };
+    let (mut rule, mut now) = shrunk_from_an_overstated_minimum(Duration::from_millis(60));
     let first = rule.window();
     let (rtt, _) = link.carry(first);
     assert!(first > 1_900_000 && rtt.saturating_sub(link.base) < allowance(link.base), "{first} B, {rtt:?}");
@@ -226,13 +233,7 @@ fn a_quiet_moment_that_beats_the_minimum_resets_the_window_before_the_next_trans
     // 200 Mbit/s at 20 ms, first seen through a dial that took 63 ms: the download shrank the
     // window from that minimum to about three times what the path needs.
     let link = Link { rate: 25e6, base: Duration::from_millis(20) };
-    let mut rule = PathWindow::new(assumed(Some(Duration::from_millis(63))));
-    rule.seed(Duration::ZERO, Duration::from_millis(63));
-    let mut now = Duration::ZERO;
-    for _ in 0..3 {
-        now += Duration::from_millis(700);
-        rule.observe(now, Duration::from_millis(600), 17_500_000);
-    }
+    let (mut rule, mut now) = shrunk_from_an_overstated_minimum(Duration::from_millis(63));
     let during = rule.window();
     assert!(during < assumed(Some(Duration::from_millis(63))), "the download did not shrink it");
     // Between two transfers the path is quiet, and its pings find its own round trip: the
