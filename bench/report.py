@@ -422,7 +422,9 @@ def shaped_figures(rec, figures):
         ceiling = (c, f"the link itself carries {link_mb_s:.1f} MB/s, {c:.2f}× ssh -D's {med(sr):.1f} MB/s") if c else None
         figures.append(ratio_figure(f"{where}: bulk download rate: kharond / ssh -D", pair_ratios(kr, sr), target,
                                     ceiling=ceiling,
-                                    note=f"{med(kr):.2f} / {med(sr):.2f} MB/s (link {link_mb_s:.2f} MB/s); "
+                                    note=f"{med(kr):.2f} / {med(sr):.2f} MB/s (link {link_mb_s:.2f} MB/s; "
+                                         f"per repetition {', '.join(f'{a:.1f}/{b:.1f}' for a, b in zip(kr, sr))}"
+                                         f"{'' if slow else STALL_NOTE}); "
                                          f"upload {med([r['up_mb_s'] for r in k]):.2f} / "
                                          f"{med([r['up_mb_s'] for r in s]):.2f} MB/s; {load}"))
         share = lambda r: min(r["two_mb_s"]) / max(r["two_mb_s"]) if max(r["two_mb_s"]) > 0 else 0.0
@@ -442,6 +444,10 @@ def shaped_figures(rec, figures):
                                   f"and measures the path during this transfer, whose channel follows the "
                                   f"measured window from its next adjust on (docs/ssh-engine.md, "
                                   f"\"Windows that follow the path\"); {load}", plot=False))
+
+
+# Why one repetition of the 1 Gbit/s bulk rate may fall a fifth short of the others.
+STALL_NOTE = ": a repetition may hold a stall of the last hop's sshd (docs/ssh-engine.md, \"At 1 Gbit/s\")"
 
 
 def page(rec, figures):

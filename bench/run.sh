@@ -17,13 +17,13 @@
 # - bench/shaped.sh: the first jump host behind a shaped link (25 ms each way at 50 Mbit/s, 10 ms at
 #   200 Mbit/s, 50 ms at 1 Gbit/s), kharond against `ssh -D`: small requests idle and beside a bulk
 #   download or upload, the download's rate, two downloads at once (issue 43). Runs alone too and
-#   then rewrites only its own rows of the page: `bench/shaped.sh` (about five minutes);
+#   then rewrites only its own rows of the page: `bench/shaped.sh` (about twenty minutes);
 # - bench/owner_check.sh: connection setup of a password-less kharond with and without the check
 #   of who owns the client's socket (issue 33);
 # - bench/inventory.sh: a 50,000-cluster inventory (start, RSS, PAC size);
 # - `cargo bench -p kharon-shared --bench routing`: route lookup at 10,000 clusters.
 #
-# QUICK=1 is a smoke run (a few minutes, figures meaningless); the full run should take 15 to 20
+# QUICK=1 is a smoke run (a few minutes, figures meaningless); the full run should take 35 to 40
 # minutes on 2 cores (the page records how long it took, and the load average before and after:
 # figures mean something only on an otherwise idle machine). Needs root (sshd's own /etc/hosts,
 # thousands of descriptors) and Debian's apt-get for what is missing: microsocks, dante-server,
@@ -55,7 +55,7 @@ if [ "$QUICK" = 1 ]; then
 else
   BYTES=$((1 << 30)); RUNS=9; CONNS=2000; RATE_CONNS=10000; IDLE=1000,9000; LINK_BYTES=$((256 << 20))
   R_MIB=1024; R_CONNS=500; R_RUNS=15; R_HOPS_RUNS=9; SLOW_MIB=256; SLOW_CONNS=100; SLOW_RUNS=5; R_RATE=5000; R_PAGES=100
-  SHAPED_SECONDS=8; SHAPED_REPS=2
+  SHAPED_SECONDS=8; SHAPED_REPS=4
   INV_RUNS=3; OWNER_PAIRS=6; CRITERION=(--warm-up-time 1 --measurement-time 3)
 fi
 
