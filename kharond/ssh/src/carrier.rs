@@ -34,10 +34,9 @@ use tokio::sync::mpsc;
 
 use super::packets::{fill, fitting};
 
-/// Packets taken off the outer channel ahead of the nested session: more than the largest window
-/// (`window::CEILING`) even if the outer sshd sends OpenSSH's 32 KiB ones (up to
-/// `packets::LARGEST_RECEIVED` each), so a session that reads at all never holds up the outer
-/// loop.
+/// Packets (up to 32 KiB each) taken off the outer channel ahead of the nested session: more than
+/// the largest window (`window::CEILING`), so a session that reads at all never holds up the
+/// outer loop.
 pub(crate) const BUFFER_PACKETS: usize = 1024;
 
 /// A channel of the outer hop as the nested hop's transport.

@@ -32,7 +32,7 @@ use super::config::{Chain, Hop, KnownHostKeys, Transport};
 use super::gather::Gathered;
 use super::known_hosts::KnownHosts;
 use super::meter::{Meter, Probe};
-use super::packets::LARGEST_RECEIVED;
+use super::packets::PACKET;
 use super::prompt::{Asker, Person};
 use super::report::{DialReport, HopTiming};
 use super::{auth, desk, known_hosts, negotiation, proxy_command, tcp, window};
@@ -483,7 +483,7 @@ fn client_config(hop: &Hop, known: &KnownHostKeys, window: u32) -> Arc<client::C
         inactivity_timeout: None,
         nodelay: true,
         window_size: window,
-        maximum_packet_size: LARGEST_RECEIVED,
+        maximum_packet_size: PACKET,
         preferred: hop.algorithms.preferred(known),
         ..Default::default()
     })

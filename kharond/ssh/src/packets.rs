@@ -7,17 +7,8 @@ use bytes::Bytes;
 use kharon_relay::ChunkQueue;
 use tokio::sync::mpsc;
 
-/// OpenSSH's packet size (`CHAN_TCP_PACKET_DEFAULT`, channels.h), what its sshd reads from a
-/// forwarded socket per pass (`CHANNEL_MAX_READ`), and what we send per packet: the unit a
-/// reader's batch is counted in.
+/// OpenSSH's packet size; russh logs an error above 65535 (docs/ssh-engine.md, "Window and packet size").
 pub(super) const PACKET: u32 = 32 * 1024;
-
-/// The largest data packet a jump host may send us (`client::Config::maximum_packet_size`):
-/// about two [`PACKET`]s, so that an sshd which reads 32 KiB per pass and sends one packet per
-/// pass can drain a backlog in its channel buffer instead of carrying it along; such a backlog
-/// costs it a copy of the whole buffer per read while the buffer grows (docs/ssh-engine.md,
-/// "Window and packet size"). Not 64 KiB: russh logs an error above 65,535.
-pub(super) const LARGEST_RECEIVED: u32 = 65_535;
 
 /// Packets that fit a reader's buffer of `remaining` bytes (at least one): packets left on the
 /// queue are how its producer sees a reader that stalled.

@@ -46,9 +46,9 @@ use super::packets::{fill, fitting};
 use super::report::DialReport;
 use kharon_relay::{ChunkQueue, Chunked};
 
-/// Packets a tunnel buffers for a consumer slower than the SSH link: up to 32 MiB, since a packet
-/// may be as large as `packets::LARGEST_RECEIVED` (just under 64 KiB).
-pub const BUFFER_PACKETS: usize = 512;
+/// Packets (up to 32 KiB each, `packets::PACKET`) a tunnel buffers for a consumer slower than the
+/// SSH link.
+pub const BUFFER_PACKETS: usize = 1024;
 /// How long a full buffer may wait for its consumer before the channel is given up.
 pub const GRACE: Duration = Duration::from_secs(3);
 /// How long a closed tunnel whose EOFs have crossed waits for the server's CLOSE (see "Who
