@@ -17,13 +17,13 @@
 # - bench/shaped.sh: the first jump host behind a shaped link (25 ms each way at 50 Mbit/s, 10 ms at
 #   200 Mbit/s, 50 ms at 1 Gbit/s), kharond against `ssh -D`: small requests idle and beside a bulk
 #   download or upload, the download's rate, two downloads at once (issue 43). Runs alone too and
-#   then rewrites only its own rows of the page: `bench/shaped.sh` (about twenty minutes);
+#   then rewrites only its own rows of the page: `bench/shaped.sh` (about fifteen minutes);
 # - bench/owner_check.sh: connection setup of a password-less kharond with and without the check
 #   of who owns the client's socket (issue 33);
 # - bench/inventory.sh: a 50,000-cluster inventory (start, RSS, PAC size);
 # - `cargo bench -p kharon-shared --bench routing`: route lookup at 10,000 clusters.
 #
-# QUICK=1 is a smoke run (a few minutes, figures meaningless); the full run should take 35 to 40
+# QUICK=1 is a smoke run (a few minutes, figures meaningless); the full run should take about 45
 # minutes on 2 cores (the page records how long it took, and the load average before and after:
 # figures mean something only on an otherwise idle machine). Needs root (sshd's own /etc/hosts,
 # thousands of descriptors) and Debian's apt-get for what is missing: microsocks, dante-server,

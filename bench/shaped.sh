@@ -28,7 +28,7 @@
 #
 # With JSON (as bench/run.sh calls it) the figures are appended there. Without it, the run
 # replaces the shaped rows of docs/benchmarks.jsonl and re-renders docs/benchmarks.md from it
-# (bench/report.py): the page's shaped rows are regenerated in about twenty minutes, every other
+# (bench/report.py): the page's shaped rows are regenerated in about fifteen minutes (880 s at 9f3ed25), every other
 # figure on the page stays as the last full run measured it.
 #
 # Needs: root (sshd's own /etc/hosts via `unshare -m`), sshd, ssh, python3. Builds in release.
