@@ -15,7 +15,7 @@
 //!
 //! Here the nested session's writes never wait on the outer loop: they go to a queue that a task
 //! of their own hands to the channel. The outer loop may still wait for the nested session to read
-//! (a task takes the channel's packets into a buffer of [`BUFFER_PACKETS`], and waits when it is
+//! (a task takes the channel's packets into a buffer of [`BUFFER_BYTES`], and waits when it is
 //! full), and that is back-pressure, not a deadlock: the nested session reads on, since nothing it
 //! does waits for the outer loop.
 //!
@@ -32,12 +32,12 @@ use russh::{Channel, ChannelMsg};
 use tokio::io::{AsyncRead, AsyncWrite, AsyncWriteExt, ReadBuf};
 use tokio::sync::mpsc;
 
-use super::packets::{fill, fitting};
+use super::packets::{fill, fitting, within};
 
-/// Packets (up to 32 KiB each) taken off the outer channel ahead of the nested session: more than
-/// the largest window (`window::CEILING`), so a session that reads at all never holds up the
-/// outer loop.
-pub(crate) const BUFFER_PACKETS: usize = 1024;
+/// Bytes taken off the outer channel ahead of the nested session, counted in the outer session's
+/// largest packets: more than the largest window (`window::CEILING`), so a session that reads at
+/// all never holds up the outer loop.
+pub(crate) const BUFFER_BYTES: usize = 32 << 20;
 
 /// A channel of the outer hop as the nested hop's transport.
 pub(crate) struct Carried {
@@ -49,9 +49,10 @@ pub(crate) struct Carried {
 }
 
 impl Carried {
-    pub(crate) fn new(channel: Channel<Msg>) -> Self {
+    /// `largest`: the largest packet the outer session's jump host may send.
+    pub(crate) fn new(channel: Channel<Msg>, largest: u32) -> Self {
         let (mut read_half, write_half) = channel.split();
-        let (to_reader, inbound) = mpsc::channel(BUFFER_PACKETS);
+        let (to_reader, inbound) = mpsc::channel(within(BUFFER_BYTES, largest));
         tokio::spawn(async move {
             loop {
                 // A nested session that ended takes nothing more: the task ends with it.

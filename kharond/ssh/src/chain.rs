@@ -32,7 +32,7 @@ use super::config::{Chain, Hop, KnownHostKeys, Transport};
 use super::gather::Gathered;
 use super::known_hosts::KnownHosts;
 use super::meter::{Meter, Probe};
-use super::packets::PACKET;
+use super::packets::largest_received;
 use super::prompt::{Asker, Person};
 use super::report::{DialReport, HopTiming};
 use super::{auth, desk, known_hosts, negotiation, proxy_command, tcp, window};
@@ -360,6 +360,9 @@ struct Session {
     down: watch::Receiver<Option<String>>,
     hop: HopId,
     timing: HopTiming,
+    /// The largest data packet its jump host may send (`packets::largest_received`): what a
+    /// buffer of its channel's packets is counted in.
+    largest_packet: u32,
 }
 
 /// A connected chain: one session per hop, first to last.
@@ -395,6 +398,11 @@ impl Dialled {
     /// Data arrived on one of this chain's channels: the path is worth measuring (meter.rs).
     pub fn kick_meter(&self) {
         self.meter.kick();
+    }
+
+    /// The largest data packet the last hop may send on a channel of this chain.
+    pub(super) fn largest_packet(&self) -> u32 {
+        self.sessions.last().map_or(super::packets::PACKET, |s| s.largest_packet)
     }
 
     /// True once any hop's session has ended (closed, keepalive timeout, transport error).
@@ -483,7 +491,7 @@ fn client_config(hop: &Hop, known: &KnownHostKeys, window: u32) -> Arc<client::C
         inactivity_timeout: None,
         nodelay: true,
         window_size: window,
-        maximum_packet_size: PACKET,
+        maximum_packet_size: largest_received(window),
         preferred: hop.algorithms.preferred(known),
         ..Default::default()
     })
@@ -569,7 +577,8 @@ async fn dial_hop(
             transport = started.elapsed();
             window = measured(id, Some(transport), last, settings.meter);
             let config = client_config(hop, &hints, window);
-            client::connect_stream(config, super::carrier::Carried::new(channel), handler).await
+            let carried = super::carrier::Carried::new(channel, prev.largest_packet);
+            client::connect_stream(config, carried, handler).await
         }
         (None, Transport::Tcp) => {
             let (tcp, connect) = tcp::connect(hop).await.map_err(ErrorKind::Tcp)?;
@@ -621,7 +630,14 @@ async fn dial_hop(
     }
     let auth = started.elapsed().saturating_sub(transport + handshake);
     let timing = HopTiming { hop: hop.display(), transport, handshake, auth };
-    Ok(Session { handle, events, down: rx, hop: id.clone(), timing })
+    Ok(Session {
+        handle,
+        events,
+        down: rx,
+        hop: id.clone(),
+        timing,
+        largest_packet: largest_received(window),
+    })
 }
 
 /// How long sshd's identification line takes to arrive after the connect: a round trip plus

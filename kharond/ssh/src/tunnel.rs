@@ -6,7 +6,7 @@
 //! *waits* when that queue is full; it also re-opens the SSH window on receipt, so the server
 //! never slows down for us. One channel whose reader stops therefore stalls every channel of the
 //! session, keepalives included. So each tunnel has a pump task that takes packets off russh's
-//! queue at once and keeps them in its own buffer of up to [`BUFFER_PACKETS`] packets. If that
+//! queue at once and keeps them in its own buffer of up to [`BUFFER_BYTES`]. If that
 //! buffer stays full for [`GRACE`] (the consumer took nothing meanwhile), the pump gives up on
 //! this channel: it closes it and keeps nothing, and the reader gets an error once it has taken
 //! what was buffered. Other channels are held up for at most [`GRACE`]. This is the only
@@ -42,13 +42,13 @@ use tokio::io::{AsyncRead, AsyncWrite, ReadBuf};
 use tokio::sync::{mpsc, oneshot};
 
 use super::chain::Dialled;
-use super::packets::{fill, fitting};
+use super::packets::{fill, fitting, within};
 use super::report::DialReport;
 use kharon_relay::{ChunkQueue, Chunked};
 
-/// Packets (up to 32 KiB each, `packets::PACKET`) a tunnel buffers for a consumer slower than the
-/// SSH link.
-pub const BUFFER_PACKETS: usize = 1024;
+/// What a tunnel buffers for a consumer slower than the SSH link, counted in the packets its
+/// session's jump host may send (`packets::largest_received`).
+pub const BUFFER_BYTES: usize = 32 << 20;
 /// How long a full buffer may wait for its consumer before the channel is given up.
 pub const GRACE: Duration = Duration::from_secs(3);
 /// How long a closed tunnel whose EOFs have crossed waits for the server's CLOSE (see "Who
@@ -85,7 +85,7 @@ impl Tunnel {
     pub(super) fn new(channel: Channel<Msg>, counters: Arc<Counters>, chain: Arc<Dialled>) -> Self {
         let (read_half, write_half) = channel.split();
         let writer = Box::pin(write_half.make_writer());
-        let (tx, inbound) = mpsc::channel(BUFFER_PACKETS);
+        let (tx, inbound) = mpsc::channel(within(BUFFER_BYTES, chain.largest_packet()));
         let (dropped_tx, dropped) = oneshot::channel();
         let stalled = Arc::new(Mutex::new(None));
         tokio::spawn(pump(read_half, write_half, tx, stalled.clone(), dropped, chain.clone()));
@@ -145,8 +145,9 @@ async fn pump(
                     Ok(Err(_)) => break false,
                     Err(_) => {
                         let why = format!(
-                            "the client read nothing for {GRACE:?} with {BUFFER_PACKETS} packets waiting; \
-                             channel closed so the shared SSH session keeps flowing"
+                            "the client read nothing for {GRACE:?} with its {} MiB buffer full; \
+                             channel closed so the shared SSH session keeps flowing",
+                            BUFFER_BYTES >> 20
                         );
                         tracing::warn!("{why}");
                         if let Ok(mut s) = stalled.lock() {
