@@ -45,7 +45,9 @@ pub(super) fn within(bytes: usize, largest: u32) -> usize {
 }
 
 /// Packets that fit a reader's buffer of `remaining` bytes (at least one): packets left on the
-/// queue are how its producer sees a reader that stalled.
+/// queue are how its producer sees a reader that stalled. Counted in [`PACKET`]s, what OpenSSH
+/// sends even when allowed more (it packs what one 32 KiB read brought, unless a backlog waits):
+/// a far hop's batch may hold up to twice the buffer, and the rest waits in the reader's queue.
 pub(super) fn fitting(remaining: usize) -> usize {
     remaining.div_ceil(PACKET as usize).max(1)
 }
