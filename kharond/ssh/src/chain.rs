@@ -491,6 +491,7 @@ fn client_config(hop: &Hop, known: &KnownHostKeys, window: u32) -> Arc<client::C
         inactivity_timeout: None,
         nodelay: true,
         window_size: window,
+        window_reopen: window::REOPEN,
         maximum_packet_size: largest_received(window),
         preferred: hop.algorithms.preferred(known),
         ..Default::default()
@@ -663,7 +664,7 @@ fn measured(id: &HopId, rtt: Option<Duration>, last: bool, meter: &Meter) -> u32
 }
 
 #[cfg(test)]
-mod russh_window_tests;
+mod russh_patch_tests;
 
 #[cfg(test)]
 mod tests {

@@ -89,6 +89,15 @@ pub const QUEUE_FLOOR: Duration = Duration::from_millis(50);
 /// Samples needed before the rule trusts its own window over the assumed one.
 pub const SETTLED: usize = RECENT;
 
+/// When a channel's window is re-opened: once three 32 KiB packets of it have arrived, as OpenSSH
+/// does (channels.c, `channel_check_window`: `c->local_window_max - c->local_window >
+/// c->local_maxpacket*3`), or an eighth of a window larger than eight such batches; and when less
+/// than half is left, russh's own rule. What is in flight then stays within an eighth of the
+/// window, which is what lets one BDP and [`GAIN`]'s quarter fill a link (module doc, "The rule").
+/// An eighth rather than three packets for large windows: each adjust of a nested hop's session is
+/// a packet of its own on every hop before it (vendor/README.md, "The re-open rule").
+pub const REOPEN: russh::WindowReopen = russh::WindowReopen::Early { at_least: 3 * 32 * 1024, divisor: 8 };
+
 /// The smallest window a session is dialled with: OpenSSH's own. A near hop (a LAN, loopback)
 /// needs little, but the first samples of a path take a few hundred milliseconds, and a smaller
 /// one would slow a fast transfer until they grow it; it costs nothing either, since russh

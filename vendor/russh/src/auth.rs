@@ -359,6 +359,7 @@ pub struct AuthRequest {
     pub(crate) principal: Option<AuthPrincipal>,
     #[cfg_attr(target_arch = "wasm32", allow(dead_code))]
     pub rejection_count: usize,
+    pub(crate) banner_sent: bool,
 }
 
 #[doc(hidden)]
@@ -395,6 +396,7 @@ impl AuthRequest {
             current: None,
             principal: None,
             rejection_count: 0,
+            banner_sent: false,
         }
     }
 
@@ -415,6 +417,7 @@ impl AuthRequest {
             current,
             principal: None,
             rejection_count: 0,
+            banner_sent: false,
         }
     }
 

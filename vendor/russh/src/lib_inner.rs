@@ -281,6 +281,28 @@ impl Limits {
     }
 }
 
+/// kharon: when a receiver re-opens a channel's window. RFC 4254 section 5.2 leaves the moment
+/// to the receiver.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum WindowReopen {
+    /// Once less than half of the window is left.
+    #[default]
+    Half,
+    /// Also once `at_least` bytes, or `1/divisor` of the window if that is more, have arrived
+    /// since the last adjust: what is in flight then stays near the whole window.
+    Early { at_least: u32, divisor: u32 },
+}
+
+impl WindowReopen {
+    /// Whether a channel whose window is `target` and of which `left` remains is re-opened now.
+    pub fn due(self, target: u32, left: u32) -> bool {
+        let consumed = target.saturating_sub(left);
+        left < target / 2
+            || matches!(self, WindowReopen::Early { at_least, divisor }
+                if consumed > at_least.max(target / divisor.max(1)))
+    }
+}
+
 impl Default for Limits {
     fn default() -> Self {
         // Following the recommendations of

@@ -13,10 +13,6 @@
 // limitations under the License.
 //
 
-/// kharon: window re-opened once this much of it has arrived (OpenSSH's three packets of
-/// `CHAN_TCP_PACKET_DEFAULT`, 32 KiB), or an eighth of a larger window (vendor/README.md).
-const REOPEN_AFTER: u32 = 3 * 32 * 1024;
-
 use std::collections::HashMap;
 use std::fmt::{Debug, Formatter};
 use std::mem::replace;
@@ -151,6 +147,16 @@ impl<C> CommonSession<C> {
             .as_ref()
             .and_then(|enc| enc.channels.get(&channel))
             .is_some_and(|channel| channel.confirmed)
+    }
+
+    /// `CHANNEL_OPEN_CONFIRMATION` and `CHANNEL_OPEN_FAILURE` are only valid
+    /// as the reply to a local open that is still waiting for one. Channels
+    /// opened by the peer are inserted already confirmed, so they never match.
+    pub(crate) fn is_pending_channel_open(&self, channel: ChannelId) -> bool {
+        self.encrypted
+            .as_ref()
+            .and_then(|enc| enc.channels.get(&channel))
+            .is_some_and(|channel| !channel.confirmed)
     }
 
     pub fn newkeys(&mut self, newkeys: NewKeys) {
@@ -298,6 +304,12 @@ impl Encrypted {
         Ok(())
     }
 
+    pub(crate) fn close_from_peer(&mut self, channel: ChannelId) -> Result<(), crate::Error> {
+        self.byte(channel, msg::CHANNEL_CLOSE)?;
+        self.channels.remove(&channel);
+        Ok(())
+    }
+
     pub fn sender_window_size(&self, channel: ChannelId) -> usize {
         if let Some(channel) = self.channels.get(&channel) {
             channel.sender_window_size as usize
@@ -311,6 +323,7 @@ impl Encrypted {
         channel: ChannelId,
         data: &[u8],
         target: u32,
+        reopen: crate::WindowReopen,
     ) -> Result<bool, crate::Error> {
         if let Some(channel) = self.channels.get_mut(&channel) {
             trace!(
@@ -322,17 +335,7 @@ impl Encrypted {
             if data.len() as u32 <= channel.sender_window_size {
                 channel.sender_window_size -= data.len() as u32;
             }
-            // kharon: re-open the window once three 32 KiB packets have arrived, as OpenSSH does
-            // (channels.c, channel_check_window), not only when half of it is gone: with half,
-            // what is in flight swings between half the window and all of it, so a window large
-            // enough to keep a link full also keeps up to half a window queued on it in front of
-            // every other channel (vendor/README.md).
-            // kharon: and for a window above eight such batches, once an eighth of it has
-            // arrived: what is in flight stays within an eighth of the window, and a chain of
-            // hops carries fewer adjusts (each one crosses every hop before it as a packet of
-            // its own; measured on three loopback hops: vendor/README.md).
-            let consumed = target.saturating_sub(channel.sender_window_size);
-            if channel.sender_window_size < target / 2 || consumed > REOPEN_AFTER.max(target / 8) {
+            if reopen.due(target, channel.sender_window_size) {
                 debug!(
                     "sender_window_size {:?}, target {:?}",
                     channel.sender_window_size, target

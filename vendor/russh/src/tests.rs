@@ -329,6 +329,65 @@ mod channels {
     }
 
     #[tokio::test]
+    async fn test_auth_banner_is_sent_once() {
+        use std::sync::atomic::{AtomicUsize, Ordering};
+        use std::sync::Arc;
+
+        struct Client(Arc<AtomicUsize>);
+
+        impl client::Handler for Client {
+            type Error = crate::Error;
+
+            async fn check_server_key(
+                &mut self,
+                _server_public_key: &PublicKeyOrCertificate,
+            ) -> Result<bool, Self::Error> {
+                Ok(true)
+            }
+
+            async fn auth_banner(
+                &mut self,
+                banner: &str,
+                _session: &mut client::Session,
+            ) -> Result<(), Self::Error> {
+                assert_eq!(banner, "hello");
+                self.0.fetch_add(1, Ordering::SeqCst);
+                Ok(())
+            }
+        }
+
+        struct Server;
+
+        impl server::Handler for Server {
+            type Error = crate::Error;
+
+            async fn authentication_banner(&mut self) -> Result<Option<String>, Self::Error> {
+                Ok(Some("hello".into()))
+            }
+
+            async fn auth_publickey(
+                &mut self,
+                _: &str,
+                _: server::VerifiedPublicKey<'_>,
+            ) -> Result<server::Auth, Self::Error> {
+                Ok(server::Auth::Accept)
+            }
+        }
+
+        // test_session sends two auth requests: a public key probe and the
+        // signed request
+        let banners = Arc::new(AtomicUsize::new(0));
+        test_session(
+            Client(banners.clone()),
+            Server,
+            |c| async move { c },
+            |s| async move { s },
+        )
+        .await;
+        assert_eq!(banners.load(Ordering::SeqCst), 1);
+    }
+
+    #[tokio::test]
     async fn test_channel_streams() {
         #[derive(Debug)]
         struct Client {}

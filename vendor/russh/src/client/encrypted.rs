@@ -39,6 +39,7 @@ use crate::{
 fn verify_hostkeys_proof(
     session_id: &[u8],
     keys: &[PublicKey],
+    allowed_algorithms: &[Algorithm],
     mut r: &[u8],
 ) -> Result<(), crate::Error> {
     for key in keys {
@@ -46,6 +47,14 @@ fn verify_hostkeys_proof(
         let mut signature_reader = &signature[..];
         let signature = Signature::decode(&mut signature_reader)?;
         ensure_end(&signature_reader)?;
+
+        // An RSA signature chooses its hash, so ssh-rsa (SHA-1) would pass
+        // even when the client does not allow it
+        if matches!(signature.algorithm(), Algorithm::Rsa { .. })
+            && !allowed_algorithms.contains(&signature.algorithm())
+        {
+            return Err(crate::Error::WrongServerSig);
+        }
 
         // CryptoVec: the session id is key material and is zeroized on drop.
         let mut signed = CryptoVec::new();
@@ -101,6 +110,7 @@ impl Session {
                                     let auth_request = AuthRequest::new(meth);
                                     if enc.write_auth_request(&self.common.auth_user, meth)? {
                                         debug!("enc: auth request written");
+                                        self.pending_auth_requests += 1;
                                         enc.state = EncryptedState::WaitingAuthRequest(auth_request)
                                     }
                                 } else {
@@ -151,6 +161,15 @@ impl Session {
                             debug!(
                                 "remaining methods {remaining_methods:?}, partial success {partial_success:?}"
                             );
+                            // Nothing reads the reply to a failure that answers no
+                            // request, and the reply queue is unbounded
+                            self.pending_auth_requests = self
+                                .pending_auth_requests
+                                .checked_sub(1)
+                                .ok_or(crate::Error::Inconsistent)?;
+                            if self.pending_auth_requests == 0 {
+                                auth_request.current = None;
+                            }
                             auth_request.methods = remaining_methods.clone();
 
                             let no_more_methods = auth_request.methods.is_empty();
@@ -489,6 +508,9 @@ impl Session {
                 map_err!(ensure_end(&reader))?;
                 let local_id = ChannelId(msg.recipient_channel);
 
+                if !self.common.is_pending_channel_open(local_id) {
+                    return Err(crate::Error::Inconsistent.into());
+                }
                 if let Some(ref mut enc) = self.common.encrypted {
                     if let Some(parameters) = enc.channels.get_mut(&local_id) {
                         parameters.confirm(&msg);
@@ -532,7 +554,7 @@ impl Session {
                 if let Some(ref mut enc) = self.common.encrypted {
                     // The CHANNEL_CLOSE message must be sent to the server at this point or the session
                     // will not be released.
-                    enc.close(channel_num)?;
+                    enc.close_from_peer(channel_num)?;
                 }
                 // Forward the close to the channel before removing it, so that
                 // consumers waiting on `Channel::wait()` receive an explicit
@@ -563,16 +585,14 @@ impl Session {
                 let descr = map_err!(String::decode(&mut r))?;
                 let language = map_err!(String::decode(&mut r))?;
                 map_err!(ensure_end(&r))?;
-                // Unlike other channel-scoped messages this arrives for a
-                // channel the client opened but that is not yet confirmed, so
-                // gate on existence in the encrypted table rather than
-                // `is_established_channel` (which requires `confirmed`).
-                let known = match self.common.encrypted {
-                    Some(ref mut enc) => enc.channels.remove(&channel_num).is_some(),
-                    None => false,
-                };
-                if !known {
+                // Only valid for a channel the client opened that is not yet
+                // confirmed; an established channel must go through
+                // CHANNEL_CLOSE instead.
+                if !self.common.is_pending_channel_open(channel_num) {
                     return Ok(());
+                }
+                if let Some(ref mut enc) = self.common.encrypted {
+                    enc.channels.remove(&channel_num);
                 }
 
                 if let Some(sender) = self.channels.remove(&channel_num) {
@@ -580,8 +600,6 @@ impl Session {
                         .send(ChannelMsg::OpenFailure(reason_code.clone()))
                         .await;
                 }
-
-                let _ = self.sender.send(Reply::ChannelOpenFailure);
 
                 client
                     .channel_open_failure(channel_num, reason_code, &descr, &language, self)
@@ -595,12 +613,12 @@ impl Session {
                 if !self.common.is_established_channel(channel_num) {
                     return Ok(());
                 }
-                // kharon: the target is the handler's last answer (`Handler::adjust_window`),
-                // not the configured window: a client can follow its path (vendor/README.md).
+                // kharon: the handler's last answer (`Handler::adjust_window`), russh issue #770.
                 let target = self.target_window_size;
                 #[allow(clippy::collapsible_if)]
                 if let Some(ref mut enc) = self.common.encrypted {
-                    if enc.adjust_window_size(channel_num, &data, target)? {
+                    let reopen = self.common.config.window_reopen;
+                    if enc.adjust_window_size(channel_num, &data, target, reopen)? {
                         let next_window =
                             client.adjust_window(channel_num, self.target_window_size);
                         if next_window > 0 {
@@ -624,12 +642,12 @@ impl Session {
                 if !self.common.is_established_channel(channel_num) {
                     return Ok(());
                 }
-                // kharon: the target is the handler's last answer (`Handler::adjust_window`),
-                // not the configured window: a client can follow its path (vendor/README.md).
+                // kharon: the handler's last answer (`Handler::adjust_window`), russh issue #770.
                 let target = self.target_window_size;
                 #[allow(clippy::collapsible_if)]
                 if let Some(ref mut enc) = self.common.encrypted {
-                    if enc.adjust_window_size(channel_num, &data, target)? {
+                    let reopen = self.common.config.window_reopen;
+                    if enc.adjust_window_size(channel_num, &data, target, reopen)? {
                         let next_window =
                             client.adjust_window(channel_num, self.target_window_size);
                         if next_window > 0 {
@@ -809,8 +827,10 @@ impl Session {
                         return client.openssh_ext_host_keys_announced(keys, self).await;
                     } else {
                         warn!("Unhandled global request: {req:?} {wants_reply:?}",);
-                        self.common.wants_reply = false;
-                        push_packet!(enc.write, enc.write.push(msg::REQUEST_FAILURE))
+                        if wants_reply == 1 {
+                            self.common.wants_reply = false;
+                            push_packet!(enc.write, enc.write.push(msg::REQUEST_FAILURE))
+                        }
                     }
                 }
                 self.common.received_data = false;
@@ -1025,7 +1045,12 @@ impl Session {
                         keys,
                     }) => {
                         let result = match self.common.encrypted {
-                            Some(ref enc) => verify_hostkeys_proof(&enc.session_id, &keys, r),
+                            Some(ref enc) => verify_hostkeys_proof(
+                                &enc.session_id,
+                                &keys,
+                                &self.common.config.preferred.key,
+                                r,
+                            ),
                             None => Err(crate::Error::Inconsistent),
                         };
                         if let Err(ref e) = result {
@@ -1115,6 +1140,7 @@ impl Session {
             debug!("write_auth_request_if_needed: is_waiting = {is_waiting:?}");
             if is_waiting {
                 enc.write_auth_request(user, &meth)?;
+                self.pending_auth_requests += 1;
                 let auth_request = AuthRequest::new(&meth);
                 enc.state = EncryptedState::WaitingAuthRequest(auth_request);
             }
@@ -1139,6 +1165,41 @@ mod tests {
     use crate::kex::{KEXES, NONE};
     use crate::session::Exchange;
     use crate::{CryptoVec, MethodKind};
+
+    #[cfg(feature = "rsa")]
+    #[test]
+    fn hostkeys_proof_rsa_hash_must_be_an_allowed_algorithm() {
+        use ssh_key::{HashAlg, PrivateKey};
+
+        let key = PrivateKey::random(&mut rand::rng(), Algorithm::Rsa { hash: None }).unwrap();
+        let ssh_key::private::KeypairData::Rsa(keypair) = key.key_data() else {
+            unreachable!()
+        };
+        let mut signed = Vec::new();
+        "hostkeys-prove-00@openssh.com".encode(&mut signed).unwrap();
+        b"session".as_slice().encode(&mut signed).unwrap();
+        key.public_key()
+            .to_bytes()
+            .unwrap()
+            .encode(&mut signed)
+            .unwrap();
+        // ssh-rsa (SHA-1)
+        let signature: Signature =
+            signature::Signer::try_sign(&(keypair, None), signed.as_slice()).unwrap();
+        let mut proof = Vec::new();
+        signature.encoded().unwrap().encode(&mut proof).unwrap();
+
+        let keys = [key.public_key().clone()];
+        let sha2_only = [Algorithm::Rsa {
+            hash: Some(HashAlg::Sha512),
+        }];
+        assert!(matches!(
+            verify_hostkeys_proof(b"session", &keys, &sha2_only, &proof),
+            Err(crate::Error::WrongServerSig)
+        ));
+        let with_ssh_rsa = [Algorithm::Rsa { hash: None }];
+        assert!(verify_hostkeys_proof(b"session", &keys, &with_ssh_rsa, &proof).is_ok());
+    }
 
     fn test_encrypted() -> Encrypted {
         Encrypted {

@@ -94,7 +94,9 @@ pub struct Session {
     channels: HashMap<ChannelId, ChannelRef>,
     target_window_size: u32,
     pending_reads: Vec<Vec<u8>>,
-    pending_len: u32,
+    pending_len: u64,
+    /// kharon: the bound on `pending_len`, set when our KEXINIT goes out.
+    pending_limit: u64,
     priority_sender: UnboundedSender<Msg>,
     priority_receiver: UnboundedReceiver<Msg>,
     inbound_channel_sender: Sender<Msg>,
@@ -103,6 +105,8 @@ pub struct Session {
     server_sig_algs: Option<Vec<Algorithm>>,
     /// Number of EXT_INFO messages received (RFC 8308 allows at most two).
     ext_info_count: u8,
+    /// USERAUTH_REQUESTs sent and not yet answered with success or failure
+    pending_auth_requests: usize,
 }
 
 impl Drop for Session {
@@ -119,7 +123,6 @@ enum Reply {
         proceed_with_methods: MethodSet,
         partial_success: bool,
     },
-    ChannelOpenFailure,
     SignRequest {
         key: ssh_key::PublicKey,
         data: Vec<u8>,
@@ -1332,9 +1335,11 @@ impl Session {
             channels: HashMap::new(),
             pending_reads: Vec::new(),
             pending_len: 0,
+            pending_limit: 0,
             open_global_requests: VecDeque::new(),
             server_sig_algs: None,
             ext_info_count: 0,
+            pending_auth_requests: 0,
         }
     }
 
@@ -1872,6 +1877,15 @@ impl Session {
     fn begin_rekey(&mut self) -> Result<(), crate::Error> {
         debug!("beginning re-key");
         self.pending_len = 0;
+        // kharon: what the server may still send within our channels' windows as our KEXINIT
+        // goes out (adjusts written after it wait for NEWKEYS), plus twice the configured window
+        // for every other message. The server may send until it has seen our KEXINIT (RFC 4253
+        // section 7.1); the configured window alone ends a session whose channels' live windows
+        // add up to more.
+        let windows = self.common.encrypted.as_ref().map_or(0, |enc| {
+            enc.channels.values().map(|c| u64::from(c.sender_window_size)).sum::<u64>()
+        });
+        self.pending_limit = windows + 2 * u64::from(self.common.config.window_size);
         let mut kex = ClientKex::new(
             self.common.config.clone(),
             &self.common.config.client_id,
@@ -2000,9 +2014,8 @@ async fn reply<H: Handler>(
                 if kex.peer_kexinit_received() {
                     return Err(crate::Error::Inconsistent.into());
                 }
-                session.pending_len = session.pending_len.saturating_add(pkt.buffer.len() as u32);
-                if u64::from(session.pending_len) > 2 * u64::from(session.common.config.window_size)
-                {
+                session.pending_len = session.pending_len.saturating_add(pkt.buffer.len() as u64);
+                if session.pending_len > session.pending_limit {
                     return Err(crate::Error::Pending.into());
                 }
             }
@@ -2150,7 +2163,7 @@ mod tests {
         let auth_request = AuthRequest::new(&Method::KeyboardInteractive {
             submethods: String::new(),
         });
-        let session = Session::new(
+        let mut session = Session::new(
             config.window_size,
             CommonSession {
                 auth_user: "user".to_owned(),
@@ -2192,6 +2205,7 @@ mod tests {
             receiver,
             reply_sender,
         );
+        session.pending_auth_requests = 1;
         (session, sender, reply_receiver)
     }
 
@@ -2281,6 +2295,25 @@ mod tests {
     }
 
     #[tokio::test]
+    async fn unsolicited_userauth_failure_is_rejected() {
+        let (mut session, _sender, mut replies) = keyboard_interactive_session();
+        let mut packet = vec![msg::USERAUTH_FAILURE];
+        "password".encode(&mut packet).unwrap();
+        0u8.encode(&mut packet).unwrap();
+
+        session
+            .process_packet(&mut TestHandler, &packet)
+            .await
+            .unwrap();
+        assert!(matches!(
+            session.process_packet(&mut TestHandler, &packet).await,
+            Err(crate::Error::Inconsistent)
+        ));
+        assert!(matches!(replies.try_recv(), Ok(Reply::AuthFailure { .. })));
+        assert!(replies.try_recv().is_err());
+    }
+
+    #[tokio::test]
     async fn third_ext_info_is_rejected() {
         let (mut session, _sender, _reply) = keyboard_interactive_session();
         let mut packet = vec![msg::EXT_INFO];
@@ -2355,6 +2388,23 @@ mod tests {
             reply.try_recv(),
             Ok(Err(crate::Error::RequestDenied))
         ));
+    }
+
+    #[tokio::test]
+    async fn global_request_is_answered_only_if_it_wants_a_reply() {
+        let (mut session, _sender, _replies) = keyboard_interactive_session();
+        session.common.encrypted.as_mut().unwrap().state = EncryptedState::Authenticated;
+        for want_reply in [0, 1] {
+            let packet = [msg::GLOBAL_REQUEST, 0, 0, 0, 1, b'x', want_reply];
+            session
+                .process_packet(&mut TestHandler, &packet)
+                .await
+                .unwrap();
+        }
+        assert_eq!(
+            session.common.encrypted.as_ref().unwrap().write,
+            [0, 0, 0, 1, msg::REQUEST_FAILURE]
+        );
     }
 
     /// `keyboard_interactive_session` negotiates the `none` kex, which cannot
@@ -2728,6 +2778,8 @@ pub struct Config {
     pub limits: Limits,
     /// The initial size of a channel (used for flow control).
     pub window_size: u32,
+    /// kharon: when a channel's window is re-opened.
+    pub window_reopen: crate::WindowReopen,
     /// The maximal size of a single packet.
     pub maximum_packet_size: u32,
     /// Buffer size for each channel (a number of unprocessed messages to store before propagating backpressure to the TCP stream)
@@ -2759,6 +2811,7 @@ impl Default for Config {
             ))),
             limits: Limits::default(),
             window_size: 2097152,
+            window_reopen: Default::default(),
             maximum_packet_size: 32768,
             channel_buffer_size: 100,
             preferred: Default::default(),

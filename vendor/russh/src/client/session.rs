@@ -18,8 +18,7 @@ impl Session {
         let result = if let Some(ref mut enc) = self.common.encrypted {
             match enc.state {
                 EncryptedState::Authenticated => {
-                    // kharon: a new channel opens with the window its session's handler asked
-                    // for last (`Handler::adjust_window`), not the configured one.
+                    // kharon: the handler's last answer (`Handler::adjust_window`), russh issue #770.
                     let window = self.target_window_size;
                     let sender_channel =
                         enc.new_channel(window, self.common.config.maximum_packet_size);

@@ -1,27 +1,23 @@
 use std::marker::PhantomData;
 
-use digest::{KeyInit, OutputSizeUser};
-use generic_array::{ArrayLength, GenericArray};
+use digest::KeyInit;
 
-use super::crypto::{CryptoMac, CryptoMacAlgorithm};
+use super::crypto::{CryptoMac};
 use super::{Mac, MacAlgorithm};
 
-pub struct CryptoEtmMacAlgorithm<
-    M: digest::Mac + KeyInit + Send + 'static,
-    KL: ArrayLength + 'static,
->(pub PhantomData<M>, pub PhantomData<KL>);
+pub struct CryptoEtmMacAlgorithm<M: digest::Mac + KeyInit + Send + 'static, const KL: usize>(
+    pub PhantomData<M>,
+);
 
-impl<M: digest::Mac + KeyInit + Send + 'static, KL: ArrayLength + 'static> MacAlgorithm
+impl<M: digest::Mac + KeyInit + Send + 'static, const KL: usize> MacAlgorithm
     for CryptoEtmMacAlgorithm<M, KL>
-where
-    <M as OutputSizeUser>::OutputSize: ArrayLength,
 {
     fn key_len(&self) -> usize {
-        CryptoMacAlgorithm::<M, KL>(self.0, self.1).key_len()
+        KL
     }
 
     fn make_mac(&self, mac_key: &[u8]) -> Box<dyn Mac + Send> {
-        let mut key = GenericArray::<u8, KL>::default();
+        let mut key = [0u8; KL];
         key.copy_from_slice(mac_key);
         Box::new(CryptoEtmMac::<M, KL>(CryptoMac::<M, KL> {
             key,
@@ -30,15 +26,11 @@ where
     }
 }
 
-pub struct CryptoEtmMac<M: digest::Mac + KeyInit + Send + 'static, KL: ArrayLength + 'static>(
+pub struct CryptoEtmMac<M: digest::Mac + KeyInit + Send + 'static, const KL: usize>(
     CryptoMac<M, KL>,
 );
 
-impl<M: digest::Mac + KeyInit + Send + 'static, KL: ArrayLength + 'static> Mac
-    for CryptoEtmMac<M, KL>
-where
-    <M as OutputSizeUser>::OutputSize: ArrayLength,
-{
+impl<M: digest::Mac + KeyInit + Send + 'static, const KL: usize> Mac for CryptoEtmMac<M, KL> {
     fn is_etm(&self) -> bool {
         true
     }

@@ -1,16 +1,18 @@
-//! The vendored russh's second change (vendor/README.md): a client channel is re-opened to the
-//! window its handler's `adjust_window` answered last, and a new channel opens with it. kharond's
-//! windows that follow the path (meter.rs, "How a window changes") rest on it: the last hop's
-//! [`Handler`](super::Handler) answers the path's window.
+//! The vendored russh's patch (vendor/README.md), each change against a russh server on loopback
+//! that sends each direct-tcpip channel as many KiB as the channel's requested port says, and
+//! records every window the client grants it (`server::Handler::window_adjusted`: what it may
+//! send after each CHANNEL_WINDOW_ADJUST). Each assertion below fails on the published russh.
 //!
-//! A russh server on loopback sends each direct-tcpip channel as many KiB as the channel's
-//! requested port says, and records every window the client grants it
-//! (`server::Handler::window_adjusted`: what it may send after each CHANNEL_WINDOW_ADJUST).
-//! russh 0.65.1 as published re-opens every channel to `client::Config::window_size` whatever the
-//! handler answers (russh issue #770): each of the assertions below fails there.
+//! 1. When a window is re-opened is a setting (`client::Config::window_reopen`).
+//! 2. A client channel is re-opened to the window its handler's `adjust_window` answered last,
+//!    and a new channel opens with it (russh issue #770). kharond's windows that follow the path
+//!    (meter.rs, "How a window changes") rest on it: the last hop's
+//!    [`Handler`](super::Handler) answers the path's window.
+//! 3. A key re-exchange the client starts while many channels with large live windows are busy
+//!    does not end the session for what the server sent before it saw the client's KEXINIT.
 //!
 //! Here among kharon-ssh's unit tests, not as an integration test of its own: that would be one
-//! more test binary to link in CI, for one test that needs only russh.
+//! more test binary to link in CI, for tests that need only russh.
 
 use std::sync::atomic::{AtomicU32, Ordering};
 use std::sync::{Arc, Mutex};
@@ -119,29 +121,35 @@ async fn carry(session: &client::Handle<Receiver>, grants: &Grants, kib: u32) ->
     grants.iter().filter(|(channel, _)| *channel == id).map(|&(_, window)| window).collect()
 }
 
-#[tokio::test]
-async fn a_client_channel_is_re_opened_to_the_window_its_handler_asks_for() {
+/// A russh server on loopback whose channels send what their port says (see [`Sender`]), and a
+/// client session to it with `config`, authenticated; `wanted` is its handler's window.
+async fn session(config: client::Config, wanted: &Arc<AtomicU32>) -> (client::Handle<Receiver>, Grants) {
     let listener = TcpListener::bind("127.0.0.1:0").await.expect("bind a loopback port");
     let address = listener.local_addr().expect("its address");
     let grants: Grants = Arc::default();
     let key = PrivateKey::random(&mut russh::keys::key::safe_rng(), Algorithm::Ed25519).expect("a host key");
-    let config = Arc::new(server::Config { keys: vec![key], ..Default::default() });
+    let server_config = Arc::new(server::Config { keys: vec![key], ..Default::default() });
     let sender = Sender { grants: grants.clone() };
     tokio::spawn(async move {
         let (tcp, _) = listener.accept().await.expect("the client connects");
-        if let Ok(running) = server::run_stream(config, tcp, sender).await {
+        if let Ok(running) = server::run_stream(server_config, tcp, sender).await {
             let _ = running.await;
         }
     });
-
-    let wanted = Arc::new(AtomicU32::new(0));
-    let config = Arc::new(client::Config { window_size: CONFIGURED, ..Default::default() });
     let tcp = TcpStream::connect(address).await.expect("connect to the server");
-    let mut session = client::connect_stream(config, tcp, Receiver { wanted: wanted.clone() })
+    let mut session = client::connect_stream(Arc::new(config), tcp, Receiver { wanted: wanted.clone() })
         .await
         .expect("the handshake completes");
     let auth = session.authenticate_none("kharon").await.expect("the server answers");
     assert!(auth.success(), "the server lets anyone in");
+    (session, grants)
+}
+
+#[tokio::test]
+async fn a_client_channel_is_re_opened_to_the_window_its_handler_asks_for() {
+    let wanted = Arc::new(AtomicU32::new(0));
+    let config = client::Config { window_size: CONFIGURED, ..Default::default() };
+    let (session, grants) = session(config, &wanted).await;
 
     // The handler keeps the configured window: every grant is at most that, and some near it.
     let unchanged = carry(&session, &grants, 4096).await;
@@ -174,4 +182,69 @@ async fn a_client_channel_is_re_opened_to_the_window_its_handler_asks_for() {
         larger.iter().any(|&w| w > CONFIGURED),
         "the channel never grew past its configured window: {larger:?}"
     );
+}
+
+#[tokio::test]
+async fn an_early_re_open_tops_the_window_up_every_eighth_where_russh_waits_for_half() {
+    let wanted = Arc::new(AtomicU32::new(0));
+    let config = client::Config { window_size: CONFIGURED, ..Default::default() };
+    let (half, half_grants) = session(config, &wanted).await;
+    // 4 MiB through a 2 MiB window: an adjust per MiB with half-window re-opening.
+    let by_half = carry(&half, &half_grants, 4096).await;
+    assert!(by_half.len() <= 5, "{} adjusts: {by_half:?}", by_half.len());
+
+    let early = russh::WindowReopen::Early { at_least: 96 * KIB, divisor: 8 };
+    let config = client::Config { window_size: CONFIGURED, window_reopen: early, ..Default::default() };
+    let (eighths, eighth_grants) = session(config, &wanted).await;
+    // An adjust per 256 KiB, an eighth of the window: what is in flight stays near all of it.
+    let by_eighth = carry(&eighths, &eighth_grants, 4096).await;
+    assert!(by_eighth.len() >= 12, "{} adjusts: {by_eighth:?}", by_eighth.len());
+}
+
+/// Ten channels, each re-opened to a live window 16 times the configured one, download at once
+/// while the client re-keys after every MiB it reads. The server keeps sending until it sees the
+/// client's KEXINIT, up to what the channels' windows allow: far more than twice the configured
+/// window, the bound of the published russh, which ended the session with `Error::Pending`.
+#[tokio::test]
+async fn a_client_re_key_while_many_wide_channels_are_busy_keeps_the_session() {
+    const CHANNELS: usize = 10;
+    const EACH: u32 = 4096;
+    let small = 256 * KIB;
+    let wanted = Arc::new(AtomicU32::new(16 * small));
+    let config = client::Config {
+        window_size: small,
+        limits: russh::Limits::new(1 << 30, 1 << 20, Duration::from_secs(3600)),
+        ..Default::default()
+    };
+    let (session, _) = session(config, &wanted).await;
+    // Each channel is read as soon as it is open: russh's session loop waits while a channel's
+    // queue is full, and would not take the next channel's confirmation meanwhile.
+    let mut reads = Vec::new();
+    for _ in 0..CHANNELS {
+        let mut channel =
+            tokio::time::timeout(LIMIT, session.channel_open_direct_tcpip("sender", EACH, "127.0.0.1", 1))
+                .await
+                .expect("the channel opens in time")
+                .expect("the server takes the channel");
+        reads.push(tokio::spawn(async move {
+            let mut received = 0usize;
+            while let Ok(Some(msg)) = tokio::time::timeout(LIMIT, channel.wait()).await {
+                if let ChannelMsg::Data { data } = msg {
+                    received += data.len();
+                }
+                if received >= (EACH * KIB) as usize {
+                    break;
+                }
+            }
+            received
+        }));
+    }
+    let received: Vec<usize> =
+        futures::future::join_all(reads).await.into_iter().map(|r| r.expect("a reader panicked")).collect();
+    assert!(
+        received.iter().all(|&r| r == (EACH * KIB) as usize),
+        "the session ended during a re-key: {received:?} bytes of {} per channel",
+        EACH * KIB
+    );
+    assert!(!session.is_closed(), "the session ended");
 }
