@@ -28,7 +28,7 @@ use russh::{ChannelId, ChannelOpenFailure};
 use tokio::net::TcpStream;
 use tokio::sync::watch;
 
-use super::config::{Chain, Hop, KnownHostKeys, Transport};
+use super::config::{Chain, Hop, KnownHostKeys, RekeyLimit, Transport};
 use super::gather::Gathered;
 use super::known_hosts::KnownHosts;
 use super::meter::{Meter, Probe};
@@ -490,12 +490,32 @@ fn client_config(hop: &Hop, known: &KnownHostKeys, window: u32) -> Arc<client::C
         // Shared sessions must never be reaped for being quiet (docs/ssh-engine.md, "Keepalive and inactivity").
         inactivity_timeout: None,
         nodelay: true,
+        limits: rekey_limits(hop.rekey_limit),
         window_size: window,
         window_reopen: window::REOPEN,
         maximum_packet_size: largest_received(window),
         preferred: hop.algorithms.preferred(known),
         ..Default::default()
     })
+}
+
+/// The most russh lets a session's keys carry in either direction (`russh::Limits::new` refuses
+/// more, for AES-GCM's nonces), and its default.
+const REKEY_CEILING: u64 = 1 << 30;
+
+/// russh's key re-exchange limits for a hop's `RekeyLimit` (config/hop.rs), read as ssh reads
+/// it: the size per direction as given, within [`REKEY_CEILING`], which also stands for
+/// `default` (ssh's default is never below it: 1 GiB for 8-byte cipher blocks, far more for
+/// 16-byte ones); the interval as given, and none when unset, as in ssh. A session re-keyed
+/// sooner than ssh would costs a round trip; either side may start a re-exchange at any time.
+fn rekey_limits(limit: RekeyLimit) -> russh::Limits {
+    let bytes = limit.data.map_or(REKEY_CEILING, |bytes| bytes.min(REKEY_CEILING));
+    let bytes = usize::try_from(bytes).unwrap_or(usize::MAX);
+    russh::Limits {
+        rekey_write_limit: bytes,
+        rekey_read_limit: bytes,
+        rekey_time_limit: limit.interval.unwrap_or(Duration::MAX),
+    }
 }
 
 /// Connects every hop of `chain` in turn. Each hop's transport, handshake and authentication
@@ -681,6 +701,19 @@ mod tests {
             tokio::time::sleep(Duration::from_secs(5)).await;
         });
         TcpStream::connect(addr).await.expect("connect")
+    }
+
+    #[test]
+    fn rekey_limits_follow_the_config_within_russh_s_ceiling() {
+        let limits =
+            rekey_limits(RekeyLimit { data: Some(64 << 20), interval: Some(Duration::from_secs(600)) });
+        assert_eq!((limits.rekey_read_limit, limits.rekey_write_limit), (64 << 20, 64 << 20));
+        assert_eq!(limits.rekey_time_limit, Duration::from_secs(600));
+        let default = rekey_limits(RekeyLimit::default());
+        assert_eq!(default.rekey_read_limit, 1 << 30, "ssh's default is never below 1 GiB");
+        assert_eq!(default.rekey_time_limit, Duration::MAX, "no time-based re-key, as in ssh");
+        let huge = rekey_limits(RekeyLimit { data: Some(4 << 30), interval: None });
+        assert_eq!(huge.rekey_write_limit, 1 << 30, "russh's ceiling");
     }
 
     #[tokio::test]

@@ -286,6 +286,7 @@ mod tests {
             server_alive_interval: Duration::from_secs(15),
             server_alive_count_max: 3,
             connect_timeout: None,
+            rekey_limit: Default::default(),
             address_family: Default::default(),
             bind: None,
             use_keychain: false,

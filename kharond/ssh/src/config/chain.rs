@@ -22,7 +22,8 @@ use super::jump::{JumpSpec, ProxyCommand};
 use super::load::{Agent, Item};
 use super::options::Options;
 use super::{
-    Asking, Bind, Chain, Error, Hop, IdentityAgent, Origin, SshConfig, StrictHostKeyChecking, Transport,
+    Asking, Bind, Chain, Error, Hop, IdentityAgent, Origin, RekeyLimit, SshConfig, StrictHostKeyChecking,
+    Transport,
 };
 
 /// Sent every 15 s when the config says nothing: OpenSSH's default (0, off) would let a dead
@@ -271,6 +272,10 @@ impl SshConfig {
             server_alive_interval: options.server_alive_interval.unwrap_or(DEFAULT_SERVER_ALIVE_INTERVAL),
             server_alive_count_max: options.server_alive_count_max.unwrap_or(DEFAULT_SERVER_ALIVE_COUNT_MAX),
             connect_timeout: options.connect_timeout.flatten(),
+            rekey_limit: RekeyLimit {
+                data: options.rekey_data.filter(|&bytes| bytes != 0),
+                interval: options.rekey_interval.filter(|interval| !interval.is_zero()),
+            },
             strict_host_key_checking: options.strict_host_key_checking.unwrap_or(StrictHostKeyChecking::Yes),
             user_known_hosts_files,
             global_known_hosts_files,

@@ -115,6 +115,17 @@ impl Default for Asking {
     }
 }
 
+/// `RekeyLimit`: when ssh exchanges a session's keys again (ssh_config(5)).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub struct RekeyLimit {
+    /// Bytes per direction; `None` for `default` (or unset): the cipher's own limit, which
+    /// OpenSSH derives from its block size (packet.c, `ssh_set_newkeys`: 2^32 blocks of a 16-byte
+    /// block cipher, 1 GiB of an 8-byte one such as chacha20-poly1305).
+    pub data: Option<u64>,
+    /// `None` for `none`, 0 or unset: no time-based re-keying (OpenSSH's default).
+    pub interval: Option<Duration>,
+}
+
 /// One SSH server on the way to the cluster, fully resolved from ssh_config.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Hop {
@@ -150,6 +161,7 @@ pub struct Hop {
     pub server_alive_count_max: u32,
     /// `None`: unset, `none` or 0 (no limit of ssh's own; the pool has one).
     pub connect_timeout: Option<Duration>,
+    pub rekey_limit: RekeyLimit,
     pub strict_host_key_checking: StrictHostKeyChecking,
     /// Empty for `UserKnownHostsFile none`. Files may not exist; that is not an error.
     pub user_known_hosts_files: Vec<PathBuf>,

@@ -46,6 +46,8 @@ pub(super) enum Key {
     NumberOfPasswordPrompts,
     PreferredAuthentications,
     RequiredRsaSize,
+    /// When a session's keys are exchanged again (`chain.rs`, `client_config`).
+    RekeyLimit,
 }
 
 #[derive(Debug, Clone, Copy)]
@@ -116,6 +118,8 @@ const TABLE: &[(&str, Kind)] = &[
     ("PreferredAuthentications", Kind::Apply(Key::PreferredAuthentications)),
     // Fedora's and RHEL's crypto policies set it (issue 42): the smallest RSA host or user key.
     ("RequiredRSASize", Kind::Apply(Key::RequiredRsaSize)),
+    // How much data, and how long, a session's keys are used before they are exchanged again.
+    ("RekeyLimit", Kind::Apply(Key::RekeyLimit)),
     // Interactive sessions, forwarding, multiplexing, logging: a tunnel does none of it.
     // AddKeysToAgent: ssh adds a key file it decrypted to the agent; kharond never decrypts one
     // (an encrypted key must already be in the agent), so there is nothing for it to add.
@@ -155,7 +159,6 @@ const TABLE: &[(&str, Kind)] = &[
     ("ObscureKeystrokeTiming", Kind::Ignore),
     ("PermitLocalCommand", Kind::Ignore),
     ("PermitRemoteOpen", Kind::Ignore),
-    ("RekeyLimit", Kind::Ignore),
     ("RemoteCommand", Kind::Ignore),
     ("RemoteForward", Kind::Ignore),
     ("RequestTTY", Kind::Ignore),

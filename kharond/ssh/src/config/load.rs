@@ -90,6 +90,9 @@ pub(super) enum Setting {
     /// The method names, lowercased, in order.
     PreferredAuthentications(Vec<String>),
     RequiredRsaSize(u32),
+    /// Bytes (0 is `default`: the cipher's own limit), and the interval when one is given (not
+    /// `none`; 0 turns time-based re-keying off).
+    RekeyLimit(u64, Option<Duration>),
 }
 
 #[derive(Debug, Clone)]
@@ -336,6 +339,7 @@ impl Loader<'_> {
                 let value = one(name, line)?;
                 Setting::RequiredRsaSize(value.parse().map_err(|_| format!("{name}: bad number {value:?}"))?)
             }
+            Key::RekeyLimit => rekey_limit(name, &line.args)?,
             Key::IdentityAgent => Setting::IdentityAgent(match one(name, line)? {
                 "none" => Agent::None,
                 "SSH_AUTH_SOCK" => Agent::Env,
@@ -602,6 +606,67 @@ fn yes_no(name: &str, value: &str) -> Result<bool, String> {
 }
 
 /// OpenSSH `convtime`: `90`, `90s`, `1m30s`, `1h`, `2d`, `1w`; a bare number is seconds.
+/// `RekeyLimit DATA [INTERVAL]` as OpenSSH 9.2 reads it (readconf.c, `process_config_line`,
+/// `oRekeyLimit`): DATA is `default` or a size (`scan_scaled`: a number with an optional fraction
+/// and a B, K, M, G, T, P or E suffix in powers of 1024), at least 16 bytes unless 0; INTERVAL is
+/// `none` (the same as not giving one) or a time.
+fn rekey_limit(name: &str, args: &[String]) -> Result<Setting, String> {
+    let (data, interval) = match args {
+        [data] => (data, None),
+        [data, interval] => (data, Some(interval)),
+        _ => {
+            return Err(format!(
+                "{name} takes one or two arguments (RekeyLimit 1G 1h), found {}",
+                args.len()
+            ));
+        }
+    };
+    let bytes = if data == "default" { 0 } else { scaled(name, data)? };
+    if bytes != 0 && bytes < 16 {
+        return Err(format!("{name}: {data:?} is too small (at least 16 bytes, or default)"));
+    }
+    let interval = match interval {
+        None => None,
+        Some(v) if v == "none" => None,
+        Some(v) => Some(time(name, v)?),
+    };
+    Ok(Setting::RekeyLimit(bytes, interval))
+}
+
+/// A size as OpenSSH's `scan_scaled` reads it (openbsd-compat/fmt_scaled.c): digits, an optional
+/// fraction, and an optional unit, B, K, M, G, T, P or E in either case, each 1024 times the one
+/// before.
+fn scaled(name: &str, value: &str) -> Result<u64, String> {
+    let bad = || format!("{name}: bad size {value:?} (e.g. 512M, 1G, 1.5G)");
+    let digits_end = value.find(|c: char| !c.is_ascii_digit() && c != '.').unwrap_or(value.len());
+    let (number, unit) = value.split_at(digits_end);
+    let shift = match unit.to_ascii_uppercase().as_str() {
+        "" | "B" => 0,
+        "K" => 10,
+        "M" => 20,
+        "G" => 30,
+        "T" => 40,
+        "P" => 50,
+        "E" => 60,
+        _ => return Err(bad()),
+    };
+    let (whole, fraction) = number.split_once('.').unwrap_or((number, ""));
+    if whole.is_empty() || fraction.contains('.') {
+        return Err(bad());
+    }
+    let whole: u64 = whole.parse().map_err(|_| bad())?;
+    let scale = 1u64 << shift;
+    let mut bytes = whole.checked_mul(scale).ok_or_else(bad)?;
+    if !fraction.is_empty() {
+        // As many fractional digits as the unit resolves (a byte has none).
+        let digits: u64 = fraction.parse().map_err(|_| bad())?;
+        let denominator = 10u64.checked_pow(fraction.len() as u32).ok_or_else(bad)?;
+        let part = u128::from(digits) * u128::from(scale) / u128::from(denominator);
+        bytes = bytes.checked_add(u64::try_from(part).map_err(|_| bad())?).ok_or_else(bad)?;
+    }
+    Ok(bytes)
+}
+
 fn time(name: &str, value: &str) -> Result<Duration, String> {
     let bad = || format!("{name}: bad time {value:?} (e.g. 30, 30s, 5m, 1h30m)");
     let mut total: u64 = 0;
@@ -638,6 +703,39 @@ fn time(name: &str, value: &str) -> Result<Duration, String> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn sizes_follow_scan_scaled() {
+        assert_eq!(scaled("X", "16"), Ok(16));
+        assert_eq!(scaled("X", "512K"), Ok(512 << 10));
+        assert_eq!(scaled("X", "4m"), Ok(4 << 20));
+        assert_eq!(scaled("X", "1G"), Ok(1 << 30));
+        assert_eq!(scaled("X", "1.5G"), Ok(3 << 29));
+        assert_eq!(scaled("X", "2B"), Ok(2));
+        for bad in ["", "G", "1X", "1.2.3M", "-1M", "99999999999E"] {
+            assert!(scaled("X", bad).is_err(), "{bad:?}");
+        }
+    }
+
+    #[test]
+    fn rekey_limit_takes_a_size_or_default_and_an_interval_or_none() {
+        let args = |s: &str| s.split(' ').map(str::to_owned).collect::<Vec<_>>();
+        let parsed = |s: &str| match rekey_limit("RekeyLimit", &args(s)) {
+            Ok(Setting::RekeyLimit(bytes, interval)) => Ok((bytes, interval)),
+            Ok(other) => panic!("{other:?}"),
+            Err(e) => Err(e),
+        };
+        assert_eq!(parsed("1G"), Ok((1 << 30, None)));
+        assert_eq!(parsed("default 1h"), Ok((0, Some(Duration::from_secs(3600)))));
+        assert_eq!(parsed("64M none"), Ok((64 << 20, None)));
+        assert_eq!(parsed("0 30"), Ok((0, Some(Duration::from_secs(30)))));
+        assert_eq!(
+            parsed("8"),
+            Err("RekeyLimit: \"8\" is too small (at least 16 bytes, or default)".to_owned())
+        );
+        assert!(parsed("1G 1h extra").is_err());
+        assert!(parsed("1G soon").is_err());
+    }
 
     #[test]
     fn time_follows_convtime() {

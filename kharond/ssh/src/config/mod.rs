@@ -79,7 +79,9 @@ mod tests;
 
 pub use algorithms::{Algorithms, KnownHostKeys, SignatureRefusal, implemented};
 pub use error::{Error, Origin};
-pub use hop::{AddressFamily, Asking, Bind, Chain, Hop, IdentityAgent, StrictHostKeyChecking, Transport};
+pub use hop::{
+    AddressFamily, Asking, Bind, Chain, Hop, IdentityAgent, RekeyLimit, StrictHostKeyChecking, Transport,
+};
 pub use machine::Machine;
 use machine::System;
 use std::collections::HashMap;

@@ -67,6 +67,10 @@ pub(super) struct Options<'c> {
     pub password_prompts: Option<u32>,
     pub preferred_authentications: Option<&'c [String]>,
     pub required_rsa_size: Option<u32>,
+    /// `RekeyLimit`'s size (0: `default`) and its interval, each the first obtained: a line
+    /// without an interval (or with `none`) leaves it to a later one, as in OpenSSH.
+    pub rekey_data: Option<u64>,
+    pub rekey_interval: Option<Duration>,
     /// Blocks that applied: where, and whether they name this host (a pattern other than a bare
     /// `*`, or a `Match host`/`originalhost`).
     pub blocks: Vec<(&'c Origin, bool)>,
@@ -145,6 +149,12 @@ impl<'c> Options<'c> {
             Setting::NumberOfPasswordPrompts(v) => first(&mut self.password_prompts, *v),
             Setting::PreferredAuthentications(v) => first(&mut self.preferred_authentications, v.as_slice()),
             Setting::RequiredRsaSize(v) => first(&mut self.required_rsa_size, *v),
+            Setting::RekeyLimit(data, interval) => {
+                first(&mut self.rekey_data, *data);
+                if let Some(interval) = interval {
+                    first(&mut self.rekey_interval, *interval);
+                }
+            }
         }
     }
 

@@ -553,6 +553,30 @@ Host c
     assert_eq!(chain_of(config, "c").unwrap().hops[0].strict_host_key_checking, StrictHostKeyChecking::Yes);
 }
 
+/// OpenSSH 9.2 keeps the first size and the first interval separately (readconf.c, `oRekeyLimit`):
+/// a first line without an interval, or with `none`, leaves the interval to a later line.
+#[test]
+fn rekey_limit_keeps_its_first_size_and_its_first_interval() {
+    let config = "\
+Host a
+  RekeyLimit 64M
+Host a b
+  RekeyLimit 1G 10m
+Host c
+  RekeyLimit default none
+Host d
+  RekeyLimit 0 0
+";
+    let limit = |alias| chain_of(config, alias).unwrap().hops[0].rekey_limit;
+    assert_eq!(limit("a"), RekeyLimit { data: Some(64 << 20), interval: Some(Duration::from_secs(600)) });
+    assert_eq!(limit("b"), RekeyLimit { data: Some(1 << 30), interval: Some(Duration::from_secs(600)) });
+    assert_eq!(limit("c"), RekeyLimit::default(), "default none: the cipher's size, no interval");
+    assert_eq!(limit("d"), RekeyLimit::default(), "0 is default, and an interval of 0 is none");
+    assert_eq!(limit("e"), RekeyLimit::default(), "unset");
+    let too_small = chain_of("Host a\n  RekeyLimit 8\n", "a").unwrap_err().to_string();
+    assert!(too_small.contains("is too small"), "{too_small}");
+}
+
 // ---- source addresses (issue 34) ----------------------------------------------------------
 
 #[test]

@@ -26,6 +26,7 @@ pub(crate) fn hop(alias: &str, host: &str, port: u16, known_hosts: &Path) -> Hop
         server_alive_interval: Duration::from_secs(15),
         server_alive_count_max: 3,
         connect_timeout: None,
+        rekey_limit: Default::default(),
         strict_host_key_checking: StrictHostKeyChecking::Yes,
         user_known_hosts_files: vec![known_hosts.to_owned()],
         global_known_hosts_files: Vec::new(),
