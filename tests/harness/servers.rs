@@ -6,10 +6,14 @@
 //! - `GET /hold/N/S` → N bytes of [`pattern`] without a length, then the connection stays open S
 //!   seconds before the server closes it (the body ends there): a client that is still
 //!   transferring, whose byte counts are final while it waits
+//! - `GET /paced/N/MS` → N bytes of [`pattern`], 64 KiB at a time with MS milliseconds between
+//!   chunks: a download that keeps a link busy for a while without filling it
+//! - `POST /sink/N` → reads an N-byte body and checks it against [`pattern`]: `received N`, or
+//!   400 with the first offset that differs (an upload checked byte for byte)
 //! - `GET /page` → the HTML given to [`HttpServer::with_page`] (a web site a browser visits)
 //! - anything else → 404
 
-use std::io::{BufRead, BufReader, Write};
+use std::io::{BufRead, BufReader, Read, Write};
 use std::net::{SocketAddr, TcpListener, TcpStream};
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
@@ -123,21 +127,30 @@ fn serve(stream: TcpStream, name: &str, page: &str, counter: &AtomicUsize) {
             let _ = out.flush();
             std::thread::sleep(std::time::Duration::from_secs(secs));
             return;
-        } else if let Some(n) = path.strip_prefix("/bytes/").and_then(|n| n.parse::<u64>().ok()) {
+        } else if let Some((n, pause)) = path.strip_prefix("/paced/").and_then(|rest| {
+            let (n, ms) = rest.split_once('/')?;
+            Some((n.parse::<u64>().ok()?, std::time::Duration::from_millis(ms.parse().ok()?)))
+        }) {
             write_response(&mut out, 200, n, |w| {
-                // The test binary is unoptimised: a division per byte made this loop, not kharond,
-                // the bottleneck of the 2 GiB transfer. One chunk plus a period holds every window.
-                const CHUNK: usize = 64 * 1024;
-                let period = pattern(CHUNK + PERIOD as usize);
-                let mut sent = 0u64;
-                while sent < n {
-                    let len = (n - sent).min(CHUNK as u64) as usize;
-                    let off = (sent % PERIOD) as usize;
-                    w.write_all(&period[off..off + len])?;
-                    sent += len as u64;
-                }
-                Ok(())
+                write_pattern(w, n, |sent| {
+                    if sent < n {
+                        std::thread::sleep(pause);
+                    }
+                })
             })
+        } else if let Some(n) = path.strip_prefix("/sink/").and_then(|n| n.parse::<u64>().ok()) {
+            let body = match check_body(&mut reader, n) {
+                Ok(()) => format!("received {n}"),
+                Err(why) => {
+                    let _ = write_typed(&mut out, 400, "text/plain", why.len() as u64, |w| {
+                        w.write_all(why.as_bytes())
+                    });
+                    return;
+                }
+            };
+            write_typed(&mut out, 200, "text/plain", body.len() as u64, |w| w.write_all(body.as_bytes()))
+        } else if let Some(n) = path.strip_prefix("/bytes/").and_then(|n| n.parse::<u64>().ok()) {
+            write_response(&mut out, 200, n, |w| write_pattern(w, n, |_| {}))
         } else {
             write_response(&mut out, 404, 9, |w| w.write_all(b"not found"))
         };
@@ -145,6 +158,47 @@ fn serve(stream: TcpStream, name: &str, page: &str, counter: &AtomicUsize) {
             return;
         }
     }
+}
+
+/// Bytes written at a time by [`write_pattern`], read at a time by [`check_body`].
+const CHUNK: usize = 64 * 1024;
+
+/// Writes `n` bytes of [`pattern`] in [`CHUNK`]s, calling `after` with the count so far after
+/// each. The test binary is unoptimised: a division per byte made this loop, not kharond, the
+/// bottleneck of a 2 GiB transfer; one chunk plus a period holds every window of the pattern.
+fn write_pattern(w: &mut TcpStream, n: u64, mut after: impl FnMut(u64)) -> std::io::Result<()> {
+    let period = pattern(CHUNK + PERIOD as usize);
+    let mut sent = 0u64;
+    while sent < n {
+        let len = (n - sent).min(CHUNK as u64) as usize;
+        let off = (sent % PERIOD) as usize;
+        w.write_all(&period[off..off + len])?;
+        sent += len as u64;
+        after(sent);
+    }
+    Ok(())
+}
+
+/// Reads an `n`-byte body and checks it against [`pattern`]; the error names where it differs or
+/// ended.
+fn check_body(reader: &mut impl Read, n: u64) -> Result<(), String> {
+    let period = pattern(CHUNK + PERIOD as usize);
+    let mut buf = vec![0u8; CHUNK];
+    let mut got = 0u64;
+    while got < n {
+        let want = (n - got).min(CHUNK as u64) as usize;
+        let read =
+            reader.read(&mut buf[..want]).map_err(|e| format!("body ended after {got} of {n} bytes: {e}"))?;
+        if read == 0 {
+            return Err(format!("body ended after {got} of {n} bytes"));
+        }
+        let off = (got % PERIOD) as usize;
+        if buf[..read] != period[off..off + read] {
+            return Err(format!("body differs from the pattern near byte {got}"));
+        }
+        got += read as u64;
+    }
+    Ok(())
 }
 
 fn write_response(
@@ -163,7 +217,11 @@ fn write_typed(
     len: u64,
     body: impl FnOnce(&mut TcpStream) -> std::io::Result<()>,
 ) -> std::io::Result<()> {
-    let reason = if status == 200 { "OK" } else { "Not Found" };
+    let reason = match status {
+        200 => "OK",
+        400 => "Bad Request",
+        _ => "Not Found",
+    };
     write!(
         out,
         "HTTP/1.1 {status} {reason}\r\nContent-Length: {len}\r\nContent-Type: {content_type}\r\n\r\n"

@@ -35,6 +35,7 @@ mod pac;
 mod packaging;
 mod passbolt_clients;
 mod picker;
+mod rekey_under_load;
 mod reload;
 mod reload_atomic;
 mod remote_clients;

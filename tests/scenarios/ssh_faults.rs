@@ -96,8 +96,24 @@ fn middle_hop_dying_is_reported_with_its_name() {
     let mut lab = Lab::new(LabOptions { hops: 3, host_options: fast_keepalive(), ..Default::default() });
     lab.start_daemon();
     assert_eq!(lab.hello().unwrap(), "hello from target");
+    // A response in progress when the hop dies: its client is told (a reset), and does not get an
+    // end of stream it could take for the whole response.
+    let (code, _, mut held) = lab.socks_connect(lab.target.port());
+    assert_eq!(code, 0);
+    held.write_all(b"GET /hold/4096/30 HTTP/1.1\r\nHost: x\r\n\r\n").unwrap();
+    held.set_read_timeout(Some(Duration::from_secs(10))).unwrap();
+    let mut first = vec![0u8; 4096];
+    let got = held.read(&mut first).unwrap();
+    assert!(got > 0);
 
     lab.hops[1].kill();
+    let mut rest = Vec::new();
+    let broken = held.read_to_end(&mut rest);
+    assert!(
+        matches!(&broken, Err(e) if e.kind() == std::io::ErrorKind::ConnectionReset),
+        "the client of a channel whose session died got {broken:?} after {} bytes",
+        got + rest.len()
+    );
     assert!(
         wait_until(Duration::from_secs(8), || lab.chain_status()["state"] != "connected"),
         "{}",

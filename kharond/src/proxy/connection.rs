@@ -17,7 +17,7 @@
 
 use std::net::SocketAddr;
 use std::sync::Arc;
-use std::time::Instant;
+use std::time::{Duration, Instant};
 
 use kharon_shared::errors::Chain;
 use tokio::net::TcpStream;
@@ -152,7 +152,12 @@ pub async fn serve(state: Arc<State>, stream: TcpStream, peer: SocketAddr, hands
     let elapsed = started.elapsed();
     match result {
         Ok(t) => debug!(up = t.up, down = t.down, ?elapsed, "closed"),
-        Err(e) => debug!(?elapsed, "closed with error: {e}"),
+        Err(e) => {
+            // Reset, not closed: an end of stream would pass a broken transfer (a jump host's
+            // session lost mid-download) off as a complete one.
+            let _ = socket2::SockRef::from(&client).set_linger(Some(Duration::ZERO));
+            debug!(?elapsed, "closed with error: {e}");
+        }
     }
 }
 

@@ -410,6 +410,11 @@ impl Dialled {
         self.sessions.iter().any(|s| s.handle.is_closed() || s.events.dead.load(Ordering::Relaxed))
     }
 
+    /// Why the chain ended, once any hop's session has ended with a reason ("hop 2/2 …: why").
+    pub fn ended(&self) -> Option<String> {
+        self.sessions.iter().find_map(|s| s.down.borrow().as_ref().map(|why| format!("{}: {why}", s.hop)))
+    }
+
     /// Resolves when any hop's session ends, with the hop and the reason.
     pub fn closed(&self) -> impl std::future::Future<Output = String> + Send + 'static {
         let watches: Vec<(HopId, watch::Receiver<Option<String>>)> =

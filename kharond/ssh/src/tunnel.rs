@@ -27,6 +27,13 @@
 //! was given up, or no CLOSE came within [`CLOSE_WAIT`]; the pump counts those on the chain
 //! ([`Dialled::note_abandoned`]) and the pool retires a session that has too many.
 //!
+//! # A session that ends under its channels
+//! When a hop's session ends (a transport error, a keepalive timeout, a server that closed it),
+//! russh drops every channel without the server's EOF or CLOSE. The pump then hands the reader
+//! an error (`ConnectionAborted`, naming the hop and why) once it has taken what was buffered, not
+//! an end of stream: a client must not take half a download for a whole one. The daemon resets
+//! the client's connection on it.
+//!
 //! Owns: the pump, the byte and channel counters of its chain. Knows nothing of pooling.
 
 use std::pin::Pin;
@@ -55,6 +62,9 @@ pub const GRACE: Duration = Duration::from_secs(3);
 /// closes"); a server answers within a round trip, so this only bounds a broken one.
 pub const CLOSE_WAIT: Duration = Duration::from_secs(1);
 
+/// Why a channel broke, and the error kind its reader gets (see [`Tunnel`]'s `broken`).
+type Broken = Arc<Mutex<Option<(std::io::ErrorKind, String)>>>;
+
 /// Per-chain counters for `Status`.
 #[derive(Debug, Default)]
 pub struct Counters {
@@ -70,8 +80,9 @@ pub struct Tunnel {
     /// Packets taken off `inbound` and not yet handed on.
     queued: ChunkQueue,
     writer: Pin<Box<dyn AsyncWrite + Send>>,
-    /// Set by the pump when it gave up on a consumer that stopped reading.
-    stalled: Arc<Mutex<Option<String>>>,
+    /// Set by the pump when the channel broke: it gave up on a consumer that stopped reading,
+    /// or the session ended under it. What the reader gets once it has taken what was buffered.
+    broken: Broken,
     /// Sent (or dropped) with the tunnel: tells the pump to close, and whether we sent EOF.
     dropped: Option<oneshot::Sender<bool>>,
     eof_sent: bool,
@@ -87,14 +98,14 @@ impl Tunnel {
         let writer = Box::pin(write_half.make_writer());
         let (tx, inbound) = mpsc::channel(within(BUFFER_BYTES, chain.largest_packet()));
         let (dropped_tx, dropped) = oneshot::channel();
-        let stalled = Arc::new(Mutex::new(None));
-        tokio::spawn(pump(read_half, write_half, tx, stalled.clone(), dropped, chain.clone()));
+        let broken = Broken::default();
+        tokio::spawn(pump(read_half, write_half, tx, broken.clone(), dropped, chain.clone()));
         counters.open.fetch_add(1, Ordering::Relaxed);
         Tunnel {
             inbound,
             queued: ChunkQueue::default(),
             writer,
-            stalled,
+            broken,
             dropped: Some(dropped_tx),
             eof_sent: false,
             counters,
@@ -116,11 +127,14 @@ async fn pump(
     mut read_half: ChannelReadHalf,
     write_half: ChannelWriteHalf<Msg>,
     tx: mpsc::Sender<Bytes>,
-    stalled: Arc<Mutex<Option<String>>>,
+    broken: Broken,
     mut dropped: oneshot::Receiver<bool>,
     chain: Arc<Dialled>,
 ) {
     let mut tx = Some(tx);
+    // Set once the server said the channel ends (EOF or CLOSE): a channel that russh drops
+    // without either went down with its session.
+    let mut ended = false;
     // Whether the server's CLOSE is worth waiting for (see "Who closes").
     let wait_for_close = loop {
         let msg = tokio::select! {
@@ -129,8 +143,21 @@ async fn pump(
             msg = read_half.wait() => msg,
         };
         match msg {
-            // russh dropped the channel: nothing left to close.
-            None => return,
+            // russh dropped the channel: nothing left to close. Without the server's EOF or
+            // CLOSE first, the session ended under it: the reader gets an error, not an end of
+            // stream that a client could take for a complete response.
+            None => {
+                if !ended {
+                    let why = chain.ended().unwrap_or_else(|| "the SSH session ended".to_owned());
+                    if let Ok(mut s) = broken.lock() {
+                        *s = Some((
+                            std::io::ErrorKind::ConnectionAborted,
+                            format!("the channel's SSH session ended: {why}"),
+                        ));
+                    }
+                }
+                return;
+            }
             Some(ChannelMsg::Data { data }) => {
                 // Bytes flow: the path is worth measuring now (meter.rs).
                 chain.kick_meter();
@@ -150,15 +177,18 @@ async fn pump(
                             BUFFER_BYTES >> 20
                         );
                         tracing::warn!("{why}");
-                        if let Ok(mut s) = stalled.lock() {
-                            *s = Some(why);
+                        if let Ok(mut s) = broken.lock() {
+                            *s = Some((std::io::ErrorKind::TimedOut, why));
                         }
                         break false;
                     }
                 }
             }
             // The reader sees end of stream once it has taken what is buffered.
-            Some(ChannelMsg::Eof | ChannelMsg::Close) => tx = None,
+            Some(ChannelMsg::Eof | ChannelMsg::Close) => {
+                ended = true;
+                tx = None;
+            }
             Some(_) => {}
         }
     };
@@ -191,9 +221,9 @@ impl Tunnel {
         if ready!(fill(&mut self.queued, &mut self.inbound, cx, most)) {
             return Poll::Ready(Ok(true));
         }
-        let stalled = self.stalled.lock().ok().and_then(|mut s| s.take());
-        Poll::Ready(match stalled {
-            Some(why) => Err(std::io::Error::new(std::io::ErrorKind::TimedOut, why)),
+        let broken = self.broken.lock().ok().and_then(|mut s| s.take());
+        Poll::Ready(match broken {
+            Some((kind, why)) => Err(std::io::Error::new(kind, why)),
             None => Ok(false),
         })
     }
