@@ -57,7 +57,9 @@ impl State {
     }
 
     /// Reloads the routing ([`InForce::reload`]), then forgets the per-route totals of jump hosts
-    /// the new table dropped (unless a connection still uses them), which keeps them bounded.
+    /// the table in force does not have (unless a connection still uses them), which keeps them
+    /// bounded. The table in force, not necessarily the one this reload installed: the totals
+    /// follow what routes now, and a reload right behind this one may have installed another.
     pub async fn reload(&self, trigger: Trigger) -> Result<ReloadOutcome, ReloadError> {
         let outcome = self.routes.reload(trigger).await?;
         self.registry.retain_routes(self.routes.current().table.table.jumphosts());

@@ -315,10 +315,9 @@ impl pb::control_server::Control for Control {
     ) -> Result<Response<pb::ReloadResponse>, Status> {
         match self.state.reload(Trigger::Rpc).await {
             Ok(outcome) => {
-                let generation = self.state.routes.current();
                 let (routes_added, routes_removed) = outcome.route_lines();
                 Ok(Response::new(pb::ReloadResponse {
-                    inventory: Some(inventory_info(&self.state, &generation.table)),
+                    inventory: Some(inventory_info(&self.state, &outcome.installed.table)),
                     routes_added,
                     routes_removed,
                     ssh_config_error: outcome.ssh_config_error.unwrap_or_default(),

@@ -36,9 +36,11 @@ pub struct Generation {
     pub pool: kharon_ssh::Pool,
 }
 
-/// What a reload changed, for the `Reload` answer and the log.
-#[derive(Debug, Default)]
+/// What a reload installed and changed, for the `Reload` answer and the log.
 pub struct ReloadOutcome {
+    /// The generation this reload swapped in. The answer describes it, not whatever is in force
+    /// by the time the answer is written: a reload right behind this one may have replaced it.
+    pub installed: Arc<Generation>,
     /// Per cluster, the names routed and refused that the replaced table did not.
     pub changes: Vec<ClusterChange>,
     /// The new ssh config could not be read or is invalid: the table was installed, the ssh
@@ -199,7 +201,12 @@ impl InForce {
     /// Checks the chains of the generation in force for what will fail before a connection does
     /// ([`kharon_ssh::Pool::preflight`]), logs it, and keeps it for `Status`.
     pub async fn preflight(&self) -> kharon_ssh::Findings {
-        let checked = self.current();
+        self.preflight_of(self.current()).await
+    }
+
+    /// As [`InForce::preflight`], for `checked`: what a reload installed. Kept and logged only
+    /// while `checked` is still in force.
+    async fn preflight_of(&self, checked: Arc<Generation>) -> kharon_ssh::Findings {
         let findings = checked.pool.preflight(checked.table.table.jumphosts()).await;
         // The start's check runs beside a reload's, and its lookups can take seconds: the findings
         // of a generation no longer in force are not kept (the newer check's are, or will be).
@@ -230,8 +237,8 @@ impl InForce {
         let path = || self.source.path().to_owned();
         let result = match loaded {
             Ok(Ok(mut outcome)) => {
-                outcome.preflight = self.preflight().await;
-                table::log_report(&self.current().table.table);
+                outcome.preflight = self.preflight_of(outcome.installed.clone()).await;
+                table::log_report(&outcome.installed.table.table);
                 Ok(outcome)
             }
             // Only reachable when the deadline passed between the last check and the answer.
@@ -322,12 +329,70 @@ impl InForce {
             &changes::Snapshot { routes: &old_all, refused: &old.table.table.report().refused },
             &changes::Snapshot { routes: &new_all, refused: &table.table.report().refused },
         );
-        self.current.store(Arc::new(Generation { table, pool }));
+        let generation = Arc::new(Generation { table, pool });
+        self.current.store(generation.clone());
         ReloadOutcome {
+            installed: generation,
             changes,
             ssh_config_error: installed.config_error,
             refused: installed.refused,
             preflight: kharon_ssh::Findings::default(),
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// An inventory of `n` direct clusters (no jump host: no SSH is needed to install it).
+    fn inventory(n: usize) -> String {
+        let clusters: Vec<String> = (0..n)
+            .map(|i| {
+                format!(
+                    r#"{{"id":"c-{i}","displayName":"c-{i}","tenant":"t-1","facts":{{"jumphostDomains":"c-{i}.example.net"}},"dynamicFacts":{{}}}}"#
+                )
+            })
+            .collect();
+        format!("[{}]", clusters.join(","))
+    }
+
+    fn in_force(dir: &std::path::Path) -> Arc<InForce> {
+        let source = Inventory::File(dir.join("inventory.json"));
+        let own_hosts = OwnHosts::default();
+        let read = table::read_at_start(&source, &own_hosts).expect("the inventory reads");
+        let ssh_config = dir.join("ssh_config");
+        std::fs::write(&ssh_config, "").expect("write the ssh config");
+        let pool = kharon_ssh::Pool::new(kharon_ssh::PoolSettings {
+            ssh_config,
+            system_ssh_config: None,
+            home: dir.to_owned(),
+            env: Default::default(),
+            connect_timeout: Duration::from_secs(5),
+        })
+        .expect("an empty ssh config reads");
+        let anchors = Anchors::default();
+        let table = read.compile(&anchors);
+        Arc::new(InForce::new(source, own_hosts, anchors, Generation { table, pool }))
+    }
+
+    /// A reload's answer describes the generation it swapped in, even once the next reload has
+    /// replaced it: it does not read the generation in force again to say what it installed.
+    #[tokio::test]
+    async fn a_reload_answers_for_what_it_installed_not_for_the_reload_after_it() {
+        let dir = tempfile::tempdir().expect("a temp dir");
+        let file = dir.path().join("inventory.json");
+        std::fs::write(&file, inventory(1)).expect("write the inventory");
+        let routes = in_force(dir.path());
+
+        std::fs::write(&file, inventory(2)).expect("write the inventory");
+        let first = routes.reload(Trigger::Rpc).await.expect("the first reload installs");
+        std::fs::write(&file, inventory(3)).expect("write the inventory");
+        let second = routes.reload(Trigger::Rpc).await.expect("the second reload installs");
+
+        let clusters = |generation: &Generation| generation.table.table.report().clusters_total;
+        assert_eq!(clusters(&first.installed), 2, "the first reload's answer");
+        assert_eq!(clusters(&second.installed), 3, "the second reload's answer");
+        assert!(Arc::ptr_eq(&second.installed, &routes.current()), "the second is in force");
     }
 }
