@@ -16,6 +16,8 @@ pub struct Algorithms<'a> {
     pub host_key: &'a str,
     /// What `server-sig-algs` names and public key authentication takes.
     pub pubkeys: &'a str,
+    /// Sign the key exchange as this algorithm whatever was negotiated: a server that lies.
+    pub sign_host_key_as: Option<&'a str>,
 }
 
 pub struct LegacySshd {
@@ -47,6 +49,9 @@ impl LegacySshd {
             .args(["--host-key-algorithms", algorithms.host_key, "--pubkey-algorithms", algorithms.pubkeys]);
         for (name, address) in hosts {
             cmd.arg("--host").arg(format!("{name}={address}"));
+        }
+        if let Some(algorithm) = algorithms.sign_host_key_as {
+            cmd.arg("--sign-host-key-as").arg(algorithm);
         }
         let mut child = cmd
             .stdin(Stdio::null())

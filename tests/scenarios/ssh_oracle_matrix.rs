@@ -106,6 +106,9 @@ enum Server {
     LegacyGex,
     /// Modern key exchange and host key, but RSA user signatures only as `ssh-rsa` (SHA-1).
     LegacySigning,
+    /// Negotiates `rsa-sha2-512` for its RSA host key, then signs the exchange as `ssh-rsa`
+    /// (SHA-1) anyway.
+    LyingSigner,
 }
 
 /// A running jump host of one of the kinds the rows use.
@@ -256,6 +259,7 @@ impl World {
                     macs: "hmac-sha1",
                     host_key: "ssh-rsa",
                     pubkeys: "ssh-rsa",
+                    sign_host_key_as: None,
                 });
             }
             Server::LegacyGex => {
@@ -265,6 +269,7 @@ impl World {
                     macs: "hmac-sha1",
                     host_key: "ssh-rsa",
                     pubkeys: "ssh-rsa",
+                    sign_host_key_as: None,
                 });
             }
             Server::LegacySigning => {
@@ -274,6 +279,17 @@ impl World {
                     macs: "hmac-sha2-256",
                     host_key: "rsa-sha2-512",
                     pubkeys: "ssh-ed25519,ssh-rsa",
+                    sign_host_key_as: None,
+                });
+            }
+            Server::LyingSigner => {
+                return legacy(&legacy::Algorithms {
+                    kex: "curve25519-sha256@libssh.org",
+                    ciphers: "aes128-ctr",
+                    macs: "hmac-sha2-256",
+                    host_key: "rsa-sha2-512",
+                    pubkeys: "ssh-ed25519,rsa-sha2-512,rsa-sha2-256",
+                    sign_host_key_as: Some("ssh-rsa"),
                 });
             }
             _ => {}
@@ -309,7 +325,11 @@ impl World {
             Server::RsaSha1HostKey => b
                 .option(&format!("HostKey {}", self.path("host_rsa").display()))
                 .option("HostKeyAlgorithms ssh-rsa"),
-            Server::Dropbear | Server::Legacy | Server::LegacyGex | Server::LegacySigning => {
+            Server::Dropbear
+            | Server::Legacy
+            | Server::LegacyGex
+            | Server::LegacySigning
+            | Server::LyingSigner => {
                 unreachable!("started above")
             }
         };
@@ -323,7 +343,7 @@ impl World {
     }
 }
 
-const ALL_SERVERS: [Server; 21] = [
+const ALL_SERVERS: [Server; 22] = [
     Server::Plain,
     Server::Rsa512Only,
     Server::Rsa256Only,
@@ -345,6 +365,7 @@ const ALL_SERVERS: [Server; 21] = [
     Server::Legacy,
     Server::LegacyGex,
     Server::LegacySigning,
+    Server::LyingSigner,
 ];
 
 /// Which agent a row's clients use (`SSH_AUTH_SOCK` of ssh and of kharond).
@@ -1319,6 +1340,15 @@ const ROWS: &[Row] = &[
             c.server(Server::LegacySigning);
             c.agent = AgentUse::Ssh(vec![Key::Rsa]);
         },
+    },
+    // ---- issue 51: the host key's signature must be of the algorithm negotiated (russh 0.65.2)
+    Row {
+        name: "server agrees rsa-sha2-512 for its host key, then signs as ssh-rsa (SHA-1)",
+        expect: Refuse {
+            ssh: "incorrect signature",
+            kharond: "does not match its host key and the algorithm agreed",
+        },
+        case: |c| c.server(Server::LyingSigner),
     },
     // ---- issue 42: the same address twice is not a cycle
     Row {

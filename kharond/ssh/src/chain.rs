@@ -131,6 +131,15 @@ pub enum ErrorKind {
     Negotiation(negotiation::Mismatch),
     #[error(transparent)]
     HostKey(known_hosts::Error),
+    /// The server's signature of the key exchange is not of the host key algorithm agreed, or
+    /// does not verify with its host key (russh `client/kex.rs`: `Error::WrongServerSig`).
+    #[error(
+        "its signature of the key exchange does not match its host key and the algorithm agreed \
+         (for example an ssh-rsa SHA-1 signature where rsa-sha2-512 was agreed): refused, as ssh \
+         refuses it (\"incorrect signature\"); a server that does this is broken or is not the \
+         jump host"
+    )]
+    Signature,
     #[error(transparent)]
     Auth(auth::Error),
 }
@@ -626,6 +635,7 @@ async fn dial_hop(
     };
     let mut handle = connected.map_err(|e| match e {
         HandlerError::HostKey(e) => ErrorKind::HostKey(e),
+        HandlerError::Russh(russh::Error::WrongServerSig) => ErrorKind::Signature,
         HandlerError::Russh(cause) => match negotiation::Mismatch::from_russh(&cause, hop) {
             Some(mismatch) => ErrorKind::Negotiation(mismatch),
             None => {
