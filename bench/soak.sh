@@ -208,6 +208,12 @@ json.dump({
 }, open(f"{w}/setup.json", "w"), indent=1)
 EOF
 
+# The report's section that bench/rekey_soak.sh writes is not this run's: kept as it is.
+REKEY_SECTION=$W/rekey-section.md
+if [ -f "$OUT" ]; then
+  sed -n '/<!-- rekey-soak: begin/,/<!-- rekey-soak: end -->/p' "$OUT" > "$REKEY_SECTION"
+fi
+
 echo "== soak: ${DURATION} s$([ "$SMOKE" = 1 ] && echo ' (smoke)')"
 SMOKE_FLAG=()
 [ "$SMOKE" = 1 ] && SMOKE_FLAG=(--smoke)
@@ -218,4 +224,8 @@ set +e
 wait "$DRIVER"
 STATUS=$?
 DRIVER=
+if [ -s "$REKEY_SECTION" ] && [ -f "$OUT" ]; then
+  printf '\n' >> "$OUT"
+  cat "$REKEY_SECTION" >> "$OUT"
+fi
 exit "$STATUS"
