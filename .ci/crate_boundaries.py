@@ -2,13 +2,16 @@
 """The workspace's crate boundaries, checked (issue 40).
 
 kharond's subsystems that have a boundary worth keeping are crates of their own, so that the
-compiler keeps it: `kharon-ssh` (kharond/ssh, the SSH engine) and `kharon-relay` (kharond/relay,
-moving bytes). This checks what the compiler alone would not:
+compiler keeps it: `kharon-ssh-config` (kharond/ssh-config, reading ssh_config as ssh does),
+`kharon-ssh` (kharond/ssh, the SSH engine, which reads ssh_config through it) and `kharon-relay`
+(kharond/relay, moving bytes). This checks what the compiler alone would not:
 
 1. Their `lib.rs` declares every module private (`mod x;`, never `pub mod x;`): their public
    surface is what `lib.rs` re-exports, and no `use` of their internals can compile outside them.
-2. Dependencies point one way. kharon-relay depends on no kharon crate; kharon-ssh on kharon-relay
-   and kharon-shared only; kharonctl and kharon-shared on neither (SSH stays in the daemon).
+2. Dependencies point one way. kharon-relay depends on no kharon crate; kharon-ssh-config on
+   kharon-shared only (it knows nothing of sessions); kharon-ssh on kharon-ssh-config,
+   kharon-relay and kharon-shared only; kharonctl and kharon-shared on none of them (SSH stays in
+   the daemon).
 3. kharond's client side (kharond/src/proxy) never names the SSH engine: a routed upstream is a
    stream that routing dialled, like a direct one.
 
@@ -21,11 +24,16 @@ import re
 import subprocess
 import sys
 
-ENGINE_CRATES = {"kharon-ssh": "kharond/ssh/src/lib.rs", "kharon-relay": "kharond/relay/src/lib.rs"}
+ENGINE_CRATES = {
+    "kharon-ssh-config": "kharond/ssh-config/src/lib.rs",
+    "kharon-ssh": "kharond/ssh/src/lib.rs",
+    "kharon-relay": "kharond/relay/src/lib.rs",
+}
 # package -> the kharon crates it may depend on (normal dependencies)
 ALLOWED = {
     "kharon-relay": set(),
-    "kharon-ssh": {"kharon-relay", "kharon-shared"},
+    "kharon-ssh-config": {"kharon-shared"},
+    "kharon-ssh": {"kharon-ssh-config", "kharon-relay", "kharon-shared"},
     "kharon-shared": set(),
     "kharonctl": {"kharon-shared"},
 }

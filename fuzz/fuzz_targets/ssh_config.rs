@@ -1,12 +1,12 @@
-//! The ssh_config lexer, loader and resolver (kharond/ssh/src/config/) on arbitrary file
+//! The ssh_config lexer, loader and resolver (kharon-ssh-config, kharond/ssh-config) on arbitrary file
 //! contents: loading never panics, and neither does resolving the chain of every Host it names
 //! (tokens, `${VAR}`, ProxyJump lists, cycles). Errors are expected; their text must render.
 //!
 //! `Include` lines are dropped from the input: they would read arbitrary files of this machine
-//! (the loader's Include handling is covered by kharond's unit tests).
+//! (the loader's Include handling is covered by kharon-ssh-config's unit tests).
 #![no_main]
 
-use kharon_fuzz::ssh::config::SshConfig;
+use kharon_ssh_config::SshConfig;
 use libfuzzer_sys::fuzz_target;
 
 fuzz_target!(|input: &[u8]| {

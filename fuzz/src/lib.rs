@@ -1,17 +1,13 @@
-//! kharond's parsers of untrusted input, compiled from kharond's own source files for the fuzz
-//! targets in `fuzz_targets/`.
+//! kharond's parsers of client bytes, compiled from kharond's own source files for the fuzz
+//! targets in `fuzz_targets/`: `proxy/socks/wire.rs` (pure functions, no I/O) and the PAC port's
+//! request judge `proxy/http/request.rs` (from a head's bytes to the answer, needs only
+//! httparse), with `#[path]`, at the module paths they have in kharond. The one thing
+//! `socks/wire.rs` names outside them, `crate::routing::target::Unreachable`, comes with
+//! `routing/target.rs`, which needs only std. Depending on the kharond library instead would
+//! compile the whole daemon (tokio, tonic, the SSH engine) into every fuzz target.
 //!
-//! kharond is a binary crate, so nothing can depend on it. Instead of giving it a `[lib]` target
-//! (which would have to take every module along: the socks module needs the proxy's handshake,
-//! which needs `state`, the SSH pool and tokio), this crate includes the few files that parse,
-//! with `#[path]`, at the module paths they have in kharond: `proxy/socks/wire.rs` (pure
-//! functions, no I/O) and the `ssh/config` tree (which only uses its own submodules, russh's
-//! algorithm names and libc). kharond itself is unchanged. The one thing `socks/wire.rs` names
-//! outside those files, `crate::routing::target::Unreachable`, comes with `routing/target.rs`,
-//! which needs only std.
-//!
-//! The PAC port's request judge (`proxy/http/request.rs`, from a head's bytes to the answer) needs
-//! only httparse.
+//! The ssh_config engine is a crate of its own (kharon-ssh-config), which the `ssh_config` target
+//! depends on directly.
 
 #![allow(dead_code, unused_imports, clippy::all)]
 
@@ -28,9 +24,4 @@ pub mod proxy {
     pub mod http {
         pub mod request;
     }
-}
-
-#[path = "../../kharond/ssh/src"]
-pub mod ssh {
-    pub mod config;
 }

@@ -30,8 +30,8 @@ use russh::keys::agent::AgentIdentity;
 use russh::keys::agent::client::AgentClient;
 use russh::keys::{Certificate, PrivateKey, PrivateKeyWithHashAlg, PublicKey};
 
-use super::config::{Hop, IdentityAgent, SignatureRefusal};
 use super::prompt::{self, Person, Verdict};
+use kharon_ssh_config::{Hop, IdentityAgent, SignatureRefusal};
 
 #[derive(Debug, thiserror::Error)]
 pub enum Error {

@@ -28,7 +28,6 @@ use russh::{ChannelId, ChannelOpenFailure};
 use tokio::net::TcpStream;
 use tokio::sync::watch;
 
-use super::config::{Chain, Hop, KnownHostKeys, RekeyLimit, Transport};
 use super::gather::Gathered;
 use super::known_hosts::KnownHosts;
 use super::meter::{Meter, Probe};
@@ -36,6 +35,7 @@ use super::packets::largest_received;
 use super::prompt::{Asker, Person};
 use super::report::{DialReport, HopTiming};
 use super::{auth, desk, known_hosts, negotiation, proxy_command, tcp, window};
+use kharon_ssh_config::{Chain, Hop, KnownHostKeys, RekeyLimit, Transport};
 
 /// How long a failed authentication waits for the session to report the server's reason.
 const AUTH_DISCONNECT_WAIT: Duration = Duration::from_millis(500);

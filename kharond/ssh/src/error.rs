@@ -16,13 +16,13 @@ use std::time::Duration;
 
 use russh::ChannelOpenFailure;
 
+use super::chain;
 use super::desk::Question;
-use super::{chain, config};
 
 #[derive(Debug, thiserror::Error)]
 pub enum Error {
     #[error(transparent)]
-    Config(#[from] config::Error),
+    Config(#[from] kharon_ssh_config::Error),
     /// The ssh config gives this jump host no chain (resolved at start or reload, see `Refusal`).
     #[error("jump host {jumphost} cannot be used: {reason}")]
     Refused { jumphost: String, reason: String },

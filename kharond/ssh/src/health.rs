@@ -10,10 +10,10 @@ use std::time::{Duration, SystemTime};
 
 use tokio::time::Instant;
 
-use super::config;
 use super::desk::Question;
 use super::slot::{ChainState, Slot};
 pub use super::slot::{ChannelRefusal, Stamped};
+use kharon_ssh_config;
 
 /// Why the ssh config gives a jump host no chain, as `Status` shows it.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -26,8 +26,8 @@ pub struct Refusal {
     pub since: SystemTime,
 }
 
-impl From<&config::Error> for Refusal {
-    fn from(e: &config::Error) -> Self {
+impl From<&kharon_ssh_config::Error> for Refusal {
+    fn from(e: &kharon_ssh_config::Error) -> Self {
         Refusal {
             reason: kharon_shared::errors::chain(e),
             origin: e.origin().map(ToString::to_string),
@@ -52,8 +52,8 @@ pub struct HopSummary {
     pub origin: Option<String>,
 }
 
-impl From<&config::Hop> for HopSummary {
-    fn from(hop: &config::Hop) -> Self {
+impl From<&kharon_ssh_config::Hop> for HopSummary {
+    fn from(hop: &kharon_ssh_config::Hop) -> Self {
         HopSummary {
             alias: hop.alias.clone(),
             user: hop.user.clone(),
@@ -61,8 +61,8 @@ impl From<&config::Hop> for HopSummary {
             port: hop.port,
             identity_files: hop.identity_files.clone(),
             proxy_command: match &hop.transport {
-                config::Transport::Command(command) => Some(command.clone()),
-                config::Transport::Tcp => None,
+                kharon_ssh_config::Transport::Command(command) => Some(command.clone()),
+                kharon_ssh_config::Transport::Tcp => None,
             },
             origin: hop.origin.as_ref().map(ToString::to_string),
         }

@@ -58,7 +58,6 @@ mod askpass;
 mod auth;
 mod carrier;
 mod chain;
-mod config;
 mod desk;
 mod error;
 mod gather;

@@ -8,7 +8,7 @@
 //! +diffie-hellman-group14-sha1`, ...): the same line ssh needs.
 //! Knows nothing of sessions: `chain` hands the russh error and the hop over.
 
-use super::config::{self, Hop};
+use kharon_ssh_config::{self, Hop};
 
 /// No algorithm of one kind in common.
 #[derive(Debug, thiserror::Error)]
@@ -33,7 +33,7 @@ impl Mismatch {
         let russh::Error::NoCommonAlgo { kind, ours, theirs } = error else { return None };
         let (option, origin) = hop.algorithms.origin(kind);
         let theirs: Vec<String> = theirs.iter().map(|n| n.escape_debug().to_string()).collect();
-        let addable = theirs.iter().filter(|n| config::implemented(kind, n)).cloned().collect();
+        let addable = theirs.iter().filter(|n| kharon_ssh_config::implemented(kind, n)).cloned().collect();
         let what = match kind {
             russh::AlgorithmKind::Kex => "key exchange method",
             russh::AlgorithmKind::Key => "host key type",

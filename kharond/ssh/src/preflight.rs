@@ -19,7 +19,7 @@ use std::time::{Duration, SystemTime};
 
 use futures::StreamExt as _;
 
-use super::config::{Hop, IdentityAgent, Transport};
+use kharon_ssh_config::{Hop, IdentityAgent, Transport};
 
 /// Name lookups run at once at most this many.
 const LOOKUPS_AT_ONCE: usize = 16;
@@ -292,7 +292,7 @@ mod tests {
             use_keychain: false,
             asking: Default::default(),
             required_rsa_size: 1024,
-            strict_host_key_checking: crate::config::StrictHostKeyChecking::Yes,
+            strict_host_key_checking: kharon_ssh_config::StrictHostKeyChecking::Yes,
             user_known_hosts_files: Vec::new(),
             global_known_hosts_files: Vec::new(),
             host_key_alias: None,

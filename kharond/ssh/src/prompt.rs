@@ -37,8 +37,8 @@ use russh::{MethodKind, MethodSet};
 use tokio::time::Instant;
 
 use super::askpass::Askpass;
-use super::config::{Asking, Hop};
 use super::desk::{Answers, Asked, Desk, KEYBOARD_INTERACTIVE, PASSWORD};
+use kharon_ssh_config::{Asking, Hop};
 
 /// How long a question stays open for a person. sshd gives a whole login `LoginGraceTime`
 /// (120 s unless configured, counted from the connection's start, sshd_config(5)); waiting as
@@ -470,7 +470,7 @@ impl Login {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::config::Origin;
+    use kharon_ssh_config::Origin;
 
     fn set(methods: &[MethodKind]) -> MethodSet {
         MethodSet::from(methods)

@@ -17,10 +17,10 @@ use russh::ChannelOpenFailure;
 use tokio::time::Instant;
 
 use super::chain::Dialled;
-use super::config::Chain;
 use super::desk::Desk;
 use super::meter::Meter;
 use super::tunnel::Counters;
+use kharon_ssh_config::Chain;
 
 /// A session is replaced after this many channels closed by us first: russh keeps each one's
 /// state, ~5 KiB, until the session ends (tunnel.rs, "Who closes"). Measured: 2,000 aborted

@@ -10,7 +10,7 @@ use std::time::{Duration, Instant};
 
 use tokio::net::{TcpSocket, TcpStream};
 
-use super::config::{AddressFamily, Bind, Hop};
+use kharon_ssh_config::{AddressFamily, Bind, Hop};
 
 #[derive(Debug, thiserror::Error)]
 pub enum Error {

@@ -11,7 +11,7 @@ use russh::keys::HashAlg;
 use russh::keys::ssh_key::Certificate;
 use russh::keys::ssh_key::certificate::CertType;
 
-use crate::config::Algorithms;
+use kharon_ssh_config::Algorithms;
 
 /// The name a host certificate's principals are checked against, and where it came from.
 #[derive(Debug, Clone, Copy)]

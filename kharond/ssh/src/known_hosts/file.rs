@@ -13,7 +13,7 @@ use std::path::{Path, PathBuf};
 use russh::keys::PublicKey;
 use russh::keys::ssh_key::known_hosts::HostPatterns;
 
-use crate::config::pattern;
+use kharon_ssh_config::patterns_match;
 
 /// Where a line is: for messages, and for `Accepted`.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -54,7 +54,7 @@ impl Entry {
             }
             // OpenSSH `match_hostname`: a negated match rejects at once; otherwise any positive one.
             HostPatterns::Patterns(patterns) => {
-                pattern::patterns_match(name, patterns.iter().map(String::as_str), true)
+                patterns_match(name, patterns.iter().map(String::as_str), true)
             }
         }
     }

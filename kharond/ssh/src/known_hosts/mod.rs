@@ -32,7 +32,7 @@ use std::time::SystemTime;
 
 use russh::keys::{HashAlg, PublicKey, PublicKeyOrCertificate};
 
-use super::config::{Hop, KnownHostKeys, StrictHostKeyChecking};
+use kharon_ssh_config::{Hop, KnownHostKeys, StrictHostKeyChecking};
 
 mod certificate;
 mod file;

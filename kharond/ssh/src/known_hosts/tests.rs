@@ -4,7 +4,7 @@ use std::time::Duration;
 use russh::keys::{Algorithm, PrivateKey};
 
 use super::*;
-use crate::config::{AddressFamily, IdentityAgent, Transport, pattern};
+use kharon_ssh_config::{AddressFamily, IdentityAgent, Transport};
 
 /// A hop with every setting at its default, for unit tests of the engine.
 pub(crate) fn hop(alias: &str, host: &str, port: u16, known_hosts: &Path) -> Hop {
@@ -219,7 +219,7 @@ fn global_files_are_read_after_user_files() {
 /// the known_hosts file.
 fn glob(pattern: &[u8], text: &[u8]) -> bool {
     let ascii = |b: &[u8]| String::from_utf8(b.to_vec()).expect("ASCII");
-    pattern::wildcard(&ascii(text), &ascii(pattern))
+    kharon_shared::wildcard::matches(&ascii(text), &ascii(pattern))
 }
 
 #[test]
@@ -335,7 +335,7 @@ fn a_certificate_that_does_not_fit_the_host_is_refused_naming_the_ca_line_and_wh
     );
 
     let mut strict_ca = h.clone();
-    strict_ca.algorithms = crate::config::Algorithms::with_ca_signatures(&["rsa-sha2-512"]);
+    strict_ca.algorithms = kharon_ssh_config::Algorithms::with_ca_signatures(&["rsa-sha2-512"]);
     let good = c.cert("ca", &["-h", "-n", "jump.example"]);
     assert_eq!(
         refused(&good, &strict_ca),

@@ -52,7 +52,6 @@ use tokio::task::JoinHandle;
 use tokio::time::Instant;
 
 use super::chain::{self, Dialled, OpenError};
-use super::config::{self, Chain, SshConfig};
 use super::desk::{self, AnswerError, Answers, Question, Stopped};
 use super::error::Error;
 use super::health::{self, ChainHealth, Refusal};
@@ -60,6 +59,7 @@ use super::keepalive;
 use super::prompt::{self, Asker};
 use super::slot::{ChainState, Live, NEXT_SESSION, Slot, Stamped};
 pub use super::tunnel::Tunnel;
+use kharon_ssh_config::{self, Chain, SshConfig};
 
 /// First backoff after a failed dial; doubled per further failure up to [`BACKOFF_MAX`].
 const BACKOFF_MIN: Duration = Duration::from_millis(500);
@@ -387,7 +387,11 @@ impl Pool {
 
     /// Records in this generation what resolving `jumphost` against its config gave; concurrent
     /// first uses keep the first.
-    fn settle(&self, jumphost: &str, resolved: Result<Chain, config::Error>) -> Result<Arc<Slot>, Error> {
+    fn settle(
+        &self,
+        jumphost: &str,
+        resolved: Result<Chain, kharon_ssh_config::Error>,
+    ) -> Result<Arc<Slot>, Error> {
         match resolved {
             Ok(chain) => Ok(self
                 .chains()
@@ -616,8 +620,8 @@ impl Pool {
 
     /// The hops of each of `jumphosts` that has a chain, sorted by jump host (what `preflight`
     /// checks).
-    fn resolved_hops(&self, jumphosts: &[String]) -> Vec<(String, Vec<config::Hop>)> {
-        let mut found: Vec<(String, Vec<config::Hop>)> = self
+    fn resolved_hops(&self, jumphosts: &[String]) -> Vec<(String, Vec<kharon_ssh_config::Hop>)> {
+        let mut found: Vec<(String, Vec<kharon_ssh_config::Hop>)> = self
             .slots()
             .into_iter()
             .filter(|slot| jumphosts.contains(&slot.jumphost))

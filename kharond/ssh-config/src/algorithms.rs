@@ -518,9 +518,8 @@ impl Algorithms {
         }
     }
 
-    /// Only `CASignatureAlgorithms` set, to `list` (tests of the host certificate checks).
-    #[cfg(test)]
-    pub(crate) fn with_ca_signatures(list: &[&'static str]) -> Self {
+    /// Only `CASignatureAlgorithms` set, to `list` (what the host certificate checks read).
+    pub fn with_ca_signatures(list: &[&'static str]) -> Self {
         Algorithms { ca_signatures: Some(list.to_vec()), ..Algorithms::default() }
     }
 

@@ -807,7 +807,7 @@ fn unreadable_include_is_a_read_error() {
 struct Dns(Vec<&'static str>);
 
 impl Machine for Dns {
-    fn lookup(&self, name: &str, _: crate::config::AddressFamily) -> Option<super::machine::Found> {
+    fn lookup(&self, name: &str, _: crate::AddressFamily) -> Option<super::machine::Found> {
         self.0.contains(&name).then_some(super::machine::Found { canonical: None })
     }
     fn exec(&self, shell: &std::path::Path, command: &str, timeout: Duration) -> Result<bool, String> {
@@ -1198,7 +1198,7 @@ fn include_that_matches_nothing_is_fine_and_tilde_user_is_refused() {
 
 // ---- algorithm lists ----------------------------------------------------------------------
 
-fn algorithms_of(config: &str) -> crate::config::Algorithms {
+fn algorithms_of(config: &str) -> crate::Algorithms {
     chain_of(config, "a").unwrap().hops[0].algorithms.clone()
 }
 
@@ -1634,7 +1634,7 @@ mod arbitrary_text {
     struct Inert;
 
     impl super::Machine for Inert {
-        fn lookup(&self, _: &str, _: crate::config::AddressFamily) -> Option<super::super::machine::Found> {
+        fn lookup(&self, _: &str, _: crate::AddressFamily) -> Option<super::super::machine::Found> {
             None
         }
         fn exec(&self, _: &std::path::Path, _: &str, _: Duration) -> Result<bool, String> {

@@ -1,13 +1,21 @@
-//! ssh_config → [`Chain`]: reads the user's ssh_config, then the system-wide one (and their
-//! `Include`s) once, validates
-//! every line up front, and answers "which hops reach this jump host, with which settings".
+//! kharon's ssh_config engine: ssh_config → [`Chain`]. It reads the user's ssh_config, then the
+//! system-wide one (and their `Include`s) once, validates every line up front, and answers
+//! "which hops reach this jump host, with which settings", as OpenSSH's `ssh` would.
+//!
+//! # Public surface
+//! [`SshConfig::load`] and [`SshConfig::chain`] (a [`Chain`] of [`Hop`]s, each with every
+//! setting the engine acts on: [`Transport`], [`Algorithms`], [`RekeyLimit`], [`Asking`], …),
+//! [`Error`] with the [`Origin`] (file:line) of what it refuses, [`Machine`] (how `Match exec`
+//! runs and names are looked up), and two helpers the SSH engine's host key checks share:
+//! [`patterns_match`] (OpenSSH's `match_hostname` lists) and [`implemented`] (whether russh has
+//! an algorithm).
 //!
 //! Owns: ssh_config syntax and OpenSSH's rules for it (Host patterns, `Match`, first value wins,
 //! Include, ProxyJump lists, `ProxyCommand ssh -W`, `~`/`${VAR}`/`%` expansion,
 //! CanonicalizeHostname, defaults), and the decision which options kharon refuses because it
 //! would connect differently from `ssh`.
 //! Knows nothing of sockets, sessions, agents or known_hosts contents: it names files and
-//! values; `ssh::chain`, `ssh::auth` and `ssh::known_hosts` act on them. [`SshConfig::load`]
+//! values; the SSH engine (kharon-ssh) acts on them. [`SshConfig::load`]
 //! reads the files and the environment once, so a reload gets a consistent snapshot;
 //! [`SshConfig::chain`] may run `Match exec` commands and look names up (through [`Machine`]),
 //! as `ssh` does for every connection and kharon does once per chain and reload.
@@ -73,7 +81,7 @@ mod lexer;
 mod load;
 mod machine;
 mod options;
-pub(crate) mod pattern;
+mod pattern;
 #[cfg(test)]
 mod tests;
 
@@ -84,6 +92,7 @@ pub use hop::{
 };
 pub use machine::Machine;
 use machine::System;
+pub use pattern::patterns_match;
 use std::collections::HashMap;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;

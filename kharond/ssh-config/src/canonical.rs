@@ -148,7 +148,7 @@ fn follow_cname(name: &mut String, cname: Option<&str>, rules: &Rules<'_>) {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::config::machine::Found;
+    use crate::machine::Found;
     use std::collections::HashMap;
     use std::path::Path;
     use std::sync::Mutex;
