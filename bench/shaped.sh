@@ -21,7 +21,7 @@
 # a fifth, and the median of two is their mean.
 #
 # PIN_WINDOWS adds, per profile, one more kharond per size with every SSH window pinned to it
-# (KHARON_BENCH_SSH_WINDOW, kharond/ssh/src/meter.rs): what a fixed window of that size does on
+# (KHARON_BENCH_SSH_WINDOW, kharond/ssh/src/flow/meter.rs): what a fixed window of that size does on
 # the same path, measured beside the rule's. The page reports them as "pinned" rows.
 # KHAROND_LOG replaces kharond's RUST_LOG (e.g. "warn,kharon_ssh::meter=trace" logs every sample
 # of the window rule) and KEEP_LOG copies kharond's log there at the end of each profile.

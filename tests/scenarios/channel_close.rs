@@ -1,5 +1,5 @@
 //! How a routed connection's SSH channel ends. Once both sides have sent EOF, the jump host
-//! closes the channel first and kharond replies (kharond/ssh/src/tunnel.rs, "Who closes"). When
+//! closes the channel first and kharond replies (kharond/ssh/src/sessions/tunnel.rs, "Who closes"). When
 //! both sent CLOSE at once, the jump host's CLOSE went unacknowledged between two sshd and held
 //! the next connection's open confirmation for a delayed ACK (~40 ms) on nested hops, and russh
 //! kept each such channel's queue in memory for the life of the session.

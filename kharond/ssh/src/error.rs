@@ -16,8 +16,8 @@ use std::time::Duration;
 
 use russh::ChannelOpenFailure;
 
-use super::chain;
-use super::desk::Question;
+use crate::login::desk::Question;
+use crate::sessions::chain;
 
 #[derive(Debug, thiserror::Error)]
 pub enum Error {

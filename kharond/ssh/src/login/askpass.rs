@@ -34,7 +34,7 @@ use kharon_shared::secret::Secret;
 use tokio::io::AsyncReadExt as _;
 use tokio::process::{Child, Command};
 
-use super::desk::{Answers, Question};
+use crate::login::desk::{Answers, Question};
 
 /// What ssh reads of the program's output (its `buf[1024]`, one byte for the terminating NUL).
 const MOST: u64 = 1023;
@@ -86,7 +86,7 @@ impl Askpass {
     ) -> Result<Answers, Declined> {
         let mut answers = Vec::with_capacity(question.prompts.len());
         for prompt in &question.prompts {
-            let shown = if question.method == super::desk::PASSWORD {
+            let shown = if question.method == crate::login::desk::PASSWORD {
                 format!("{login}'s password: ")
             } else {
                 format!("({login}) {}", prompt.text)

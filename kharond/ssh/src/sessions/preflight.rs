@@ -245,7 +245,7 @@ fn credentials(chains: &[(String, Vec<Hop>)], agent: Option<(&str, Result<(), St
 fn restart_advice() -> String {
     format!(
         "Start kharond from a shell whose ssh-agent holds your key ({})",
-        crate::auth::service_agent_advice()
+        crate::login::auth::service_agent_advice()
     )
 }
 

@@ -32,8 +32,8 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::Duration;
 
-use super::chain::Dialled;
-use super::slot::Slot;
+use crate::sessions::chain::Dialled;
+use crate::sessions::slot::Slot;
 
 /// How long a suspect session (after a sleep, or a channel open that timed out) gets to
 /// answer a keepalive before it is given up.
@@ -112,7 +112,7 @@ fn read(clock: libc::clockid_t) -> u64 {
 }
 
 /// After a sleep: marks every session suspect and probes them all at once.
-pub(super) fn probe_all(slots: Vec<Arc<Slot>>) {
+pub(crate) fn probe_all(slots: Vec<Arc<Slot>>) {
     for slot in slots {
         let live = {
             let mut st = slot.lock();
@@ -142,7 +142,7 @@ pub(super) fn probe_all(slots: Vec<Arc<Slot>>) {
 
 /// Probes suspect session `id` of `slot` before it is used, within [`PROBE`] and `deadline`:
 /// true if it answered (it is trusted again), false if not (it was dropped).
-pub(super) async fn confirm(slot: &Slot, id: u64, chain: &Dialled, deadline: tokio::time::Instant) -> bool {
+pub(crate) async fn confirm(slot: &Slot, id: u64, chain: &Dialled, deadline: tokio::time::Instant) -> bool {
     let limit = PROBE.min(deadline.saturating_duration_since(tokio::time::Instant::now()));
     if chain.probe(limit).await {
         slot.trusted(id);
@@ -153,7 +153,7 @@ pub(super) async fn confirm(slot: &Slot, id: u64, chain: &Dialled, deadline: tok
 }
 
 /// Probes a session in the background and drops it if it does not answer.
-pub(super) fn spawn_probe(slot: &Arc<Slot>, id: u64, chain: Arc<Dialled>, why: &'static str) {
+pub(crate) fn spawn_probe(slot: &Arc<Slot>, id: u64, chain: Arc<Dialled>, why: &'static str) {
     let weak = Arc::downgrade(slot);
     tokio::spawn(async move {
         if !chain.probe(PROBE).await

@@ -7,18 +7,18 @@ use bytes::Bytes;
 use kharon_relay::ChunkQueue;
 use tokio::sync::mpsc;
 
-use super::window;
+use crate::flow::window;
 
 /// OpenSSH's packet size (`CHAN_TCP_PACKET_DEFAULT`, channels.h), what its sshd reads from a
 /// forwarded socket per pass (`CHANNEL_MAX_READ`), what we send per packet, and the largest a
 /// near jump host may send us: the unit a reader's batch is counted in.
-pub(super) const PACKET: u32 = 32 * 1024;
+pub(crate) const PACKET: u32 = 32 * 1024;
 
 /// The largest data packet a far jump host may send us: about two [`PACKET`]s, so that an sshd
 /// which reads 32 KiB per pass and sends one packet per pass can drain a backlog in its channel
 /// buffer instead of carrying it along, at the cost of a copy of the whole buffer per read while
 /// it grows (docs/ssh-engine.md, "At 1 Gbit/s"). Not 64 KiB: russh logs an error above 65,535.
-pub(super) const LARGE_PACKET: u32 = 65_535;
+pub(crate) const LARGE_PACKET: u32 = 65_535;
 
 /// Sessions dialled with a larger window than this get [`LARGE_PACKET`]s: twice OpenSSH's own
 /// window ([`window::ASSUMED_FLOOR`], what `ssh -D` allows), a backlog whose cost is at most four
@@ -26,7 +26,7 @@ pub(super) const LARGE_PACKET: u32 = 65_535;
 /// includes its sshd's start-up (`chain::first_byte`), 13 ms on loopback with sshd logging at
 /// DEBUG1, which lifts a near hop's window a little past 2 MiB. This one takes about 26 ms at the
 /// assumed 1 Gbit/s (`window::assumed`).
-pub(super) const LARGE_PACKETS_ABOVE: u32 = 2 * window::ASSUMED_FLOOR;
+pub(crate) const LARGE_PACKETS_ABOVE: u32 = 2 * window::ASSUMED_FLOOR;
 
 /// The largest packet a session dialled with `window` lets its jump host send
 /// (`client::Config::maximum_packet_size`; russh opens every channel of the session with it).
@@ -34,13 +34,13 @@ pub(super) const LARGE_PACKETS_ABOVE: u32 = 2 * window::ASSUMED_FLOOR;
 /// that is no more than [`LARGE_PACKETS_ABOVE`], [`PACKET`] keeps both ends' CPU per byte lowest:
 /// on loopback, [`LARGE_PACKET`]s cost the sshd and kharond a quarter more of it. Only a session
 /// with a larger window, a far hop or one behind a `ProxyCommand`, gets [`LARGE_PACKET`]s.
-pub(super) fn largest_received(window: u32) -> u32 {
+pub(crate) fn largest_received(window: u32) -> u32 {
     if window > LARGE_PACKETS_ABOVE { LARGE_PACKET } else { PACKET }
 }
 
 /// How many packets of up to `largest` bytes make up `bytes`: a buffer's bound in bytes, whatever
 /// the packet size of the session it takes from (at least one).
-pub(super) fn within(bytes: usize, largest: u32) -> usize {
+pub(crate) fn within(bytes: usize, largest: u32) -> usize {
     (bytes / largest as usize).max(1)
 }
 
@@ -48,14 +48,14 @@ pub(super) fn within(bytes: usize, largest: u32) -> usize {
 /// queue are how its producer sees a reader that stalled. Counted in [`PACKET`]s, what OpenSSH
 /// sends even when allowed more (it packs what one 32 KiB read brought, unless a backlog waits):
 /// a far hop's batch may hold up to twice the buffer, and the rest waits in the reader's queue.
-pub(super) fn fitting(remaining: usize) -> usize {
+pub(crate) fn fitting(remaining: usize) -> usize {
     remaining.div_ceil(PACKET as usize).max(1)
 }
 
 /// Queues a packet from `inbound` unless one is queued, then every packet already waiting, up to
 /// `most` in all: the caller then writes (and wakes its client) once per batch instead of once
 /// per 32 KiB packet. `Ready(false)`: `inbound` has ended and nothing is queued.
-pub(super) fn fill(
+pub(crate) fn fill(
     queued: &mut ChunkQueue,
     inbound: &mut mpsc::Receiver<Bytes>,
     cx: &mut Context<'_>,

@@ -30,7 +30,7 @@ use russh::keys::agent::AgentIdentity;
 use russh::keys::agent::client::AgentClient;
 use russh::keys::{Certificate, PrivateKey, PrivateKeyWithHashAlg, PublicKey};
 
-use super::prompt::{self, Person, Verdict};
+use crate::login::prompt::{self, Person, Verdict};
 use kharon_ssh_config::{Hop, IdentityAgent, SignatureRefusal};
 
 #[derive(Debug, thiserror::Error)]

@@ -48,9 +48,9 @@ use russh::{Channel, ChannelMsg, ChannelReadHalf, ChannelWriteHalf};
 use tokio::io::{AsyncRead, AsyncWrite, ReadBuf};
 use tokio::sync::{mpsc, oneshot};
 
-use super::chain::Dialled;
-use super::packets::{fill, fitting, within};
-use super::report::DialReport;
+use crate::flow::packets::{fill, fitting, within};
+use crate::sessions::chain::Dialled;
+use crate::sessions::report::DialReport;
 use kharon_relay::{ChunkQueue, Chunked};
 
 /// What a tunnel buffers for a consumer slower than the SSH link, counted in the packets its
@@ -93,7 +93,7 @@ pub struct Tunnel {
 }
 
 impl Tunnel {
-    pub(super) fn new(channel: Channel<Msg>, counters: Arc<Counters>, chain: Arc<Dialled>) -> Self {
+    pub(crate) fn new(channel: Channel<Msg>, counters: Arc<Counters>, chain: Arc<Dialled>) -> Self {
         let (read_half, write_half) = channel.split();
         let writer = Box::pin(write_half.make_writer());
         let (tx, inbound) = mpsc::channel(within(BUFFER_BYTES, chain.largest_packet()));

@@ -36,8 +36,8 @@ use russh::client::{self, KeyboardInteractiveAuthResponse};
 use russh::{MethodKind, MethodSet};
 use tokio::time::Instant;
 
-use super::askpass::Askpass;
-use super::desk::{Answers, Asked, Desk, KEYBOARD_INTERACTIVE, PASSWORD};
+use crate::login::askpass::Askpass;
+use crate::login::desk::{Answers, Asked, Desk, KEYBOARD_INTERACTIVE, PASSWORD};
 use kharon_ssh_config::{Asking, Hop};
 
 /// How long a question stays open for a person. sshd gives a whole login `LoginGraceTime`

@@ -51,14 +51,14 @@ use tokio::sync::watch;
 use tokio::task::JoinHandle;
 use tokio::time::Instant;
 
-use super::chain::{self, Dialled, OpenError};
-use super::desk::{self, AnswerError, Answers, Question, Stopped};
-use super::error::Error;
-use super::health::{self, ChainHealth, Refusal};
-use super::keepalive;
-use super::prompt::{self, Asker};
-use super::slot::{ChainState, Live, NEXT_SESSION, Slot, Stamped};
-pub use super::tunnel::Tunnel;
+use crate::error::Error;
+use crate::login::desk::{self, AnswerError, Answers, Question, Stopped};
+use crate::login::prompt::{self, Asker};
+use crate::sessions::chain::{self, Dialled, OpenError};
+use crate::sessions::health::{self, ChainHealth, Refusal};
+use crate::sessions::keepalive;
+use crate::sessions::slot::{ChainState, Live, NEXT_SESSION, Slot, Stamped};
+pub use crate::sessions::tunnel::Tunnel;
 use kharon_ssh_config::{self, Chain, SshConfig};
 
 /// First backoff after a failed dial; doubled per further failure up to [`BACKOFF_MAX`].
@@ -606,16 +606,17 @@ impl Pool {
 
     /// Checks `jumphosts` (the routing table's) for what will fail before a connection does: jump
     /// hosts no Host block names whose name does not resolve, and no ssh-agent with no key file
-    /// usable without one (see [`preflight`](super::preflight)).
-    pub async fn preflight(&self, jumphosts: &[String]) -> super::preflight::Findings {
+    /// usable without one (see [`preflight`](crate::sessions::preflight)).
+    pub async fn preflight(&self, jumphosts: &[String]) -> crate::sessions::preflight::Findings {
         let resolved = self.resolved_hops(jumphosts);
-        super::preflight::run(&resolved, self.default_agent(), &self.engine.settings.ssh_config).await
+        crate::sessions::preflight::run(&resolved, self.default_agent(), &self.engine.settings.ssh_config)
+            .await
     }
 
     /// Only the credentials part of [`Pool::preflight`]: why `jumphosts` will refuse us, if they
     /// will.
     pub async fn credentials_problem(&self, jumphosts: &[String]) -> Option<String> {
-        super::preflight::credentials_in(&self.resolved_hops(jumphosts), self.default_agent()).await
+        crate::sessions::preflight::credentials_in(&self.resolved_hops(jumphosts), self.default_agent()).await
     }
 
     /// The hops of each of `jumphosts` that has a chain, sorted by jump host (what `preflight`
@@ -687,7 +688,7 @@ fn settled(slot: &Arc<Slot>, result: Result<Dialled, Error>) -> Result<(u64, Arc
             let id = NEXT_SESSION.fetch_add(1, Ordering::Relaxed);
             let dialled = Arc::new(dialled);
             // The path is measured on its newest session (meter.rs).
-            let probe: Arc<dyn super::meter::Probe> = dialled.clone();
+            let probe: Arc<dyn crate::flow::meter::Probe> = dialled.clone();
             slot.meter.follow(Arc::downgrade(&probe));
             st.live = Some(Live { id, chain: dialled.clone(), suspect: false });
             st.state = ChainState::Connected;

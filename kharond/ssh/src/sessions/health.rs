@@ -10,10 +10,9 @@ use std::time::{Duration, SystemTime};
 
 use tokio::time::Instant;
 
-use super::desk::Question;
-use super::slot::{ChainState, Slot};
-pub use super::slot::{ChannelRefusal, Stamped};
-use kharon_ssh_config;
+use crate::login::desk::Question;
+use crate::sessions::slot::{ChainState, Slot};
+pub use crate::sessions::slot::{ChannelRefusal, Stamped};
 
 /// Why the ssh config gives a jump host no chain, as `Status` shows it.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -94,7 +93,7 @@ pub struct ChainHealth {
 }
 
 /// The health of every slot, and of every refused jump host, sorted by jump host.
-pub(super) fn status<'r>(
+pub(crate) fn status<'r>(
     slots: &[Arc<Slot>],
     refused: impl IntoIterator<Item = (&'r String, &'r Refusal)>,
 ) -> Vec<ChainHealth> {
@@ -149,14 +148,14 @@ pub(super) fn status<'r>(
 }
 
 /// The hops of a slot's chain as `Status` shows them: "user@host:port", first to last.
-pub(super) fn hops(slot: &Slot) -> Vec<String> {
+pub(crate) fn hops(slot: &Slot) -> Vec<String> {
     slot.chain.hops.iter().map(|h| h.display()).collect()
 }
 
 /// Times a keepalive through every connected chain, all at once, none waiting longer than
 /// `limit`; chains not connected are left out. A live check for `Status`: a frozen jump host
 /// shows here before keepalive gives up on it.
-pub(super) async fn round_trips(
+pub(crate) async fn round_trips(
     slots: &[Arc<Slot>],
     limit: Duration,
 ) -> HashMap<String, Result<Duration, String>> {

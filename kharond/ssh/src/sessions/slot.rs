@@ -16,10 +16,10 @@ use std::time::SystemTime;
 use russh::ChannelOpenFailure;
 use tokio::time::Instant;
 
-use super::chain::Dialled;
-use super::desk::Desk;
-use super::meter::Meter;
-use super::tunnel::Counters;
+use crate::flow::meter::Meter;
+use crate::login::desk::Desk;
+use crate::sessions::chain::Dialled;
+use crate::sessions::tunnel::Counters;
 use kharon_ssh_config::Chain;
 
 /// A session is replaced after this many channels closed by us first: russh keeps each one's
@@ -28,7 +28,7 @@ use kharon_ssh_config::Chain;
 const RETIRE_AFTER: u64 = 1000;
 
 /// Numbers sessions, so that a report about a session that is gone cannot drop its successor.
-pub(super) static NEXT_SESSION: AtomicU64 = AtomicU64::new(1);
+pub(crate) static NEXT_SESSION: AtomicU64 = AtomicU64::new(1);
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum ChainState {
@@ -44,7 +44,7 @@ pub enum ChainState {
 }
 
 /// A connected chain in a slot. `id` tells a stale "this session died" report from a current one.
-pub(super) struct Live {
+pub(crate) struct Live {
     pub id: u64,
     pub chain: Arc<Dialled>,
     /// Must answer a probe before its next use (the machine slept).
@@ -76,7 +76,7 @@ pub struct ChannelRefusal {
     pub at: SystemTime,
 }
 
-pub(super) struct SlotState {
+pub(crate) struct SlotState {
     pub live: Option<Live>,
     pub state: ChainState,
     pub since: SystemTime,
@@ -94,7 +94,7 @@ pub(super) struct SlotState {
 }
 
 /// One jump host's chain and its session.
-pub(super) struct Slot {
+pub(crate) struct Slot {
     pub jumphost: String,
     pub chain: Chain,
     /// Held by the dial task for the whole handshake (see pool.rs, `# Concurrency`).
@@ -187,7 +187,7 @@ impl Slot {
     pub fn refused(&self, host: &str, port: u16, reason: &ChannelOpenFailure, description: Option<&str>) {
         let target = format!("{host}:{port}");
         let refusal = ChannelRefusal {
-            reason: super::chain::reason_words(reason),
+            reason: crate::sessions::chain::reason_words(reason),
             description: description.unwrap_or_default().to_owned(),
             target,
             at: SystemTime::now(),

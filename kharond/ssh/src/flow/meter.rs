@@ -40,7 +40,7 @@ use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, Weak};
 use std::time::{Duration, Instant};
 
-use super::window::PathWindow;
+use crate::flow::window::PathWindow;
 
 /// The pause between one ping's answer and the next ping.
 pub const GAP: Duration = Duration::from_millis(100);
@@ -60,7 +60,7 @@ fn pinned() -> Option<u32> {
     static PINNED: std::sync::OnceLock<Option<u32>> = std::sync::OnceLock::new();
     *PINNED.get_or_init(|| {
         let bytes = std::env::var("KHARON_BENCH_SSH_WINDOW").ok()?.trim().parse::<u32>().ok()?;
-        let pinned = bytes.clamp(super::window::FLOOR, super::window::CEILING);
+        let pinned = bytes.clamp(crate::flow::window::FLOOR, crate::flow::window::CEILING);
         tracing::warn!(
             window_kib = pinned / 1024,
             "KHARON_BENCH_SSH_WINDOW: every SSH window pinned, for a benchmark"

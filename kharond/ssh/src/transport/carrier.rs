@@ -32,7 +32,7 @@ use russh::{Channel, ChannelMsg};
 use tokio::io::{AsyncRead, AsyncWrite, AsyncWriteExt, ReadBuf};
 use tokio::sync::mpsc;
 
-use super::packets::{fill, fitting, within};
+use crate::flow::packets::{fill, fitting, within};
 
 /// Bytes taken off the outer channel ahead of the nested session, counted in the outer session's
 /// largest packets: more than the largest window (`window::CEILING`), so a session that reads at

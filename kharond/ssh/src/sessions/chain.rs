@@ -28,13 +28,15 @@ use russh::{ChannelId, ChannelOpenFailure};
 use tokio::net::TcpStream;
 use tokio::sync::watch;
 
-use super::gather::Gathered;
-use super::known_hosts::KnownHosts;
-use super::meter::{Meter, Probe};
-use super::packets::largest_received;
-use super::prompt::{Asker, Person};
-use super::report::{DialReport, HopTiming};
-use super::{auth, desk, known_hosts, negotiation, proxy_command, tcp, window};
+use crate::flow::meter::{Meter, Probe};
+use crate::flow::packets::largest_received;
+use crate::flow::window;
+use crate::login::known_hosts::KnownHosts;
+use crate::login::prompt::{Asker, Person};
+use crate::login::{auth, desk, known_hosts, negotiation};
+use crate::sessions::report::{DialReport, HopTiming};
+use crate::transport::gather::Gathered;
+use crate::transport::{proxy_command, tcp};
 use kharon_ssh_config::{Chain, Hop, KnownHostKeys, RekeyLimit, Transport};
 
 /// How long a failed authentication waits for the session to report the server's reason.
@@ -410,8 +412,8 @@ impl Dialled {
     }
 
     /// The largest data packet the last hop may send on a channel of this chain.
-    pub(super) fn largest_packet(&self) -> u32 {
-        self.sessions.last().map_or(super::packets::PACKET, |s| s.largest_packet)
+    pub(crate) fn largest_packet(&self) -> u32 {
+        self.sessions.last().map_or(crate::flow::packets::PACKET, |s| s.largest_packet)
     }
 
     /// True once any hop's session has ended (closed, keepalive timeout, transport error).
@@ -612,7 +614,7 @@ async fn dial_hop(
             transport = started.elapsed();
             window = measured(id, Some(transport), last, settings.meter);
             let config = client_config(hop, &hints, window);
-            let carried = super::carrier::Carried::new(channel, prev.largest_packet);
+            let carried = crate::transport::carrier::Carried::new(channel, prev.largest_packet);
             client::connect_stream(config, carried, handler).await
         }
         (None, Transport::Tcp) => {
@@ -620,7 +622,8 @@ async fn dial_hop(
             transport = started.elapsed();
             window = measured(id, Some(connect.max(first_byte(&tcp).await)), last, settings.meter);
             let config = client_config(hop, &hints, window);
-            let stream = Gathered::new(super::quickack::QuickAck(tcp), settings.open_channels.clone());
+            let stream =
+                Gathered::new(crate::transport::quickack::QuickAck(tcp), settings.open_channels.clone());
             client::connect_stream(config, stream, handler).await
         }
         (None, Transport::Command(command)) => {
