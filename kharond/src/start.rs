@@ -153,6 +153,8 @@ impl Loaded {
             home,
             env,
             connect_timeout: config.connect_timeout.value,
+            engine: kharon_ssh::Settings::default(),
+            sleep_clock: kharon_ssh::SleepClock::system(),
         })
         .map_err(Error::SshConfig)?;
         // The jump hosts' HostNames anchor their clusters' dynamic names: resolved before the

@@ -369,6 +369,8 @@ mod tests {
             home: dir.to_owned(),
             env: Default::default(),
             connect_timeout: Duration::from_secs(5),
+            engine: kharon_ssh::Settings::default(),
+            sleep_clock: kharon_ssh::SleepClock::system(),
         })
         .expect("an empty ssh config reads");
         let anchors = Anchors::default();

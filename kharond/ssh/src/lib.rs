@@ -40,14 +40,20 @@ mod error;
 mod flow;
 mod login;
 mod sessions;
+mod settings;
 mod transport;
 
 pub use error::Error;
 pub use login::auth::service_agent_advice;
 pub use login::desk::{AnswerError, Answers, Prompt, Question};
 pub use sessions::health::{ChainHealth, ChannelRefusal, HopSummary, Refusal, Stamped};
+pub use sessions::keepalive::SleepClock;
 pub use sessions::pool::{Installed, LoginStep, Patience, Pool, PoolSettings, Prepared};
 pub use sessions::preflight::{Findings, Unresolved};
 pub use sessions::report::{DialReport, HopTiming};
 pub use sessions::slot::ChainState;
 pub use sessions::tunnel::Tunnel;
+pub use settings::{
+    AdaptiveSettings, FlowSettings, LoginSettings, MeterSettings, SessionSettings, Settings,
+    TransportSettings, WindowPolicy,
+};

@@ -20,7 +20,7 @@
 //!    ssh's rules allow one (`askpass`). The first complete answer is sent, once. A request with
 //!    no prompts (PAM's last round) gets the empty reply it asks for, as from ssh.
 //! 3. Nothing is guessed: no empty answer for a question nobody answered. A question stays open
-//!    [`ANSWER_WAIT`]; connections through the jump host wait for it meanwhile
+//!    `LoginSettings::answer_wait`; connections through the jump host wait for it meanwhile
 //!    (`desk::within`). A refused answer is asked again, up to `NumberOfPasswordPrompts` times
 //!    per method (3 unless set); a login that fails for want of an answer leaves
 //!    the chain waiting for `kharonctl login-jump` (`pool`), so nobody is asked again and again
@@ -40,26 +40,11 @@ use crate::login::askpass::Askpass;
 use crate::login::desk::{Answers, Asked, Desk, KEYBOARD_INTERACTIVE, PASSWORD};
 use kharon_ssh_config::{Asking, Hop};
 
-/// How long a question stays open for a person. sshd gives a whole login `LoginGraceTime`
-/// (120 s unless configured, counted from the connection's start, sshd_config(5)); waiting as
-/// long would mostly end in sshd's disconnect instead of a message that says what to do. 90 s is
-/// time to find a token or open an app, and leaves sshd's own time for its verdict (PAM waits
-/// 2 s or more after a wrong code) and a second question.
-pub const ANSWER_WAIT: Duration = Duration::from_secs(90);
 /// Questions a person is asked in one login of one hop, at most.
 const MAX_QUESTIONS: u32 = 8;
 /// Keyboard-interactive requests in one login, with or without prompts, at most: a server that
 /// keeps sending empty ones cannot hold the login forever.
 const MAX_ROUNDS: u32 = 32;
-
-/// [`ANSWER_WAIT`], or the test suite's shorter one: `KHARON_TEST_ANSWER_WAIT_MS` in the
-/// environment kharond started with (test-only, undocumented for users).
-pub fn answer_wait(env: &HashMap<String, String>) -> Duration {
-    env.get("KHARON_TEST_ANSWER_WAIT_MS")
-        .and_then(|ms| ms.parse().ok())
-        .map(Duration::from_millis)
-        .unwrap_or(ANSWER_WAIT)
-}
 
 /// Where a chain's questions go: its jump host's desk, and how long each stays open.
 #[derive(Debug, Clone, Copy)]
@@ -539,7 +524,7 @@ mod tests {
         let e = Error::Unanswered {
             jumphost: "j".into(),
             asks: "wants keyboard-interactive after publickey and asks \"Code: \"".into(),
-            waited: ANSWER_WAIT,
+            waited: Duration::from_secs(90),
             askpass: None,
         };
         assert_eq!(
@@ -547,13 +532,5 @@ mod tests {
             "nobody answered within 1m 30s: it wants keyboard-interactive after publickey and asks \"Code: \"; run \
              `kharonctl login-jump j` to answer it"
         );
-    }
-
-    #[test]
-    fn the_test_suite_may_shorten_the_wait_and_nothing_else() {
-        let env = |v: &str| HashMap::from([("KHARON_TEST_ANSWER_WAIT_MS".to_owned(), v.to_owned())]);
-        assert_eq!(answer_wait(&HashMap::new()), ANSWER_WAIT);
-        assert_eq!(answer_wait(&env("1500")), Duration::from_millis(1500));
-        assert_eq!(answer_wait(&env("soon")), ANSWER_WAIT);
     }
 }

@@ -28,24 +28,16 @@ use russh::{ChannelId, ChannelOpenFailure};
 use tokio::net::TcpStream;
 use tokio::sync::watch;
 
-use crate::flow::meter::{Meter, Probe};
-use crate::flow::packets::largest_received;
-use crate::flow::window;
+use crate::flow::{Dial, Flow, Probe};
 use crate::login::known_hosts::KnownHosts;
 use crate::login::prompt::{Asker, Person};
 use crate::login::{auth, desk, known_hosts, negotiation};
 use crate::sessions::report::{DialReport, HopTiming};
+use crate::transport::carrier::Carried;
 use crate::transport::gather::Gathered;
+use crate::transport::quickack::QuickAck;
 use crate::transport::{proxy_command, tcp};
 use kharon_ssh_config::{Chain, Hop, KnownHostKeys, RekeyLimit, Transport};
-
-/// How long a failed authentication waits for the session to report the server's reason.
-const AUTH_DISCONNECT_WAIT: Duration = Duration::from_millis(500);
-/// How long [`first_byte`] waits for sshd to speak first.
-const BANNER_WAIT: Duration = Duration::from_secs(1);
-
-/// Below this, a channel message from a nested hop is answered (see `Handler::answer`).
-const SMALL_MESSAGE: usize = 16 * 1024;
 
 /// What dialling needs besides the chain.
 #[derive(Debug, Clone, Copy)]
@@ -61,8 +53,10 @@ pub struct Settings<'a> {
     pub open_channels: &'a Arc<AtomicU32>,
     /// Where a hop's questions for a person go (prompt.rs).
     pub asker: Asker<'a>,
-    /// The jump host's path: the window each hop's session gets (meter.rs).
-    pub meter: &'a Arc<Meter>,
+    /// The jump host's path: what each hop's session is dialled with (flow).
+    pub flow: &'a Arc<Flow>,
+    /// The engine's tuning.
+    pub engine: &'a crate::Settings,
 }
 
 /// Which hop failed, as a user finds it in their ssh_config.
@@ -231,10 +225,12 @@ pub struct Handler {
     down: watch::Sender<Option<String>>,
     /// Reached through another hop: small messages from it get an answer (see [`Handler::answer`]).
     nested: bool,
-    /// The last hop's: the path whose window its channels follow (meter.rs, "How a window
+    /// Below this, a message from a nested hop is answered (`SessionSettings::small_message`).
+    small_message: usize,
+    /// The last hop's: the path whose window its channels follow (flow/meter.rs, "How a window
     /// changes"). Hops before it carry one channel each, the next hop's session, whose own
     /// window bounds what is in flight; they keep the window they were dialled with.
-    path: Option<Arc<Meter>>,
+    path: Option<Arc<Flow>>,
 }
 
 impl Handler {
@@ -257,7 +253,7 @@ impl Handler {
     /// `send_ping` (the status and wake-up probes) got a slot's reply instead of its own and
     /// never completed: healthy chains behind a jump host were dropped after every wake-up.
     fn answer(&self, session: &mut client::Session, len: usize) {
-        if self.nested && len < SMALL_MESSAGE {
+        if self.nested && len < self.small_message {
             let _ = session.send_global_request(None, "keepalive@openssh.com", &[]);
         }
     }
@@ -371,7 +367,7 @@ struct Session {
     down: watch::Receiver<Option<String>>,
     hop: HopId,
     timing: HopTiming,
-    /// The largest data packet its jump host may send (`packets::largest_received`): what a
+    /// The largest data packet its jump host may send (`flow::Dial::largest_packet`): what a
     /// buffer of its channel's packets is counted in.
     largest_packet: u32,
 }
@@ -384,7 +380,7 @@ pub struct Dialled {
     /// Channels we had to close before the server did; russh keeps each one's state until the
     /// session ends (tunnel.rs, "Who closes"), so the pool retires a session with too many.
     abandoned: AtomicU64,
-    meter: Arc<Meter>,
+    flow: Arc<Flow>,
 }
 
 impl Dialled {
@@ -406,14 +402,14 @@ impl Dialled {
         self.abandoned.load(Ordering::Relaxed)
     }
 
-    /// Data arrived on one of this chain's channels: the path is worth measuring (meter.rs).
-    pub fn kick_meter(&self) {
-        self.meter.kick();
+    /// Data arrived on one of this chain's channels: the path is worth measuring (flow/meter.rs).
+    pub fn kick_flow(&self) {
+        self.flow.kick();
     }
 
     /// The largest data packet the last hop may send on a channel of this chain.
     pub(crate) fn largest_packet(&self) -> u32 {
-        self.sessions.last().map_or(crate::flow::packets::PACKET, |s| s.largest_packet)
+        self.sessions.last().map_or(0, |s| s.largest_packet).max(1)
     }
 
     /// True once any hop's session has ended (closed, keepalive timeout, transport error).
@@ -498,7 +494,7 @@ async fn failure_text(events: &Events, before: u64) -> Option<String> {
     None
 }
 
-fn client_config(hop: &Hop, known: &KnownHostKeys, window: u32) -> Arc<client::Config> {
+fn client_config(hop: &Hop, known: &KnownHostKeys, dial: Dial) -> Arc<client::Config> {
     let interval = hop.server_alive_interval;
     Arc::new(client::Config {
         keepalive_interval: (!interval.is_zero()).then_some(interval),
@@ -507,9 +503,9 @@ fn client_config(hop: &Hop, known: &KnownHostKeys, window: u32) -> Arc<client::C
         inactivity_timeout: None,
         nodelay: true,
         limits: rekey_limits(hop.rekey_limit),
-        window_size: window,
-        window_reopen: window::REOPEN,
-        maximum_packet_size: largest_received(window),
+        window_size: dial.window,
+        window_reopen: dial.reopen,
+        maximum_packet_size: dial.largest_packet,
         preferred: hop.algorithms.preferred(known),
         ..Default::default()
     })
@@ -556,7 +552,7 @@ pub async fn dial(chain: &Chain, settings: Settings<'_>) -> Result<Dialled, Erro
         sessions,
         established: Instant::now(),
         abandoned: AtomicU64::new(0),
-        meter: settings.meter.clone(),
+        flow: settings.flow.clone(),
     })
 }
 
@@ -587,7 +583,7 @@ async fn dial_hop(
     let events = Arc::new(Events::default());
     let known = KnownHosts::load(hop);
     let hints = known.hints();
-    // The last hop's round trip is the path's: the meter's pings go there.
+    // The last hop's round trip is the path's: the flow's pings go there.
     let last = id.index == id.count;
     let handler = Handler {
         hop: hop.clone(),
@@ -596,12 +592,13 @@ async fn dial_hop(
         events: events.clone(),
         down: tx,
         nested: previous.is_some(),
-        path: last.then(|| settings.meter.clone()),
+        small_message: settings.engine.sessions.small_message,
+        path: last.then(|| settings.flow.clone()),
     };
     let mut stderr = None;
     let started = Instant::now();
     let transport;
-    let window;
+    let dial;
     // Each transport's own set-up takes one round trip to this hop: a TCP connect, or a channel
     // open that the previous hop confirms once its TCP connect to this one is done.
     let connected = match (previous, &hop.transport) {
@@ -612,28 +609,35 @@ async fn dial_hop(
                 OpenError::Transport(cause) => ErrorKind::Handshake { cause, stderr: String::new() },
             })?;
             transport = started.elapsed();
-            window = measured(id, Some(transport), last, settings.meter);
-            let config = client_config(hop, &hints, window);
-            let carried = crate::transport::carrier::Carried::new(channel, prev.largest_packet);
+            dial = measured(id, Some(transport), last, settings.flow);
+            let config = client_config(hop, &hints, dial);
+            let carried = Carried::new(
+                channel,
+                prev.largest_packet,
+                &settings.engine.transport,
+                settings.engine.flow.packet,
+            );
             client::connect_stream(config, carried, handler).await
         }
         (None, Transport::Tcp) => {
             let (tcp, connect) = tcp::connect(hop).await.map_err(ErrorKind::Tcp)?;
             transport = started.elapsed();
-            window = measured(id, Some(connect.max(first_byte(&tcp).await)), last, settings.meter);
-            let config = client_config(hop, &hints, window);
+            let first_byte = first_byte(&tcp, settings.engine.sessions.banner_wait).await;
+            dial = measured(id, Some(connect.max(first_byte)), last, settings.flow);
+            let config = client_config(hop, &hints, dial);
             let stream =
-                Gathered::new(crate::transport::quickack::QuickAck(tcp), settings.open_channels.clone());
+                Gathered::new(QuickAck(tcp), settings.open_channels.clone(), &settings.engine.transport);
             client::connect_stream(config, stream, handler).await
         }
         (None, Transport::Command(command)) => {
             let (stream, tail) =
-                proxy_command::spawn(command, settings.env).map_err(ErrorKind::ProxyCommand)?;
+                proxy_command::spawn(command, settings.env, settings.engine.transport.stderr_tail)
+                    .map_err(ErrorKind::ProxyCommand)?;
             stderr = Some(tail);
             transport = started.elapsed();
-            let stream = Gathered::new(stream, settings.open_channels.clone());
-            window = measured(id, None, last, settings.meter);
-            client::connect_stream(client_config(hop, &hints, window), stream, handler).await
+            let stream = Gathered::new(stream, settings.open_channels.clone(), &settings.engine.transport);
+            dial = measured(id, None, last, settings.flow);
+            client::connect_stream(client_config(hop, &hints, dial), stream, handler).await
         }
     };
     let mut handle = connected.map_err(|e| match e {
@@ -659,7 +663,8 @@ async fn dial_hop(
         Err(auth::Error::Interrupted { tried, refused, source, .. }) => {
             // The session reports the server's disconnect message on its own task: wait for it
             // briefly, it is what names the cause ("Too many authentication failures").
-            let said = tokio::time::timeout(AUTH_DISCONNECT_WAIT, rx.wait_for(Option::is_some))
+            let wait = settings.engine.sessions.auth_disconnect_wait;
+            let said = tokio::time::timeout(wait, rx.wait_for(Option::is_some))
                 .await
                 .ok()
                 .and_then(|r| r.ok().and_then(|v| v.clone()));
@@ -669,36 +674,28 @@ async fn dial_hop(
     }
     let auth = started.elapsed().saturating_sub(transport + handshake);
     let timing = HopTiming { hop: hop.display(), transport, handshake, auth };
-    Ok(Session {
-        handle,
-        events,
-        down: rx,
-        hop: id.clone(),
-        timing,
-        largest_packet: largest_received(window),
-    })
+    Ok(Session { handle, events, down: rx, hop: id.clone(), timing, largest_packet: dial.largest_packet })
 }
 
 /// How long sshd's identification line takes to arrive after the connect: a round trip plus
 /// sshd's start-up (about 6 ms on loopback). It also shows a delay that a TCP-terminating
 /// middlebox (or `bench/client/slow_link.rs`) hides from the connect itself. The server speaks
-/// first (RFC 4253 §4.2); one that does not is not waited for long, the connect time stands.
-async fn first_byte(tcp: &TcpStream) -> Duration {
+/// first (RFC 4253 §4.2); one that does not is waited for at most `wait`, and the connect time
+/// stands.
+async fn first_byte(tcp: &TcpStream, wait: Duration) -> Duration {
     let started = Instant::now();
     let mut byte = [0u8; 1];
-    let _ = tokio::time::timeout(BANNER_WAIT, tcp.peek(&mut byte)).await;
-    started.elapsed().min(BANNER_WAIT)
+    let _ = tokio::time::timeout(wait, tcp.peek(&mut byte)).await;
+    started.elapsed().min(wait)
 }
 
-/// The window for a hop `rtt` away (`None`: unknown, a ProxyCommand), logged: it explains a
-/// session's speed. The path's measured window once there is one (meter.rs), else the assumed
-/// one; only the last hop's round trip is the path's (the meter pings the last hop).
-fn measured(id: &HopId, rtt: Option<Duration>, last: bool, meter: &Meter) -> u32 {
-    let assumed = window::assumed(rtt);
-    let window = meter.window_for_dial(rtt, last, assumed);
-    tracing::debug!(hop = %id, rtt_ms = rtt.map(|r| r.as_secs_f64() * 1e3), window_kib = window / 1024,
-        assumed_kib = assumed / 1024, "round trip measured");
-    window
+/// What a hop `rtt` away (`None`: unknown, a ProxyCommand) is dialled with, logged: it explains a
+/// session's speed. Only the last hop's round trip is the path's (the flow pings the last hop).
+fn measured(id: &HopId, rtt: Option<Duration>, last: bool, flow: &Flow) -> Dial {
+    let dial = flow.dial(rtt, last);
+    tracing::debug!(hop = %id, rtt_ms = rtt.map(|r| r.as_secs_f64() * 1e3), window_kib = dial.window / 1024,
+        largest_packet = dial.largest_packet, "round trip measured");
+    dial
 }
 
 #[cfg(test)]
@@ -721,6 +718,8 @@ mod tests {
         TcpStream::connect(addr).await.expect("connect")
     }
 
+    const BANNER_WAIT: Duration = Duration::from_secs(1);
+
     #[test]
     fn rekey_limits_follow_the_config_within_russh_s_ceiling() {
         let limits =
@@ -738,7 +737,7 @@ mod tests {
     async fn the_banner_times_the_round_trip_and_stays_for_russh() {
         use tokio::io::AsyncReadExt;
         let mut tcp = server(b"SSH-2.0-test\r\n").await;
-        assert!(first_byte(&tcp).await < BANNER_WAIT);
+        assert!(first_byte(&tcp, BANNER_WAIT).await < BANNER_WAIT);
         let mut start = [0u8; 4];
         tcp.read_exact(&mut start).await.expect("read");
         assert_eq!(&start, b"SSH-", "peeking must not consume the identification line");
@@ -748,7 +747,7 @@ mod tests {
     async fn a_server_that_waits_for_us_costs_at_most_the_banner_wait() {
         let tcp = server(b"").await;
         // The server holds the connection for 5 s: only a bounded wait returns in time.
-        let waited = tokio::time::timeout(Duration::from_secs(3), first_byte(&tcp)).await;
+        let waited = tokio::time::timeout(Duration::from_secs(3), first_byte(&tcp, BANNER_WAIT)).await;
         assert_eq!(waited.ok(), Some(BANNER_WAIT));
     }
 }

@@ -7,7 +7,7 @@
 //! - The sleep detector ([`Detector`]). When the laptop slept, every session's TCP path may be
 //!   gone, while russh's keepalive would only notice after `ServerAliveInterval × CountMax`
 //!   (Tailscale #1555: the first request after wake must not wait for that). The detector runs no
-//!   timer and no task (an idle daemon must not wake up for it, issue 21): at the moments
+//!   timer and no task (an idle daemon must not wake up for it): at the moments
 //!   something happens (a connection routed through a jump host, a `Status` probe) the pool asks
 //!   [`Detector::look`], which compares how far apart the clock that counts suspended time (Linux
 //!   `CLOCK_BOOTTIME`, macOS `CLOCK_MONOTONIC_RAW`) and the one that does not (`CLOCK_MONOTONIC`,
@@ -18,9 +18,9 @@
 //!   adjustments, which the raw clocks do not ("should not be compared to other system time
 //!   sources"): its drift against `CLOCK_UPTIME_RAW` would add up to a sleep that never happened.
 //!   A process that was only stopped (SIGSTOP, a debugger) is not a sleep: the network did not
-//!   change, and keepalive finds a session that died meanwhile. A container cannot suspend its machine, so tests stand in for a sleep with
-//!   `KHARON_TEST_SLEPT_FILE` (test-only, undocumented for users): a file holding seconds that
-//!   count as slept, added to what the clocks say. The detector knows nothing of the pool.
+//!   change, and keepalive finds a session that died meanwhile. The clocks are read through a
+//!   [`SleepClock`]: a container cannot suspend its machine, so tests give the pool one of their
+//!   own (`PoolSettings::sleep_clock`). The detector knows nothing of the pool.
 //! - After a sleep ([`probe_all`]): every session is marked suspect and probed at once; one that
 //!   answers is trusted again, one that does not is dropped. A connect that finds its session
 //!   still suspect probes it first ([`confirm`]), so the request that noticed does not wait.
@@ -28,6 +28,7 @@
 //!   probe in the background finds out, so the next request does not wait for the keepalive
 //!   either.
 
+use std::fmt;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::Duration;
@@ -35,53 +36,62 @@ use std::time::Duration;
 use crate::sessions::chain::Dialled;
 use crate::sessions::slot::Slot;
 
-/// How long a suspect session (after a sleep, or a channel open that timed out) gets to
-/// answer a keepalive before it is given up.
-const PROBE: Duration = Duration::from_secs(2);
+/// How long the machine has been suspended since some fixed point, in nanoseconds: the kernel's
+/// clocks ([`SleepClock::system`]), or a test's own.
+#[derive(Clone)]
+pub struct SleepClock(Arc<dyn Fn() -> u64 + Send + Sync>);
 
-/// A sleep shorter than this is not worth probing every session for (nor is clock noise).
-pub const JUMP: Duration = Duration::from_secs(3);
+impl SleepClock {
+    /// The clock that counts suspended time less the one that does not (see the module doc).
+    pub fn system() -> Self {
+        SleepClock(Arc::new(asleep_so_far))
+    }
+
+    /// Suspended time as `read` says, in nanoseconds (tests: a sleep is an addition to a counter).
+    pub fn new(read: impl Fn() -> u64 + Send + Sync + 'static) -> Self {
+        SleepClock(Arc::new(read))
+    }
+
+    fn read(&self) -> u64 {
+        (self.0)()
+    }
+}
+
+impl fmt::Debug for SleepClock {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str("SleepClock")
+    }
+}
 
 /// Remembers how far apart the two clocks were at the last look.
 #[derive(Debug)]
 pub struct Detector {
+    clock: SleepClock,
+    /// A shorter sleep is not reported (`SessionSettings::sleep_jump`).
+    jump: Duration,
     /// Suspended time so far (ns): the sleep-counting clock minus the other one.
     asleep: AtomicU64,
-    /// Tests only: a file of seconds that count as slept (see the module doc).
-    test_slept: Option<std::path::PathBuf>,
-}
-
-impl Default for Detector {
-    fn default() -> Self {
-        let test_slept = std::env::var_os("KHARON_TEST_SLEPT_FILE").map(std::path::PathBuf::from);
-        let detector = Self { asleep: AtomicU64::new(0), test_slept };
-        detector.asleep.store(detector.asleep_so_far(), Ordering::Relaxed);
-        detector
-    }
 }
 
 impl Detector {
-    /// How long the machine slept since the last look, if longer than [`JUMP`]. Cheap (two
-    /// vDSO clock reads); concurrent lookers see one sleep once between them.
-    pub fn look(&self) -> Option<Duration> {
-        let now = self.asleep_so_far();
-        let before = self.asleep.fetch_max(now, Ordering::Relaxed);
-        slept(before, now)
+    pub fn new(clock: SleepClock, jump: Duration) -> Self {
+        let asleep = AtomicU64::new(clock.read());
+        Detector { clock, jump, asleep }
     }
 
-    fn asleep_so_far(&self) -> u64 {
-        let simulated = self.test_slept.as_ref().and_then(|path| {
-            let text = std::fs::read_to_string(path).ok()?;
-            Some(text.trim().parse::<u64>().ok()?.saturating_mul(1_000_000_000))
-        });
-        asleep_so_far().saturating_add(simulated.unwrap_or(0))
+    /// How long the machine slept since the last look, if longer than the jump. Cheap (two vDSO
+    /// clock reads); concurrent lookers see one sleep once between them.
+    pub fn look(&self) -> Option<Duration> {
+        let now = self.clock.read();
+        let before = self.asleep.fetch_max(now, Ordering::Relaxed);
+        slept(before, now, self.jump)
     }
 }
 
-/// The sleep between two readings of [`asleep_so_far`], if it exceeds [`JUMP`].
-fn slept(before: u64, now: u64) -> Option<Duration> {
+/// The sleep between two readings of a [`SleepClock`], if it exceeds `jump`.
+fn slept(before: u64, now: u64, jump: Duration) -> Option<Duration> {
     let gap = Duration::from_nanos(now.saturating_sub(before));
-    (gap > JUMP).then_some(gap)
+    (gap > jump).then_some(gap)
 }
 
 /// Nanoseconds the machine spent suspended since boot (plus a constant); 0 where unknown.
@@ -102,17 +112,13 @@ fn asleep_so_far() -> u64 {
 
 #[cfg(any(target_os = "linux", target_os = "macos"))]
 fn read(clock: libc::clockid_t) -> u64 {
-    let mut ts = libc::timespec { tv_sec: 0, tv_nsec: 0 };
-    // SAFETY: clock_gettime writes one timespec we own; both clocks exist on this platform.
-    if unsafe { libc::clock_gettime(clock, &mut ts) } != 0 {
-        return 0;
-    }
-    u64::try_from(ts.tv_sec).unwrap_or(0).saturating_mul(1_000_000_000)
-        + u64::try_from(ts.tv_nsec).unwrap_or(0)
+    let Ok(ts) = nix::time::clock_gettime(nix::time::ClockId::from_raw(clock)) else { return 0 };
+    u64::try_from(ts.tv_sec()).unwrap_or(0).saturating_mul(1_000_000_000)
+        + u64::try_from(ts.tv_nsec()).unwrap_or(0)
 }
 
 /// After a sleep: marks every session suspect and probes them all at once.
-pub(crate) fn probe_all(slots: Vec<Arc<Slot>>) {
+pub(crate) fn probe_all(slots: Vec<Arc<Slot>>, probe: Duration) {
     for slot in slots {
         let live = {
             let mut st = slot.lock();
@@ -124,7 +130,7 @@ pub(crate) fn probe_all(slots: Vec<Arc<Slot>>) {
         if let Some((id, chain)) = live {
             let weak = Arc::downgrade(&slot);
             tokio::spawn(async move {
-                let answer = chain.round_trip(PROBE).await;
+                let answer = chain.round_trip(probe).await;
                 let Some(slot) = weak.upgrade() else { return };
                 match answer {
                     Ok(rtt) => {
@@ -140,10 +146,16 @@ pub(crate) fn probe_all(slots: Vec<Arc<Slot>>) {
     }
 }
 
-/// Probes suspect session `id` of `slot` before it is used, within [`PROBE`] and `deadline`:
+/// Probes suspect session `id` of `slot` before it is used, within `probe` and `deadline`:
 /// true if it answered (it is trusted again), false if not (it was dropped).
-pub(crate) async fn confirm(slot: &Slot, id: u64, chain: &Dialled, deadline: tokio::time::Instant) -> bool {
-    let limit = PROBE.min(deadline.saturating_duration_since(tokio::time::Instant::now()));
+pub(crate) async fn confirm(
+    slot: &Slot,
+    id: u64,
+    chain: &Dialled,
+    deadline: tokio::time::Instant,
+    probe: Duration,
+) -> bool {
+    let limit = probe.min(deadline.saturating_duration_since(tokio::time::Instant::now()));
     if chain.probe(limit).await {
         slot.trusted(id);
         return true;
@@ -153,10 +165,16 @@ pub(crate) async fn confirm(slot: &Slot, id: u64, chain: &Dialled, deadline: tok
 }
 
 /// Probes a session in the background and drops it if it does not answer.
-pub(crate) fn spawn_probe(slot: &Arc<Slot>, id: u64, chain: Arc<Dialled>, why: &'static str) {
+pub(crate) fn spawn_probe(
+    slot: &Arc<Slot>,
+    id: u64,
+    chain: Arc<Dialled>,
+    why: &'static str,
+    probe: Duration,
+) {
     let weak = Arc::downgrade(slot);
     tokio::spawn(async move {
-        if !chain.probe(PROBE).await
+        if !chain.probe(probe).await
             && let Some(slot) = weak.upgrade()
         {
             slot.drop_session(id, &format!("{}: no answer to a keepalive ({why})", slot.hops()));
@@ -168,21 +186,33 @@ pub(crate) fn spawn_probe(slot: &Arc<Slot>, id: u64, chain: Arc<Dialled>, why: &
 mod tests {
     use super::*;
 
+    const JUMP: Duration = Duration::from_secs(3);
+
     #[test]
     fn a_sleep_longer_than_the_jump_counts_and_clock_noise_does_not() {
         let s = 1_000_000_000;
-        assert_eq!(slept(5 * s, 5 * s), None, "nothing slept");
-        assert_eq!(slept(5 * s, 5 * s + 1_000), None, "two clock reads a microsecond apart");
-        assert_eq!(slept(5 * s, 7 * s), None, "shorter than JUMP");
-        assert_eq!(slept(5 * s, 605 * s), Some(Duration::from_secs(600)), "a ten-minute suspend");
-        assert_eq!(slept(7 * s, 5 * s), None, "an older reading never counts as a sleep");
+        assert_eq!(slept(5 * s, 5 * s, JUMP), None, "nothing slept");
+        assert_eq!(slept(5 * s, 5 * s + 1_000, JUMP), None, "two clock reads a microsecond apart");
+        assert_eq!(slept(5 * s, 7 * s, JUMP), None, "shorter than the jump");
+        assert_eq!(slept(5 * s, 605 * s, JUMP), Some(Duration::from_secs(600)), "a ten-minute suspend");
+        assert_eq!(slept(7 * s, 5 * s, JUMP), None, "an older reading never counts as a sleep");
     }
 
     #[test]
     fn a_machine_that_did_not_sleep_is_not_reported_as_asleep() {
-        let detector = Detector::default();
+        let detector = Detector::new(SleepClock::system(), JUMP);
         std::thread::sleep(Duration::from_millis(20));
         assert_eq!(detector.look(), None);
         assert_eq!(detector.look(), None);
+    }
+
+    #[test]
+    fn a_sleep_is_reported_once_by_whichever_look_comes_first() {
+        let asleep = Arc::new(AtomicU64::new(0));
+        let read = asleep.clone();
+        let detector = Detector::new(SleepClock::new(move || read.load(Ordering::Relaxed)), JUMP);
+        asleep.fetch_add(600_000_000_000, Ordering::Relaxed);
+        assert_eq!(detector.look(), Some(Duration::from_secs(600)));
+        assert_eq!(detector.look(), None, "the same sleep twice");
     }
 }

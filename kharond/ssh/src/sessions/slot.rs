@@ -16,16 +16,12 @@ use std::time::SystemTime;
 use russh::ChannelOpenFailure;
 use tokio::time::Instant;
 
-use crate::flow::meter::Meter;
+use crate::flow::Flow;
 use crate::login::desk::Desk;
 use crate::sessions::chain::Dialled;
 use crate::sessions::tunnel::Counters;
+use crate::settings::{SessionSettings, Settings};
 use kharon_ssh_config::Chain;
-
-/// A session is replaced after this many channels closed by us first: russh keeps each one's
-/// state, ~5 KiB, until the session ends (tunnel.rs, "Who closes"). Measured: 2,000 aborted
-/// downloads cost 10 MB. So at most ~5 MB per chain, and one extra handshake per 1,000 aborts.
-const RETIRE_AFTER: u64 = 1000;
 
 /// Numbers sessions, so that a report about a session that is gone cannot drop its successor.
 pub(crate) static NEXT_SESSION: AtomicU64 = AtomicU64::new(1);
@@ -103,17 +99,21 @@ pub(crate) struct Slot {
     pub counters: Arc<Counters>,
     /// Where the chain's questions for a person wait for an answer.
     pub desk: Desk,
-    /// The chain's path, measured: the window its sessions should get (meter.rs).
-    pub meter: Arc<Meter>,
+    /// The chain's path: what its sessions are dialled with and re-open their windows to (flow).
+    pub flow: Arc<Flow>,
+    /// Backoff, and how many abandoned channels retire a session (`SessionSettings`).
+    pub sessions: SessionSettings,
 }
 
 impl Slot {
-    pub fn new(jumphost: &str, chain: Chain) -> Self {
+    pub fn new(jumphost: &str, chain: Chain, settings: &Settings) -> Self {
         let counters: Arc<Counters> = Arc::default();
         let moved = counters.clone();
-        let meter = Arc::new(Meter::new(Box::new(move || moved.down.load(Ordering::Relaxed))));
+        let flow =
+            Flow::new(Arc::new(settings.flow.clone()), Box::new(move || moved.down.load(Ordering::Relaxed)));
         Slot {
-            meter,
+            flow: Arc::new(flow),
+            sessions: settings.sessions.clone(),
             jumphost: jumphost.to_owned(),
             chain,
             dial: Arc::new(tokio::sync::Mutex::new(())),
@@ -168,7 +168,7 @@ impl Slot {
         }
         // Tunnels still on a retired session keep it up until they end; the caller dials a fresh one.
         let abandoned = live.chain.abandoned();
-        if abandoned >= RETIRE_AFTER {
+        if abandoned >= self.sessions.retire_after {
             st.live = None;
             st.state = ChainState::Idle;
             st.since = SystemTime::now();

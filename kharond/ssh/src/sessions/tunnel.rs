@@ -6,16 +6,17 @@
 //! *waits* when that queue is full; it also re-opens the SSH window on receipt, so the server
 //! never slows down for us. One channel whose reader stops therefore stalls every channel of the
 //! session, keepalives included. So each tunnel has a pump task that takes packets off russh's
-//! queue at once and keeps them in its own buffer of up to [`BUFFER_BYTES`]. If that
-//! buffer stays full for [`GRACE`] (the consumer took nothing meanwhile), the pump gives up on
-//! this channel: it closes it and keeps nothing, and the reader gets an error once it has taken
-//! what was buffered. Other channels are held up for at most [`GRACE`]. This is the only
+//! queue at once and keeps them in its own buffer of up to `tunnel_buffer` bytes
+//! (`SessionSettings`). If that buffer stays full for `stalled_grace` (the consumer took nothing
+//! meanwhile), the pump gives up on this channel: it closes it and keeps nothing, and the reader
+//! gets an error once it has taken what was buffered. Other channels are held up for at most
+//! that long. This is the only
 //! slow-reader protection: the daemon's relay is a plain copy, so the engine protects its shared
 //! sessions whatever the caller does.
 //!
 //! # Who closes
 //! Once both sides have sent EOF, the server is about to send CLOSE, so the pump waits up to
-//! [`CLOSE_WAIT`] for it rather than sending its own. The reason is a hop behind another hop:
+//! `close_wait` for it rather than sending its own. The reason is a hop behind another hop:
 //! when our CLOSE crosses the server's, russh drops the server's as belonging to no channel, so
 //! nothing answers it (`chain::Handler::answer`); it stays unacknowledged between the two sshd and
 //! sshd's Nagle holds the next channel's open confirmation behind it for a delayed ACK, ~40 ms.
@@ -24,7 +25,7 @@
 //! arrives for a channel still open, which after our own CLOSE it never is, so each channel we
 //! closed first kept ~3.7 KiB until its session ended (80 MB after 20,000 connections). That
 //! still happens when we must close first: the client went away without EOF, a stalled reader
-//! was given up, or no CLOSE came within [`CLOSE_WAIT`]; the pump counts those on the chain
+//! was given up, or no CLOSE came within `close_wait`; the pump counts those on the chain
 //! ([`Dialled::note_abandoned`]) and the pool retires a session that has too many.
 //!
 //! # A session that ends under its channels
@@ -51,16 +52,8 @@ use tokio::sync::{mpsc, oneshot};
 use crate::flow::packets::{fill, fitting, within};
 use crate::sessions::chain::Dialled;
 use crate::sessions::report::DialReport;
+use crate::settings::Settings;
 use kharon_relay::{ChunkQueue, Chunked};
-
-/// What a tunnel buffers for a consumer slower than the SSH link, counted in the packets its
-/// session's jump host may send (`packets::largest_received`).
-pub const BUFFER_BYTES: usize = 32 << 20;
-/// How long a full buffer may wait for its consumer before the channel is given up.
-pub const GRACE: Duration = Duration::from_secs(3);
-/// How long a closed tunnel whose EOFs have crossed waits for the server's CLOSE (see "Who
-/// closes"); a server answers within a round trip, so this only bounds a broken one.
-pub const CLOSE_WAIT: Duration = Duration::from_secs(1);
 
 /// Why a channel broke, and the error kind its reader gets (see [`Tunnel`]'s `broken`).
 type Broken = Arc<Mutex<Option<(std::io::ErrorKind, String)>>>;
@@ -90,16 +83,40 @@ pub struct Tunnel {
     /// Keeps the chain's sessions (and a ProxyCommand child) up while the tunnel is used, even if
     /// the pool has dropped or replaced them.
     chain: Arc<Dialled>,
+    /// The packet a reader's batch is counted in (`FlowSettings::packet`).
+    packet: u32,
+}
+
+/// What the pump waits for, and how long (`SessionSettings`).
+#[derive(Debug, Clone, Copy)]
+struct Patience {
+    /// How long a full buffer waits for its client.
+    stalled_grace: Duration,
+    /// How long crossed EOFs wait for the server's CLOSE.
+    close_wait: Duration,
+    /// The buffer, in bytes, for the message that gives up on a client.
+    buffer: usize,
 }
 
 impl Tunnel {
-    pub(crate) fn new(channel: Channel<Msg>, counters: Arc<Counters>, chain: Arc<Dialled>) -> Self {
+    pub(crate) fn new(
+        channel: Channel<Msg>,
+        counters: Arc<Counters>,
+        chain: Arc<Dialled>,
+        settings: &Settings,
+    ) -> Self {
         let (read_half, write_half) = channel.split();
         let writer = Box::pin(write_half.make_writer());
-        let (tx, inbound) = mpsc::channel(within(BUFFER_BYTES, chain.largest_packet()));
+        let buffer = settings.sessions.tunnel_buffer;
+        let (tx, inbound) = mpsc::channel(within(buffer, chain.largest_packet()));
         let (dropped_tx, dropped) = oneshot::channel();
         let broken = Broken::default();
-        tokio::spawn(pump(read_half, write_half, tx, broken.clone(), dropped, chain.clone()));
+        let patience = Patience {
+            stalled_grace: settings.sessions.stalled_grace,
+            close_wait: settings.sessions.close_wait,
+            buffer,
+        };
+        tokio::spawn(pump(read_half, write_half, tx, broken.clone(), dropped, chain.clone(), patience));
         counters.open.fetch_add(1, Ordering::Relaxed);
         Tunnel {
             inbound,
@@ -110,6 +127,7 @@ impl Tunnel {
             eof_sent: false,
             counters,
             chain,
+            packet: settings.flow.packet,
         }
     }
 
@@ -120,7 +138,7 @@ impl Tunnel {
 }
 
 /// Moves packets from russh's channel queue into the tunnel's buffer until the channel closes,
-/// the tunnel is dropped, or the consumer stalls for [`GRACE`]; then sends CLOSE.
+/// the tunnel is dropped, or the consumer stalls for `stalled_grace`; then sends CLOSE.
 /// It keeps taking messages after the target's EOF (window adjustments still arrive there), so
 /// russh never waits on this channel.
 async fn pump(
@@ -130,6 +148,7 @@ async fn pump(
     broken: Broken,
     mut dropped: oneshot::Receiver<bool>,
     chain: Arc<Dialled>,
+    patience: Patience,
 ) {
     let mut tx = Some(tx);
     // Set once the server said the channel ends (EOF or CLOSE): a channel that russh drops
@@ -160,21 +179,22 @@ async fn pump(
             }
             Some(ChannelMsg::Data { data }) => {
                 // Bytes flow: the path is worth measuring now (meter.rs).
-                chain.kick_meter();
+                chain.kick_flow();
                 let Some(sender) = &tx else { continue };
                 let data = match sender.try_send(data) {
                     Ok(()) => continue,
                     Err(mpsc::error::TrySendError::Closed(_)) => break false,
                     Err(mpsc::error::TrySendError::Full(data)) => data,
                 };
-                match tokio::time::timeout(GRACE, sender.send(data)).await {
+                match tokio::time::timeout(patience.stalled_grace, sender.send(data)).await {
                     Ok(Ok(())) => {}
                     Ok(Err(_)) => break false,
                     Err(_) => {
                         let why = format!(
-                            "the client read nothing for {GRACE:?} with its {} MiB buffer full; \
+                            "the client read nothing for {:?} with its {} MiB buffer full; \
                              channel closed so the shared SSH session keeps flowing",
-                            BUFFER_BYTES >> 20
+                            patience.stalled_grace,
+                            patience.buffer >> 20
                         );
                         tracing::warn!("{why}");
                         if let Ok(mut s) = broken.lock() {
@@ -195,7 +215,7 @@ async fn pump(
     if wait_for_close {
         // Still taking messages meanwhile; russh drops the channel once it has answered the CLOSE.
         let drained = async { while read_half.wait().await.is_some() {} };
-        if tokio::time::timeout(CLOSE_WAIT, drained).await.is_ok() {
+        if tokio::time::timeout(patience.close_wait, drained).await.is_ok() {
             return;
         }
     }
@@ -256,7 +276,7 @@ impl AsyncRead for Tunnel {
         buf: &mut ReadBuf<'_>,
     ) -> Poll<std::io::Result<()>> {
         let this = &mut *self;
-        if ready!(this.poll_fill(cx, fitting(buf.remaining())))? {
+        if ready!(this.poll_fill(cx, fitting(buf.remaining(), this.packet)))? {
             let moved = this.queued.copy_to(buf);
             this.counters.down.fetch_add(moved as u64, Ordering::Relaxed);
         }

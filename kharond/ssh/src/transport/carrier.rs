@@ -15,8 +15,8 @@
 //!
 //! Here the nested session's writes never wait on the outer loop: they go to a queue that a task
 //! of their own hands to the channel. The outer loop may still wait for the nested session to read
-//! (a task takes the channel's packets into a buffer of [`BUFFER_BYTES`], and waits when it is
-//! full), and that is back-pressure, not a deadlock: the nested session reads on, since nothing it
+//! (a task takes the channel's packets into a buffer of `carrier_buffer` bytes,
+//! `TransportSettings`, and waits when it is full), and that is back-pressure, not a deadlock: the nested session reads on, since nothing it
 //! does waits for the outer loop.
 //!
 //! What the write queue can hold is bounded by the SSH protocol, not here: data only within the
@@ -33,11 +33,7 @@ use tokio::io::{AsyncRead, AsyncWrite, AsyncWriteExt, ReadBuf};
 use tokio::sync::mpsc;
 
 use crate::flow::packets::{fill, fitting, within};
-
-/// Bytes taken off the outer channel ahead of the nested session, counted in the outer session's
-/// largest packets: more than the largest window (`window::CEILING`), so a session that reads at
-/// all never holds up the outer loop.
-pub(crate) const BUFFER_BYTES: usize = 32 << 20;
+use crate::settings::TransportSettings;
 
 /// A channel of the outer hop as the nested hop's transport.
 pub(crate) struct Carried {
@@ -46,13 +42,21 @@ pub(crate) struct Carried {
     queued: ChunkQueue,
     /// `None` once shut down.
     outbound: Option<mpsc::UnboundedSender<Bytes>>,
+    /// The packet a reader's batch is counted in (`FlowSettings::packet`).
+    packet: u32,
 }
 
 impl Carried {
-    /// `largest`: the largest packet the outer session's jump host may send.
-    pub(crate) fn new(channel: Channel<Msg>, largest: u32) -> Self {
+    /// `largest`: the largest packet the outer session's jump host may send; `packet`: the one
+    /// a reader's batch is counted in.
+    pub(crate) fn new(
+        channel: Channel<Msg>,
+        largest: u32,
+        settings: &TransportSettings,
+        packet: u32,
+    ) -> Self {
         let (mut read_half, write_half) = channel.split();
-        let (to_reader, inbound) = mpsc::channel(within(BUFFER_BYTES, largest));
+        let (to_reader, inbound) = mpsc::channel(within(settings.carrier_buffer, largest));
         tokio::spawn(async move {
             loop {
                 // A nested session that ended takes nothing more: the task ends with it.
@@ -83,7 +87,7 @@ impl Carried {
             // The nested session shut its transport down (or dropped it): EOF to the far side.
             let _ = writer.shutdown().await;
         });
-        Carried { inbound, queued: ChunkQueue::default(), outbound: Some(outbound) }
+        Carried { inbound, queued: ChunkQueue::default(), outbound: Some(outbound), packet }
     }
 }
 
@@ -96,7 +100,7 @@ impl AsyncRead for Carried {
         let this = &mut *self;
         // The same fill as a tunnel's (an empty packet is legal and must not read as the end);
         // no more packets than the caller's buffer can take.
-        if ready!(fill(&mut this.queued, &mut this.inbound, cx, fitting(buf.remaining()))) {
+        if ready!(fill(&mut this.queued, &mut this.inbound, cx, fitting(buf.remaining(), this.packet))) {
             this.queued.copy_to(buf);
         }
         Poll::Ready(Ok(()))

@@ -21,7 +21,7 @@
 //! bulk download 8-10 % of its throughput (same-run A/B on `bench/routed.sh`'s rig). tokio's
 //! `yield_now`, which wakes no other thread, batched less (1.3 writes per connection).
 //!
-//! Bounded: past [`GATHER_LIMIT`] bytes waiting, a write first pushes them out, and waits for the
+//! Bounded: past `gather_limit` bytes waiting (`TransportSettings`), a write first pushes them out, and waits for the
 //! socket when it cannot take them (a bulk upload is paced by the socket as before). Shutting
 //! down sends everything first.
 
@@ -33,16 +33,7 @@ use std::task::{Context, Poll, ready};
 
 use tokio::io::{AsyncRead, AsyncWrite, BufReader, ReadBuf};
 
-/// Bytes read from the socket at most per read. russh reads every packet with two exact reads,
-/// 65k recv(2) per GiB (OpenSSH's client makes 4.4k), each followed by the QUICKACK re-arm; through
-/// this buffer one recv and one re-arm serve up to eight packets. Same-run A/B on loopback, 1 GiB,
-/// 8 runs each, against `ssh -D` through the same sshd: with cubic 1.04-1.10x (without: 0.89-0.95x)
-/// and 0.40 s CPU per GiB (without: 0.48-0.52 s; `ssh -D` 0.43-0.44 s); with bbr 1.01-1.04x
-/// (without: 1.07x). 64 KiB saved less CPU (0.42 s) and was no faster under bbr. Under many short
-/// connections one read serves many channels (0.13 reads per routed connection).
-pub const READ_BUFFER: usize = 256 * 1024;
-/// Bytes gathered at most before a write waits for the socket.
-pub const GATHER_LIMIT: usize = 256 * 1024;
+use crate::settings::TransportSettings;
 
 /// `inner` with a read buffer and gathered writes (see the module doc).
 pub struct Gathered<S> {
@@ -50,6 +41,8 @@ pub struct Gathered<S> {
     /// `out[sent..]` is gathered and not yet written.
     out: Vec<u8>,
     sent: usize,
+    /// Bytes gathered at most before a write waits for the socket.
+    limit: usize,
     /// Whether the session already yielded once for what is gathered (see the module doc).
     yielded: bool,
     /// The jump host's open channels: the yield only pays when there are others to wait for.
@@ -58,15 +51,16 @@ pub struct Gathered<S> {
 
 impl<S: AsyncRead> Gathered<S> {
     /// `channels`: how many channels the jump host has open (its tunnels count them).
-    pub fn new(inner: S, channels: Arc<AtomicU32>) -> Self {
-        Self::with_read_buffer(inner, READ_BUFFER, channels)
+    pub fn new(inner: S, channels: Arc<AtomicU32>, settings: &TransportSettings) -> Self {
+        Self::with_sizes(inner, settings.read_buffer, settings.gather_limit, channels)
     }
 
-    fn with_read_buffer(inner: S, size: usize, channels: Arc<AtomicU32>) -> Self {
+    fn with_sizes(inner: S, read_buffer: usize, limit: usize, channels: Arc<AtomicU32>) -> Self {
         Gathered {
-            inner: BufReader::with_capacity(size, inner),
+            inner: BufReader::with_capacity(read_buffer, inner),
             out: Vec::new(),
             sent: 0,
+            limit,
             yielded: false,
             channels,
         }
@@ -117,12 +111,12 @@ impl<S: AsyncRead + AsyncWrite + Unpin> AsyncRead for Gathered<S> {
 impl<S: AsyncRead + AsyncWrite + Unpin> AsyncWrite for Gathered<S> {
     fn poll_write(self: Pin<&mut Self>, cx: &mut Context<'_>, data: &[u8]) -> Poll<io::Result<usize>> {
         let this = self.get_mut();
-        if this.gathered() >= GATHER_LIMIT {
+        if this.gathered() >= this.limit {
             // Push out what we can; wait only while the socket cannot take the backlog.
             if let Poll::Ready(Err(e)) = this.poll_send(cx) {
                 return Poll::Ready(Err(e));
             }
-            if this.gathered() >= GATHER_LIMIT {
+            if this.gathered() >= this.limit {
                 return Poll::Pending;
             }
         }
@@ -148,12 +142,14 @@ mod tests {
     use std::future::poll_fn;
     use tokio::io::{AsyncReadExt, AsyncWriteExt, duplex};
 
+    const GATHER_LIMIT: usize = 256 * 1024;
+
     #[tokio::test]
     async fn writes_wait_for_the_next_read_then_leave_together_after_one_yield() {
         let (near, mut far) = duplex(1 << 20);
         // Two channels open: worth waiting for the other one.
         let channels = Arc::new(AtomicU32::new(2));
-        let mut link = Gathered::new(near, channels.clone());
+        let mut link = Gathered::new(near, channels.clone(), &TransportSettings::default());
         link.write_all(b"open ").await.unwrap();
         link.flush().await.unwrap();
         link.write_all(b"data").await.unwrap();
@@ -205,7 +201,7 @@ mod tests {
     #[tokio::test]
     async fn a_backlog_past_the_limit_waits_for_the_socket_and_shutdown_sends_it_all() {
         let (near, mut far) = duplex(64 * 1024);
-        let mut link = Gathered::with_read_buffer(near, 1024, Arc::new(AtomicU32::new(1)));
+        let mut link = Gathered::with_sizes(near, 1024, GATHER_LIMIT, Arc::new(AtomicU32::new(1)));
         let chunk = vec![7u8; 32 * 1024];
         // The peer reads nothing yet: the backlog grows to the limit, then writes wait.
         let waker = futures::task::noop_waker();

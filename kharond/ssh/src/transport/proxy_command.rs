@@ -28,25 +28,30 @@ use std::task::{Context, Poll};
 use tokio::io::{AsyncBufReadExt as _, AsyncRead, AsyncWrite, ReadBuf};
 use tokio::process::{Child, ChildStdin, ChildStdout, Command};
 
-/// How much of the child's stderr is kept for error messages.
-const STDERR_TAIL: usize = 2048;
-
-/// The child's stderr, last lines first to go.
-#[derive(Debug, Clone, Default)]
-pub struct Stderr(Arc<Mutex<String>>);
+/// The child's stderr, its first lines first to go.
+#[derive(Debug, Clone)]
+pub struct Stderr {
+    text: Arc<Mutex<String>>,
+    /// The bytes kept at most (`TransportSettings::stderr_tail`).
+    limit: usize,
+}
 
 impl Stderr {
-    /// What the child wrote to stderr so far (its last [`STDERR_TAIL`] bytes), trimmed.
+    fn new(limit: usize) -> Self {
+        Stderr { text: Arc::default(), limit }
+    }
+
+    /// What the child wrote to stderr so far (its last `limit` bytes), trimmed.
     pub fn tail(&self) -> String {
-        self.0.lock().map(|s| s.trim().to_owned()).unwrap_or_default()
+        self.text.lock().map(|s| s.trim().to_owned()).unwrap_or_default()
     }
 
     fn push(&self, line: &str) {
-        if let Ok(mut s) = self.0.lock() {
+        if let Ok(mut s) = self.text.lock() {
             s.push_str(line);
             s.push('\n');
-            if s.len() > STDERR_TAIL {
-                let mut cut = s.len() - STDERR_TAIL;
+            if s.len() > self.limit {
+                let mut cut = s.len() - self.limit;
                 while !s.is_char_boundary(cut) {
                     cut += 1;
                 }
@@ -68,10 +73,9 @@ impl Drop for Stream {
         // The leader is alive or an unreaped zombie (see the module doc), so its pid is still
         // the group's id.
         if let Some(pid) = self.child.id().and_then(|pid| libc::pid_t::try_from(pid).ok()) {
-            // SAFETY: killpg(2) takes two integers and touches no memory; the group is the one
-            // this child leads (spawned with process_group(0)).
-            if unsafe { libc::killpg(pid, libc::SIGKILL) } != 0 {
-                let e = std::io::Error::last_os_error();
+            // The group is the one this child leads (spawned with process_group(0)).
+            let group = nix::unistd::Pid::from_raw(pid);
+            if let Err(e) = nix::sys::signal::killpg(group, nix::sys::signal::Signal::SIGKILL) {
                 tracing::debug!(pid, error = %e, "ProxyCommand process group already gone");
             }
         }
@@ -80,10 +84,11 @@ impl Drop for Stream {
 
 /// Starts `$SHELL -c "exec command"` (`/bin/sh` without SHELL) with `env` as its whole
 /// environment, leading a process group of its own. Its stderr is collected into the returned
-/// [`Stderr`] (and logged at debug).
+/// [`Stderr`] (its last `stderr_tail` bytes; all of it is logged at debug).
 pub fn spawn(
     command: &str,
     env: &std::collections::HashMap<String, String>,
+    stderr_tail: usize,
 ) -> std::io::Result<(Stream, Stderr)> {
     let shell = env.get("SHELL").filter(|s| s.starts_with('/')).map_or("/bin/sh", String::as_str);
     let mut child = Command::new(shell)
@@ -102,7 +107,7 @@ pub fn spawn(
     else {
         return Err(std::io::Error::other("ProxyCommand child has no pipes"));
     };
-    let tail = Stderr::default();
+    let tail = Stderr::new(stderr_tail);
     let sink = tail.clone();
     tokio::spawn(async move {
         let mut lines = tokio::io::BufReader::new(stderr).lines();
@@ -149,7 +154,7 @@ mod tests {
     async fn child_pipes_carry_bytes_and_stderr_is_kept() {
         let env = std::collections::HashMap::from([("PATH".to_owned(), "/usr/bin:/bin".to_owned())]);
         // ssh runs `exec COMMAND`, so a list needs a shell of its own, as under ssh.
-        let (mut s, err) = spawn("sh -c 'echo oops >&2; exec cat'", &env).unwrap();
+        let (mut s, err) = spawn("sh -c 'echo oops >&2; exec cat'", &env, 2048).unwrap();
         s.write_all(b"hello").await.unwrap();
         let mut buf = [0u8; 5];
         s.read_exact(&mut buf).await.unwrap();
@@ -193,7 +198,7 @@ mod tests {
         // A grandchild in the background and the shell waiting for its foreground command, as
         // `ssh gw nc %h %p` under dash is a shell and an ssh.
         let marker = format!("sleep {}", 40_000 + std::process::id() % 20_000);
-        let (stream, _) = spawn(&format!("{marker} & cat"), &env).unwrap();
+        let (stream, _) = spawn(&format!("{marker} & cat"), &env, 2048).unwrap();
         assert!(until(|| !running(&marker).is_empty()).await, "the command did not start");
         drop(stream);
         assert!(until(|| running(&marker).is_empty()).await, "left running: {:?}", running(&marker));
@@ -201,7 +206,7 @@ mod tests {
 
     #[tokio::test]
     async fn a_failing_command_ends_the_stream() {
-        let (mut s, err) = spawn("echo 'no route' >&2; exit 1", &Default::default()).unwrap();
+        let (mut s, err) = spawn("echo 'no route' >&2; exit 1", &Default::default(), 2048).unwrap();
         let mut buf = Vec::new();
         assert_eq!(s.read_to_end(&mut buf).await.unwrap(), 0);
         for _ in 0..100 {

@@ -53,21 +53,15 @@ use tokio::time::Instant;
 
 use crate::error::Error;
 use crate::login::desk::{self, AnswerError, Answers, Question, Stopped};
-use crate::login::prompt::{self, Asker};
+use crate::login::prompt::Asker;
 use crate::sessions::chain::{self, Dialled, OpenError};
 use crate::sessions::health::{self, ChainHealth, Refusal};
 use crate::sessions::keepalive;
+use crate::sessions::keepalive::SleepClock;
 use crate::sessions::slot::{ChainState, Live, NEXT_SESSION, Slot, Stamped};
 pub use crate::sessions::tunnel::Tunnel;
+use crate::settings::{SessionSettings, Settings};
 use kharon_ssh_config::{self, Chain, SshConfig};
-
-/// First backoff after a failed dial; doubled per further failure up to [`BACKOFF_MAX`].
-const BACKOFF_MIN: Duration = Duration::from_millis(500);
-/// The cap is what a user waits, at worst, after the network comes back: a link that is down
-/// fails every dial at once (no route), so the backoff reaches its cap within seconds. The soak
-/// measured 28 s of recovery after 30 s of link loss with a 30 s cap (issue 21). A dead jump host
-/// still sees at most one dial per cap, and only while requests for it keep coming.
-const BACKOFF_MAX: Duration = Duration::from_secs(8);
 
 /// A reload's ssh config and every jump host resolved against it, not yet a pool
 /// ([`Pool::prepare`], [`Pool::next`]).
@@ -151,6 +145,11 @@ pub struct PoolSettings {
     pub env: HashMap<String, String>,
     /// Upper bound for dialling a chain plus opening the channel.
     pub connect_timeout: Duration,
+    /// The engine's tuning: defaults unless the daemon's config file or a test sets them.
+    pub engine: Settings,
+    /// How long the machine has been suspended: [`SleepClock::system`] unless a test stands in
+    /// for a sleep (keepalive.rs).
+    pub sleep_clock: SleepClock,
 }
 
 /// What every generation of a pool shares: the settings and the sleep detector.
@@ -174,7 +173,9 @@ impl Pool {
     /// at start.
     pub fn new(settings: PoolSettings) -> Result<Self, Error> {
         let config = Self::load(&settings)?;
-        let engine = Arc::new(Engine { settings, sleep: keepalive::Detector::default() });
+        let sleep =
+            keepalive::Detector::new(settings.sleep_clock.clone(), settings.engine.sessions.sleep_jump);
+        let engine = Arc::new(Engine { settings, sleep });
         Ok(Pool {
             engine,
             config: Arc::new(config),
@@ -188,7 +189,7 @@ impl Pool {
     fn woke_up(&self) {
         if let Some(slept) = self.engine.sleep.look() {
             tracing::info!(?slept, "the machine slept; probing SSH sessions");
-            keepalive::probe_all(self.slots());
+            keepalive::probe_all(self.slots(), self.engine.settings.engine.sessions.probe);
         }
     }
 
@@ -287,7 +288,9 @@ impl Pool {
                         if kept.is_none() && chains.contains_key(jumphost) {
                             tracing::info!(%jumphost, "ssh config changed this chain; it is dialled anew on next use");
                         }
-                        let slot = kept.unwrap_or_else(|| Arc::new(Slot::new(jumphost, chain.clone())));
+                        let slot = kept.unwrap_or_else(|| {
+                            Arc::new(Slot::new(jumphost, chain.clone(), &self.engine.settings.engine))
+                        });
                         slots.insert(jumphost.clone(), slot);
                     }
                     Err(refusal) => {
@@ -302,9 +305,9 @@ impl Pool {
             for (jumphost, chain) in &resolved {
                 match chain {
                     Ok(chain) if !refused.contains_key(jumphost) => {
-                        slots
-                            .entry(jumphost.clone())
-                            .or_insert_with(|| Arc::new(Slot::new(jumphost, chain.clone())));
+                        slots.entry(jumphost.clone()).or_insert_with(|| {
+                            Arc::new(Slot::new(jumphost, chain.clone(), &self.engine.settings.engine))
+                        });
                     }
                     Err(refusal) if !slots.contains_key(jumphost) => {
                         refused.entry(jumphost.clone()).or_insert_with(|| refusal.clone());
@@ -396,7 +399,7 @@ impl Pool {
             Ok(chain) => Ok(self
                 .chains()
                 .entry(jumphost.to_owned())
-                .or_insert_with(|| Arc::new(Slot::new(jumphost, chain)))
+                .or_insert_with(|| Arc::new(Slot::new(jumphost, chain, &self.engine.settings.engine)))
                 .clone()),
             Err(e) => {
                 self.refusals().insert(jumphost.to_owned(), Refusal::from(&e));
@@ -441,7 +444,8 @@ impl Pool {
             match opened {
                 Ok(Ok(channel)) => {
                     slot.opened(host, port);
-                    return Ok(Tunnel::new(channel, slot.counters.clone(), dialled));
+                    let settings = &self.engine.settings.engine;
+                    return Ok(Tunnel::new(channel, slot.counters.clone(), dialled, settings));
                 }
                 Ok(Err(OpenError::Refused { reason, description })) => {
                     slot.refused(host, port, &reason, description.as_deref());
@@ -465,7 +469,8 @@ impl Pool {
                 Err(_) => {
                     // A black-holed target, or a frozen hop: find out which, in the background,
                     // so the next request does not wait for the keepalive either.
-                    keepalive::spawn_probe(&slot, id, dialled.clone(), "channel open timed out");
+                    let probe = self.engine.settings.engine.sessions.probe;
+                    keepalive::spawn_probe(&slot, id, dialled.clone(), "channel open timed out", probe);
                     return Err(Error::Timeout {
                         jumphost: jumphost.to_owned(),
                         what: "opening the channel",
@@ -485,7 +490,9 @@ impl Pool {
         patience: Patience,
     ) -> Result<(u64, Arc<Dialled>, bool), Error> {
         if let Some((id, chain, suspect)) = slot.current()
-            && (!suspect || keepalive::confirm(slot, id, &chain, deadline).await)
+            && (!suspect
+                || keepalive::confirm(slot, id, &chain, deadline, self.engine.settings.engine.sessions.probe)
+                    .await)
         {
             return Ok((id, chain, true));
         }
@@ -659,8 +666,9 @@ async fn dial(
         ssh_config: &ssh_config,
         connect_timeout: settings.connect_timeout,
         open_channels: &slot.counters.open,
-        asker: Asker { desk: &slot.desk, jumphost: &slot.jumphost, wait: prompt::answer_wait(&settings.env) },
-        meter: &slot.meter,
+        asker: Asker { desk: &slot.desk, jumphost: &slot.jumphost, wait: settings.engine.login.answer_wait },
+        flow: &slot.flow,
+        engine: &settings.engine,
     };
     let deadline = Instant::now() + settings.connect_timeout;
     let result = match desk::within(&slot.desk, deadline, chain::dial(&slot.chain, dial_settings)).await {
@@ -687,9 +695,9 @@ fn settled(slot: &Arc<Slot>, result: Result<Dialled, Error>) -> Result<(u64, Arc
         Ok(dialled) => {
             let id = NEXT_SESSION.fetch_add(1, Ordering::Relaxed);
             let dialled = Arc::new(dialled);
-            // The path is measured on its newest session (meter.rs).
-            let probe: Arc<dyn crate::flow::meter::Probe> = dialled.clone();
-            slot.meter.follow(Arc::downgrade(&probe));
+            // The path is measured on its newest session (flow/meter.rs).
+            let probe: Arc<dyn crate::flow::Probe> = dialled.clone();
+            slot.flow.follow(Arc::downgrade(&probe));
             st.live = Some(Live { id, chain: dialled.clone(), suspect: false });
             st.state = ChainState::Connected;
             st.failures = 0;
@@ -722,7 +730,7 @@ fn settled(slot: &Arc<Slot>, result: Result<Dialled, Error>) -> Result<(u64, Arc
                 return Err(e);
             }
             st.failures += 1;
-            let backoff = backoff(st.failures);
+            let backoff = backoff(&slot.sessions, st.failures);
             st.retry_at = Some((Instant::now() + backoff, SystemTime::now() + backoff));
             drop(st);
             tracing::warn!(jumphost = %slot.jumphost, error = %errors::Chain(&e), retry_in = ?backoff, "SSH session failed");
@@ -817,10 +825,11 @@ async fn next_step(
     }
 }
 
-/// 0.5 s, 1 s, 2 s, … capped at 8 s, each ±20 % so many daemons do not retry in step.
-fn backoff(failures: u32) -> Duration {
-    let base = BACKOFF_MIN.saturating_mul(1u32 << failures.saturating_sub(1).min(16)).min(BACKOFF_MAX);
-    base.mul_f64(rand::random_range(0.8..1.2))
+/// `backoff_min`, twice that, four times, … capped at `backoff_max` (0.5 s to 8 s by default),
+/// each ±20 % so many daemons do not retry in step.
+fn backoff(settings: &SessionSettings, failures: u32) -> Duration {
+    let doubled = settings.backoff_min.saturating_mul(1u32 << failures.saturating_sub(1).min(16));
+    doubled.min(settings.backoff_max).mul_f64(rand::random_range(0.8..1.2))
 }
 
 #[cfg(test)]

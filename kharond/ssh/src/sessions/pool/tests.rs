@@ -5,11 +5,11 @@ use super::*;
 #[test]
 fn backoff_doubles_from_half_a_second_to_eight_with_jitter() {
     for _ in 0..50 {
-        let b1 = backoff(1);
+        let b1 = backoff(&SessionSettings::default(), 1);
         assert!(b1 >= Duration::from_millis(400) && b1 <= Duration::from_millis(600), "{b1:?}");
-        let b3 = backoff(3);
+        let b3 = backoff(&SessionSettings::default(), 3);
         assert!(b3 >= Duration::from_millis(1600) && b3 <= Duration::from_millis(2400), "{b3:?}");
-        let b = backoff(40);
+        let b = backoff(&SessionSettings::default(), 40);
         assert!(b >= Duration::from_millis(6400) && b <= Duration::from_millis(9600), "{b:?}");
     }
 }
@@ -25,6 +25,8 @@ fn pool_on(config: &str) -> (tempfile::TempDir, Pool) {
         home: home.path().to_owned(),
         env: HashMap::from([("USER".to_owned(), "alice".to_owned())]),
         connect_timeout: Duration::from_secs(5),
+        engine: Settings::default(),
+        sleep_clock: SleepClock::system(),
     };
     (home, Pool::new(settings).unwrap())
 }

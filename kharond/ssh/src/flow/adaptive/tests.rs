@@ -1,9 +1,12 @@
 //! The window rule on a simulated path: a bottleneck link of a given rate and base round trip,
 //! with a queue in front of it that holds whatever the window lets in beyond one BDP. The same
-//! scenarios run against today's rule (`assumed`, fixed at dial), which must fail the
-//! shrinking one: that is the bug of issue 43.
+//! scenarios run against a window fixed at dial (`assumed`), which must fail the shrinking one.
 
 use super::*;
+
+fn settings() -> AdaptiveSettings {
+    AdaptiveSettings::default()
+}
 
 /// The ping gap of `meter` (a sample every round trip plus this).
 const GAP: Duration = Duration::from_millis(100);
@@ -47,10 +50,10 @@ impl Rule for PathWindow {
     }
 }
 
-/// Today's rule: the window `assumed` chose from the dial's round trip, for good.
-struct Today(u32);
+/// A window fixed at dial: the one `assumed` chose from the dial's round trip, for good.
+struct AtDial(u32);
 
-impl Rule for Today {
+impl Rule for AtDial {
     fn window(&self) -> u32 {
         self.0
     }
@@ -73,17 +76,21 @@ fn bulk(link: Link, rule: &mut dyn Rule) -> (u32, Duration, f64) {
 
 /// The path of issue 43: 25 ms each way, 50 Mbit/s.
 const SLOW: Link = Link { rate: 50e6 / 8.0, base: Duration::from_millis(50) };
-/// Today's best routed row: 50 ms, 1 Gbit/s.
+/// The page's fastest shaped path: 50 ms, 1 Gbit/s.
 const FAST: Link = Link { rate: 1e9 / 8.0, base: Duration::from_millis(50) };
 
 #[test]
 fn near_hops_get_openssh_s_window_far_ones_the_rule_s_own_for_1_gbit_up_to_the_ceiling() {
-    assert_eq!(assumed(Some(Duration::from_micros(60))), ASSUMED_FLOOR, "loopback");
-    assert_eq!(assumed(Some(Duration::from_millis(5))), ASSUMED_FLOOR, "LAN");
+    assert_eq!(assumed(&settings(), Some(Duration::from_micros(60))), settings().assumed_floor, "loopback");
+    assert_eq!(assumed(&settings(), Some(Duration::from_millis(5))), settings().assumed_floor, "LAN");
     // 1.25 × 125 MB/s × 50 ms, and the slack.
-    assert_eq!(assumed(Some(Duration::from_millis(50))), 7_812_500 + 131_072, "1 Gbit/s at 50 ms");
-    assert_eq!(assumed(Some(Duration::from_secs(1))), CEILING, "capped");
-    assert_eq!(assumed(None), CEILING, "unknown: a ProxyCommand");
+    assert_eq!(
+        assumed(&settings(), Some(Duration::from_millis(50))),
+        7_812_500 + 131_072,
+        "1 Gbit/s at 50 ms"
+    );
+    assert_eq!(assumed(&settings(), Some(Duration::from_secs(1))), settings().ceiling, "capped");
+    assert_eq!(assumed(&settings(), None), settings().ceiling, "unknown: a ProxyCommand");
 }
 
 /// A bulk download over a slow link: the queue the window built must go, the link stay full.
@@ -92,7 +99,7 @@ fn shrinks_under_queueing(rule: &mut dyn Rule) -> Result<(), String> {
     let (window, rtt, rate) = bulk(SLOW, rule);
     let bdp = SLOW.rate * SLOW.base.as_secs_f64();
     let queued = rtt.saturating_sub(SLOW.base);
-    if f64::from(window) > GAIN * bdp + 2.0 * SLACK || window >= start {
+    if f64::from(window) > settings().gain * bdp + 2.0 * settings().slack || window >= start {
         return Err(format!("window {window} B after a bulk transfer (was {start}), BDP {bdp:.0} B"));
     }
     if queued > SLOW.base {
@@ -106,7 +113,7 @@ fn shrinks_under_queueing(rule: &mut dyn Rule) -> Result<(), String> {
 
 #[test]
 fn a_window_that_queues_on_a_slow_link_shrinks_to_about_one_bdp_and_keeps_the_link_full() {
-    let mut rule = PathWindow::new(assumed(Some(SLOW.base)));
+    let mut rule = PathWindow::new(settings(), assumed(&settings(), Some(SLOW.base)));
     // The dial measured the path unloaded, as `chain` seeds it.
     rule.seed(Duration::ZERO, SLOW.base);
     assert_eq!(shrinks_under_queueing(&mut rule), Ok(()));
@@ -114,31 +121,31 @@ fn a_window_that_queues_on_a_slow_link_shrinks_to_about_one_bdp_and_keeps_the_li
 }
 
 #[test]
-fn today_s_rule_fails_the_same_path_its_window_never_shrinks() {
-    let mut today = Today(assumed(Some(SLOW.base)));
-    let verdict = shrinks_under_queueing(&mut today);
-    assert!(verdict.is_err(), "today's fixed window passed: {verdict:?}");
+fn a_window_fixed_at_dial_fails_the_same_path_it_never_shrinks() {
+    let mut at_dial = AtDial(assumed(&settings(), Some(SLOW.base)));
+    let verdict = shrinks_under_queueing(&mut at_dial);
+    assert!(verdict.is_err(), "a window fixed at dial passed: {verdict:?}");
 }
 
 #[test]
 fn an_empty_fast_path_grows_the_window_until_the_link_is_full() {
     // A session dialled with OpenSSH's 2 MiB on a path that carries six times that per round trip.
-    let mut rule = PathWindow::new(2 * 1024 * 1024);
+    let mut rule = PathWindow::new(settings(), 2 * 1024 * 1024);
     rule.seed(Duration::ZERO, FAST.base);
     let (window, rtt, rate) = bulk(FAST, &mut rule);
     let bdp = FAST.rate * FAST.base.as_secs_f64();
-    assert!(f64::from(window) >= GAIN * bdp * 0.9, "window {window} B, BDP {bdp:.0} B");
+    assert!(f64::from(window) >= settings().gain * bdp * 0.9, "window {window} B, BDP {bdp:.0} B");
     assert!(rate >= 0.95 * FAST.rate, "{rate:.0} B/s of {:.0}", FAST.rate);
-    assert!(rtt.saturating_sub(FAST.base) <= allowance(FAST.base), "queued {rtt:?}");
-    // Today's rule also fills this link, from its dial-time assumption of 1 Gbit/s.
-    let (_, _, today) = bulk(FAST, &mut Today(assumed(Some(FAST.base))));
-    assert!(today >= 0.95 * FAST.rate);
+    assert!(rtt.saturating_sub(FAST.base) <= allowance(&settings(), FAST.base), "queued {rtt:?}");
+    // A window fixed at dial also fills this link, from its assumption of 1 Gbit/s.
+    let (_, _, at_dial) = bulk(FAST, &mut AtDial(assumed(&settings(), Some(FAST.base))));
+    assert!(at_dial >= 0.95 * FAST.rate);
 }
 
 #[test]
 fn one_late_ping_on_a_loopback_path_is_not_a_queue() {
     let lo = Link { rate: 1.6e9, base: Duration::from_micros(100) };
-    let mut rule = PathWindow::new(2 * 1024 * 1024);
+    let mut rule = PathWindow::new(settings(), 2 * 1024 * 1024);
     rule.seed(Duration::ZERO, lo.base);
     let mut now = Duration::ZERO;
     for i in 0..STEPS {
@@ -153,21 +160,21 @@ fn one_late_ping_on_a_loopback_path_is_not_a_queue() {
 
 #[test]
 fn a_rate_that_collapses_under_a_standing_queue_never_takes_the_window_below_the_floor() {
-    let mut rule = PathWindow::new(CEILING);
+    let mut rule = PathWindow::new(settings(), settings().ceiling);
     rule.seed(Duration::ZERO, Duration::from_millis(50));
     let mut now = Duration::ZERO;
     for _ in 0..STEPS {
         now += Duration::from_secs(1);
         rule.observe(now, Duration::from_secs(1), 1000);
     }
-    assert_eq!(rule.window(), FLOOR);
+    assert_eq!(rule.window(), settings().floor);
 }
 
 #[test]
 fn until_it_has_measured_the_window_is_the_assumed_one_within_the_bounds() {
-    assert_eq!(PathWindow::new(1).window(), FLOOR);
-    assert_eq!(PathWindow::new(u32::MAX).window(), CEILING);
-    let mut rule = PathWindow::new(12_500_000);
+    assert_eq!(PathWindow::new(settings(), 1).window(), settings().floor);
+    assert_eq!(PathWindow::new(settings(), u32::MAX).window(), settings().ceiling);
+    let mut rule = PathWindow::new(settings(), 12_500_000);
     rule.seed(Duration::ZERO, Duration::from_millis(50));
     rule.observe(Duration::from_millis(200), Duration::from_secs(1), 5_000_000);
     assert_eq!(rule.window(), 12_500_000, "one sample starts the clock, decides nothing");
@@ -178,27 +185,34 @@ fn until_it_has_measured_the_window_is_the_assumed_one_within_the_bounds() {
 fn an_assumed_window_stands_while_the_queue_is_within_the_allowance() {
     // A 50 ms, 1 Gbit/s path whose queue stands just within the allowance: no reason to change
     // the first dial's window.
-    let mut rule = PathWindow::new(15_280 * 1024);
+    let mut rule = PathWindow::new(settings(), 15_280 * 1024);
     rule.seed(Duration::ZERO, FAST.base);
     let mut now = Duration::ZERO;
     for _ in 0..STEPS {
         now += Duration::from_millis(200);
-        rule.observe(now, FAST.base + allowance(FAST.base), 25_000_000);
+        rule.observe(now, FAST.base + allowance(&settings(), FAST.base), 25_000_000);
     }
     assert!(rule.settled());
     assert_eq!(rule.window(), 15_280 * 1024);
     // The queue grows past the allowance: now the window is smaller.
     now += Duration::from_millis(200);
-    rule.observe(now, FAST.base + 2 * allowance(FAST.base), 25_000_000);
-    rule.observe(now + Duration::from_millis(200), FAST.base + 2 * allowance(FAST.base), 25_000_000);
+    rule.observe(now, FAST.base + 2 * allowance(&settings(), FAST.base), 25_000_000);
+    rule.observe(
+        now + Duration::from_millis(200),
+        FAST.base + 2 * allowance(&settings(), FAST.base),
+        25_000_000,
+    );
     let measured = rule.window();
-    assert!(measured < 15_280 * 1024 && f64::from(measured) < GAIN * FAST.rate * 0.051 + SLACK + 1.0);
+    assert!(
+        measured < 15_280 * 1024
+            && f64::from(measured) < settings().gain * FAST.rate * 0.051 + settings().slack + 1.0
+    );
 }
 
 /// A 200 Mbit/s path whose dial took `dial`, after a download whose three samples stood 600 ms
 /// queued: the window shrank from that overstated minimum. Returns the rule and its clock.
 fn shrunk_from_an_overstated_minimum(dial: Duration) -> (PathWindow, Duration) {
-    let mut rule = PathWindow::new(assumed(Some(dial)));
+    let mut rule = PathWindow::new(settings(), assumed(&settings(), Some(dial)));
     rule.seed(Duration::ZERO, dial);
     let mut now = Duration::ZERO;
     for _ in 0..3 {
@@ -215,7 +229,10 @@ fn a_window_set_from_an_overstated_minimum_is_set_again_when_a_lower_one_shows()
     let (mut rule, mut now) = shrunk_from_an_overstated_minimum(Duration::from_millis(60));
     let first = rule.window();
     let (rtt, _) = link.carry(first);
-    assert!(first > 1_900_000 && rtt.saturating_sub(link.base) < allowance(link.base), "{first} B, {rtt:?}");
+    assert!(
+        first > 1_900_000 && rtt.saturating_sub(link.base) < allowance(&settings(), link.base),
+        "{first} B, {rtt:?}"
+    );
     // A quiet moment shows the path's own round trip; the next busy samples carry no queue above
     // the allowance, and yet the window is reset from the better minimum.
     rule.seed(now, link.base);
@@ -225,7 +242,11 @@ fn a_window_set_from_an_overstated_minimum_is_set_again_when_a_lower_one_shows()
         rule.observe(now, rtt, (rate * (rtt + GAP).as_secs_f64()) as u64);
     }
     let bdp = link.rate * link.base.as_secs_f64();
-    assert!(f64::from(rule.window()) <= GAIN * bdp + SLACK + 1.0, "{} B, BDP {bdp:.0} B", rule.window());
+    assert!(
+        f64::from(rule.window()) <= settings().gain * bdp + settings().slack + 1.0,
+        "{} B, BDP {bdp:.0} B",
+        rule.window()
+    );
 }
 
 #[test]
@@ -235,7 +256,7 @@ fn a_quiet_moment_that_beats_the_minimum_resets_the_window_before_the_next_trans
     let link = Link { rate: 25e6, base: Duration::from_millis(20) };
     let (mut rule, mut now) = shrunk_from_an_overstated_minimum(Duration::from_millis(63));
     let during = rule.window();
-    assert!(during < assumed(Some(Duration::from_millis(63))), "the download did not shrink it");
+    assert!(during < assumed(&settings(), Some(Duration::from_millis(63))), "the download did not shrink it");
     // Between two transfers the path is quiet, and its pings find its own round trip: the
     // window is set again at once, before the next transfer's first window adjust asks for it.
     now += GAP;
@@ -243,7 +264,7 @@ fn a_quiet_moment_that_beats_the_minimum_resets_the_window_before_the_next_trans
     let bdp = link.rate * link.base.as_secs_f64();
     let after = rule.window();
     assert!(after < during, "{after} B after the quiet ping, {during} B before");
-    assert!(f64::from(after) <= GAIN * bdp + SLACK + 1.0, "{after} B, BDP {bdp:.0} B");
+    assert!(f64::from(after) <= settings().gain * bdp + settings().slack + 1.0, "{after} B, BDP {bdp:.0} B");
     // A quiet ping that beats nothing by a quarter changes nothing.
     rule.seed(now + GAP, link.base + Duration::from_millis(2));
     assert_eq!(rule.window(), after);
