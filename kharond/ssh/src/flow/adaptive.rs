@@ -54,7 +54,7 @@
 use std::collections::VecDeque;
 use std::time::Duration;
 
-use super::WindowRule;
+use crate::flow::rule::WindowRule;
 use crate::settings::AdaptiveSettings;
 
 /// The window a session of a hop `rtt` away is dialled with until its path is measured: what

@@ -5,7 +5,7 @@
 
 use std::time::Duration;
 
-use super::WindowRule;
+use crate::flow::rule::WindowRule;
 
 #[derive(Debug)]
 pub(crate) struct Fixed {

@@ -32,7 +32,7 @@ use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, PoisonError, Weak};
 use std::time::{Duration, Instant};
 
-use super::WindowRule;
+use crate::flow::rule::WindowRule;
 use crate::settings::MeterSettings;
 
 /// What the meter pings: a chain's session (`chain::Dialled`).

@@ -19,40 +19,17 @@ mod adaptive;
 mod fixed;
 mod meter;
 pub(crate) mod packets;
+mod rule;
 
 use std::fmt;
 use std::sync::{Arc, Mutex, PoisonError, Weak};
 use std::time::{Duration, Instant};
 
-pub(crate) use meter::{Moved, Probe};
+pub(crate) use crate::flow::meter::{Moved, Probe};
 
+use crate::flow::meter::Meter;
+use crate::flow::rule::WindowRule;
 use crate::settings::{FlowSettings, WindowPolicy};
-use meter::Meter;
-
-/// What decides a path's window from what the path is measured to carry. `now` is any monotonic
-/// clock's offset (the path's own: [`Flow`] counts from its creation).
-pub(crate) trait WindowRule: Send + fmt::Debug {
-    /// The window a hop's session is dialled with: `rtt` is how long the hop's transport took to
-    /// answer (`None`: unknown, a `ProxyCommand`), `last` whether it is the chain's last hop,
-    /// whose round trip is the path's.
-    fn dial(&mut self, now: Duration, rtt: Option<Duration>, last: bool) -> u32;
-    /// The window the path's channels are re-opened to now; `None` until the rule has one (each
-    /// channel keeps the window its session was dialled with).
-    fn window(&self) -> Option<u32>;
-    /// Whether the rule reads measurements at all: a path is pinged only for one that does.
-    fn measures(&self) -> bool;
-    /// A round trip measured without load: a new session's first pings, the end of a transfer.
-    fn quiet(&mut self, now: Duration, rtt: Duration);
-    /// Measuring starts (again) at `now`: the next sample's bytes were delivered since then.
-    /// False when there is nothing to measure for (the measuring stops).
-    fn begin(&mut self, now: Duration) -> bool;
-    /// One sample while data flows: the round trip of a ping and the bytes delivered since the
-    /// previous sample. The window after it; `None` when the rule takes no samples.
-    fn sample(&mut self, now: Duration, rtt: Duration, delivered: u64) -> Option<u32>;
-    /// The lowest round trip the rule holds for the path's own, if any.
-    #[cfg(test)]
-    fn min_rtt(&self) -> Option<Duration>;
-}
 
 /// What a session is dialled with.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -91,8 +68,10 @@ impl Flow {
     /// (the direction a receive window paces).
     pub(crate) fn new(settings: Arc<FlowSettings>, moved: Moved) -> Self {
         let rule: Box<dyn WindowRule> = match settings.policy {
-            WindowPolicy::Adaptive => Box::new(adaptive::Adaptive::new(settings.adaptive.clone())),
-            WindowPolicy::Fixed(window) => Box::new(fixed::Fixed::new(window)),
+            WindowPolicy::Adaptive => {
+                Box::new(crate::flow::adaptive::Adaptive::new(settings.adaptive.clone()))
+            }
+            WindowPolicy::Fixed(window) => Box::new(crate::flow::fixed::Fixed::new(window)),
         };
         let rule = Arc::new(Mutex::new(rule));
         let born = Instant::now();

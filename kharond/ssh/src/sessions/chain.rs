@@ -56,7 +56,7 @@ pub struct Settings<'a> {
     /// The jump host's path: what each hop's session is dialled with (flow).
     pub flow: &'a Arc<Flow>,
     /// The engine's tuning.
-    pub engine: &'a crate::Settings,
+    pub engine: &'a crate::settings::Settings,
 }
 
 /// Which hop failed, as a user finds it in their ssh_config.

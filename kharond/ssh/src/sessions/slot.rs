@@ -35,7 +35,7 @@ pub enum ChainState {
     /// A hop asks a person a question now (desk.rs); connections through it wait for the answer.
     Asking,
     /// A hop asked a person and got no answer it took: connections fail at once until someone
-    /// logs in (`kharonctl login-jump`, [`Pool::login`](super::Pool::login)).
+    /// logs in (`kharonctl login-jump`, [`Pool::login`](crate::Pool::login)).
     LoginRequired,
 }
 

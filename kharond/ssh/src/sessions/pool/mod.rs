@@ -582,7 +582,7 @@ impl Pool {
     }
 
     /// Times a keepalive through every connected chain, all at once, none waiting longer than
-    /// `limit` (see [`health::round_trips`]).
+    /// `limit` (health.rs, `round_trips`).
     pub async fn round_trips(&self, limit: Duration) -> HashMap<String, Result<Duration, String>> {
         self.woke_up();
         health::round_trips(&self.slots(), limit).await
@@ -613,7 +613,7 @@ impl Pool {
 
     /// Checks `jumphosts` (the routing table's) for what will fail before a connection does: jump
     /// hosts no Host block names whose name does not resolve, and no ssh-agent with no key file
-    /// usable without one (see [`preflight`](crate::sessions::preflight)).
+    /// usable without one (preflight.rs).
     pub async fn preflight(&self, jumphosts: &[String]) -> crate::sessions::preflight::Findings {
         let resolved = self.resolved_hops(jumphosts);
         crate::sessions::preflight::run(&resolved, self.default_agent(), &self.engine.settings.ssh_config)
@@ -639,7 +639,7 @@ impl Pool {
         found
     }
 
-    /// What `Status` shows of every jump host known so far (see [`health`]).
+    /// What `Status` shows of every jump host known so far (health.rs).
     pub fn status(&self) -> Vec<ChainHealth> {
         let refused: Vec<(String, Refusal)> =
             self.refusals().iter().map(|(jumphost, refusal)| (jumphost.clone(), refusal.clone())).collect();

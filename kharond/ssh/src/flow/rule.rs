@@ -1,0 +1,29 @@
+//! [`WindowRule`]: what decides a path's window, the seam's one trait (`flow`, "The seam").
+
+use std::fmt;
+use std::time::Duration;
+
+/// What decides a path's window from what the path is measured to carry. `now` is any monotonic
+/// X
+pub(crate) trait WindowRule: Send + fmt::Debug {
+    /// The window a hop's session is dialled with: `rtt` is how long the hop's transport took to
+    /// answer (`None`: unknown, a `ProxyCommand`), `last` whether it is the chain's last hop,
+    /// whose round trip is the path's.
+    fn dial(&mut self, now: Duration, rtt: Option<Duration>, last: bool) -> u32;
+    /// The window the path's channels are re-opened to now; `None` until the rule has one (each
+    /// channel keeps the window its session was dialled with).
+    fn window(&self) -> Option<u32>;
+    /// Whether the rule reads measurements at all: a path is pinged only for one that does.
+    fn measures(&self) -> bool;
+    /// A round trip measured without load: a new session's first pings, the end of a transfer.
+    fn quiet(&mut self, now: Duration, rtt: Duration);
+    /// Measuring starts (again) at `now`: the next sample's bytes were delivered since then.
+    /// False when there is nothing to measure for (the measuring stops).
+    fn begin(&mut self, now: Duration) -> bool;
+    /// One sample while data flows: the round trip of a ping and the bytes delivered since the
+    /// previous sample. The window after it; `None` when the rule takes no samples.
+    fn sample(&mut self, now: Duration, rtt: Duration, delivered: u64) -> Option<u32>;
+    /// The lowest round trip the rule holds for the path's own, if any.
+    #[cfg(test)]
+    fn min_rtt(&self) -> Option<Duration>;
+}
