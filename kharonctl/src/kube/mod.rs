@@ -488,7 +488,7 @@ impl Kubeconfig {
         let yaml = self.to_yaml()?;
         let write = || {
             let target = through_links(path)?;
-            kharon_shared::cache::write_private(&target, yaml.as_bytes())
+            kharon_shared::files::write_private(&target, yaml.as_bytes())
         };
         write().map_err(|source| Error::Write { path: path.to_owned(), source })
     }
