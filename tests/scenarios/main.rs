@@ -53,3 +53,4 @@ mod ssh_oracle_matrix;
 mod startup;
 mod test_command;
 mod update;
+mod update_data_loss;

@@ -142,6 +142,21 @@ impl<'a> Auth<'a> {
         token::issuer(self.current.as_ref()?.tokens.id_token.as_str())
     }
 
+    /// Who the current token says it belongs to ([`token::account`]).
+    pub fn account(&self) -> Option<String> {
+        token::account(self.current.as_ref()?.tokens.id_token.as_str())
+    }
+
+    /// Where the current token came from, for messages: its cache, a refresh of it, or a login.
+    pub fn origin(&self) -> String {
+        match (&self.current, self.stage) {
+            (None, _) => "nowhere yet".to_owned(),
+            (Some(c), Stage::Refreshed) => format!("a refresh, kept in {}", c.origin),
+            (Some(c), Stage::LoggedIn) => format!("a login just now, kept in {}", c.origin),
+            (Some(c), _) => c.origin.to_string(),
+        }
+    }
+
     /// Lieutenant rejected the current bearer: a better one, or `None` when a fresh login's token
     /// was rejected too (then more logins will not help).
     pub async fn after_rejection(&mut self) -> Result<Option<String>, Error> {
