@@ -29,6 +29,7 @@ mod jumphost;
 mod jumphost_login;
 mod jumphost_refusals;
 mod kubeconfig;
+mod kubeconfig_lock;
 mod lieutenant_spec;
 mod login;
 mod pac;
