@@ -93,6 +93,9 @@ pub struct Auth<'a> {
     provider: Option<Provider>,
     current: Option<Cached>,
     stage: Stage,
+    /// What is wrong with our token cache when it cannot be read: said once, and the next token
+    /// kept replaces the file without another word.
+    damaged: Option<String>,
 }
 
 impl<'a> Auth<'a> {
@@ -114,6 +117,7 @@ impl<'a> Auth<'a> {
             provider: None,
             current: None,
             stage: Stage::None,
+            damaged: None,
         }
     }
 
@@ -121,6 +125,12 @@ impl<'a> Auth<'a> {
     /// interactive login.
     pub async fn bearer(&mut self) -> Result<String, Error> {
         let found = self.cached();
+        // With nothing else cached, the login line says it; otherwise it is said here, once.
+        if let Some(damage) = &self.damaged
+            && !found.is_empty()
+        {
+            eprintln!("warning: {damage}; it is replaced when kharonctl next keeps a token");
+        }
         if let Some(best) = choice::freshest(&found, SystemTime::now()) {
             if matches!(best.origin, Origin::Commodore { .. }) {
                 eprintln!("using the token for {} from {}", Escaped(&self.api_url), best.origin);
@@ -205,8 +215,8 @@ impl<'a> Auth<'a> {
     }
 
     /// The tokens both caches hold for this Lieutenant: ours first, then commodore's. An
-    /// unreadable cache of ours is reported and skipped.
-    fn cached(&self) -> Vec<Cached> {
+    /// unreadable cache of ours is skipped, and what is wrong with it kept in `damaged`.
+    fn cached(&mut self) -> Vec<Cached> {
         let mut found = Vec::new();
         let path = &self.places.token_file;
         match TokenFile::load(path) {
@@ -216,7 +226,7 @@ impl<'a> Auth<'a> {
                         .push(Cached { tokens: tokens.clone(), origin: Origin::Ours { path: path.clone() } });
                 }
             }
-            Err(e) => eprintln!("warning: {}", Escaped(&chain(&e))),
+            Err(e) => self.damaged = Some(Escaped(&e.damage()).to_string()),
         }
         if let Some(path) = &self.places.commodore_file
             && let Some(entry) = commodore::lookup(path, &self.api_url)
@@ -232,6 +242,13 @@ impl<'a> Auth<'a> {
         if !found.is_empty() {
             let caches: Vec<String> = found.iter().map(|c| c.origin.to_string()).collect();
             return format!("no token for {url} in {} can be used or refreshed", caches.join(" or "));
+        }
+        if let Some(damage) = &self.damaged {
+            let theirs = match &self.places.commodore_file {
+                Some(theirs) => format!(", and commodore's cache {} has none for {url}", theirs.display()),
+                None => String::new(),
+            };
+            return format!("{damage}{theirs}; the login replaces it");
         }
         let ours = self.places.token_file.display();
         match &self.places.commodore_file {
@@ -277,7 +294,10 @@ impl<'a> Auth<'a> {
     fn keep(&self, grant: &Grant) -> Result<(), Error> {
         let path = &self.places.token_file;
         let mut file = TokenFile::load(path).unwrap_or_else(|e| {
-            eprintln!("warning: {}; replacing it", Escaped(&chain(&e)));
+            // Said already when it was first read.
+            if self.damaged.is_none() {
+                eprintln!("warning: {}; replacing it", Escaped(&e.damage()));
+            }
             TokenFile::default()
         });
         file.put(&self.api_url, grant.tokens.clone());
