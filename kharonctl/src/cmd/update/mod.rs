@@ -249,6 +249,13 @@ async fn fetch(args: &Args, ctx: &Context, api_url: &str) -> anyhow::Result<Fetc
                 };
                 return Ok(Fetched { clusters, issuer: auth.issuer(), answer });
             }
+            Err(e @ lieutenant::Error::Unauthorized { .. }) if auth.is_static() => {
+                return Err(anyhow::Error::new(e).context(format!(
+                    "the token from {} was refused; like commodore, kharonctl does not log in instead: fix \
+                     the token, or unset COMMODORE_API_TOKEN to use the login",
+                    auth.origin()
+                )));
+            }
             Err(e @ lieutenant::Error::Unauthorized { .. }) => match auth.after_rejection().await? {
                 Some(better) => bearer = better,
                 None => return Err(e.into()),

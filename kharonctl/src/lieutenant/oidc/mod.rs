@@ -1,7 +1,8 @@
 //! Logging in to Lieutenant with OpenID Connect, and keeping the tokens (docs/lieutenant-and-oidc.md).
 //!
-//! [`Auth`] answers one question, "which bearer do I send?", in commodore's order, over both
-//! caches: the freshest usable id_token of ours and commodore's for the same API URL
+//! [`Auth`] answers one question, "which bearer do I send?", in commodore's order: commodore's
+//! static token `COMMODORE_API_TOKEN` when it is set and not expired ([`static_token`]); else, over
+//! both caches, the freshest usable id_token of ours and commodore's for the same API URL
 //! ([`choice`]); when neither is usable, a refresh of each in turn, the latest login first;
 //! failing all that, an interactive login. After Lieutenant rejects a token (401),
 //! [`Auth::after_rejection`] refreshes once, then logs in again, then gives up. Tokens from a
@@ -11,6 +12,7 @@
 //! - [`token`]: what we keep of a token response, and when an id_token is stale.
 //! - [`store`]: our 0600 token cache. [`commodore`]: commodore's, read and kept current.
 //! - [`choice`]: which cached token wins, and the cache each came from, as messages name it.
+//! - [`static_token`]: `COMMODORE_API_TOKEN`, read as commodore reads it.
 //! - [`provider`]: the IdP through `openidconnect`: discovery, code exchange, device grant, refresh.
 //! - [`callback`]: the one-shot `http://localhost:18000` redirect server (the browser itself:
 //!   [`crate::browser`]).
@@ -25,6 +27,7 @@ pub mod choice;
 pub mod commodore;
 mod error;
 pub mod provider;
+pub mod static_token;
 pub mod store;
 pub mod token;
 
@@ -66,17 +69,21 @@ pub struct Places {
     pub browser: Option<String>,
 }
 
-/// OIDC settings given by the user; each wins over what Lieutenant announces.
+/// OIDC settings given by the user; each wins over what Lieutenant announces. The static token
+/// wins over every login.
 #[derive(Debug, Clone, Default)]
 pub struct Overrides {
     pub client_id: Option<String>,
     pub discovery_url: Option<String>,
+    pub api_token: Option<static_token::Given>,
 }
 
 /// How the current token was obtained, which decides what to try after a 401.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 enum Stage {
     None,
+    /// commodore's static token: nothing else is tried after a 401.
+    Static,
     Cached,
     Refreshed,
     LoggedIn,
@@ -124,6 +131,27 @@ impl<'a> Auth<'a> {
     /// A bearer for Lieutenant: the freshest cached one, a refreshed one, or one from an
     /// interactive login.
     pub async fn bearer(&mut self) -> Result<String, Error> {
+        if let Some(given) = self.overrides.api_token.clone() {
+            match static_token::resolve(&given)? {
+                Some(found) if !found.tokens.is_stale(SystemTime::now()) => {
+                    eprintln!("using the token for {} from {}", Escaped(&self.api_url), found.origin);
+                    return Ok(self.settle(found, Stage::Static));
+                }
+                Some(found) => {
+                    let when = token::expiry(found.tokens.id_token.as_str())
+                        .and_then(|t| t.duration_since(std::time::UNIX_EPOCH).ok())
+                        .map_or_else(
+                            || "some time ago".to_owned(),
+                            |d| kharon_shared::time::rfc3339(d.as_secs()),
+                        );
+                    eprintln!(
+                        "the token in {} expired at {when}; like commodore, kharonctl goes on with its own login",
+                        found.origin
+                    );
+                }
+                None => eprintln!("{} holds no token; it is ignored", Escaped(&given.from)),
+            }
+        }
         let found = self.cached();
         // With nothing else cached, the login line says it; otherwise it is said here, once.
         if let Some(damage) = &self.damaged
@@ -155,6 +183,11 @@ impl<'a> Auth<'a> {
     /// Who the current token says it belongs to ([`token::account`]).
     pub fn account(&self) -> Option<String> {
         token::account(self.current.as_ref()?.tokens.id_token.as_str())
+    }
+
+    /// Whether the current token is commodore's static one, which no refresh or login replaces.
+    pub fn is_static(&self) -> bool {
+        self.stage == Stage::Static
     }
 
     /// Where the current token came from, for messages: its cache, a refresh of it, or a login.
@@ -189,7 +222,7 @@ impl<'a> Auth<'a> {
                 eprintln!("Lieutenant rejected the refreshed token; logging in again");
                 self.login().await.map(Some)
             }
-            Stage::LoggedIn => Ok(None),
+            Stage::LoggedIn | Stage::Static => Ok(None),
         }
     }
 
