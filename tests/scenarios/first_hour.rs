@@ -107,12 +107,28 @@ fn no_agent_and_no_usable_key_is_a_warning_at_start_and_a_failed_test_row() {
     let status = kharonctl::run(&env, &["status"]);
     assert!(status.stdout.contains("warning: kharond has no ssh-agent"), "{}", status.stdout);
 
+    // Issue 55: the log says it once per condition, not again at every reload while it lasts
+    // (each reload still tells the person who asked for it).
+    let warnings = || daemon.log().lines().filter(|l| warned(l)).count();
+    for _ in 0..3 {
+        let reload = kharonctl::run(&env, &["reload"]);
+        ok(&reload);
+        assert!(reload.stderr.contains("kharond has no ssh-agent"), "{}", reload.stderr);
+    }
+    assert_eq!(warnings(), 1, "{}", daemon.log());
+
     // A key file usable without an agent is enough: the row passes, and a reload says nothing.
     kharon_e2e::sshd::keygen(&key, "");
     let reload = kharonctl::run(&env, &["reload"]);
     ok(&reload);
     assert!(!reload.stderr.contains("ssh-agent"), "{}", reload.stderr);
     assert_eq!(agent_row(&env)["ok"], true);
+    // Gone and back again: a new condition, logged again (once).
+    std::fs::remove_file(&key).unwrap();
+    for _ in 0..2 {
+        ok(&kharonctl::run(&env, &["reload"]));
+    }
+    assert_eq!(warnings(), 2, "{}", daemon.log());
 }
 
 /// Item 3: a jump host that no `Host` block names and that does not resolve (a renamed block) is
