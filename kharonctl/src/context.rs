@@ -159,9 +159,18 @@ impl Context {
     }
 
     pub fn oidc_overrides(&self) -> crate::lieutenant::oidc::Overrides {
+        let api_token =
+            self.config.api_token.as_ref().map(|s| crate::lieutenant::oidc::static_token::Given {
+                value: s.value.clone(),
+                from: match &s.source {
+                    Source::Env(var) => (*var).to_owned(),
+                    other => other.to_string(),
+                },
+            });
         crate::lieutenant::oidc::Overrides {
             client_id: self.config.oidc_client.as_ref().map(|s| s.value.clone()),
             discovery_url: self.config.oidc_discovery_url.as_ref().map(|s| s.value.clone()),
+            api_token,
         }
     }
 

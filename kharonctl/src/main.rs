@@ -121,9 +121,12 @@ enum Command {
     Logout(cmd::logout::Args),
     /// Fetch the inventory from Lieutenant, update the local cache and reload kharond
     ///
-    /// The bearer is the freshest usable token of kharonctl's cache and commodore's
-    /// ($XDG_CACHE_HOME/commodore/token) for this Lieutenant; when neither is usable, each is
-    /// refreshed in turn, and only when that fails too does a login start (browser, or --device).
+    /// The bearer is commodore's static token COMMODORE_API_TOKEN when it is set (in the
+    /// environment or commodore's .env; the token, or a file holding it) and not expired: then no
+    /// cache is read and no login started, as with commodore's own commands. Otherwise it is the
+    /// freshest usable token of kharonctl's cache and commodore's ($XDG_CACHE_HOME/commodore/token)
+    /// for this Lieutenant; when neither is usable, each is refreshed in turn, and only when that
+    /// fails too does a login start (browser, or --device).
     /// Every message names the cache file it speaks of. The Lieutenant is --lieutenant-url, else
     /// LIEUTENANT_URL, else COMMODORE_API_URL (from the environment, else from the .env file
     /// commodore reads: in this directory or the nearest parent), else lieutenant_url in the config

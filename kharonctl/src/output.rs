@@ -1,9 +1,11 @@
 //! How results are printed for `-o`: tables for people, JSON for scripts. Commands build data;
 //! only this module turns it into text on stdout.
 //!
-//! Tables fit the terminal they are printed on, and 80 columns (or `$COLUMNS`) when the output is
-//! piped or written to a file: a cell that is too long folds onto more lines, it is never cut.
-//! Columns that must stay whole (cluster ids, which people copy) say so with [`keep_whole`].
+//! Tables fit the terminal they are printed on: a cell that is too long folds onto more lines, it
+//! is never cut, and columns that must stay whole (cluster ids, which people copy) say so with
+//! [`keep_whole`]. Output that is no terminal (a pipe, a file) is read by `grep`, `awk` and `less
+//! -S`, which a folded cell breaks (`kharonctl config | grep lieutenant` found half a URL): there,
+//! every row is one line as wide as its cells, whatever `$COLUMNS` says.
 //!
 //! Every cell of a table is data (ids, names, URLs, errors), so [`table`] passes each through
 //! [`kharon_shared::text::cell`]: control characters escaped, at most
@@ -17,9 +19,6 @@ use std::io::IsTerminal as _;
 use comfy_table::presets::UTF8_FULL_CONDENSED;
 use comfy_table::{ColumnConstraint, ContentArrangement, Table};
 use serde::Serialize;
-
-/// How wide a table may be when stdout is no terminal: a mail, a ticket, a pager, `less -S` aside.
-const PIPED_WIDTH: u16 = 80;
 
 /// The output formats most commands accept.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq, clap::ValueEnum)]
@@ -45,38 +44,33 @@ pub enum Listing {
     Yaml,
 }
 
-/// A table with our house style; `headers` first, then rows. Folded to fit (see the module doc).
+/// A table with our house style for stdout; `headers` first, then rows. Folded to fit a terminal,
+/// never folded elsewhere (see the module doc).
 pub fn table<I, R>(headers: &[&str], rows: I) -> Table
 where
     I: IntoIterator<Item = R>,
     R: IntoIterator<Item = String>,
 {
-    let mut table = wide_table(headers, rows);
-    if !std::io::stdout().is_terminal() {
-        table.set_width(piped_width(std::env::var("COLUMNS").ok().as_deref()));
-    }
-    table
+    table_for(std::io::stdout().is_terminal(), headers, rows)
 }
 
-/// A table for `-o wide`, which asks for every column: it fits a terminal, and is not folded
-/// when piped (scripts and `less -S` read it whole).
-pub fn wide_table<I, R>(headers: &[&str], rows: I) -> Table
+/// [`table`] for output that is a `terminal`, or is not one.
+fn table_for<I, R>(terminal: bool, headers: &[&str], rows: I) -> Table
 where
     I: IntoIterator<Item = R>,
     R: IntoIterator<Item = String>,
 {
     let mut table = Table::new();
     table.load_style(UTF8_FULL_CONDENSED).set_content_arrangement(ContentArrangement::Dynamic);
+    if !terminal {
+        // No width to fit: comfy-table then lays every row out on one line.
+        table.force_no_tty();
+    }
     table.set_header(headers.iter().copied());
     for row in rows {
         table.add_row(row.into_iter().map(|cell| kharon_shared::text::cell(&cell)));
     }
     table
-}
-
-/// `$COLUMNS` when it is a sensible width, else [`PIPED_WIDTH`].
-fn piped_width(columns: Option<&str>) -> u16 {
-    columns.and_then(|c| c.trim().parse::<u16>().ok()).filter(|w| *w >= 40).unwrap_or(PIPED_WIDTH)
 }
 
 /// Columns `indexes` are never folded (ids people copy, short words); the others fold around them.
@@ -192,20 +186,19 @@ mod tests {
     }
 
     #[test]
-    fn piped_tables_fold_to_80_columns_or_columns() {
-        assert_eq!(super::piped_width(None), 80);
-        assert_eq!(super::piped_width(Some("132")), 132);
-        assert_eq!(super::piped_width(Some("7")), 80, "too narrow to be meant");
-        assert_eq!(super::piped_width(Some("wide")), 80);
-        let mut t = super::table(
-            &["ID", "TEXT"],
-            [vec!["c-a-very-long-cluster-id-01".to_owned(), "word ".repeat(40)]],
-        );
+    fn tables_fold_to_a_terminal_and_never_elsewhere() {
+        let rows = || [vec!["c-a-very-long-cluster-id-01".to_owned(), "word ".repeat(40)]];
+        let mut t = super::table_for(true, &["ID", "TEXT"], rows());
         t.set_width(40);
         super::keep_whole(&mut t, &[0]);
         let text = t.to_string();
         assert!(text.lines().all(|l| l.chars().count() <= 40), "{text}");
         assert!(text.contains("c-a-very-long-cluster-id-01"), "the id stays whole:\n{text}");
+
+        let text = super::table_for(false, &["ID", "TEXT"], rows()).to_string();
+        assert_eq!(text.lines().count(), 5, "header, row and three rules:\n{text}");
+        let row = text.lines().find(|l| l.contains("c-a-very")).unwrap_or_default();
+        assert!(row.contains(&"word ".repeat(40).trim_end().to_owned()), "{text}");
     }
 
     #[test]

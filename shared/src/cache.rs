@@ -7,13 +7,13 @@
 //! clusters itself, so an older build's routes are never trusted).
 //!
 //! There is no TTL: the cache serves until the next successful update, also when Lieutenant is down.
-//! [`store`] writes atomically (a temp file in the same directory, fsync, rename) with mode 0600, so a
-//! reader sees the old file or the new one, never half of one. A corrupt file or one from a future
+//! [`store`] writes atomically with mode 0600 ([`crate::files::write_private`]: a temp file in the
+//! same directory, fsync, rename, fsync of the directory), so a reader sees the old file or the new
+//! one, never half of one. A corrupt file or one from a future
 //! version is an error that names the file and says what to do.
 //!
 //! This module knows nothing of Lieutenant, HTTP or the daemon.
 
-use std::io::Write;
 use std::path::{Path, PathBuf};
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
@@ -204,37 +204,7 @@ pub fn store(path: &Path, envelope: &Envelope) -> Result<(), Error> {
     };
     let bytes = serde_json::to_vec_pretty(&disk)
         .map_err(|e| Error::Write { path: path.to_owned(), source: std::io::Error::other(e) })?;
-    write_private(path, &bytes).map_err(|source| Error::Write { path: path.to_owned(), source })
-}
-
-/// Replaces `path` with `bytes` atomically: a 0600 temp file in the same directory (so the rename
-/// cannot cross file systems), flushed to disk, then renamed over the target. Also used for the
-/// token cache and kubeconfigs, which must never be readable by others, not even for a moment.
-pub fn write_private(path: &Path, bytes: &[u8]) -> std::io::Result<()> {
-    write_atomic(path, bytes, 0o600)
-}
-
-/// [`write_private`] for files others may read (`mode`, e.g. 0644 for service units). A missing
-/// directory is created 0700, or 0755 when the file itself is readable by others.
-pub fn write_atomic(path: &Path, bytes: &[u8], mode: u32) -> std::io::Result<()> {
-    use std::os::unix::fs::{DirBuilderExt, PermissionsExt};
-    let dir = match path.parent() {
-        Some(d) if !d.as_os_str().is_empty() => d,
-        _ => Path::new("."),
-    };
-    if !dir.exists() {
-        let dir_mode = if mode & 0o044 != 0 { 0o755 } else { 0o700 };
-        std::fs::DirBuilder::new().recursive(true).mode(dir_mode).create(dir)?;
-    }
-    // tempfile creates its files 0600 on Unix; widen only after the content is complete.
-    let mut tmp = tempfile::Builder::new().prefix(".kharon-").suffix(".tmp").tempfile_in(dir)?;
-    tmp.write_all(bytes)?;
-    if mode != 0o600 {
-        tmp.as_file().set_permissions(std::fs::Permissions::from_mode(mode))?;
-    }
-    tmp.as_file().sync_all()?;
-    tmp.persist(path).map_err(|e| e.error)?;
-    Ok(())
+    crate::files::write_private(path, &bytes).map_err(|source| Error::Write { path: path.to_owned(), source })
 }
 
 #[cfg(test)]

@@ -125,6 +125,9 @@ pub struct Config {
     pub oidc_client: Option<Setting<String>>,
     /// OIDC discovery URL; overrides what Lieutenant's discovery announces.
     pub oidc_discovery_url: Option<Setting<String>>,
+    /// commodore's static Lieutenant token (`COMMODORE_API_TOKEN`, also from its `.env`), as given:
+    /// the token, or the path of a file holding it (kharonctl reads it as commodore does).
+    pub api_token: Option<Setting<Secret>>,
     /// The Passbolt that holds the emergency credentials' bucket list.
     pub passbolt_url: Setting<String>,
     /// Without a `[socks]` password, kharond serves only clients of its own user unless this is
@@ -267,11 +270,14 @@ pub mod env {
     pub const COMMODORE_API_URL: &str = "COMMODORE_API_URL";
     pub const OIDC_CLIENT: &str = "COMMODORE_OIDC_CLIENT";
     pub const OIDC_DISCOVERY_URL: &str = "COMMODORE_OIDC_DISCOVERY_URL";
+    /// commodore's static Lieutenant token (`--api-token` in commodore `cli/options.py`), for CI and
+    /// service accounts.
+    pub const API_TOKEN: &str = "COMMODORE_API_TOKEN";
     pub const PASSBOLT_URL: &str = "KHARON_PASSBOLT_URL";
     /// The variables taken from commodore's `.env`: those of commodore's options (`--api-url`,
-    /// `--oidc-client`, `--oidc-discovery-url` in commodore `cli/options.py`) that kharonctl has
-    /// too. The others are ours or Go kharon's, which no `.env` convention covers.
-    pub const FROM_DOTENV: [&str; 3] = [COMMODORE_API_URL, OIDC_CLIENT, OIDC_DISCOVERY_URL];
+    /// `--api-token`, `--oidc-client`, `--oidc-discovery-url` in commodore `cli/options.py`) that
+    /// kharonctl has too. The others are ours or Go kharon's, which no `.env` convention covers.
+    pub const FROM_DOTENV: [&str; 4] = [COMMODORE_API_URL, API_TOKEN, OIDC_CLIENT, OIDC_DISCOVERY_URL];
 }
 
 impl Config {
@@ -473,6 +479,8 @@ impl Config {
             ),
         )?;
 
+        let api_token = lookup(env::API_TOKEN).map(|(v, s)| Setting::new(Secret::new(v), s));
+
         // Flag: `clusters NAME emergency-credentials --passbolt-url` applies it on top of this.
         let passbolt_url =
             match http_url("passbolt_url", pick(None, "", env::PASSBOLT_URL, file_cfg.passbolt_url.clone()))?
@@ -509,6 +517,7 @@ impl Config {
             lieutenant_url,
             oidc_client,
             oidc_discovery_url,
+            api_token,
             passbolt_url,
         };
         config.validate()?;
@@ -1044,6 +1053,7 @@ mod tests {
         let vars = [
             (env::COMMODORE_API_URL, "http://dotenv.example"),
             (env::OIDC_CLIENT, "client-from-dotenv"),
+            (env::API_TOKEN, "token-from-dotenv"),
             // Not commodore's: a .env is commodore's convention, not a config file of ours.
             (env::LIEUTENANT_URL, "http://not-commodores.example"),
             (env::PASSBOLT_URL, "http://not-commodores.example"),
@@ -1066,6 +1076,11 @@ mod tests {
         );
         assert_eq!(cfg.passbolt_url.source, Source::Default);
         assert_eq!(cfg.dotenv_file, Some(path.clone()));
+        let token = cfg.api_token.unwrap();
+        assert_eq!((token.value.as_str(), token.source), ("token-from-dotenv", from_dotenv(env::API_TOKEN)));
+        let real = [(env::API_TOKEN, "token-from-env".to_string())];
+        let token = load_with_dotenv(&Overrides::default(), &real, dir.path(), &dotenv).unwrap().api_token;
+        assert_eq!(token.map(|t| t.source), Some(Source::Env(env::API_TOKEN)));
 
         // The real environment wins, even Go kharon's LIEUTENANT_URL over commodore's variable.
         let real = [(env::COMMODORE_API_URL, "http://env.example".to_string())];

@@ -7,7 +7,8 @@
 //! - [`errors`]: the one error convention (a message never repeats its cause, `source()` has it)
 //!   and an error with its causes as one line ([`errors::Chain`]), which both binaries print.
 //! - [`config`]: the TOML schema and defaults, merged with env and flags into one validated `Config`.
-//! - [`files`]: reading user-named files without blocking on a FIFO; naming file types.
+//! - [`files`]: reading user-named files without blocking on a FIFO; naming file types; atomic,
+//!   durable writes that clean up after a killed writer.
 //! - [`parallel`]: one pure function over a large slice, split across the cores (compiling).
 //! - [`paths`]: every on-disk location (config, cache, control socket); the only user of `directories`.
 //! - [`man_pages`]: the man page of either binary, written from its clap definition.

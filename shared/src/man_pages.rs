@@ -33,7 +33,7 @@ fn write_tree(cmd: &clap::Command, dir: &Path, written: &mut Vec<PathBuf>) -> Re
     let path = dir.join(man.get_filename());
     let mut page = Vec::new();
     man.render(&mut page).map_err(|source| Error::Render { path: path.clone(), source })?;
-    crate::cache::write_atomic(&path, &page, 0o644)
+    crate::files::write_atomic(&path, &page, 0o644)
         .map_err(|source| Error::Write { path: path.clone(), source })?;
     written.push(path);
     for sub in cmd.get_subcommands().filter(|s| !s.is_hide_set()) {

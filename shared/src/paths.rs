@@ -51,23 +51,16 @@ pub enum Error {
     SocketPathTooLong { path: PathBuf, len: usize },
     #[error("cannot create directory {}", path.display())]
     CreateDir { path: PathBuf, source: std::io::Error },
-    #[error(
-        "directory {} is owned by uid {owner}, not by us (uid {uid}); refusing to put a control socket there",
-        path.display()
-    )]
-    NotOurs { path: PathBuf, owner: u32, uid: u32 },
-    #[error(
-        "directory {} is writable by others (mode {mode:o}); refusing to put a control socket there",
-        path.display()
-    )]
-    WorldWritable { path: PathBuf, mode: u32 },
+    #[error("directory {} is owned by uid {owner}, not by us (uid {uid}); {act}{}", path.display(), act.advice(path))]
+    NotOurs { path: PathBuf, owner: u32, uid: u32, act: Act },
+    #[error("directory {} is writable by others (mode {mode:o}); {act}{}", path.display(), act.advice(path))]
+    WorldWritable { path: PathBuf, mode: u32, act: Act },
     #[error(
         "{} is a symbolic link owned by uid {owner}, not by us (uid {uid}): its owner can point it \
-         anywhere at any time; refusing to put a control socket there. Remove it, or pass \
-         --control-socket (or set XDG_RUNTIME_DIR)",
+         anywhere at any time; {act}. Remove it, or pass --control-socket (or set XDG_RUNTIME_DIR)",
         path.display()
     )]
-    ForeignLink { path: PathBuf, owner: u32, uid: u32 },
+    ForeignLink { path: PathBuf, owner: u32, uid: u32, act: Act },
     #[error(
         "control socket path {} is {kind}, not a socket; refusing to use or replace it. \
          Remove it yourself if it is a leftover, or pass a different --control-socket",
@@ -75,13 +68,116 @@ pub enum Error {
     )]
     NotASocket { path: PathBuf, kind: &'static str },
     #[error(
-        "control socket {} belongs to uid {owner}, not to us (uid {uid}): its daemon is not ours to \
+        "control socket {} belongs to {}, not to us (uid {uid}): its daemon is not ours to \
          talk to or replace. Pass the socket of your own kharond with --control-socket",
-        path.display()
+        path.display(),
+        User::of(*owner)
     )]
     ForeignSocket { path: PathBuf, owner: u32, uid: u32 },
+    /// The socket lies in a directory of another user that does not let us in (boxed: the
+    /// other variants are small, and this error travels in every control call's `Result`).
+    #[error(transparent)]
+    Unreachable(Box<KeptOut>),
     #[error("cannot inspect control socket {}", path.display())]
     Inspect { path: PathBuf, source: std::io::Error },
+}
+
+/// A control socket in a directory of another user that does not let us in.
+#[derive(Debug, thiserror::Error)]
+#[error(
+    "cannot reach control socket {}: it lies in directory {} of {owner}, which does not let you \
+     in (mode {mode:o}; you are {me}). It is that user's kharond, not yours, and kharonctl talks only \
+     to a kharond of your own user: start yours (`kharonctl service-install`, or `kharond`) and use \
+     its socket (`kharonctl config` shows where this path came from: --control-socket, \
+     KHARON_CONTROL_SOCKET, the config file or XDG_RUNTIME_DIR), or run kharonctl as {owner}",
+    path.display(),
+    dir.display()
+)]
+pub struct KeptOut {
+    pub path: PathBuf,
+    pub dir: PathBuf,
+    pub owner: User,
+    pub me: User,
+    pub mode: u32,
+}
+
+/// What a socket directory is checked for, which the refusal names.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Act {
+    /// kharond, about to create its control socket there.
+    Serve,
+    /// kharonctl, about to connect to the control socket there.
+    Connect,
+}
+
+impl std::fmt::Display for Act {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(match self {
+            Act::Serve => "refusing to put a control socket there",
+            Act::Connect => "refusing to talk to the control socket there",
+        })
+    }
+}
+
+impl Act {
+    /// What to do about a socket directory that stopped being private while kharond ran.
+    fn advice(self, dir: &Path) -> String {
+        match self {
+            Act::Serve => String::new(),
+            Act::Connect => format!(
+                ": whoever owns it, or may write to it, can swap kharond's socket for one of their own. \
+                 kharond checked it when it started, so it was changed since: make it yours and private \
+                 again (`chown \"$(id -u)\" {0} && chmod 700 {0}`), then restart kharond",
+                dir.display()
+            ),
+        }
+    }
+}
+
+/// A local user as messages name one: `uid 1000 (alice)`, the name from the user database.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct User {
+    pub uid: u32,
+    pub name: Option<String>,
+}
+
+impl User {
+    pub fn of(uid: u32) -> Self {
+        Self { uid, name: user_name(uid) }
+    }
+}
+
+impl std::fmt::Display for User {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match &self.name {
+            Some(name) => write!(f, "uid {} ({})", self.uid, crate::text::Escaped(name)),
+            None => write!(f, "uid {}", self.uid),
+        }
+    }
+}
+
+/// The login name of `uid` from the user database (getpwuid_r(3)), if it has one.
+pub fn user_name(uid: u32) -> Option<String> {
+    let mut buf = vec![0u8; 1024];
+    loop {
+        // SAFETY: an all-zero `passwd` is a valid value (null pointers, zero ids) for
+        // getpwuid_r to fill in.
+        let mut entry: libc::passwd = unsafe { std::mem::zeroed() };
+        let mut found: *mut libc::passwd = std::ptr::null_mut();
+        // SAFETY: every pointer is to memory we own for the call: the struct, the buffer of the
+        // length given, and the result slot.
+        let rc = unsafe { libc::getpwuid_r(uid, &mut entry, buf.as_mut_ptr().cast(), buf.len(), &mut found) };
+        if rc == libc::ERANGE && buf.len() < 1 << 20 {
+            buf.resize(buf.len() * 2, 0);
+            continue;
+        }
+        if rc != 0 || found.is_null() || entry.pw_name.is_null() {
+            return None;
+        }
+        // SAFETY: on success `pw_name` points to a NUL-terminated string inside `buf`, alive here.
+        let name = unsafe { std::ffi::CStr::from_ptr(entry.pw_name) };
+        return Some(name.to_string_lossy().into_owned());
+    }
 }
 
 fn project_dirs() -> Result<directories::ProjectDirs, Error> {
@@ -166,7 +262,6 @@ pub fn check_socket_path(path: &Path) -> Result<(), Error> {
 /// that name, pointing at a directory of ours today and at one of theirs tomorrow. A link of
 /// another user is refused; a link of our own is followed and its target checked as below.
 pub fn prepare_private_dir(dir: &Path) -> Result<(), Error> {
-    let me = uid();
     if !dir.exists() {
         std::fs::DirBuilder::new()
             .recursive(true)
@@ -178,19 +273,47 @@ pub fn prepare_private_dir(dir: &Path) -> Result<(), Error> {
             .map_err(|source| Error::CreateDir { path: dir.to_owned(), source })?;
     }
     // After creating, not before: a link planted between the two would otherwise pass.
+    check_private_dir(dir, Act::Serve)
+}
+
+/// kharonctl's check before it connects: the socket's directory is still what kharond made sure
+/// of at start (ours, not writable by others, no link of another user), so nobody can have swapped
+/// the socket since. A directory that does not exist, or that we cannot look at, passes here:
+/// [`check_own_socket`] then says that nothing runs there, or whose it is.
+pub fn check_socket_dir(dir: &Path) -> Result<(), Error> {
+    check_private_dir(dir, Act::Connect)
+}
+
+/// `dir` is no link of another user (looked at first, as a link), and what it names is ours and
+/// not writable by group or others.
+fn check_private_dir(dir: &Path, act: Act) -> Result<(), Error> {
+    let me = uid();
     match std::fs::symlink_metadata(dir) {
         Ok(link) if link.file_type().is_symlink() && link.uid() != me => {
-            return Err(Error::ForeignLink { path: dir.to_owned(), owner: link.uid(), uid: me });
+            return Err(Error::ForeignLink { path: dir.to_owned(), owner: link.uid(), uid: me, act });
         }
         _ => {}
     }
-    let meta = std::fs::metadata(dir).map_err(|source| Error::CreateDir { path: dir.to_owned(), source })?;
+    let meta = match std::fs::metadata(dir) {
+        Ok(meta) => meta,
+        Err(e)
+            if act == Act::Connect
+                && matches!(
+                    e.kind(),
+                    std::io::ErrorKind::NotFound | std::io::ErrorKind::PermissionDenied
+                ) =>
+        {
+            return Ok(());
+        }
+        Err(source) if act == Act::Serve => return Err(Error::CreateDir { path: dir.to_owned(), source }),
+        Err(source) => return Err(Error::Inspect { path: dir.to_owned(), source }),
+    };
     if meta.uid() != me {
-        return Err(Error::NotOurs { path: dir.to_owned(), owner: meta.uid(), uid: me });
+        return Err(Error::NotOurs { path: dir.to_owned(), owner: meta.uid(), uid: me, act });
     }
     let mode = meta.mode() & 0o7777;
     if mode & 0o022 != 0 {
-        return Err(Error::WorldWritable { path: dir.to_owned(), mode });
+        return Err(Error::WorldWritable { path: dir.to_owned(), mode, act });
     }
     Ok(())
 }
@@ -207,6 +330,9 @@ pub fn check_own_socket(path: &Path) -> Result<bool, Error> {
     let meta = match std::fs::symlink_metadata(path) {
         Ok(meta) => meta,
         Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(false),
+        Err(source) if source.kind() == std::io::ErrorKind::PermissionDenied => {
+            return Err(kept_out(path, source));
+        }
         Err(source) => return Err(Error::Inspect { path: path.to_owned(), source }),
     };
     if !meta.file_type().is_socket() {
@@ -217,6 +343,24 @@ pub fn check_own_socket(path: &Path) -> Result<bool, Error> {
         return Err(Error::ForeignSocket { path: path.to_owned(), owner: meta.uid(), uid: me });
     }
     Ok(true)
+}
+
+/// The socket at `path` cannot even be looked at: the directory that keeps us out is the deepest
+/// one above it we can look at. Another user's is named with its owner; one of our own (a mode
+/// we changed ourselves) leaves the plain error.
+fn kept_out(path: &Path, source: std::io::Error) -> Error {
+    let me = uid();
+    let blocking = path.ancestors().skip(1).find_map(|dir| std::fs::metadata(dir).ok().map(|m| (dir, m)));
+    match blocking {
+        Some((dir, meta)) if meta.uid() != me => Error::Unreachable(Box::new(KeptOut {
+            path: path.to_owned(),
+            dir: dir.to_owned(),
+            owner: User::of(meta.uid()),
+            me: User::of(me),
+            mode: meta.mode() & 0o7777,
+        })),
+        _ => Error::Inspect { path: path.to_owned(), source },
+    }
 }
 
 #[cfg(test)]
@@ -326,5 +470,37 @@ mod tests {
         let err = prepare_private_dir(&planted).unwrap_err().to_string();
         assert!(err.contains("is a symbolic link owned by uid 65534, not by us (uid 0)"), "{err}");
         assert!(err.contains("--control-socket"), "{err}");
+        let err = check_socket_dir(&planted).unwrap_err().to_string();
+        assert!(err.contains("refusing to talk to the control socket there"), "{err}");
+    }
+
+    #[test]
+    fn kharonctl_refuses_a_socket_directory_that_stopped_being_private() {
+        assert_eq!(uid(), 0, "giving a directory away (chown) needs root; the suite runs as root");
+        let tmp = tempfile::tempdir().unwrap();
+        let dir = tmp.path().join("kharon");
+        check_socket_dir(&dir).unwrap();
+        prepare_private_dir(&dir).unwrap();
+        check_socket_dir(&dir).unwrap();
+        std::fs::set_permissions(&dir, std::fs::Permissions::from_mode(0o777)).unwrap();
+        let err = check_socket_dir(&dir).unwrap_err().to_string();
+        assert!(
+            err.contains("is writable by others (mode 777); refusing to talk to the control socket"),
+            "{err}"
+        );
+        assert!(err.contains(&format!("chmod 700 {}", dir.display())), "{err}");
+        std::fs::set_permissions(&dir, std::fs::Permissions::from_mode(0o700)).unwrap();
+        std::os::unix::fs::chown(&dir, Some(65534), None).unwrap();
+        let err = check_socket_dir(&dir).unwrap_err().to_string();
+        assert!(err.contains("is owned by uid 65534, not by us (uid 0); refusing to talk"), "{err}");
+        assert!(err.contains("then restart kharond"), "{err}");
+    }
+
+    #[test]
+    fn users_are_named_from_the_user_database() {
+        assert_eq!(User::of(0).to_string(), "uid 0 (root)");
+        assert_eq!(user_name(0).as_deref(), Some("root"));
+        // An id no entry has: the number alone.
+        assert_eq!(User::of(3_999_999_999).to_string(), "uid 3999999999");
     }
 }

@@ -53,7 +53,22 @@ impl Lieutenant {
         assert_eq!(status, 200, "{reply}");
     }
 
-    /// Every authenticated request so far: `{"path", "status", "token"}` (token = a short hash).
+    /// Every later `/clusters` answer is held for `ms` milliseconds (0: answered at once again).
+    pub fn delay(&self, ms: u64) {
+        let (status, reply) = self.call("POST", &format!("/_admin/delay?ms={ms}"), "");
+        assert_eq!(status, 200, "{reply}");
+    }
+
+    /// How many `/clusters` requests the fake is answering right now (held by [`Lieutenant::delay`]).
+    pub fn in_flight(&self) -> u64 {
+        let (status, reply) = self.call("GET", "/_admin/stats", "");
+        assert_eq!(status, 200, "{reply}");
+        let v: serde_json::Value = serde_json::from_str(&reply).expect("stats JSON");
+        v["inFlight"].as_u64().unwrap_or(0)
+    }
+
+    /// Every authenticated request so far: `{"path", "status", "token", "arrived", "answered"}`
+    /// (token = a short hash; the times in ms since the epoch).
     pub fn requests(&self) -> Vec<serde_json::Value> {
         let (status, reply) = self.call("GET", "/_admin/stats", "");
         assert_eq!(status, 200, "{reply}");

@@ -27,7 +27,10 @@
 //
 // Test controls (no auth, not part of the API): PUT /_admin/clusters replaces the inventory,
 // POST /_admin/reject?count=N answers the next N authenticated requests with 401 as if Kubernetes
-// had revoked the token, GET /_admin/stats lists the requests seen (path, status, token hash).
+// had revoked the token, POST /_admin/delay?ms=N holds every later /clusters answer for N ms (a
+// slow Lieutenant, so that two clients' requests overlap), GET /_admin/stats lists the requests
+// seen (path, status, token hash, and when each arrived and was answered, in ms since the epoch)
+// and how many /clusters requests are being answered right now (`inFlight`).
 //
 // Env: DISCOVERY_URL (the IdP's .well-known/openid-configuration), CLIENT_ID, CLUSTERS (a JSON file).
 // Prints "ready <base url>" on stdout.
@@ -40,6 +43,8 @@ const discoveryUrl = process.env.DISCOVERY_URL;
 const clientId = process.env.CLIENT_ID || 'kharon';
 let clusters = JSON.parse(fs.readFileSync(process.env.CLUSTERS, 'utf8'));
 let rejectNext = 0;
+let delayMs = 0;
+let inFlight = 0;
 const seen = [];
 let idp = null;
 
@@ -110,7 +115,11 @@ async function handle(req, res) {
       rejectNext = Number(url.searchParams.get('count') || 1);
       return send(res, 200, { rejectNext });
     }
-    if (path === '/_admin/stats') return send(res, 200, { requests: seen });
+    if (path === '/_admin/delay' && req.method === 'POST') {
+      delayMs = Number(url.searchParams.get('ms') || 0);
+      return send(res, 200, { delayMs });
+    }
+    if (path === '/_admin/stats') return send(res, 200, { requests: seen, inFlight });
     return send(res, 404, { reason: 'no such admin call' });
   }
   if (req.method !== 'GET') return send(res, 405, { reason: 'Method Not Allowed' });
@@ -123,8 +132,10 @@ async function handle(req, res) {
     return 200;
   }
 
+  const arrived = Date.now();
   const auth = await authenticate(req);
-  const record = (status) => seen.push({ path, status, token: auth.hash || null });
+  const record = (status) =>
+    seen.push({ path, status, token: auth.hash || null, arrived, answered: Date.now() });
   if (auth.status) {
     record(auth.status);
     return send(res, auth.status, { reason: auth.reason });
@@ -141,6 +152,12 @@ async function handle(req, res) {
     const list = clusters
       .filter((c) => !tenant || c.tenant === tenant)
       .sort((a, b) => goLess(sortKey(a, by), sortKey(b, by)));
+    inFlight += 1;
+    try {
+      if (delayMs > 0) await new Promise((resolve) => setTimeout(resolve, delayMs));
+    } finally {
+      inFlight -= 1;
+    }
     record(200);
     return send(res, 200, list);
   }

@@ -278,3 +278,88 @@ fn a_relative_xdg_cache_home_finds_commodores_cache_where_commodore_wrote_it() {
     assert!(!marker.exists());
     assert!(out.stderr.contains(&format!("from commodore's cache {}", theirs.display())), "{}", out.stderr);
 }
+
+/// (6) `COMMODORE_API_TOKEN`, commodore's static token for CI and service accounts: kharonctl
+/// sends it as commodore's own `catalog list` does (commodore `config.py`, `api_token`): also from
+/// the `.env`, and from a file it names; with no cache read or written and no login. A token
+/// Lieutenant refuses is the end for both, no login instead; one that has expired makes both go on
+/// to their login.
+#[test]
+fn commodores_static_token_is_sent_as_commodore_sends_it_and_starts_no_login() {
+    let _port = oidc::login_lock();
+    let world = World::start_with(&[("PKCE", "optional")]);
+    let url = world.lieutenant.url();
+    world.login();
+    let token = world.tokens()["id_token"].as_str().expect("an id_token").to_owned();
+    std::fs::remove_file(world.token_file()).unwrap();
+    let (tripwire, marker) = world.tripwire_browser();
+    let (commodores_tripwire, commodore_opened) = commodore::tripwire(&world.env);
+
+    // In a project whose .env names a file holding the token (as a CI secret is mounted).
+    let file = world.env.write("ci/lieutenant-token", &format!("{token}\n"));
+    let dotenv = world.env.write("project/.env", &format!("COMMODORE_API_TOKEN={}\n", file.display()));
+    let project = dotenv.parent().unwrap();
+    let args = ["catalog", "list", "--api-url", url, "-o", "id"];
+    let listed = commodore::run(&world.env, project, &commodores_tripwire, &args, &[]);
+    assert!(listed.success(), "commodore catalog list:\n{}\n{}", listed.stdout, listed.stderr);
+    assert!(listed.stdout.contains("c-green-meadow-1234"), "{}", listed.stdout);
+    assert!(!commodore_opened.exists(), "commodore logged in although the token was set");
+    let out = kharonctl::run_in(
+        &world.env,
+        project,
+        &["update", "--no-reload", "--login-timeout", "5"],
+        &[("LIEUTENANT_URL", url), ("KHARON_BROWSER", &tripwire)],
+    );
+    assert!(out.success(), "{}\n{}", out.stdout, out.stderr);
+    let from = format!("the file {} that COMMODORE_API_TOKEN in {} names", file.display(), dotenv.display());
+    assert!(out.stderr.contains(&format!("using the token for {url} from {from}")), "{}", out.stderr);
+    assert!(out.stdout.contains("fetched 5 clusters"), "{}", out.stdout);
+    assert!(!marker.exists(), "kharonctl logged in although the token was set");
+    assert!(!world.token_file().exists(), "the static token was written to a cache");
+    let last = world.lieutenant.requests().last().cloned().unwrap_or_default();
+    assert_eq!(last["token"].as_str(), Some(token_hash(&token).as_str()), "{last}");
+    let config = kharonctl::run_in(&world.env, project, &["config", "-o", "json"], &[]).json();
+    let row = config.as_array().unwrap().iter().find(|r| r["setting"] == "api_token").cloned().unwrap();
+    assert_eq!(row["value"], "(set, not shown)");
+    assert_eq!(row["source"], format!("COMMODORE_API_TOKEN in {}", dotenv.display()));
+    assert!(!config.to_string().contains(&token));
+
+    // A token Lieutenant refuses: an error for both, and no login instead.
+    let refused = [("COMMODORE_API_TOKEN", "not-a-token-lieutenant-takes")];
+    let listed = commodore::run(&world.env, world.env.path(), &commodores_tripwire, &args, &refused);
+    assert!(!listed.success(), "{}", listed.stdout);
+    assert!(!commodore_opened.exists());
+    let out = world.ctl_with(&["update", "--no-reload"], &[("KHARON_BROWSER", &tripwire), refused[0]]);
+    assert_eq!(out.code, Some(1), "{}\n{}", out.stdout, out.stderr);
+    assert!(
+        out.stderr.contains(
+            "the token from COMMODORE_API_TOKEN was refused; like commodore, kharonctl does not log in"
+        ),
+        "{}",
+        out.stderr
+    );
+    assert!(
+        out.stderr.contains(&format!("Lieutenant at {url}/clusters rejected the token (401")),
+        "{}",
+        out.stderr
+    );
+    assert!(!marker.exists());
+
+    // One that has expired: both go on to their login (each opens its browser).
+    let expired = expired_jwt();
+    let stale = [("COMMODORE_API_TOKEN", expired.as_str())];
+    commodore::run(&world.env, world.env.path(), &commodores_tripwire, &args, &stale);
+    assert!(commodore_opened.exists(), "commodore did not fall back to its login");
+    let out = world.ctl_with(
+        &["update", "--no-reload", "--login-timeout", "5"],
+        &[("KHARON_BROWSER", &tripwire), stale[0]],
+    );
+    assert!(
+        out.stderr.contains(
+            "the token in COMMODORE_API_TOKEN expired at 2001-09-09T01:46:40Z; like commodore, kharonctl goes on with its own login"
+        ),
+        "{}",
+        out.stderr
+    );
+    assert!(marker.exists(), "kharonctl did not fall back to its login");
+}

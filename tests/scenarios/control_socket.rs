@@ -113,7 +113,11 @@ fn kharonctl_refuses_a_socket_owned_by_another_user() {
 
     let out = kharonctl::run(&env, &["status"]);
     assert!(!out.success(), "{out:?}");
-    assert!(out.stderr.contains(&format!("belongs to uid {OTHER_UID}, not to us")), "{}", out.stderr);
+    assert!(
+        out.stderr.contains(&format!("belongs to uid {OTHER_UID} (nobody), not to us")),
+        "{}",
+        out.stderr
+    );
     assert!(out.stderr.contains(&sock.display().to_string()), "{}", out.stderr);
     assert_eq!(out.stderr.lines().count(), 1, "one line: {}", out.stderr);
     drop(daemon);
@@ -153,7 +157,9 @@ fn kharonctl_refuses_a_socket_served_by_another_user() {
         .expect("run systemd-socket-activate as nobody");
     let bound = wait_until(Duration::from_secs(10), || sock.exists());
     assert!(bound, "the foreign listener did not bind");
+    // The socket and its directory given to us, private: only who listens is left to tell.
     std::os::unix::fs::chown(&sock, Some(kharon_shared::paths::uid()), None).unwrap();
+    kharon_e2e::set_mode(dir.path(), 0o700);
 
     let socket = sock.display().to_string();
     let out = kharonctl::run_with(&env, &["status"], &[("KHARON_CONTROL_SOCKET", &socket)]);
@@ -264,4 +270,81 @@ fn kharond_refuses_a_fallback_socket_folder_another_user_planted_as_a_link() {
     );
     assert!(std::fs::read_dir(&ours).unwrap().next().is_none(), "a socket was created through the link");
     assert!(std::fs::symlink_metadata(&planted).unwrap().file_type().is_symlink(), "the link must stay");
+}
+
+/// kharonctl run by another user against someone's socket (a `KHARON_CONTROL_SOCKET` or
+/// `XDG_RUNTIME_DIR` kept across `sudo -u`): it says whose kharond that is and what to do, not
+/// only "Permission denied".
+#[test]
+fn kharonctl_of_another_user_is_told_whose_socket_it_is_and_what_to_do() {
+    use std::os::unix::process::CommandExt;
+
+    let env = Env::new();
+    let inv = write_inventory(&env);
+    let _daemon = Kharond::start(&env, &["--inventory", &inv]);
+    // The other user's own HOME and XDG dirs, so that only the socket is someone else's.
+    let theirs = Env::new();
+    for dir in ["", "home", "config", "cache", "run"] {
+        std::os::unix::fs::chown(theirs.path().join(dir), Some(OTHER_UID), Some(OTHER_UID)).unwrap();
+    }
+    let out = Command::new(kharon_e2e::bin("kharonctl"))
+        .env_clear()
+        .envs(theirs.vars())
+        .env("KHARON_CONTROL_SOCKET", env.control_socket())
+        .arg("status")
+        .uid(OTHER_UID)
+        .gid(OTHER_UID)
+        .output()
+        .unwrap();
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(1), "{stderr}");
+    for part in [
+        format!(
+            "cannot reach control socket {}: it lies in directory {} of uid 0 (root), which does not let you in \
+             (mode 700; you are uid {OTHER_UID} (nobody)). It is that user's kharond, not yours",
+            env.control_socket().display(),
+            env.path().join("run").display()
+        ),
+        "start yours (`kharonctl service-install`, or `kharond`)".to_owned(),
+        "KHARON_CONTROL_SOCKET".to_owned(),
+        "or run kharonctl as uid 0 (root)".to_owned(),
+    ] {
+        assert!(stderr.contains(&part), "{part:?} missing:\n{stderr}");
+    }
+    assert!(!stderr.contains("Permission denied"), "{stderr}");
+}
+
+/// A socket directory that stops being the user's own while kharond runs (given away, opened to
+/// everyone) is noticed by kharonctl, which refuses it as kharond does at start; made private
+/// again, it is talked to again.
+#[test]
+fn kharonctl_refuses_a_socket_directory_that_stopped_being_private_while_kharond_runs() {
+    let env = Env::new();
+    let inv = write_inventory(&env);
+    let _daemon = Kharond::start(&env, &["--inventory", &inv]);
+    let dir = env.control_socket().parent().unwrap().to_owned();
+    assert!(kharonctl::run(&env, &["status"]).success());
+
+    std::os::unix::fs::chown(&dir, Some(OTHER_UID), None).unwrap();
+    let out = kharonctl::run(&env, &["status"]);
+    assert_eq!(out.code, Some(1), "{out:?}");
+    assert!(
+        out.stderr.contains(&format!(
+            "directory {} is owned by uid {OTHER_UID}, not by us (uid 0); refusing to talk to the control socket there",
+            dir.display()
+        )),
+        "{}",
+        out.stderr
+    );
+    assert!(out.stderr.contains("then restart kharond"), "{}", out.stderr);
+
+    std::os::unix::fs::chown(&dir, Some(0), None).unwrap();
+    kharon_e2e::set_mode(&dir, 0o777);
+    let out = kharonctl::run(&env, &["reload"]);
+    assert_eq!(out.code, Some(1), "{out:?}");
+    assert!(out.stderr.contains("is writable by others (mode 777); refusing to talk"), "{}", out.stderr);
+    assert!(out.stderr.contains(&format!("chmod 700 {}", dir.display())), "{}", out.stderr);
+
+    kharon_e2e::set_mode(&dir, 0o700);
+    assert!(kharonctl::run(&env, &["status"]).success());
 }

@@ -98,7 +98,11 @@ fn another_local_user_is_refused_by_the_control_api() {
     for args in [&["status"][..], &["route", "api.a.example"], &["reload"]] {
         let out = as_nobody(&env, own.path(), args);
         assert!(!out.status.success(), "nobody ran kharonctl {args:?}:\n{}", text(&out));
-        assert!(text(&out).contains("belongs to uid 0, not to us (uid 65534)"), "{args:?}: {}", text(&out));
+        assert!(
+            text(&out).contains("belongs to uid 0 (root), not to us (uid 65534)"),
+            "{args:?}: {}",
+            text(&out)
+        );
     }
     // A client that does not ask is refused by the daemon, request by request: PERMISSION_DENIED.
     for method in ["Status", "Route", "Reload"] {

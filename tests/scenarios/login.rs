@@ -411,3 +411,35 @@ fn a_lieutenant_url_with_a_trailing_space_is_refused() {
         out.stderr
     );
 }
+
+/// A token cache cut short (an interrupted write, a full disk) is one message: the file, what is
+/// wrong, that the login replaces it; not "corrupt" followed by "there is no token". The login
+/// leaves a whole file again.
+#[test]
+fn a_token_cache_cut_short_is_named_once_and_the_login_replaces_it() {
+    let _port = oidc::login_lock();
+    let world = World::start();
+    world.login();
+    let cache = world.token_file();
+    let whole = std::fs::read(&cache).unwrap();
+    std::fs::write(&cache, &whole[..whole.len() / 2]).unwrap();
+
+    let out = world.ctl(&["update", "--no-reload", "--login-timeout", "60"]);
+    assert!(out.success(), "{}\n{}", out.stdout, out.stderr);
+    let commodore = world.env.path().join("cache/commodore/token");
+    let said = format!(
+        "logging in: kharonctl's token cache {} is cut short: its JSON ends at line ",
+        cache.display()
+    );
+    assert!(out.stderr.contains(&said), "{said:?} missing:\n{}", out.stderr);
+    let rest = format!(
+        "(an interrupted write, or a full disk), so its tokens cannot be used, and commodore's cache {} has \
+         none for {}; the login replaces it",
+        commodore.display(),
+        world.lieutenant.url()
+    );
+    assert!(out.stderr.contains(&rest), "{rest:?} missing:\n{}", out.stderr);
+    assert_eq!(out.stderr.matches(&cache.display().to_string()).count(), 1, "said once:\n{}", out.stderr);
+    assert!(!out.stderr.contains("corrupt") && !out.stderr.contains("there is no token"), "{}", out.stderr);
+    assert!(world.tokens()["id_token"].is_string(), "the login wrote a whole cache again");
+}

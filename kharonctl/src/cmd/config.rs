@@ -1,7 +1,7 @@
 //! `kharonctl config`: the effective settings and where each came from (default, config file,
 //! environment variable, commodore's `.env` file or flag), as `shared::config` merged them, and where the cluster commands
-//! read their clusters from (inventory file, cache, or kharond's table). The SOCKS password is never
-//! shown, only whether one is set.
+//! read their clusters from (inventory file, cache, or kharond's table). The SOCKS password and
+//! commodore's static token are never shown, only whether one is set.
 
 use std::process::ExitCode;
 
@@ -88,6 +88,7 @@ pub async fn run(args: Args, ctx: &Context) -> anyhow::Result<ExitCode> {
         row("lieutenant_url", &c.lieutenant_url, String::clone),
         opt_row("oidc_client", &c.oidc_client, String::clone),
         opt_row("oidc_discovery_url", &c.oidc_discovery_url, String::clone),
+        opt_row("api_token", &c.api_token, |_| "(set, not shown)".into()),
         row("passbolt_url", &c.passbolt_url, String::clone),
         row("listen", &c.listen, ToString::to_string),
         opt_row("socks.username", &c.socks_auth, |a| a.username.clone()),

@@ -93,9 +93,9 @@ fn render(rows: &[pb::Connection], wide: bool) -> String {
             "bytes down",
             "age",
         ];
-        output::wide_table(&headers, lines).to_string()
+        output::table(&headers, lines).to_string()
     } else {
-        // The client as "pid program": one column, so the table fits 80 columns.
+        // The client as "pid program": one column, so the table fits a narrow terminal.
         let client = |r: &pb::Connection| match (r.pid, r.program.as_str()) {
             (0, "") => "-".to_owned(),
             (0, program) => program.to_owned(),

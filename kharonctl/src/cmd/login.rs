@@ -27,5 +27,12 @@ pub async fn run(args: Args, ctx: &Context) -> anyhow::Result<ExitCode> {
     let mut auth = Auth::new(api_url, &lieutenant, http, ctx.oidc_overrides(), ctx.oidc_places(), options);
     auth.login().await.map_err(|e| ctx.with_lieutenant_hint(e.into()))?;
     println!("logged in; tokens cached in {}", ctx.oidc_places().token_file.display());
+    if let Some(token) = &ctx.config.api_token {
+        eprintln!(
+            "note: COMMODORE_API_TOKEN is set ({}): `kharonctl update` sends that token, as commodore's \
+             commands do, not this login's, while it is not expired; unset it to use the login",
+            token.source
+        );
+    }
     Ok(ExitCode::SUCCESS)
 }

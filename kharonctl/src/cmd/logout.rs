@@ -37,7 +37,7 @@ pub async fn run(args: Args, ctx: &Context) -> anyhow::Result<ExitCode> {
     let mut file = match TokenFile::load(path) {
         Ok(file) => file,
         Err(e @ store::Error::Corrupt { .. }) => {
-            eprintln!("warning: {}", kharon_shared::errors::shown(&e));
+            eprintln!("warning: {}; removed it", kharon_shared::text::Escaped(&e.damage()));
             remove_file(path)?;
             return Ok(ExitCode::SUCCESS);
         }

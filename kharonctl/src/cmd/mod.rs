@@ -1,6 +1,7 @@
 //! One file per subcommand. Each exposes `Args` and `run(args, &Context) -> anyhow::Result<ExitCode>`;
 //! a subcommand never imports another one: what several share lives outside `cmd/`. `clusters` is a
 //! directory: its `mod.rs` parses `clusters [NAME] [ACTION]` and dispatches to one file per action.
+//! `update` is one too: its lock, its guard against an answer that wipes the routes, its report.
 
 pub mod clusters;
 pub mod completions;

@@ -317,7 +317,7 @@ fn write_if_changed(file: &File) -> anyhow::Result<Outcome> {
         Err(e) if e.kind() == std::io::ErrorKind::NotFound => Outcome::Created,
         Err(e) => return Err(e).with_context(|| format!("cannot read {}", file.path.display())),
     };
-    kharon_shared::cache::write_atomic(&file.path, file.contents.as_bytes(), 0o644)
+    kharon_shared::files::write_atomic(&file.path, file.contents.as_bytes(), 0o644)
         .with_context(|| format!("cannot write {}", file.path.display()))?;
     Ok(outcome)
 }

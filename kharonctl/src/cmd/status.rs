@@ -226,10 +226,8 @@ pub async fn run(args: Args, ctx: &Context) -> anyhow::Result<ExitCode> {
                 refusal_text(c.last_refusal.as_ref()),
             ]
         });
-        // Nine columns cannot fold into 80 without breaking "connected" and user@host:port in
-        // two: this one is not folded when piped (a terminal still folds it to its width), and
-        // its state never is.
-        let mut table = output::wide_table(
+        // Nine columns: a terminal folds them to its width, but the state never.
+        let mut table = output::table(
             &[
                 "jump host",
                 "hops",

@@ -3,6 +3,10 @@
 //! preferences extension, as Go kharon does). An id may be a part of one, as long as only one
 //! cluster matches it; several open the picker on a terminal. Without an id: the picker on a
 //! terminal, else the list of choices (kubectx's convention), the current one marked `*`.
+//!
+//! The kubeconfig is read again and changed under kubectl's lock ([`kube::edit`]) once the cluster
+//! is chosen: a picker left open for a minute holds nothing, and a `kubectl config set-context`
+//! meanwhile keeps its change.
 
 use std::path::PathBuf;
 use std::process::ExitCode;
@@ -40,14 +44,17 @@ pub async fn run(args: Args, ctx: &Context) -> anyhow::Result<ExitCode> {
         Some(p) => p,
         None => kube::destination::default_path()?,
     };
-    let mut k = Kubeconfig::load(&path)?;
+    // Only read, for the picker's marks and the list: the edit reads it again under the lock.
+    let k = Kubeconfig::load(&path)?;
     match args.name.as_deref() {
         Some("-") => {
-            let Some(last) = k.last_context().map(str::to_owned) else {
-                anyhow::bail!("no previous context recorded in {}", path.display());
-            };
-            k.switch_to(&last);
-            k.write(&path)?;
+            let last = kube::edit(&path, |k| {
+                let Some(last) = k.last_context().map(str::to_owned) else {
+                    anyhow::bail!("no previous context recorded in {}", path.display());
+                };
+                k.switch_to(&last);
+                Ok(last)
+            })?;
             println!("Switched to context {}", Escaped(&last));
         }
         Some(name) => {
@@ -55,14 +62,14 @@ pub async fn run(args: Args, ctx: &Context) -> anyhow::Result<ExitCode> {
             catalog.print_source();
             let cluster =
                 picker::one(catalog.clusters(), name, None, switchable, &Marks::of(&k), "Switch to cluster")?;
-            switch_to(&mut k, &path, cluster, &catalog, ctx).await?;
+            switch_to(&path, cluster, &catalog, ctx).await?;
         }
         None if picker::interactive() => {
             let catalog = Catalog::load(args.inventory.as_deref(), &ctx.config).await?;
             catalog.print_source();
             let choices = catalog.clusters().iter().filter(|c| switchable(c)).collect();
             let cluster = picker::pick(choices, "", &Marks::of(&k), "Switch to cluster")?;
-            switch_to(&mut k, &path, cluster, &catalog, ctx).await?;
+            switch_to(&path, cluster, &catalog, ctx).await?;
         }
         None => {
             let catalog = Catalog::load(args.inventory.as_deref(), &ctx.config).await?;
@@ -85,7 +92,6 @@ fn switchable(cluster: &Cluster) -> bool {
 
 /// Writes `cluster`'s entry into the kubeconfig at `path` and makes it current.
 async fn switch_to(
-    k: &mut Kubeconfig,
     path: &std::path::Path,
     cluster: &Cluster,
     catalog: &Catalog,
@@ -94,9 +100,11 @@ async fn switch_to(
     let settings = kube::Settings::new(ctx.proxy().await, catalog.inventory_file())?;
     let entry = kube::entry(cluster, &settings)?;
     entry.print_warnings();
-    k.upsert(&entry);
-    k.switch_to(&entry.name);
-    k.write(path)?;
+    kube::edit(path, |k| {
+        k.upsert(&entry);
+        k.switch_to(&entry.name);
+        Ok::<_, kube::Error>(())
+    })?;
     println!("Switched to context {}", Escaped(&entry.name));
     Ok(())
 }

@@ -3,10 +3,12 @@
 //! "kharond is not running …; start it with …" instead of a transport error dump. [`reload_outcome`]: what a reload left out, told the same
 //! way by `reload` and `update`.
 //!
-//! Only a daemon of our own user is talked to: the path must be a socket we own (checked before
-//! connecting), and the process listening on it must run as us (checked on the connected socket,
-//! before any request is sent). Another user's daemon could answer with lies or collect what we
-//! send it.
+//! Only a daemon of our own user is talked to: the socket's directory must still be ours and
+//! private, as kharond made sure at start (someone who took it over since could have swapped the
+//! socket), the path must be a socket we own (both checked before connecting; a socket in another
+//! user's directory is named with its owner), and the process listening on it must run as us
+//! (checked on the connected socket, before any request is sent). Another user's daemon could
+//! answer with lies or collect what we send it.
 
 pub mod reload_outcome;
 
@@ -130,6 +132,11 @@ impl Daemon {
     pub async fn connect(path: &Path) -> Result<Self, Error> {
         if !kharon_shared::paths::check_own_socket(path)? {
             return Err(Error::NotRunning { path: path.to_owned(), stale: false });
+        }
+        // After the socket's own check: another user's socket in that user's directory is named
+        // as theirs, while a socket of ours in a directory no longer ours is this check's.
+        if let Some(dir) = path.parent().filter(|d| !d.as_os_str().is_empty()) {
+            kharon_shared::paths::check_socket_dir(dir)?;
         }
         let socket = path.to_owned();
         // The URI is ignored by the connector; it must be http:// or tonic would try TLS.

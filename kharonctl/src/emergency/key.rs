@@ -110,7 +110,7 @@ fn read_if_exists(path: &Path) -> Result<Option<String>, Error> {
 pub fn store(path: &Path, armored: &str) -> Result<(), Error> {
     let mut text = armored.trim().to_owned();
     text.push('\n');
-    kharon_shared::cache::write_private(path, text.as_bytes())
+    kharon_shared::files::write_private(path, text.as_bytes())
         .map_err(|source| Error::Write { path: path.to_owned(), source })
 }
 

@@ -4,7 +4,8 @@
 //! (by default the one kubectl edits, [`default_path`]) keeping its other entries. `shell`,
 //! `kubectl` and `oc` get each cluster's own file in the cache dir instead ([`write_cluster_file`]).
 //!
-//! Every file is written atomically with mode 0600 ([`super::Kubeconfig::write`]): when kharond
+//! Every file is written atomically with mode 0600 ([`super::Kubeconfig::write`]), a user's (`-o`,
+//! `--merge`) under kubectl's lock on it ([`super::lock`]): when kharond
 //! requires a SOCKS password, the `proxy-url` holds it. What is printed on stdout never does
 //! ([`Destination::settings`]).
 
@@ -58,7 +59,7 @@ pub fn emit(entries: &[Entry], destination: Destination) -> Result<(), Error> {
         match output {
             None => print!("{}", k.to_yaml()?),
             Some(path) => {
-                k.write(&path)?;
+                k.write_locked(&path)?;
                 eprintln!(
                     "Wrote {} to {}",
                     crate::output::count(entries.len() as u64, "context"),
@@ -72,16 +73,17 @@ pub fn emit(entries: &[Entry], destination: Destination) -> Result<(), Error> {
         Some(p) => p,
         None => default_path()?,
     };
-    let mut k = Kubeconfig::load(&path)?;
-    for e in entries {
-        k.upsert(e);
-    }
-    if k.current_context().is_none()
-        && let Some(first) = first
-    {
-        k.switch_to(first);
-    }
-    k.write(&path)?;
+    super::edit(&path, |k| {
+        for e in entries {
+            k.upsert(e);
+        }
+        if k.current_context().is_none()
+            && let Some(first) = first
+        {
+            k.switch_to(first);
+        }
+        Ok::<_, Error>(())
+    })?;
     eprintln!("Merged {} into {}", crate::output::count(entries.len() as u64, "context"), path.display());
     Ok(())
 }

@@ -26,12 +26,14 @@
 //!   entry without a user, with a warning.
 //!
 //! Where a kubeconfig goes (stdout, `-o FILE`, `--merge`, each cluster's own file) is
-//! [`destination`]. The OpenShift tokens the exec entry of case 3 hands out, and the web login that
+//! [`destination`]; a user's kubeconfig is read, changed and written under kubectl's own lock
+//! ([`lock`], [`edit`]). The OpenShift tokens the exec entry of case 3 hands out, and the web login that
 //! gets them, are [`openshift_login`]; which certificates those requests (and `test`'s) trust is
 //! [`trust`]. It knows nothing of where clusters come from
 //! ([`crate::catalog`]) or of running kubectl (`cmd/`).
 
 pub mod destination;
+pub mod lock;
 pub mod openshift_login;
 pub mod trust;
 
@@ -65,6 +67,8 @@ pub enum Error {
     NotAList { path: PathBuf, key: &'static str },
     #[error("cannot write kubeconfig {}", path.display())]
     Write { path: PathBuf, source: std::io::Error },
+    #[error(transparent)]
+    Lock(#[from] lock::Error),
     #[error("cannot encode kubeconfig")]
     Encode(#[from] serde_norway::Error),
     #[error("no kubeconfig location: set KUBECONFIG or HOME")]
@@ -481,17 +485,39 @@ impl Kubeconfig {
         Ok(serde_norway::to_string(&self.doc)?)
     }
 
-    /// Replaces `path` atomically (temp file in the same directory, then rename) with mode 0600.
-    /// A symbolic link (a dotfile manager's `~/.kube/config`) is written through: the file it
+    /// Replaces `path` atomically (temp file in the same directory, then rename) with mode 0600,
+    /// under kubectl's lock on it ([`lock`]).
+    pub fn write_locked(&self, path: &Path) -> Result<(), Error> {
+        let _lock = lock::acquire(path)?;
+        self.write(path)
+    }
+
+    /// Replaces `path` atomically (temp file in the same directory, then rename) with mode 0600;
+    /// for a file only kharonctl writes, or under [`lock`]. A symbolic link (a dotfile manager's `~/.kube/config`) is written through: the file it
     /// points to is replaced the same way, in its own directory, and the link stays a link.
     pub fn write(&self, path: &Path) -> Result<(), Error> {
         let yaml = self.to_yaml()?;
         let write = || {
             let target = through_links(path)?;
-            kharon_shared::cache::write_private(&target, yaml.as_bytes())
+            kharon_shared::files::write_private(&target, yaml.as_bytes())
         };
         write().map_err(|source| Error::Write { path: path.to_owned(), source })
     }
+}
+
+/// Reads the kubeconfig at `path` (a missing file is an empty one), lets `change` edit it, and
+/// writes it back, all under kubectl's lock on it ([`lock`]), so that a `kubectl config …` running
+/// at the same time neither loses its change nor has it overwritten. `change` may fail; the file
+/// is then left as it was.
+pub fn edit<T, E: From<Error>>(
+    path: &Path,
+    change: impl FnOnce(&mut Kubeconfig) -> Result<T, E>,
+) -> Result<T, E> {
+    let _lock = lock::acquire(path).map_err(Error::from)?;
+    let mut k = Kubeconfig::load(path)?;
+    let done = change(&mut k)?;
+    k.write(path)?;
+    Ok(done)
 }
 
 /// The file at the end of `path`'s symbolic links, or `path` when it is none (or does not exist

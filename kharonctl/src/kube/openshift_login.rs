@@ -114,7 +114,7 @@ pub fn load(path: &Path) -> Result<Option<StoredToken>, Error> {
 pub fn save(path: &Path, token: &StoredToken) -> Result<(), Error> {
     let bytes =
         serde_json::to_vec_pretty(token).map_err(|cause| Error::Corrupt { path: path.to_owned(), cause })?;
-    kharon_shared::cache::write_private(path, &bytes)
+    kharon_shared::files::write_private(path, &bytes)
         .map_err(|source| Error::Write { path: path.to_owned(), source })
 }
 

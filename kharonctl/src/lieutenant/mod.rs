@@ -96,12 +96,18 @@ impl Lieutenant {
         serde_json::from_slice(&bytes).map_err(|source| Error::Decode { url: url.to_string(), source })
     }
 
-    /// `GET /clusters`, optionally only one tenant's, as the bearer's RBAC allows.
-    pub async fn clusters(&self, bearer: &str, tenant: Option<&str>) -> Result<Vec<Cluster>, Error> {
+    /// The URL of `GET /clusters`, with `?tenant=` when only one tenant's are asked for.
+    pub fn clusters_url(&self, tenant: Option<&str>) -> Result<url::Url, Error> {
         let mut url = self.endpoint("clusters")?;
         if let Some(tenant) = tenant {
             url.query_pairs_mut().append_pair("tenant", tenant);
         }
+        Ok(url)
+    }
+
+    /// `GET /clusters`, optionally only one tenant's, as the bearer's RBAC allows.
+    pub async fn clusters(&self, bearer: &str, tenant: Option<&str>) -> Result<Vec<Cluster>, Error> {
+        let url = self.clusters_url(tenant)?;
         let bytes = self.get(url.clone(), Some(bearer)).await?;
         inventory::parse_clusters(&bytes).map_err(|source| Error::Decode { url: url.to_string(), source })
     }

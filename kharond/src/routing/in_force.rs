@@ -199,7 +199,8 @@ impl InForce {
     }
 
     /// Checks the chains of the generation in force for what will fail before a connection does
-    /// ([`kharon_ssh::Pool::preflight`]), logs it, and keeps it for `Status`.
+    /// ([`kharon_ssh::Pool::preflight`]), logs what the last check did not find, and keeps it all
+    /// for `Status`.
     pub async fn preflight(&self) -> kharon_ssh::Findings {
         self.preflight_of(self.current()).await
     }
@@ -212,8 +213,11 @@ impl InForce {
         // of a generation no longer in force are not kept (the newer check's are, or will be).
         if Arc::ptr_eq(&checked, &self.current()) {
             // Kept before it is logged: whoever read the log line finds the same in `Status`.
-            *self.preflight.lock().unwrap_or_else(PoisonError::into_inner) = findings.clone();
-            findings.log();
+            let mut kept = self.preflight.lock().unwrap_or_else(PoisonError::into_inner);
+            let news = news(&findings, &kept);
+            *kept = findings.clone();
+            drop(kept);
+            news.log();
         }
         findings
     }
@@ -341,6 +345,17 @@ impl InForce {
     }
 }
 
+/// What `now` found that `before` (the last check in force) did not: each condition (a jump host
+/// that does not resolve, no way to authenticate) is logged once when it appears, not again at
+/// every reload while it lasts; one that cleared and comes back is news again.
+fn news(now: &kharon_ssh::Findings, before: &kharon_ssh::Findings) -> kharon_ssh::Findings {
+    kharon_ssh::Findings {
+        at: now.at,
+        unresolved: now.unresolved.iter().filter(|u| !before.unresolved.contains(u)).cloned().collect(),
+        credentials: now.credentials.clone().filter(|why| before.credentials.as_ref() != Some(why)),
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -396,5 +411,37 @@ mod tests {
         assert_eq!(clusters(&first.installed), 2, "the first reload's answer");
         assert_eq!(clusters(&second.installed), 3, "the second reload's answer");
         assert!(Arc::ptr_eq(&second.installed, &routes.current()), "the second is in force");
+    }
+
+    fn findings(unresolved: &[&str], credentials: Option<&str>) -> kharon_ssh::Findings {
+        kharon_ssh::Findings {
+            at: SystemTime::now(),
+            unresolved: unresolved
+                .iter()
+                .map(|j| kharon_ssh::Unresolved {
+                    jumphost: (*j).to_owned(),
+                    reason: format!("{j} does not resolve"),
+                })
+                .collect(),
+            credentials: credentials.map(str::to_owned),
+        }
+    }
+
+    #[test]
+    fn a_condition_is_news_once_and_again_after_it_cleared() {
+        let first = findings(&["jump-a"], Some("no ssh-agent"));
+        let news_at_start = news(&first, &kharon_ssh::Findings::default());
+        assert_eq!(news_at_start.unresolved.len(), 1);
+        assert_eq!(news_at_start.credentials.as_deref(), Some("no ssh-agent"));
+        // The same after a reload: nothing to log.
+        let again = news(&findings(&["jump-a"], Some("no ssh-agent")), &first);
+        assert!(again.unresolved.is_empty() && again.credentials.is_none(), "{again:?}");
+        // A new jump host, and another reason, are news; what cleared is not.
+        let changed = findings(&["jump-a", "jump-b"], Some("no ssh-agent, and the key is encrypted"));
+        let news_now = news(&changed, &first);
+        assert_eq!(news_now.unresolved.iter().map(|u| u.jumphost.as_str()).collect::<Vec<_>>(), ["jump-b"]);
+        assert!(news_now.credentials.is_some());
+        let cleared = findings(&[], None);
+        assert_eq!(news(&first, &cleared).credentials.as_deref(), Some("no ssh-agent"), "back again");
     }
 }

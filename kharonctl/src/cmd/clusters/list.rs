@@ -10,7 +10,7 @@ use crate::catalog;
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
 pub enum ListFormat {
-    /// Id, tenant, jump host and display name: what fits 80 columns
+    /// Id, tenant, jump host and display name: what fits a narrow terminal
     Table,
     /// Every column: distribution, API and console URL too (not folded when piped)
     Wide,
@@ -54,15 +54,15 @@ pub fn run(
         ListFormat::Yaml => crate::output::yaml(&rows)?,
         ListFormat::Table | ListFormat::Wide => {
             let wide = format == ListFormat::Wide;
-            // The narrow table is what fits 80 columns: URLs have no spaces to fold at, so they are
-            // for -o wide (and JSON); the display name goes last, where it folds between words.
+            // The narrow table is what fits a narrow terminal: URLs have no spaces to fold at, so
+            // they are for -o wide (and JSON); the display name goes last, where it folds between
+            // words.
             let headers = if wide {
                 vec!["ID", "TENANT", "DISTRIBUTION", "JUMPHOST", "API URL", "CONSOLE URL", "DISPLAY NAME"]
             } else {
                 vec!["ID", "TENANT", "JUMPHOST", "DISPLAY NAME"]
             };
-            let build = if wide { crate::output::wide_table } else { crate::output::table };
-            let mut table = build(
+            let mut table = crate::output::table(
                 &headers,
                 rows.iter().map(|r| {
                     let jumphost =

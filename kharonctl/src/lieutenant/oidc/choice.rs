@@ -15,8 +15,18 @@ use super::token::{self, Tokens};
 /// Which cache a token came from, shown in every message about it.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Origin {
-    Ours { path: PathBuf },
-    Commodore { path: PathBuf },
+    Ours {
+        path: PathBuf,
+    },
+    Commodore {
+        path: PathBuf,
+    },
+    /// commodore's static token ([`super::static_token`]): the variable it came from (as
+    /// `COMMODORE_API_TOKEN`, or `COMMODORE_API_TOKEN in /p/.env`), and the file it named, if any.
+    Static {
+        from: String,
+        file: Option<PathBuf>,
+    },
 }
 
 impl fmt::Display for Origin {
@@ -24,6 +34,10 @@ impl fmt::Display for Origin {
         match self {
             Origin::Ours { path } => write!(f, "kharonctl's cache {}", path.display()),
             Origin::Commodore { path } => write!(f, "commodore's cache {}", path.display()),
+            Origin::Static { from, file: None } => f.write_str(from),
+            Origin::Static { from, file: Some(file) } => {
+                write!(f, "the file {} that {from} names", file.display())
+            }
         }
     }
 }

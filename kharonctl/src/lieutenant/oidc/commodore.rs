@@ -163,7 +163,7 @@ pub fn keep_current(path: &Path, api_url: &str, grant: &Grant, now: SystemTime) 
         serde_json::Serializer::with_formatter(&mut out, serde_json::ser::PrettyFormatter::with_indent(b" "));
     file.serialize(&mut serializer)
         .map_err(|e| Error::Write { path: path.to_owned(), source: std::io::Error::other(e) })?;
-    kharon_shared::cache::write_private(&target, &out)
+    kharon_shared::files::write_private(&target, &out)
         .map_err(|source| Error::Write { path: path.to_owned(), source })?;
     Ok(Kept::Updated { keys })
 }

@@ -52,4 +52,6 @@ pub enum Error {
     IdToken { source: BoxError },
     #[error(transparent)]
     Store(#[from] store::Error),
+    #[error(transparent)]
+    StaticToken(#[from] super::static_token::Unreadable),
 }

@@ -1,7 +1,8 @@
 //! Logging in to Lieutenant with OpenID Connect, and keeping the tokens (docs/lieutenant-and-oidc.md).
 //!
-//! [`Auth`] answers one question, "which bearer do I send?", in commodore's order, over both
-//! caches: the freshest usable id_token of ours and commodore's for the same API URL
+//! [`Auth`] answers one question, "which bearer do I send?", in commodore's order: commodore's
+//! static token `COMMODORE_API_TOKEN` when it is set and not expired ([`static_token`]); else, over
+//! both caches, the freshest usable id_token of ours and commodore's for the same API URL
 //! ([`choice`]); when neither is usable, a refresh of each in turn, the latest login first;
 //! failing all that, an interactive login. After Lieutenant rejects a token (401),
 //! [`Auth::after_rejection`] refreshes once, then logs in again, then gives up. Tokens from a
@@ -11,6 +12,7 @@
 //! - [`token`]: what we keep of a token response, and when an id_token is stale.
 //! - [`store`]: our 0600 token cache. [`commodore`]: commodore's, read and kept current.
 //! - [`choice`]: which cached token wins, and the cache each came from, as messages name it.
+//! - [`static_token`]: `COMMODORE_API_TOKEN`, read as commodore reads it.
 //! - [`provider`]: the IdP through `openidconnect`: discovery, code exchange, device grant, refresh.
 //! - [`callback`]: the one-shot `http://localhost:18000` redirect server (the browser itself:
 //!   [`crate::browser`]).
@@ -25,6 +27,7 @@ pub mod choice;
 pub mod commodore;
 mod error;
 pub mod provider;
+pub mod static_token;
 pub mod store;
 pub mod token;
 
@@ -66,17 +69,21 @@ pub struct Places {
     pub browser: Option<String>,
 }
 
-/// OIDC settings given by the user; each wins over what Lieutenant announces.
+/// OIDC settings given by the user; each wins over what Lieutenant announces. The static token
+/// wins over every login.
 #[derive(Debug, Clone, Default)]
 pub struct Overrides {
     pub client_id: Option<String>,
     pub discovery_url: Option<String>,
+    pub api_token: Option<static_token::Given>,
 }
 
 /// How the current token was obtained, which decides what to try after a 401.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 enum Stage {
     None,
+    /// commodore's static token: nothing else is tried after a 401.
+    Static,
     Cached,
     Refreshed,
     LoggedIn,
@@ -93,6 +100,9 @@ pub struct Auth<'a> {
     provider: Option<Provider>,
     current: Option<Cached>,
     stage: Stage,
+    /// What is wrong with our token cache when it cannot be read: said once, and the next token
+    /// kept replaces the file without another word.
+    damaged: Option<String>,
 }
 
 impl<'a> Auth<'a> {
@@ -114,13 +124,41 @@ impl<'a> Auth<'a> {
             provider: None,
             current: None,
             stage: Stage::None,
+            damaged: None,
         }
     }
 
     /// A bearer for Lieutenant: the freshest cached one, a refreshed one, or one from an
     /// interactive login.
     pub async fn bearer(&mut self) -> Result<String, Error> {
+        if let Some(given) = self.overrides.api_token.clone() {
+            match static_token::resolve(&given)? {
+                Some(found) if !found.tokens.is_stale(SystemTime::now()) => {
+                    eprintln!("using the token for {} from {}", Escaped(&self.api_url), found.origin);
+                    return Ok(self.settle(found, Stage::Static));
+                }
+                Some(found) => {
+                    let when = token::expiry(found.tokens.id_token.as_str())
+                        .and_then(|t| t.duration_since(std::time::UNIX_EPOCH).ok())
+                        .map_or_else(
+                            || "some time ago".to_owned(),
+                            |d| kharon_shared::time::rfc3339(d.as_secs()),
+                        );
+                    eprintln!(
+                        "the token in {} expired at {when}; like commodore, kharonctl goes on with its own login",
+                        found.origin
+                    );
+                }
+                None => eprintln!("{} holds no token; it is ignored", Escaped(&given.from)),
+            }
+        }
         let found = self.cached();
+        // With nothing else cached, the login line says it; otherwise it is said here, once.
+        if let Some(damage) = &self.damaged
+            && !found.is_empty()
+        {
+            eprintln!("warning: {damage}; it is replaced when kharonctl next keeps a token");
+        }
         if let Some(best) = choice::freshest(&found, SystemTime::now()) {
             if matches!(best.origin, Origin::Commodore { .. }) {
                 eprintln!("using the token for {} from {}", Escaped(&self.api_url), best.origin);
@@ -140,6 +178,26 @@ impl<'a> Auth<'a> {
     /// The issuer of the current token (its `iss`), once [`Auth::bearer`] found one.
     pub fn issuer(&self) -> Option<String> {
         token::issuer(self.current.as_ref()?.tokens.id_token.as_str())
+    }
+
+    /// Who the current token says it belongs to ([`token::account`]).
+    pub fn account(&self) -> Option<String> {
+        token::account(self.current.as_ref()?.tokens.id_token.as_str())
+    }
+
+    /// Whether the current token is commodore's static one, which no refresh or login replaces.
+    pub fn is_static(&self) -> bool {
+        self.stage == Stage::Static
+    }
+
+    /// Where the current token came from, for messages: its cache, a refresh of it, or a login.
+    pub fn origin(&self) -> String {
+        match (&self.current, self.stage) {
+            (None, _) => "nowhere yet".to_owned(),
+            (Some(c), Stage::Refreshed) => format!("a refresh, kept in {}", c.origin),
+            (Some(c), Stage::LoggedIn) => format!("a login just now, kept in {}", c.origin),
+            (Some(c), _) => c.origin.to_string(),
+        }
     }
 
     /// Lieutenant rejected the current bearer: a better one, or `None` when a fresh login's token
@@ -164,7 +222,7 @@ impl<'a> Auth<'a> {
                 eprintln!("Lieutenant rejected the refreshed token; logging in again");
                 self.login().await.map(Some)
             }
-            Stage::LoggedIn => Ok(None),
+            Stage::LoggedIn | Stage::Static => Ok(None),
         }
     }
 
@@ -190,8 +248,8 @@ impl<'a> Auth<'a> {
     }
 
     /// The tokens both caches hold for this Lieutenant: ours first, then commodore's. An
-    /// unreadable cache of ours is reported and skipped.
-    fn cached(&self) -> Vec<Cached> {
+    /// unreadable cache of ours is skipped, and what is wrong with it kept in `damaged`.
+    fn cached(&mut self) -> Vec<Cached> {
         let mut found = Vec::new();
         let path = &self.places.token_file;
         match TokenFile::load(path) {
@@ -201,7 +259,7 @@ impl<'a> Auth<'a> {
                         .push(Cached { tokens: tokens.clone(), origin: Origin::Ours { path: path.clone() } });
                 }
             }
-            Err(e) => eprintln!("warning: {}", Escaped(&chain(&e))),
+            Err(e) => self.damaged = Some(Escaped(&e.damage()).to_string()),
         }
         if let Some(path) = &self.places.commodore_file
             && let Some(entry) = commodore::lookup(path, &self.api_url)
@@ -217,6 +275,13 @@ impl<'a> Auth<'a> {
         if !found.is_empty() {
             let caches: Vec<String> = found.iter().map(|c| c.origin.to_string()).collect();
             return format!("no token for {url} in {} can be used or refreshed", caches.join(" or "));
+        }
+        if let Some(damage) = &self.damaged {
+            let theirs = match &self.places.commodore_file {
+                Some(theirs) => format!(", and commodore's cache {} has none for {url}", theirs.display()),
+                None => String::new(),
+            };
+            return format!("{damage}{theirs}; the login replaces it");
         }
         let ours = self.places.token_file.display();
         match &self.places.commodore_file {
@@ -262,7 +327,10 @@ impl<'a> Auth<'a> {
     fn keep(&self, grant: &Grant) -> Result<(), Error> {
         let path = &self.places.token_file;
         let mut file = TokenFile::load(path).unwrap_or_else(|e| {
-            eprintln!("warning: {}; replacing it", Escaped(&chain(&e)));
+            // Said already when it was first read.
+            if self.damaged.is_none() {
+                eprintln!("warning: {}; replacing it", Escaped(&e.damage()));
+            }
             TokenFile::default()
         });
         file.put(&self.api_url, grant.tokens.clone());

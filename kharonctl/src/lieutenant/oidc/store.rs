@@ -1,5 +1,5 @@
 //! Our own token cache: `<cache dir>/tokens.json`, mode 0600, replaced atomically
-//! ([`kharon_shared::cache::write_private`]): `{"version": 1, "entries": {"<api url>": Tokens}}`,
+//! ([`kharon_shared::files::write_private`]): `{"version": 1, "entries": {"<api url>": Tokens}}`,
 //! keyed by the Lieutenant URL without a trailing slash. Commodore's cache is [`super::commodore`].
 
 use std::collections::BTreeMap;
@@ -17,12 +17,41 @@ const VERSION: u32 = 1;
 pub enum Error {
     #[error("cannot read token cache {}", path.display())]
     Read { path: PathBuf, source: std::io::Error },
-    /// The parse error stays inside the sentence, before the advice, so it is not a `source()`
-    /// (a chain would print it after the advice).
-    #[error("token cache {} is corrupt ({cause}); `kharonctl logout` removes it", path.display())]
+    /// What is wrong stays inside the sentence, before the advice, so the parse error is not a
+    /// `source()` (a chain would print it after the advice).
+    #[error(
+        "{}; logging in again (`kharonctl login`) replaces it, `kharonctl logout` removes it",
+        damage(path, cause)
+    )]
     Corrupt { path: PathBuf, cause: serde_json::Error },
     #[error("cannot write token cache {}", path.display())]
     Write { path: PathBuf, source: std::io::Error },
+}
+
+impl Error {
+    /// For an unreadable file: what is wrong with it, in one sentence without advice (callers that
+    /// act on it say what they do instead).
+    pub fn damage(&self) -> String {
+        match self {
+            Error::Corrupt { path, cause } => damage(path, cause),
+            other => kharon_shared::errors::chain(other),
+        }
+    }
+}
+
+/// What is wrong with a token cache that does not parse, as its owner can act on it: cut short
+/// (an interrupted write, a full disk), not JSON, or JSON of another shape.
+fn damage(path: &Path, cause: &serde_json::Error) -> String {
+    use serde_json::error::Category;
+    let place = format!("line {}, column {}", cause.line(), cause.column());
+    let what = match cause.classify() {
+        Category::Eof => {
+            format!("is cut short: its JSON ends at {place} (an interrupted write, or a full disk)")
+        }
+        Category::Syntax => format!("is not JSON ({cause})"),
+        Category::Data | Category::Io => format!("is not a token cache this kharonctl reads ({cause})"),
+    };
+    format!("kharonctl's token cache {} {what}, so its tokens cannot be used", path.display())
 }
 
 /// Our token cache file, in memory.
@@ -57,7 +86,7 @@ impl TokenFile {
         self.version = VERSION;
         let bytes = serde_json::to_vec_pretty(self)
             .map_err(|e| Error::Write { path: path.to_owned(), source: std::io::Error::other(e) })?;
-        kharon_shared::cache::write_private(path, &bytes)
+        kharon_shared::files::write_private(path, &bytes)
             .map_err(|source| Error::Write { path: path.to_owned(), source })
     }
 
@@ -105,11 +134,34 @@ mod tests {
     }
 
     #[test]
-    fn corrupt_token_file_names_the_file() {
+    fn a_damaged_token_file_is_named_with_what_is_wrong_and_what_to_do() {
         let dir = tempfile::tempdir().unwrap();
         let path = path(dir.path());
+        let mut file = TokenFile::default();
+        file.put("https://api.example", tokens("a"));
+        file.save(&path).unwrap();
+        let whole = std::fs::read(&path).unwrap();
+        std::fs::write(&path, &whole[..whole.len() / 2]).unwrap();
+        let err = TokenFile::load(&path).unwrap_err();
+        let text = err.to_string();
+        let shown = path.display();
+        assert!(
+            text.starts_with(&format!(
+                "kharonctl's token cache {shown} is cut short: its JSON ends at line "
+            ))
+        );
+        assert!(
+            text.contains("(an interrupted write, or a full disk), so its tokens cannot be used"),
+            "{text}"
+        );
+        assert!(text.ends_with("`kharonctl login`) replaces it, `kharonctl logout` removes it"), "{text}");
+        assert!(!err.damage().contains("logout"), "{}", err.damage());
+
         std::fs::write(&path, "{nope").unwrap();
-        let err = TokenFile::load(&path).unwrap_err().to_string();
-        assert!(err.contains(&path.display().to_string()) && err.contains("logout"), "{err}");
+        let text = TokenFile::load(&path).unwrap_err().to_string();
+        assert!(text.contains(&format!("{shown} is not JSON (key must be a string")), "{text}");
+        std::fs::write(&path, r#"{"version": 1, "entries": []}"#).unwrap();
+        let text = TokenFile::load(&path).unwrap_err().to_string();
+        assert!(text.contains("is not a token cache this kharonctl reads (invalid type"), "{text}");
     }
 }

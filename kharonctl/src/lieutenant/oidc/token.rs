@@ -63,6 +63,9 @@ pub struct Grant {
 struct Claims {
     exp: Option<f64>,
     iss: Option<String>,
+    preferred_username: Option<String>,
+    email: Option<String>,
+    sub: Option<String>,
 }
 
 /// A JWT's payload claims, without checking its signature (we only read our own tokens).
@@ -76,6 +79,13 @@ fn claims(jwt: &str) -> Option<Claims> {
 /// `iss` of a JWT: the issuer a Lieutenant token came from (kept out of every cluster's routes).
 pub fn issuer(jwt: &str) -> Option<String> {
     claims(jwt)?.iss.filter(|iss| !iss.is_empty())
+}
+
+/// Who a JWT says it belongs to, as a person knows their account: `preferred_username`, else
+/// `email`, else `sub` (OpenID Connect Core 1.0 §5.1). Data from a token: escape it to show it.
+pub fn account(jwt: &str) -> Option<String> {
+    let claims = claims(jwt)?;
+    [claims.preferred_username, claims.email, claims.sub].into_iter().flatten().find(|v| !v.is_empty())
 }
 
 /// `exp` of a JWT as a time, if it is a JWT with an `exp` that is a representable time.

@@ -2,8 +2,16 @@
 //! routing table, write the cache atomically, say what changed, and tell a running kharond to
 //! reload (or say that it routes by another file, e.g. `--inventory`, and did not pick this up).
 //!
-//! A failed fetch leaves the old cache untouched: kharond keeps serving it (there is no TTL), and
-//! the error says how old that cache is.
+//! - [`lock`]: one update at a time per cache directory; a second one waits (`--wait`).
+//! - [`shrink`]: an answer that would wipe most of the routes is refused unless `--allow-shrink`.
+//! - [`report`]: what changed against the cache it replaced.
+//!
+//! A failed fetch or a refused answer leaves the old cache untouched: kharond keeps serving it
+//! (there is no TTL), and the error says how old that cache is.
+
+mod lock;
+mod report;
+mod shrink;
 
 use std::collections::BTreeSet;
 use std::io::IsTerminal;
@@ -14,11 +22,9 @@ use std::time::Duration;
 use anyhow::Context as _;
 use indicatif::{ProgressBar, ProgressDrawTarget, ProgressStyle};
 use kharon_shared::cache::{self, Envelope, RouteEntry};
-use kharon_shared::changes;
 use kharon_shared::inventory::Cluster;
 use kharon_shared::routing::RoutingTable;
 use kharon_shared::text::Escaped;
-use kharon_shared::trust::Refused;
 
 use crate::context::Context;
 use crate::daemon::{self, Daemon};
@@ -27,8 +33,20 @@ use crate::lieutenant::{self, Lieutenant};
 use crate::output;
 
 #[derive(Debug, clap::Args)]
+#[command(after_help = concat!(
+    "Examples:\n  kharonctl update\n  kharonctl update --tenant t-example-1234 --allow-shrink\n  \
+    kharonctl update --wait 0          # fail at once if another update runs\n\n\
+    An update that would lose most of the cache is refused (exit code 1), and the cache and kharond \
+    stay as they are: ",
+    shrink::rule!(),
+    ". The refusal says what Lieutenant answered, for which tenant and account, against what the cache \
+    holds; --allow-shrink writes it all the same.\n\n\
+    One update runs at a time per cache directory (update.lock there); another one waits for it, \
+    saying so, up to --wait, then fails naming the pid that holds the lock."
+))]
 pub struct Args {
-    /// Only this tenant's clusters (e.g. t-example-1234)
+    /// Only this tenant's clusters (e.g. t-example-1234); against a cache of every tenant this
+    /// loses the others' clusters, so it needs --allow-shrink then
     #[arg(long, value_name = "TENANT")]
     pub tenant: Option<String>,
     /// If a login is needed, use the device code flow instead of the browser
@@ -40,11 +58,28 @@ pub struct Args {
     /// Write the cache but do not ask kharond to reload
     #[arg(long)]
     pub no_reload: bool,
+    /// Write the answer even if it has no clusters, or would stop routing more than half of the
+    /// clusters the cache routes (refused without this flag)
+    #[arg(long)]
+    pub allow_shrink: bool,
+    /// How long to wait for another `kharonctl update` of the same cache to finish (0: fail at once)
+    #[arg(long, value_name = "DURATION", default_value = lock::DEFAULT_WAIT, value_parser = crate::duration::parse)]
+    pub wait: Duration,
+}
+
+/// What Lieutenant answered, and who asked.
+struct Fetched {
+    clusters: Vec<Cluster>,
+    /// The issuer of the token that fetched them, when it names one.
+    issuer: Option<String>,
+    answer: shrink::Answer,
 }
 
 pub async fn run(args: Args, ctx: &Context) -> anyhow::Result<ExitCode> {
     let api_url = ctx.lieutenant_url().to_owned();
     let cache_path = cache::path(&ctx.config.cache_dir.value);
+    // Held until kharond has reloaded what this update wrote (or the update failed).
+    let _lock = lock::acquire(&ctx.config.cache_dir.value, args.wait).await?;
     let previous = match cache::load(&cache_path) {
         Ok(envelope) => Some(envelope),
         Err(cache::Error::Missing { .. }) => None,
@@ -54,7 +89,7 @@ pub async fn run(args: Args, ctx: &Context) -> anyhow::Result<ExitCode> {
         }
     };
 
-    let (clusters, issuer) = match fetch(&args, ctx, &api_url).await {
+    let fetched = match fetch(&args, ctx, &api_url).await {
         Ok(fetched) => fetched,
         Err(e) => {
             let kept = match &previous {
@@ -70,8 +105,8 @@ pub async fn run(args: Args, ctx: &Context) -> anyhow::Result<ExitCode> {
     };
 
     // kharond judges the clusters against the same hosts: its settings, and what the cache says.
-    let mut envelope = Envelope::new(api_url.clone(), clusters, Vec::new());
-    envelope.oidc_issuer = issuer;
+    let mut envelope = Envelope::new(api_url.clone(), fetched.clusters, Vec::new());
+    envelope.oidc_issuer = fetched.issuer;
     // kharonctl has no ssh_config engine: the jump hosts' HostNames anchor nothing here, and a
     // refusal says kharond may still route the name (`anchor`).
     let mut own = ctx.config.own_hosts();
@@ -83,15 +118,27 @@ pub async fn run(args: Args, ctx: &Context) -> anyhow::Result<ExitCode> {
         .into_iter()
         .map(|(suffix, jumphost, cluster)| RouteEntry { suffix, jumphost, cluster })
         .collect();
+    // The old cache's clusters judged as today's: what they route, and the names they refused
+    // (only a newly refused name is news).
+    let old_table = previous.as_ref().map(|old| RoutingTable::compile_with(&old.clusters, &own, &anchors));
+    if let (Some(old), Some(old_table)) = (&previous, &old_table)
+        && !args.allow_shrink
+    {
+        let loss =
+            shrink::judge(old.clusters.len(), &routed(old_table), envelope.clusters.len(), &routed(&table));
+        if let Some(shrink) = loss {
+            let cache_age = output::age(old.age().as_secs());
+            return Err(
+                shrink::Refused { shrink, answer: fetched.answer, cache: cache_path, cache_age }.into()
+            );
+        }
+    }
+    if envelope.clusters.is_empty() {
+        eprintln!("warning: {}", Escaped(&empty_answer(&fetched.answer)));
+    }
     cache::store(&cache_path, &envelope)?;
-
-    // The names the old cache's clusters had refused, judged as today's: only a newly refused name
-    // is news.
-    let old_refused = previous
-        .as_ref()
-        .map(|old| RoutingTable::compile_with(&old.clusters, &own, &anchors).report().refused.clone())
-        .unwrap_or_default();
-    report(&envelope, previous.as_ref(), &old_refused, &table);
+    let old_refused = old_table.map(|t| t.report().refused.clone()).unwrap_or_default();
+    report::report(&envelope, previous.as_ref(), &old_refused, &table);
     println!("wrote {}", cache_path.display());
 
     if args.no_reload {
@@ -111,6 +158,24 @@ pub async fn run(args: Args, ctx: &Context) -> anyhow::Result<ExitCode> {
         }
     }
     Ok(ExitCode::SUCCESS)
+}
+
+/// The clusters `table` routes at least one name of.
+fn routed(table: &RoutingTable) -> BTreeSet<String> {
+    table.routes().into_iter().map(|(_, _, cluster)| cluster).collect()
+}
+
+/// An empty first answer is written (there is nothing to lose), but not without a word.
+fn empty_answer(answer: &shrink::Answer) -> String {
+    let account = answer.account.as_ref().map(|a| format!(" as {a}")).unwrap_or_default();
+    format!(
+        "Lieutenant answered {} with no clusters (token{account} from {}); kharond will route nothing \
+         until an update brings some. Check the account (`kharonctl logout`, then `kharonctl update` \
+         logs in again){}",
+        answer.url,
+        answer.token,
+        if answer.tenant.is_some() { " and the tenant (--tenant)" } else { "" }
+    )
 }
 
 /// Reloads a running kharond, unless it routes by another file than the cache just written (an
@@ -160,20 +225,37 @@ fn same_file(a: &Path, b: &Path) -> bool {
 }
 
 /// Logs in if needed and fetches `/clusters`; a 401 gets one refresh, then one fresh login. Also
-/// the issuer of the token that fetched them, when it names one.
-async fn fetch(args: &Args, ctx: &Context, api_url: &str) -> anyhow::Result<(Vec<Cluster>, Option<String>)> {
+/// the issuer of the token that fetched them, and where the answer came from.
+async fn fetch(args: &Args, ctx: &Context, api_url: &str) -> anyhow::Result<Fetched> {
     let http = lieutenant::http_client()?;
     let lieutenant = Lieutenant::new(api_url, http.clone())?;
     let options = oidc::LoginOptions { device: args.device, timeout: args.login_timeout };
     let mut auth = Auth::new(api_url, &lieutenant, http, ctx.oidc_overrides(), ctx.oidc_places(), options);
+    let tenant = args.tenant.as_deref();
+    let url = lieutenant.clusters_url(tenant)?.to_string();
 
     let mut bearer = auth.bearer().await?;
     loop {
         let spinner = spinner(&format!("fetching clusters from {api_url}"));
-        let result = lieutenant.clusters(&bearer, args.tenant.as_deref()).await;
+        let result = lieutenant.clusters(&bearer, tenant).await;
         spinner.finish_and_clear();
         match result {
-            Ok(clusters) => return Ok((clusters, auth.issuer())),
+            Ok(clusters) => {
+                let answer = shrink::Answer {
+                    url,
+                    tenant: args.tenant.clone(),
+                    account: auth.account(),
+                    token: auth.origin(),
+                };
+                return Ok(Fetched { clusters, issuer: auth.issuer(), answer });
+            }
+            Err(e @ lieutenant::Error::Unauthorized { .. }) if auth.is_static() => {
+                return Err(anyhow::Error::new(e).context(format!(
+                    "the token from {} was refused; like commodore, kharonctl does not log in instead: fix \
+                     the token, or unset COMMODORE_API_TOKEN to use the login",
+                    auth.origin()
+                )));
+            }
             Err(e @ lieutenant::Error::Unauthorized { .. }) => match auth.after_rejection().await? {
                 Some(better) => bearer = better,
                 None => return Err(e.into()),
@@ -195,68 +277,4 @@ fn spinner(message: &str) -> ProgressBar {
     bar.set_message(message.to_owned());
     bar.enable_steady_tick(Duration::from_millis(100));
     bar
-}
-
-/// What changed against the previous cache: clusters added/removed, then per cluster the names it
-/// routes now and did not, no longer routes, and has refused since; then conflicts, warnings
-/// (clusters with a jumphost but no domains among them) and every refusal on stderr.
-fn report(new: &Envelope, old: Option<&Envelope>, old_refused: &[Refused], table: &RoutingTable) {
-    let r = table.report();
-    println!(
-        "fetched {} from {} ({} routed through {}, {} ignored)",
-        output::count(r.clusters_total as u64, "cluster"),
-        Escaped(&new.api_url),
-        r.clusters_routed,
-        output::count(table.jumphosts().len() as u64, "jump host"),
-        r.clusters_ignored
-    );
-    let ids = |e: &Envelope| e.clusters.iter().map(|c| c.id.clone()).collect::<BTreeSet<_>>();
-    let routes = |e: &Envelope| -> Vec<(String, String, String)> {
-        e.routes.iter().map(|r| (r.suffix.clone(), r.jumphost.clone(), r.cluster.clone())).collect()
-    };
-    let (old_ids, old_routes) = match old {
-        Some(old) => (ids(old), routes(old)),
-        None => (BTreeSet::new(), Vec::new()),
-    };
-    let (new_ids, new_routes) = (ids(new), routes(new));
-    let mut changed = false;
-    for id in new_ids.difference(&old_ids) {
-        println!("  + cluster {}", Escaped(id));
-        changed = true;
-    }
-    for id in old_ids.difference(&new_ids) {
-        println!("  - cluster {}", Escaped(id));
-        changed = true;
-    }
-    let old = changes::Snapshot { routes: &old_routes, refused: old_refused };
-    let now = changes::Snapshot { routes: &new_routes, refused: &r.refused };
-    for change in changes::between(&old, &now) {
-        for line in crate::daemon::reload_outcome::change_lines(&(&change).into()) {
-            println!("  {line}");
-        }
-        changed = true;
-    }
-    if !changed {
-        println!("  no changes since the last update");
-    }
-    for c in &r.conflicts {
-        let others: Vec<String> = c
-            .shadowed
-            .iter()
-            .map(|s| format!("{} ({})", Escaped(&s.cluster), Escaped(&s.jumphost)))
-            .collect();
-        eprintln!(
-            "warning: {} is claimed by several jump hosts; {} ({}) wins over {}",
-            Escaped(&c.suffix),
-            Escaped(&c.winner.cluster),
-            Escaped(&c.winner.jumphost),
-            others.join(", ")
-        );
-    }
-    for w in &r.warnings {
-        eprintln!("warning: {}", Escaped(w));
-    }
-    for refused in &r.refused {
-        eprintln!("warning: {}", Escaped(&refused.to_string()));
-    }
 }
