@@ -71,7 +71,9 @@ pub async fn serve(state: Arc<State>, stream: TcpStream, peer: SocketAddr, hands
     // discard buffer alone made every connection's task 5.7 KB.
     let accepted =
         Box::pin(handshake::accept(stream, caller, state.proxy.auth.as_ref(), deadline, timeout)).await;
-    drop(handshake);
+    if matches!(accepted, Ok(Accepted::Proxy(_) | Accepted::Forward(_))) {
+        drop(handshake);
+    }
     match accepted {
         Ok(Accepted::Proxy(request)) => match foreign {
             Some(not_ours) => {

@@ -302,4 +302,44 @@ mod tests {
         client.read_exact(&mut answer).await.unwrap();
         assert_eq!(&answer, b"HTTP/1.1 200 Connection established\r\n\r\n");
     }
+
+    #[tokio::test]
+    async fn other_protocols_are_answered_in_their_own_or_closed_and_the_error_says_why() {
+        let timeout = Duration::from_millis(300);
+        let accept_after = |bytes: &'static [u8]| async move {
+            let (mut client, server) = tcp_pair().await;
+            client.write_all(bytes).await.unwrap();
+            let accepted = accept(server, Caller::TEST, None, Instant::now() + timeout, timeout).await;
+            let mut answer = Vec::new();
+            let _ = tokio::time::timeout(Duration::from_secs(5), client.read_to_end(&mut answer)).await;
+            (accepted, answer)
+        };
+        let (accepted, answer) = accept_after(b"\x04\x01\x00\x50\x00\x00\x00\x01\x00a.example\x00").await;
+        let Err(e @ Error::Socks4(_)) = accepted else { panic!("SOCKS4A not refused") };
+        assert_eq!(answer, [0, 91, 0, 80, 0, 0, 0, 1]);
+        assert_eq!(e.notice(), Notice::Explain);
+        assert!(e.to_string().contains("use socks5h://127.0.0.1:12000"), "{e}");
+
+        let (accepted, answer) = accept_after(b"\x16\x03\x01\x00\x10").await;
+        let Err(e @ Error::Unknown(_)) = accepted else { panic!("TLS bytes not refused") };
+        assert!(answer.is_empty());
+        assert!(e.to_string().contains("TLS handshake"), "{e}");
+
+        let (accepted, _) = accept_after(b"connect a.example:443 HTTP/1.1\r\n\r\n").await;
+        let Ok(Accepted::Http(request)) = accepted else { panic!("lower-case connect not answered in HTTP") };
+        let refusal = request.refusal().unwrap_or_default();
+        assert!(
+            refusal.starts_with("HTTP request answered 501 Not Implemented: method names are case-sensitive")
+        );
+
+        // A client that sends nothing is no failure to explain; one that stops half-way is.
+        let (accepted, _) = accept_after(b"").await;
+        assert!(
+            matches!(&accepted, Err(e @ Error::Deadline { silent: true, .. }) if e.notice() == Notice::Quiet)
+        );
+        let (accepted, _) = accept_after(b"\x05\x01").await;
+        assert!(
+            matches!(&accepted, Err(e @ Error::Deadline { silent: false, .. }) if e.notice() == Notice::Explain)
+        );
+    }
 }

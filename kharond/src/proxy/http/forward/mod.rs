@@ -97,6 +97,9 @@ pub async fn serve(session: Session, legs: &mut impl Legs, limits: Limits<'_>) {
     let mut link: Option<Link> = None;
     loop {
         if !exchange(&mut client, &mut input, forward, &mut link, legs).await {
+            // The answer may be followed by input not read (a body the target did not wait
+            // for): read away, so that closing does not reset the answer away.
+            linger(&mut client, Instant::now() + LINGER).await;
             return;
         }
         forward = match next(&mut client, &mut input, limits).await {
