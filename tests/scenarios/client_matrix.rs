@@ -96,6 +96,7 @@ fn run_all(commands: Vec<(String, Command)>) -> Vec<Ran> {
 
 /// Python's requests through an HTTP proxy on one session: a GET twice (one kept connection), a
 /// POST with a length and one with chunks (a generator body), each answered by the origin's echo.
+/// (requests is on every machine .ci/run prepares: moto and passbolt-python-api require it.)
 const REQUESTS: &str = "import json, sys, requests
 base, proxy = sys.argv[1:3]
 s = requests.Session()

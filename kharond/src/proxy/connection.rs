@@ -285,9 +285,8 @@ impl forward::Legs for Legs<'_> {
         }
     }
 
-    fn refused(&self, refused: &forward::Refused) {
-        let why = format!("HTTP proxy request refused: {}", Chain(refused));
-        self.observed.refused(&why, refused.notice());
+    fn failed(&self, why: &dyn std::fmt::Display, notice: Notice) {
+        self.observed.refused(why, notice);
     }
 }
 

@@ -35,7 +35,7 @@ const MAX_CHUNK_LINE: usize = 4096;
 pub enum Error {
     #[error("the client closed the connection in the middle of its request body")]
     CutShort,
-    #[error("malformed chunked request body ({0})")]
+    #[error("malformed chunked request body: {0}")]
     Chunks(&'static str),
     #[error("the target stopped taking the request body")]
     Gone,

@@ -112,8 +112,8 @@ pub enum Refused {
     TooLarge,
     #[error("malformed HTTP request")]
     Malformed,
-    #[error("malformed chunked request body")]
-    Chunks,
+    #[error("malformed chunked request body: {0}")]
+    Chunks(&'static str),
 }
 
 impl Refused {
@@ -281,7 +281,7 @@ fn expectation(fields: &Fields<'_>) -> Result<bool, Refused> {
 }
 
 /// Fields kharond never forwards as sent: hop-by-hop ones (RFC 9110 §7.6.1), and those it sets
-/// itself.
+/// itself (an OPTIONS request's `Max-Forwards` is replaced, others' go on as sent).
 const NOT_FORWARDED: &[&str] = &[
     "connection",
     "proxy-connection",
@@ -295,7 +295,6 @@ const NOT_FORWARDED: &[&str] = &[
     "content-length",
     "expect",
     "via",
-    "max-forwards",
 ];
 
 /// Whether a field is one of this hop's: [`NOT_FORWARDED`], or named by `Connection`.

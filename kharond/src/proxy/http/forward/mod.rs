@@ -31,12 +31,16 @@ mod upstream;
 #[cfg(test)]
 mod tests;
 
+use std::fmt;
 use std::future::Future;
 use std::pin::{Pin, pin};
 use std::time::Duration;
 
+use futures::FutureExt as _;
+use kharon_shared::errors::Chain;
+
 use kharon_relay::{Counters, Way};
-use tokio::io::{AsyncReadExt, AsyncWriteExt};
+use tokio::io::{AsyncReadExt, AsyncWrite, AsyncWriteExt};
 use tokio::net::TcpStream;
 use tokio::time::Instant;
 use zeroize::Zeroizing;
@@ -44,6 +48,7 @@ use zeroize::Zeroizing;
 pub use head::{Forward, Framing, Refused};
 use upstream::{Link, Sent};
 
+use crate::observe::failures::Notice;
 use crate::proxy::credentials::{Caller, Credentials};
 use crate::proxy::http::{authorization, connect, request};
 use crate::proxy::linger::{LINGER, linger};
@@ -66,8 +71,9 @@ pub trait Legs {
     fn counters(&self) -> &Counters;
     /// The current leg's first response is on its way to the client.
     fn answering(&self);
-    /// A later request on the connection was refused (the connection's first is the handshake's).
-    fn refused(&self, refused: &Refused);
+    /// A request failed after the handshake: a later one refused (the first is the handshake's),
+    /// or one that got no whole response. For the log, not counted as a failed connection.
+    fn failed(&self, why: &dyn fmt::Display, notice: Notice);
 }
 
 /// A client whose first request was an admitted absolute-form one.
@@ -106,7 +112,10 @@ pub async fn serve(session: Session, legs: &mut impl Legs, limits: Limits<'_>) {
             Next::Request(forward) => forward,
             Next::Done => return,
             Next::Refused(refused) => {
-                legs.refused(&refused);
+                legs.failed(
+                    &format_args!("HTTP proxy request refused: {}", Chain(&refused)),
+                    refused.notice(),
+                );
                 if answer::refuse(&mut client, &refused).await.is_ok() {
                     linger(&mut client, Instant::now() + LINGER).await;
                 }
@@ -155,8 +164,10 @@ async fn exchange(
                 }
             }
             Sent::Unsent(_, e) | Sent::Failed(e) => {
-                let why = upstream_failure(&target, &e, pumped.as_ref());
-                let _ = connect::reply_failure(&mut writer, &target, Unreachable::General, &why).await;
+                if pumped.is_none() {
+                    pumped = pump.as_mut().now_or_never();
+                }
+                unanswered(&mut writer, &target, &e, pumped.as_ref(), legs).await;
                 return false;
             }
         }
@@ -175,24 +186,42 @@ async fn exchange(
     match relayed {
         Ok(keep_alive) => keep_alive && body_read,
         Err(e) => {
-            tracing::debug!("response to {target} not passed on whole: {}", kharon_shared::errors::Chain(&e));
+            let why = format!("because {}", Chain(&e));
+            legs.failed(&format_args!("HTTP request to {target} failed {why}"), Notice::Explain);
+            if matches!(e, answer::Error::Switched) {
+                let _ = connect::reply_failure(&mut writer, &target, Unreachable::General, &why).await;
+            }
             false
         }
     }
 }
 
-/// Why a request got no response from `target`: the client's broken body, when that is why.
-fn upstream_failure(target: &Target, e: &hyper::Error, pumped: Option<&Result<u64, body::Error>>) -> String {
+/// Answers a request that got no response: 400 when the client's own body was malformed, nothing
+/// when the client left in the middle of it, else 502 naming what the target did.
+async fn unanswered<W: AsyncWrite + Unpin>(
+    client: &mut W,
+    target: &Target,
+    e: &hyper::Error,
+    pumped: Option<&Result<u64, body::Error>>,
+    legs: &mut impl Legs,
+) {
     match pumped {
-        Some(Err(body)) => {
-            format!("because the request was not forwarded whole: {}", kharon_shared::errors::Chain(body))
+        Some(Err(body::Error::Chunks(why))) => {
+            let refused = Refused::Chunks(why);
+            legs.failed(&format_args!("HTTP proxy request refused: {}", Chain(&refused)), refused.notice());
+            let _ = answer::refuse(client, &refused).await;
         }
-        _ => format!("because {target} answered no HTTP response: {}", kharon_shared::errors::Chain(e)),
+        Some(Err(_)) => {}
+        _ => {
+            let why = format!("because {target} answered no HTTP response: {}", Chain(e));
+            legs.failed(&format_args!("HTTP request to {target} failed {why}"), Notice::Explain);
+            let _ = connect::reply_failure(client, target, Unreachable::General, &why).await;
+        }
     }
 }
 
 /// Opens a link to `target` in place of `link`, or answers the client why not.
-async fn connect_link<W: tokio::io::AsyncWrite + Unpin>(
+async fn connect_link<W: AsyncWrite + Unpin>(
     client: &mut W,
     link: &mut Option<Link>,
     target: &Target,
@@ -205,10 +234,7 @@ async fn connect_link<W: tokio::io::AsyncWrite + Unpin>(
                 *link = Some(opened);
                 return true;
             }
-            Err(e) => (
-                Unreachable::General,
-                format!("because the HTTP connection failed: {}", kharon_shared::errors::Chain(&e)),
-            ),
+            Err(e) => (Unreachable::General, format!("because the HTTP connection failed: {}", Chain(&e))),
         },
         Err(failed) => (Unreachable::from(failed.error.kind()), failed.to_string()),
     };

@@ -233,7 +233,7 @@ impl Legs for TestLegs {
 
     fn answering(&self) {}
 
-    fn refused(&self, _refused: &Refused) {}
+    fn failed(&self, _why: &dyn fmt::Display, _notice: Notice) {}
 }
 
 /// Serves `requests` (the first judged as the handshake would) through a session, returning what
@@ -320,4 +320,17 @@ async fn an_answer_without_a_length_is_chunked_for_the_client() {
     let (answer, _) = session(at, b"GET http://a.example/ HTTP/1.1\r\nConnection: close\r\n\r\n").await;
     assert!(answer.contains("transfer-encoding: chunked\r\n"), "{answer}");
     assert!(answer.ends_with("\r\n\r\n2\r\nok\r\n0\r\n\r\n"), "{answer}");
+}
+
+#[tokio::test]
+async fn a_malformed_chunked_body_is_answered_400_and_the_target_never_gets_a_whole_request() {
+    let (at, mut seen) = target(b"HTTP/1.1 200 OK\r\nContent-Length: 2\r\n\r\nok").await;
+    let (answer, _) = session(
+        at,
+        b"POST http://a.example/ HTTP/1.1\r\nTransfer-Encoding: chunked\r\n\r\n5\r\nhelloXX0\r\n\r\n",
+    )
+    .await;
+    assert!(answer.starts_with("HTTP/1.1 400 Bad Request\r\n"), "{answer}");
+    assert!(answer.contains("malformed chunked request body"), "{answer}");
+    assert!(seen.try_recv().is_err(), "the target got a whole request");
 }
