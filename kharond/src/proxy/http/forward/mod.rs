@@ -17,6 +17,12 @@
 //! is already parsed, by the parse that tells a proxy request from a PAC fetch, where hyper would
 //! parse it a second time.
 //!
+//! # Who can send one
+//! As with CONNECT ([`connect`]), no web page: a browser sends an absolute-form request only to a
+//! proxy its user configured. A page's own requests to this port are origin-form, take the PAC
+//! path and its checks, and get one answer before the connection closes; only a connection whose
+//! first request was absolute-form reads further requests.
+//!
 //! # Limits
 //! A head must arrive within `handshake_timeout_secs` once it has begun; a kept-alive connection
 //! waits at most [`IDLE`] for its next request. A refused request gets its answer and the
