@@ -26,7 +26,7 @@ fuzz_target!(|input: &[u8]| {
                 assert!(prefix.len() < MAX_REQUEST, "partial at {} bytes", prefix.len());
                 assert!(settled.is_none(), "complete at a shorter prefix, partial at {end}");
             }
-            Judged::Connect { len, .. } | Judged::Answer { len: Some(len), .. } => {
+            Judged::Proxy { len, .. } | Judged::Answer { len: Some(len), .. } => {
                 assert!(*len <= prefix.len());
                 match &settled {
                     Some(was) => assert_eq!(*was, judged, "head length or answer changed with more bytes"),

@@ -7,7 +7,8 @@
 //! - [`sshd`], [`agent`], [`gpg_agent`]: real OpenSSH servers, ssh-agent and gpg-agent (SSH support).
 //!   [`dropbear`]: Debian's Dropbear. [`legacy`]: an OpenSSH-7-like server (paramiko) with SHA-1
 //!   key exchange, `ssh-rsa` host keys and hmac-sha1.
-//! - [`servers`]: HTTP targets on loopback. [`echo`]: echo targets, in process or as a child for
+//! - [`servers`]: HTTP targets on loopback. [`origin`]: Python's HTTP/1.1 server as a target (files,
+//!   a git repository, request echo). [`echo`]: echo targets, in process or as a child for
 //!   thousands of connections. [`inventory`]: Lieutenant `/clusters` JSON builders.
 //! - [`procfs`]: descriptors, limits and memory of a process, from `/proc`.
 //! - [`chromium`]: a real headless browser, for what only a browser does (PAC, origins).
@@ -25,6 +26,7 @@ pub mod inventory;
 pub mod kharonctl;
 pub mod kharond;
 pub mod legacy;
+pub mod origin;
 pub mod procfs;
 pub mod servers;
 pub mod socks;

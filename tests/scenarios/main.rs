@@ -4,6 +4,7 @@
 mod activation;
 mod adaptive_window;
 mod channel_close;
+mod client_matrix;
 mod cluster_anchors;
 mod cluster_trust;
 mod clusters;

@@ -30,8 +30,9 @@ fn malformed_greetings_and_requests_are_refused() {
     let daemon = start(&env);
     let server = HttpServer::start("ok");
 
-    // SOCKS4 on the SOCKS port: closed without a SOCKS5 reply.
-    assert!(exchange(daemon.socks_addr(), &[4, 1, 0, 80, 127, 0, 0, 1, 0]).is_empty());
+    // SOCKS4 on the SOCKS port: its own protocol's "rejected" (91), no SOCKS5 reply
+    // (client_matrix.rs has the rest).
+    assert_eq!(exchange(daemon.socks_addr(), &[4, 1, 0, 80, 127, 0, 0, 1, 0]), [0, 91, 0, 80, 127, 0, 0, 1]);
     // An HTTP request from a DNS-rebinding page (foreign Host): refused, no SOCKS bytes.
     let reply = exchange(daemon.socks_addr(), b"GET /proxy.pac HTTP/1.1\r\nHost: evil.example:12000\r\n\r\n");
     assert!(reply.starts_with(b"HTTP/1.1 403"), "{}", String::from_utf8_lossy(&reply));

@@ -1,20 +1,23 @@
 //! One connection's events, said once by the spine (`proxy/connection.rs`) and heard by every
-//! observer: the registry ([`Tracked`]: listed, counted, failures once) and a trace, if one took
-//! the connection ([`Tracer`]: the steps with times). Both implement [`Observer`]; [`Observed`]
-//! is the one sink the spine talks to, which passes each event to both. A new observer is a new
+//! observer: the registry ([`Tracked`]: listed, counted, failures once), the log of failures
+//! ([`Logged`]: why, once, within its limits; `failures.rs`) and a trace, if one took the
+//! connection ([`Tracer`]: the steps with times). Each implements [`Observer`]; [`Observed`] is the
+//! one sink the spine talks to, which passes each event to all of them. A new observer is a new
 //! implementation, not another `if let Some(..)` in the spine.
 
 use std::cell::OnceCell;
+use std::fmt;
 use std::net::SocketAddr;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use kharon_shared::routing::RoutingTable;
 
+use crate::observe::failures::{Failure, FailureLog, Notice};
 use crate::observe::registry::{Entry, Registry, Tracked};
 use crate::observe::trace::{self, Tracer};
 use crate::proxy::protocol::Protocol;
-use crate::routing::dial::{Failed, Upstream};
+use crate::routing::dial::Upstream;
 use crate::routing::route::Route;
 use crate::routing::target::Target;
 
@@ -29,11 +32,14 @@ pub trait Observer {
     fn requested(&self, _protocol: Protocol, _target: &Target, _client: SocketAddr) {}
     /// It was a plain HTTP request (the PAC file), answered without a route.
     fn answered_http(&self) {}
+    /// A request was refused and answered so without counting as a failed connection: a refused
+    /// PAC-port request (nothing was asked of a route), or a later request of a forwarding session.
+    fn refused(&self, _why: &dyn fmt::Display, _notice: Notice) {}
     /// `table` gave the target `route`; the dial starts.
     fn routed(&self, _route: &Route, _table: &RoutingTable, _target: &Target) {}
     /// The connection failed: before it had a route (handshake, a client of another user), or on
-    /// it (`failed`, the dial that began at `started`).
-    fn failed(&self, _failed: Option<&Failed>, _started: Instant) {}
+    /// it (the dial that began at `started`).
+    fn failed(&self, _failure: &Failure<'_>, _started: Instant) {}
     /// The upstream is connected, by a dial that began at `started`.
     fn connected(&self, _route: &Route, _upstream: &Upstream, _started: Instant) {}
     /// The client went away before it got the success reply.
@@ -45,6 +51,7 @@ pub trait Observer {
 /// The one sink of a connection's events: its registry entry, and the trace that took it, if any.
 pub struct Observed<'a> {
     tracked: Tracked<'a>,
+    logged: Logged<'a>,
     /// Claimed when the request says where the connection goes (traces wait for a host).
     tracer: OnceCell<Tracer>,
 }
@@ -52,7 +59,11 @@ pub struct Observed<'a> {
 impl<'a> Observed<'a> {
     /// A connection just accepted from `client`: listed from now until this is dropped.
     pub fn accepted(registry: &'a Registry, client: SocketAddr) -> Self {
-        Observed { tracked: registry.track(client), tracer: OnceCell::new() }
+        Observed {
+            tracked: registry.track(client),
+            logged: Logged { log: &registry.failures, client },
+            tracer: OnceCell::new(),
+        }
     }
 
     /// The handshake read a request: kept in the registry, and a trace armed for its host takes
@@ -77,12 +88,16 @@ impl<'a> Observed<'a> {
         self.each(|o| o.answered_http());
     }
 
+    pub fn refused(&self, why: &dyn fmt::Display, notice: Notice) {
+        self.each(|o| o.refused(why, notice));
+    }
+
     pub fn routed(&self, route: &Route, table: &RoutingTable, target: &Target) {
         self.each(|o| o.routed(route, table, target));
     }
 
-    pub fn failed(&self, failed: Option<&Failed>, started: Instant) {
-        self.each(|o| o.failed(failed, started));
+    pub fn failed(&self, failure: &Failure<'_>, started: Instant) {
+        self.each(|o| o.failed(failure, started));
     }
 
     pub fn connected(&self, route: &Route, upstream: &Upstream, started: Instant) {
@@ -103,6 +118,7 @@ impl<'a> Observed<'a> {
 
     fn each(&self, event: impl Fn(&dyn Observer)) {
         event(&self.tracked);
+        event(&self.logged);
         if let Some(tracer) = self.tracer.get() {
             event(tracer);
         }
@@ -120,12 +136,28 @@ impl Observer for Tracked<'_> {
         Tracked::routed(self, route);
     }
 
-    fn failed(&self, _failed: Option<&Failed>, _started: Instant) {
+    fn failed(&self, _failure: &Failure<'_>, _started: Instant) {
         Tracked::failed(self);
     }
 
     fn connected(&self, _route: &Route, _upstream: &Upstream, _started: Instant) {
         self.established();
+    }
+}
+
+/// The log's part: each failure, and each refused HTTP request, said once (`failures.rs`).
+pub struct Logged<'a> {
+    log: &'a FailureLog,
+    client: SocketAddr,
+}
+
+impl Observer for Logged<'_> {
+    fn refused(&self, why: &dyn fmt::Display, notice: Notice) {
+        self.log.write(self.client, &Failure::Refused { why, notice });
+    }
+
+    fn failed(&self, failure: &Failure<'_>, _started: Instant) {
+        self.log.write(self.client, failure);
     }
 }
 
@@ -144,8 +176,8 @@ impl Observer for Tracer {
         self.note("route", trace::route_decision(table, target, route));
     }
 
-    fn failed(&self, failed: Option<&Failed>, started: Instant) {
-        if let Some(failed) = failed {
+    fn failed(&self, failure: &Failure<'_>, started: Instant) {
+        if let Failure::Dial(failed) = failure {
             self.span("failed", started, format!("cannot connect {failed}"));
         }
     }

@@ -26,6 +26,7 @@ use std::sync::atomic::{AtomicBool, AtomicU8, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard, OnceLock, PoisonError};
 use std::time::Instant;
 
+use crate::observe::failures::FailureLog;
 use crate::observe::trace::Traces;
 use crate::proxy::protocol::Protocol;
 use crate::routing::route::Route;
@@ -38,6 +39,7 @@ fn protocol_code(protocol: Protocol) -> u8 {
         Protocol::Socks5 => 1,
         Protocol::HttpConnect => 2,
         Protocol::Http => 3,
+        Protocol::Forward => 4,
     }
 }
 
@@ -46,6 +48,7 @@ fn protocol_of(code: u8) -> Option<Protocol> {
         1 => Some(Protocol::Socks5),
         2 => Some(Protocol::HttpConnect),
         3 => Some(Protocol::Http),
+        4 => Some(Protocol::Forward),
         _ => None,
     }
 }
@@ -161,6 +164,8 @@ pub struct Registry {
     /// user. Those that failed on their route count in its totals.
     unrouted_failures: AtomicU64,
     pub traces: Traces,
+    /// The limits of the log of failed connections (`failures.rs`).
+    pub failures: FailureLog,
 }
 
 impl Default for Registry {
@@ -172,6 +177,7 @@ impl Default for Registry {
             routed: Mutex::default(),
             unrouted_failures: AtomicU64::new(0),
             traces: Traces::default(),
+            failures: FailureLog::default(),
         }
     }
 }

@@ -7,7 +7,8 @@
 //! - [`connection`]: the spine of one client connection (handshake → route → dial → answer →
 //!   relay), the one place that strings the other subsystems together.
 //! - [`handshake`]: which [`protocol`] the client speaks, from its first byte, under one deadline:
-//!   [`socks`] (SOCKS5) or [`http`] (HTTP CONNECT, and `GET /proxy.pac`, rendered by [`pac`]).
+//!   [`socks`] (SOCKS5) or [`http`] (HTTP CONNECT, and `GET /proxy.pac`, rendered by [`pac`]);
+//!   [`socks4`] recognises SOCKS4 and 4A only to refuse them in their own protocol.
 //!   [`credentials`] checks `[socks]`'s username and password for both (and keeps guessing slow);
 //!   [`linger`] closes after an answer without losing it.
 //! - [`owner`]: without a password, whether the client belongs to the user kharond runs as (asked
@@ -28,3 +29,4 @@ pub mod owner;
 pub mod pac;
 pub mod protocol;
 pub mod socks;
+pub mod socks4;

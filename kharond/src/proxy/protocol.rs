@@ -11,6 +11,8 @@ pub enum Protocol {
     HttpConnect,
     /// A plain HTTP request on the proxy port: the PAC file (or an error answer).
     Http,
+    /// An absolute-form HTTP request (`GET http://…`), forwarded: plain HTTP proxying.
+    Forward,
 }
 
 impl Protocol {
@@ -20,6 +22,7 @@ impl Protocol {
             Protocol::Socks5 => "SOCKS",
             Protocol::HttpConnect => "CONNECT",
             Protocol::Http => "HTTP",
+            Protocol::Forward => "HTTP proxy",
         }
     }
 
@@ -28,6 +31,7 @@ impl Protocol {
         match self {
             Protocol::Socks5 => "SOCKS5 success reply",
             Protocol::HttpConnect | Protocol::Http => "HTTP/1.1 200 Connection established",
+            Protocol::Forward => "the target's response",
         }
     }
 }

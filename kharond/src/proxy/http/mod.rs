@@ -2,10 +2,13 @@
 //! so the listener tells them apart without a second port; then the request line decides:
 //! - `CONNECT host:port` is a proxy request ([`connect`]), routed, dialled and relayed exactly
 //!   like a SOCKS one;
+//! - a request of any method for an absolute `http://` URL (`GET http://host/path`) is a proxy
+//!   request too ([`forward`]): routed like a CONNECT, forwarded, its response passed back, and
+//!   the connection kept for more;
 //! - `GET`/`HEAD /proxy.pac` gets the PAC, rendered once per routing table into one shared buffer
 //!   (kept in the table), so it follows reloads;
-//! - a proxy request for plain HTTP (`GET http://…`) gets a 501 that says what to use instead,
-//!   anything else a 4xx. The connection is closed after the answer; there is no keep-alive.
+//! - anything else gets a 4xx or 5xx that says why. The connection is closed after such an answer
+//!   (no keep-alive on the PAC path).
 //!
 //! # One head reader
 //! [`read_head`] reads a request head, and not one byte past it: it peeks at what arrived and
@@ -52,7 +55,9 @@ use crate::proxy::linger::{LINGER, linger};
 use crate::proxy::pac;
 use crate::state::State;
 
+pub mod authorization;
 pub mod connect;
+pub mod forward;
 pub mod request;
 mod response;
 
@@ -70,9 +75,10 @@ const PEEK: usize = 4096;
 /// superseded PAC buffer.
 const WRITE_DEADLINE: Duration = Duration::from_secs(10);
 
-/// Whether the first byte starts an HTTP request rather than a SOCKS5 greeting.
+/// Whether the first byte may start an HTTP request: a method is a token, and every method anyone
+/// sends starts with a letter (in lower case too: it is answered that methods are case-sensitive).
 pub fn looks_like_http(first: u8) -> bool {
-    first.is_ascii_uppercase()
+    first.is_ascii_alphabetic()
 }
 
 /// What a request head asks for, decided by the parse that found its end.
@@ -80,6 +86,9 @@ pub enum Head {
     /// `CONNECT host:port`: the target and credentials still to check, or why the request is
     /// refused ([`connect::admit`] checks them).
     Connect(Result<connect::Connect, connect::Error>),
+    /// An absolute-form `http://` request: what to forward, its credentials still to check, or
+    /// why it is refused.
+    Forward(Result<Box<forward::Forward>, forward::Refused>),
     /// Any other request: its answer (the PAC, or why not).
     Answer(Reply),
 }
@@ -105,6 +114,16 @@ impl PacRequest {
         };
         PacRequest { reply, ..self }
     }
+
+    /// Why the request is refused, for the log: its answer's status and text; `None` for the PAC.
+    pub fn refusal(&self) -> Option<String> {
+        match self.reply.body {
+            Body::Text(text) if !self.reply.status.starts_with('2') => {
+                Some(format!("HTTP request answered {}: {}", self.reply.status, text.trim_end()))
+            }
+            _ => None,
+        }
+    }
 }
 
 /// Reads one request head from `stream` into `head`, which holds what was already read from it
@@ -125,11 +144,14 @@ pub async fn read_head(
         let judged = if head.is_empty() {
             Judged::Partial
         } else {
-            judge(head, |request| connect::decide(request, credentials))
+            judge(head, |request| match request.method {
+                Some("CONNECT") => Head::Connect(connect::decide(request, credentials)),
+                _ => Head::Forward(forward::head::decide(request, credentials).map(Box::new)),
+            })
         };
         let (len, judged) = match judged {
             Judged::Partial => (head.len(), None),
-            Judged::Connect { len, verdict } => (len, Some(Head::Connect(verdict))),
+            Judged::Proxy { len, verdict } => (len, Some(verdict)),
             Judged::Answer { len: Some(len), reply } => (len, Some(Head::Answer(reply))),
             // Refused before its end; the rest is read away after the answer.
             Judged::Answer { len: None, reply } => return Ok((Head::Answer(reply), Vec::new())),

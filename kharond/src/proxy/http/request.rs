@@ -1,5 +1,6 @@
-//! The PAC port's request judge: from the bytes of a request head to what it asks for (a CONNECT,
-//! judged by the caller, or the answer to anything else), with no I/O. Its own file so that the
+//! The PAC port's request judge: from the bytes of a request head to what it asks for (a proxy
+//! request, CONNECT or an absolute-form `http://` URL, judged by the caller, or the answer to
+//! anything else), with no I/O. Its own file so that the
 //! fuzz crate (`fuzz/`, target `http_request`) can compile it alone: it needs nothing but
 //! `httparse`.
 
@@ -72,20 +73,21 @@ pub fn parse<T>(bytes: &[u8], f: impl FnOnce(&httparse::Request<'_, '_>, usize) 
 pub enum Judged<T> {
     /// The head has not ended yet.
     Partial,
-    /// A complete `CONNECT` head, `len` bytes long, and what the caller's `connect` made of it.
-    Connect { len: usize, verdict: T },
+    /// A complete proxy request's head (`CONNECT host:port`, or any method with an absolute-form
+    /// `http://` target), `len` bytes long, and what the caller's `proxy` made of it.
+    Proxy { len: usize, verdict: T },
     /// The answer to any other request: a complete head of `len` bytes, or one refused before its
     /// end (`len` is `None`: too large or malformed, the rest still unread).
     Answer { len: Option<usize>, reply: Reply },
 }
 
 /// Judges the bytes of a request head received so far: the parse that finds the head's end also
-/// decides what it asks for, so the head is never parsed again. `connect` judges a CONNECT
-/// request (its target and credentials are the proxy's business, not this file's).
-pub fn judge<T>(bytes: &[u8], connect: impl FnOnce(&httparse::Request<'_, '_>) -> T) -> Judged<T> {
-    let parsed = parse(bytes, |request, len| match request.method {
-        Some("CONNECT") => Judged::Connect { len, verdict: connect(request) },
-        _ => Judged::Answer { len: Some(len), reply: decide(request) },
+/// decides what it asks for, so the head is never parsed again. `proxy` judges a proxy request
+/// ([`is_proxy_request`]: its target and credentials are the proxy's business, not this file's).
+pub fn judge<T>(bytes: &[u8], proxy: impl FnOnce(&httparse::Request<'_, '_>) -> T) -> Judged<T> {
+    let parsed = parse(bytes, |request, len| match is_proxy_request(request) {
+        true => Judged::Proxy { len, verdict: proxy(request) },
+        false => Judged::Answer { len: Some(len), reply: decide(request) },
     });
     match parsed {
         Parsed::Complete(judged) => judged,
@@ -95,24 +97,33 @@ pub fn judge<T>(bytes: &[u8], connect: impl FnOnce(&httparse::Request<'_, '_>) -
     }
 }
 
-/// The answer to a complete request that is not CONNECT.
+/// Whether a complete request is one for the proxy: `CONNECT` (methods are case-sensitive, RFC
+/// 9110 §9.1), or any method with an absolute-form `http://` target (RFC 9112 §3.2.2), as a client
+/// sends it to what it takes for an HTTP proxy (`http_proxy=http://…`).
+pub fn is_proxy_request(request: &httparse::Request<'_, '_>) -> bool {
+    let path = request.path.unwrap_or("");
+    request.method == Some("CONNECT")
+        || path.get(..7).is_some_and(|scheme| scheme.eq_ignore_ascii_case("http://"))
+}
+
+/// The answer to a complete request that is not a proxy request.
 fn decide(request: &httparse::Request<'_, '_>) -> Reply {
-    // Absolute form: a client that took us for a plain-HTTP proxy. Told before the Host check,
-    // which its Host (the target's) would fail with a misleading answer. An http:// URL came
-    // through HTTP_PROXY (or `curl -x http://…`): CONNECT cannot carry it (HTTPS_PROXY is not
-    // even read for it), a SOCKS proxy can.
-    if let Some(path) = request.path.filter(|path| !path.starts_with('/') && path.contains("://")) {
-        let plain_http = path.get(..7).is_some_and(|scheme| scheme.eq_ignore_ascii_case("http://"));
+    // Absolute form with another scheme: a client that sends https:// (or ftp://) URLs to an HTTP
+    // proxy instead of tunnelling them. Told before the Host check, which its Host (the
+    // target's) would fail with a misleading answer.
+    if request.path.is_some_and(|path| !path.starts_with('/') && path.contains("://")) {
         return Reply::text(
             "501 Not Implemented",
-            if plain_http {
-                "kharond does not proxy plain HTTP requests: for http:// URLs use it as a SOCKS proxy, \
-                 HTTP_PROXY=socks5h://HOST:PORT (curl: -x socks5h://HOST:PORT), HOST:PORT being the \
-                 address this request was sent to\n"
-            } else {
-                "kharond does not proxy plain HTTP requests: use HTTPS_PROXY=http://HOST:PORT (CONNECT) \
-                 or socks5h://HOST:PORT\n"
-            },
+            "kharond proxies http:// URLs and tunnels others with CONNECT: for https:// use \
+             HTTPS_PROXY=http://HOST:PORT (CONNECT) or socks5h://HOST:PORT\n",
+        );
+    }
+    // `connect host:port`: methods are case-sensitive (RFC 9110 §9.1), so this is another method,
+    // which no server knows (§9.1: 501); one that differs from CONNECT only in case is a typo.
+    if request.method.is_some_and(|m| m.eq_ignore_ascii_case("CONNECT")) {
+        return Reply::text(
+            "501 Not Implemented",
+            "method names are case-sensitive (RFC 9110 section 9.1): send CONNECT host:port in capitals\n",
         );
     }
     let values = |name: &'static str| header_values(request.headers, name);

@@ -11,7 +11,7 @@ fn judge(request: &[u8]) -> Option<Reply> {
     match request::judge(request, |_| ()) {
         Judged::Partial => None,
         Judged::Answer { reply, .. } => Some(reply),
-        Judged::Connect { .. } => panic!("a CONNECT request is the proxy's, not the PAC path's"),
+        Judged::Proxy { .. } => panic!("a proxy request is the proxy's, not the PAC path's"),
     }
 }
 
@@ -109,16 +109,15 @@ fn other_paths_and_methods_are_refused() {
 }
 
 #[test]
-fn a_plain_http_proxy_request_is_told_what_to_use_instead() {
-    // An http:// URL came through HTTP_PROXY: CONNECT (HTTPS_PROXY) cannot carry it, SOCKS can.
+fn proxy_requests_are_the_proxys_and_other_schemes_are_told_what_to_use() {
+    // An http:// URL came through HTTP_PROXY: the proxy forwards it (forward/), whatever its case.
     for request in [
         "GET http://example.com/ HTTP/1.1\r\nHost: example.com\r\n\r\n",
         "POST HTTP://localhost:1/ HTTP/1.1\r\nHost: localhost\r\nContent-Length: 0\r\n\r\n",
+        "CONNECT example.com:443 HTTP/1.1\r\n\r\n",
     ] {
-        let reply = judge(request.as_bytes()).expect("complete");
-        assert_eq!(reply.status, "501 Not Implemented", "{request:?}");
-        let Body::Text(text) = reply.body else { panic!("{reply:?}") };
-        assert!(text.contains("HTTP_PROXY=socks5h://") && !text.contains("HTTPS_PROXY"), "{text}");
+        let judged = request::judge(request.as_bytes(), |_| ());
+        assert!(matches!(judged, Judged::Proxy { .. }), "{request:?}");
     }
     let reply = judge(b"HEAD https://example.com:8443/x HTTP/1.1\r\nHost: example.com:8443\r\n\r\n");
     let reply = reply.expect("complete");
@@ -127,6 +126,18 @@ fn a_plain_http_proxy_request_is_told_what_to_use_instead() {
     assert!(text.contains("HTTPS_PROXY=http://") && text.contains("socks5h://"), "{text}");
     // A URL in the query of an origin-form path is not a proxy request.
     assert_eq!(status("GET /proxy.pac?from=http://x HTTP/1.1\r\nHost: localhost\r\n\r\n"), "200 OK");
+}
+
+#[test]
+fn a_method_that_is_connect_in_another_case_is_told_methods_are_case_sensitive() {
+    for request in
+        ["connect example.com:443 HTTP/1.1\r\nHost: example.com:443\r\n\r\n", "Connect a:1 HTTP/1.0\r\n\r\n"]
+    {
+        let reply = judge(request.as_bytes()).expect("complete");
+        assert_eq!(reply.status, "501 Not Implemented", "{request:?}");
+        let Body::Text(text) = reply.body else { panic!("{reply:?}") };
+        assert!(text.contains("case-sensitive") && text.contains("CONNECT"), "{text}");
+    }
 }
 
 #[test]

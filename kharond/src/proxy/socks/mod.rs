@@ -19,8 +19,10 @@ use std::net::SocketAddr;
 
 use tokio::io::{AsyncRead, AsyncReadExt, AsyncWrite, AsyncWriteExt};
 
+use crate::observe::failures::Notice;
 use crate::proxy::credentials::{Caller, Credentials};
 use crate::routing::target::{self, Target, Unreachable};
+pub use wire::VERSION;
 use wire::{Address, Parse, Violation};
 
 #[derive(Debug, thiserror::Error)]
@@ -46,6 +48,16 @@ impl Error {
             Error::Protocol(violation) => violation.answer().is_some(),
             Error::NoAcceptableMethod(_) | Error::AuthRejected | Error::Target(_) => true,
             Error::CutShort | Error::Io(_) => false,
+        }
+    }
+
+    /// Whether the log of failures explains it: a wrong password has its own WARN
+    /// (`credentials.rs`), a client that left needs no explaining.
+    pub fn notice(&self) -> Notice {
+        match self {
+            Error::Protocol(_) | Error::NoAcceptableMethod(_) | Error::Target(_) => Notice::Explain,
+            Error::AuthRejected => Notice::Warned,
+            Error::CutShort | Error::Io(_) => Notice::Quiet,
         }
     }
 }

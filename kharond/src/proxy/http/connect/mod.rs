@@ -9,13 +9,8 @@
 //! naming the route; a refusal before that (bad target, credentials) with 400 or 407.
 //!
 //! # Credentials
-//! With `[socks] username` and `password` set, a CONNECT needs exactly one
-//! `Proxy-Authorization: Basic base64(username:password)`, compared in constant time by the same
-//! gated check as SOCKS5's ([`Credentials::check`]: at most 10 wrong guesses answered a second);
-//! else 407 with `Proxy-Authenticate: Basic realm="kharon"`. The parse that finds the head's end
-//! only decodes them ([`decide`]); the check waits its turn afterwards ([`admit`]). The header is
-//! never logged, and the decoded credentials and the request head holding them are wiped once
-//! judged. Without a password, none is asked for, as with SOCKS.
+//! As for every HTTP proxy request ([`authorization`]): with a `[socks]` password, exactly one
+//! `Proxy-Authorization: Basic`, checked by the gated check SOCKS5 passes too; else 407.
 //!
 //! # Who can send CONNECT
 //! The PAC path checks `Host` and `Sec-Fetch-*` to keep web pages out (see [`super`]); CONNECT
@@ -33,20 +28,17 @@
 
 use std::fmt;
 
-use base64::Engine;
 use kharon_shared::errors::Chain;
 use tokio::io::{AsyncWrite, AsyncWriteExt};
-use zeroize::Zeroizing;
 
+use super::authorization::{self, CHALLENGE, Given, Problem};
 use super::response::{TEXT, response_head};
+use crate::observe::failures::Notice;
 use crate::proxy::credentials::{Caller, Credentials};
 use crate::routing::target::{self, Shown, Target, Unreachable};
 
 /// The answer that opens the tunnel. RFC 9110 §9.3.6: no Content-Length, no body.
 const ESTABLISHED: &[u8] = b"HTTP/1.1 200 Connection established\r\n\r\n";
-
-/// Sent with every 407.
-const CHALLENGE: &str = "Proxy-Authenticate: Basic realm=\"kharon\"\r\n";
 
 /// Why a CONNECT request was refused before its target was dialled.
 #[derive(Debug, thiserror::Error)]
@@ -66,6 +58,19 @@ pub enum Error {
     Target(#[from] target::Error),
 }
 
+impl Error {
+    /// Whether the log of failures explains it: the 407 challenge of a client that sends its
+    /// password only when asked is part of the protocol, a wrong password has its own WARN
+    /// (`credentials.rs`).
+    pub fn notice(&self) -> Notice {
+        match self {
+            Error::NoCredentials => Notice::Quiet,
+            Error::AuthRejected => Notice::Warned,
+            Error::MalformedCredentials | Error::Authority(_) | Error::Target(_) => Notice::Explain,
+        }
+    }
+}
+
 /// A complete CONNECT request as the parse read it: its target (or why that is refused) and, when
 /// kharond requires them, the credentials it carries, not checked yet ([`admit`] does).
 pub struct Connect {
@@ -73,20 +78,11 @@ pub struct Connect {
     credentials: Option<Given>,
 }
 
-/// Decoded `user:password` of a `Proxy-Authorization`, wiped when dropped.
-struct Given {
-    decoded: Zeroizing<Vec<u8>>,
-    colon: usize,
-}
-
 /// A complete CONNECT request's target and credentials ([`read_head`](super::read_head) calls
 /// this from the parse that found the head's end), or why it is refused at once: missing or
 /// malformed credentials. Credentials first: without them, a client learns nothing about targets.
 pub fn decide(request: &httparse::Request<'_, '_>, auth: Option<&Credentials>) -> Result<Connect, Error> {
-    let credentials = match auth {
-        Some(_) => Some(given(request.headers)?),
-        None => None,
-    };
+    let credentials = authorization::demand(request.headers, auth)?;
     Ok(Connect { target: authority(request.path.unwrap_or("").as_bytes()), credentials })
 }
 
@@ -98,42 +94,18 @@ pub async fn admit(
     caller: Caller,
 ) -> Result<Target, Error> {
     let connect = decided?;
-    match (auth, &connect.credentials) {
-        (Some(expected), Some(given)) => {
-            let (username, password) = given.decoded.split_at(given.colon);
-            if !expected.check(username, &password[1..], caller).await {
-                return Err(Error::AuthRejected);
-            }
-        }
-        // `decide` asks for credentials whenever a password is set; should it not have, this is
-        // still no way in.
-        (Some(_), None) => return Err(Error::NoCredentials),
-        (None, _) => {}
-    }
+    authorization::check(auth, connect.credentials.as_ref(), caller).await?;
     connect.target
 }
 
-fn given(headers: &[httparse::Header<'_>]) -> Result<Given, Error> {
-    let mut given = headers.iter().filter(|h| h.name.eq_ignore_ascii_case("proxy-authorization"));
-    let header = match (given.next(), given.next()) {
-        (None, _) => return Err(Error::NoCredentials),
-        (Some(header), None) => header,
-        (Some(_), Some(_)) => return Err(Error::MalformedCredentials),
-    };
-    let value = header.value.trim_ascii();
-    let split = value.iter().position(|b| *b == b' ').ok_or(Error::MalformedCredentials)?;
-    let (scheme, token) = value.split_at(split);
-    if !scheme.eq_ignore_ascii_case(b"basic") {
-        return Err(Error::MalformedCredentials);
+impl From<Problem> for Error {
+    fn from(problem: Problem) -> Self {
+        match problem {
+            Problem::Missing => Error::NoCredentials,
+            Problem::Malformed => Error::MalformedCredentials,
+            Problem::Wrong => Error::AuthRejected,
+        }
     }
-    let decoded = Zeroizing::new(
-        base64::engine::general_purpose::STANDARD
-            .decode(token.trim_ascii())
-            .map_err(|_| Error::MalformedCredentials)?,
-    );
-    // RFC 7617: the user-id ends at the first colon; the password may hold more.
-    let colon = decoded.iter().position(|b| *b == b':').ok_or(Error::MalformedCredentials)?;
-    Ok(Given { decoded, colon })
 }
 
 /// The request target in authority form (RFC 9112 §3.2.3): `host:port` or `[IPv6]:port`, the
@@ -205,13 +177,9 @@ fn failure_answer(target: &Target, failure: Unreachable, why: &str) -> String {
 
 fn refusal(error: &Error) -> String {
     let (status, extra, body) = match error {
-        Error::NoCredentials | Error::MalformedCredentials | Error::AuthRejected => (
-            "407 Proxy Authentication Required",
-            CHALLENGE,
-            "kharond needs the [socks] username and password: curl --proxy-user USER:PASSWORD, or \
-             http://USER:PASSWORD@HOST:PORT as the proxy URL\n"
-                .to_owned(),
-        ),
+        Error::NoCredentials | Error::MalformedCredentials | Error::AuthRejected => {
+            ("407 Proxy Authentication Required", CHALLENGE, authorization::HOW.to_owned())
+        }
         Error::Authority(_) | Error::Target(_) => ("400 Bad Request", "", format!("{}\n", Chain(error))),
     };
     response_head(status, TEXT, body.len(), extra) + &body

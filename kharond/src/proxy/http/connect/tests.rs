@@ -1,5 +1,6 @@
 use std::net::SocketAddr;
 
+use base64::Engine;
 use kharon_shared::config::SocksAuth;
 
 use super::super::request::Judged;
@@ -19,7 +20,7 @@ fn connect(target: &str, headers: &str) -> String {
 /// why it is refused.
 fn judge(head: &[u8], auth: Option<&Credentials>) -> Option<Result<Target, Error>> {
     match super::super::request::judge(head, |request| decide(request, auth)) {
-        Judged::Connect { verdict, .. } => {
+        Judged::Proxy { verdict, .. } => {
             let runtime = tokio::runtime::Builder::new_current_thread().enable_time().build().unwrap();
             Some(runtime.block_on(admit(verdict, auth, crate::proxy::credentials::Caller::TEST)))
         }
@@ -39,7 +40,6 @@ fn basic(user_pass: &str) -> String {
 fn only_a_complete_connect_is_taken() {
     for other in [
         "GET /proxy.pac HTTP/1.1\r\nHost: localhost\r\n\r\n",
-        "GET http://example.com/ HTTP/1.1\r\nHost: example.com\r\n\r\n",
         "CONNECT example.com:443 HTTP/1.1\r\nHost: example.com:443\r\n",
         "CONNECT example.com:443 HTTP/1.1\r\nHost example.com\r\n\r\n",
         "CONNECTX example.com:443 HTTP/1.1\r\n\r\n",
