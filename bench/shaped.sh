@@ -20,11 +20,11 @@
 # 1-2 s stall of the last hop's sshd (docs/ssh-engine.md, "At 1 Gbit/s"), which moves its rate by
 # a fifth, and the median of two is their mean.
 #
-# PIN_WINDOWS adds, per profile, one more kharond per size with every SSH window pinned to it
-# (KHARON_BENCH_SSH_WINDOW, kharond/ssh/src/flow/meter.rs): what a fixed window of that size does on
-# the same path, measured beside the rule's. The page reports them as "pinned" rows.
-# KHAROND_LOG replaces kharond's RUST_LOG (e.g. "warn,kharon_ssh::meter=trace" logs every sample
-# of the window rule) and KEEP_LOG copies kharond's log there at the end of each profile.
+# PIN_WINDOWS adds, per profile, one more kharond per size (KiB) with every SSH window fixed to it
+# (`ssh_window = "NK"` in its config file, kharond/ssh/src/flow/fixed.rs): what a fixed window of
+# that size does on the same path, measured beside the rule's. The page reports them as "pinned"
+# rows. KHAROND_LOG replaces kharond's RUST_LOG (e.g. "warn,kharon_ssh::flow=trace" logs every
+# sample of the window rule) and KEEP_LOG copies kharond's log there at the end of each profile.
 #
 # With JSON (as bench/run.sh calls it) the figures are appended there. Without it, the run
 # replaces the shaped rows of docs/benchmarks.jsonl and re-renders docs/benchmarks.md from it
@@ -134,9 +134,9 @@ for profile in $PROFILES; do
   PINNED=(); PINNED_PIDS=()
   for kib in ${PIN_WINDOWS:-}; do
     port=$(free_port)
+    printf 'ssh_window = "%sK"\n' "$kib" > "$W/pinned.$kib.toml"
     env -i PATH="$PATH" HOME="$W/home" USER="$USER_NAME" XDG_RUNTIME_DIR="$W" RUST_LOG=warn \
-      KHARON_BENCH_SSH_WINDOW=$((kib * 1024)) \
-      "$KHAROND" --listen 127.0.0.1:"$port" --control-socket "$W/k.$RTT_MS.$MBIT.$kib.sock" \
+      "$KHAROND" --config "$W/pinned.$kib.toml" --listen 127.0.0.1:"$port" --control-socket "$W/k.$RTT_MS.$MBIT.$kib.sock" \
       --inventory "$W/inventory.json" --ssh-config "$W/home/.ssh/config" 2>"$W/kharond.$kib.log" &
     PINNED_PIDS+=($!); PIDS+=($!)
     wait_port "$port" "kharond pinned to $kib KiB" "$W/kharond.$kib.log"

@@ -46,10 +46,6 @@ pub struct Cli {
     /// Write the kharond(1) man page into DIR and exit (kharonctl man-pages writes kharonctl's)
     #[arg(long, value_name = "DIR")]
     pub man_pages: Option<PathBuf>,
-    /// Test-only, hidden: the reload deadline in milliseconds instead of 30 s, so that a test of
-    /// a reload stuck past it takes seconds.
-    #[arg(long, value_name = "MS", hide = true)]
-    pub test_reload_deadline_ms: Option<u64>,
 }
 
 impl Cli {

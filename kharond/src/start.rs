@@ -17,7 +17,7 @@ use std::path::PathBuf;
 use std::sync::Arc;
 use std::time::Duration;
 
-use kharon_shared::config::{Config, Source};
+use kharon_shared::config::{Config, Source, SshWindow};
 use tokio::net::{TcpListener, UnixListener};
 
 use crate::cli::Cli;
@@ -94,10 +94,7 @@ pub async fn start(cli: &Cli) -> Result<(), Error> {
     for warning in config.warnings() {
         tracing::warn!("{warning}");
     }
-    let mut loaded = Loaded::load(&config)?;
-    if let Some(ms) = cli.test_reload_deadline_ms {
-        loaded.reload_deadline = Some(Duration::from_millis(ms));
-    }
+    let loaded = Loaded::load(&config)?;
     let listeners = Listeners::bind(&config).await?;
     serve(&config, loaded, listeners, std::future::pending()).await
 }
@@ -110,8 +107,8 @@ pub struct Loaded {
     table: LoadedTable,
     pool: kharon_ssh::Pool,
     max_connections: usize,
-    /// Another reload deadline than the default, for tests (`--test-reload-deadline-ms`).
-    pub reload_deadline: Option<Duration>,
+    /// How long one reload may take (`reload_deadline_secs`).
+    reload_deadline: Duration,
 }
 
 impl Loaded {
@@ -153,7 +150,7 @@ impl Loaded {
             home,
             env,
             connect_timeout: config.connect_timeout.value,
-            engine: kharon_ssh::Settings::default(),
+            engine: engine_settings(config),
             sleep_clock: kharon_ssh::SleepClock::system(),
         })
         .map_err(Error::SshConfig)?;
@@ -190,14 +187,27 @@ impl Loaded {
                 kharon_shared::errors::Chain(&error)
             );
         }
-        Ok(Loaded { source, own_hosts, anchors, table, pool, max_connections, reload_deadline: None })
+        let reload_deadline = config.reload_deadline.value;
+        Ok(Loaded { source, own_hosts, anchors, table, pool, max_connections, reload_deadline })
     }
+}
+
+/// The SSH engine's settings the config file chooses (`ssh_window`, `answer_wait_secs`); the rest
+/// are the engine's defaults.
+fn engine_settings(config: &Config) -> kharon_ssh::Settings {
+    let mut engine = kharon_ssh::Settings::default();
+    engine.flow.policy = match config.ssh_window.value {
+        SshWindow::Adaptive => kharon_ssh::WindowPolicy::Adaptive,
+        SshWindow::Fixed(bytes) => kharon_ssh::WindowPolicy::Fixed(bytes),
+    };
+    engine.login.answer_wait = config.answer_wait.value;
+    engine
 }
 
 /// The system-wide ssh config kharond reads after the user's: none when an ssh config was named
 /// (`--ssh-config`, `KHARON_SSH_CONFIG`, `ssh_config =`), as `ssh -F FILE` reads no other file;
-/// else `/etc/ssh/ssh_config`, or what the undocumented `KHARON_SYSTEM_SSH_CONFIG` names (tests
-/// put their own system file there; README, "What kharond reads").
+/// else `/etc/ssh/ssh_config`, or what `KHARON_SYSTEM_SSH_CONFIG` names (README, "What kharond
+/// reads of ssh's configuration").
 fn system_ssh_config(
     ssh_config: &kharon_shared::config::Setting<PathBuf>,
     env: &HashMap<String, String>,
@@ -329,10 +339,7 @@ pub async fn serve(
         max_connections: loaded.max_connections,
     };
     let Loaded { source, own_hosts, anchors, table, pool, reload_deadline, .. } = loaded;
-    let mut routes = InForce::new(source, own_hosts, anchors, Generation { table, pool });
-    if let Some(deadline) = reload_deadline {
-        routes = routes.with_reload_deadline(deadline);
-    }
+    let routes = InForce::new(source, own_hosts, anchors, Generation { table, pool }, reload_deadline);
     let state = Arc::new(State::new(routes, proxy, listen, control_path));
     // What will fail (a jump host no Host block names that does not resolve, no ssh-agent and no
     // usable key) is said at start, not at the first connection through it; beside serving, not

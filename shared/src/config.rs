@@ -36,6 +36,21 @@ pub const DEFAULT_LIEUTENANT_URL: &str = "https://api.syn.vshn.net";
 /// gives up after about two minutes of SYN retries), and a bound keeps deadlines computed from
 /// them (`now + timeout`) representable.
 pub const TIMEOUT_SECS: std::ops::RangeInclusive<u64> = 1..=3600;
+/// How long connections through a jump host wait for a person to answer its question (a one-time
+/// password), unless `answer_wait_secs` says otherwise. sshd gives a whole login `LoginGraceTime`
+/// (120 s unless configured, sshd_config(5)); 90 s is time to find a token or open an app, and
+/// leaves sshd's own time for its verdict and a second question.
+pub const DEFAULT_ANSWER_WAIT: Duration = Duration::from_secs(90);
+/// How long one reload may take, waiting for an earlier one included, unless
+/// `reload_deadline_secs` says otherwise. Reading and compiling a 10,000-cluster inventory and an
+/// ssh config takes well under a second, so this only trips on a read that hangs or `Match exec`
+/// commands that take long, and leaves room for a slow disk or a network home directory.
+pub const DEFAULT_RELOAD_DEADLINE: Duration = Duration::from_secs(30);
+/// The range of `reload_deadline_secs`: below kharonctl's 60 s call timeout, so that the user gets
+/// kharond's explanation rather than a bare client timeout.
+pub const RELOAD_DEADLINE_SECS: std::ops::RangeInclusive<u64> = 1..=55;
+/// The range of `ssh_window` sizes: the engine's smallest and largest window.
+pub const SSH_WINDOW_BYTES: std::ops::RangeInclusive<u64> = (256 << 10)..=(16 << 20);
 /// VSHN's Passbolt, which holds the emergency credentials' bucket list (docs/emergency-credentials.md).
 pub const DEFAULT_PASSBOLT_URL: &str = "https://cloud.passbolt.com/vshn";
 
@@ -137,6 +152,46 @@ pub struct Config {
     /// Zones in which any cluster's dynamic facts may route names, beside each cluster's own
     /// anchors (`anchor`, issue 41): normalised, e.g. `appuio.cloud`.
     pub dynamic_domains: Setting<Vec<String>>,
+    /// How large an SSH receive window each jump host's sessions get ([`SshWindow`]).
+    pub ssh_window: Setting<SshWindow>,
+    /// How long connections through a jump host wait for a person to answer its question.
+    pub answer_wait: Setting<Duration>,
+    /// How long one reload may take before it installs nothing.
+    pub reload_deadline: Setting<Duration>,
+}
+
+/// `ssh_window`: which rule sizes the SSH receive windows of a jump host's sessions.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum SshWindow {
+    /// `adaptive` (the default): the window follows what the path is measured to carry.
+    Adaptive,
+    /// `openssh`, or a size such as `4M`: every channel gets that window, as `ssh` gives every
+    /// channel OpenSSH's 2 MiB (`openssh`).
+    Fixed(u32),
+}
+
+impl SshWindow {
+    /// OpenSSH's own channel window (`CHAN_TCP_WINDOW_DEFAULT`, channels.h).
+    pub const OPENSSH: SshWindow = SshWindow::Fixed(2 << 20);
+
+    /// `adaptive`, `openssh`, or a size: bytes, or a number with K or M (powers of 1024).
+    pub fn parse(value: &str) -> Option<SshWindow> {
+        match value.trim().to_ascii_lowercase().as_str() {
+            "adaptive" => Some(SshWindow::Adaptive),
+            "openssh" => Some(SshWindow::OPENSSH),
+            size => {
+                let (digits, shift) = match size.strip_suffix(['k', 'm']) {
+                    Some(digits) if size.ends_with('k') => (digits, 10),
+                    Some(digits) => (digits, 20),
+                    None => (size, 0),
+                };
+                let bytes = digits.parse::<u64>().ok()?.checked_mul(1 << shift)?;
+                let bytes =
+                    u32::try_from(bytes).ok().filter(|b| SSH_WINDOW_BYTES.contains(&u64::from(*b)))?;
+                Some(SshWindow::Fixed(bytes))
+            }
+        }
+    }
 }
 
 /// Why a `dynamic_domains` entry is refused.
@@ -199,6 +254,17 @@ pub enum Error {
         TIMEOUT_SECS.end()
     )]
     BadDuration { setting: &'static str, origin: Source, value: u64 },
+    #[error(
+        "ssh_window = {value:?} (from {origin}): expected adaptive, openssh, or a size between 256K and \
+         16M (such as 4M)"
+    )]
+    BadWindow { origin: Source, value: String },
+    #[error(
+        "reload_deadline_secs = {value} (from {origin}) is out of range; it must be between {} and {} seconds",
+        RELOAD_DEADLINE_SECS.start(),
+        RELOAD_DEADLINE_SECS.end()
+    )]
+    BadReloadDeadline { origin: Source, value: u64 },
     #[error("max_connections (from {origin}) must be at least 1; remove it to serve as many as fit")]
     NoConnections { origin: Source },
     #[error(
@@ -247,6 +313,9 @@ struct FileConfig {
     passbolt_url: Option<String>,
     allow_other_users: Option<bool>,
     dynamic_domains: Option<Vec<String>>,
+    ssh_window: Option<String>,
+    answer_wait_secs: Option<u64>,
+    reload_deadline_secs: Option<u64>,
 }
 
 #[derive(Debug, Default, Deserialize)]
@@ -498,10 +567,26 @@ impl Config {
             None => Setting::new(Vec::new(), Source::Default),
             Some(zones) => Setting::new(dynamic_domains(zones, &from_file)?, from_file()),
         };
+        let ssh_window = match &file_cfg.ssh_window {
+            None => Setting::new(SshWindow::Adaptive, Source::Default),
+            Some(value) => match SshWindow::parse(value) {
+                Some(window) => Setting::new(window, from_file()),
+                None => return Err(Error::BadWindow { origin: from_file(), value: value.clone() }),
+            },
+        };
+        let answer_wait = secs("answer_wait_secs", file_cfg.answer_wait_secs, DEFAULT_ANSWER_WAIT)?;
+        let reload_deadline = match file_cfg.reload_deadline_secs {
+            None => Setting::new(DEFAULT_RELOAD_DEADLINE, Source::Default),
+            Some(s) if RELOAD_DEADLINE_SECS.contains(&s) => Setting::new(Duration::from_secs(s), from_file()),
+            Some(value) => return Err(Error::BadReloadDeadline { origin: from_file(), value }),
+        };
 
         let config = Config {
             allow_other_users,
             dynamic_domains,
+            ssh_window,
+            answer_wait,
+            reload_deadline,
             file,
             dotenv_file: dotenv.map(|d| d.path.clone()),
             listen,
@@ -675,6 +760,49 @@ pub fn expand_tilde(path: PathBuf, home: Option<&Path>) -> PathBuf {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn ssh_window_is_adaptive_openssh_or_a_size_within_the_engine_s_bounds() {
+        assert_eq!(SshWindow::parse("adaptive"), Some(SshWindow::Adaptive));
+        assert_eq!(SshWindow::parse("OpenSSH"), Some(SshWindow::Fixed(2 << 20)));
+        assert_eq!(SshWindow::parse("4M"), Some(SshWindow::Fixed(4 << 20)));
+        assert_eq!(SshWindow::parse("768K"), Some(SshWindow::Fixed(768 << 10)));
+        assert_eq!(SshWindow::parse("1048576"), Some(SshWindow::Fixed(1 << 20)));
+        for bad in ["", "fast", "128K", "32M", "4G", "-1M", "99999999999999999999M"] {
+            assert_eq!(SshWindow::parse(bad), None, "{bad:?}");
+        }
+    }
+
+    #[test]
+    fn engine_settings_come_from_the_file_with_their_defaults_and_bounds() {
+        let from = |path: PathBuf, dir: &Path| {
+            load(&Overrides { config: Some(path), ..Default::default() }, &[], dir)
+        };
+        let load_with = |(dir, path): &(tempfile::TempDir, PathBuf)| from(path.clone(), dir.path()).unwrap();
+        let load_err = |(dir, path): &(tempfile::TempDir, PathBuf)| match from(path.clone(), dir.path()) {
+            Ok(_) => panic!("accepted"),
+            Err(e) => e.to_string(),
+        };
+        let written = write_config("");
+        let cfg = load_with(&written);
+        assert_eq!(cfg.ssh_window.value, SshWindow::Adaptive);
+        assert_eq!(cfg.answer_wait.value, DEFAULT_ANSWER_WAIT);
+        assert_eq!(cfg.reload_deadline.value, DEFAULT_RELOAD_DEADLINE);
+        let written =
+            write_config("ssh_window = \"openssh\"\nanswer_wait_secs = 2\nreload_deadline_secs = 5\n");
+        let cfg = load_with(&written);
+        assert_eq!(cfg.ssh_window.value, SshWindow::OPENSSH);
+        assert_eq!(cfg.answer_wait.value, Duration::from_secs(2));
+        assert_eq!(cfg.reload_deadline.value, Duration::from_secs(5));
+        for (text, said) in [
+            ("ssh_window = \"huge\"\n", "expected adaptive, openssh, or a size"),
+            ("reload_deadline_secs = 60\n", "between 1 and 55 seconds"),
+            ("answer_wait_secs = 0\n", "between 1 and 3600 seconds"),
+        ] {
+            let e = load_err(&write_config(text));
+            assert!(e.contains(said), "{text}: {e}");
+        }
+    }
     use crate::errors::chain;
     use std::collections::HashMap;
 

@@ -12,15 +12,16 @@ use kharon_e2e::{inventory, kharonctl, wait_until};
 
 use crate::jumphost::{Lab, LabOptions, TARGET};
 
-/// The reload deadline the daemon gets (its hidden test flag): short, so a `Match exec` of
-/// [`SLOW`] outlasts it by seconds.
-const DEADLINE_MS: &str = "1500";
+/// The reload deadline the daemon gets (`reload_deadline_secs` in its config file): short, so a
+/// `Match exec` of [`SLOW`] outlasts it by seconds.
+const DEADLINE_SECS: &str = "2";
 /// How long the slow `Match exec` sleeps.
 const SLOW: &str = "4";
 
 fn start(lab: &mut Lab, clusters: &[serde_json::Value]) {
     let inv = lab.env.write("inventory.json", &inventory::to_json(clusters));
-    lab.start_daemon_on(&inv, &["--test-reload-deadline-ms", DEADLINE_MS]);
+    lab.env.write("config/kharon/config.toml", &format!("reload_deadline_secs = {DEADLINE_SECS}\n"));
+    lab.start_daemon_on(&inv, &[]);
 }
 
 fn write_inventory(lab: &Lab, clusters: &[serde_json::Value]) {
@@ -94,7 +95,7 @@ fn a_reload_past_its_deadline_installs_neither_table_nor_chains_and_the_next_one
         reload.stderr.contains("nothing reloaded, the old routing table and ssh config stay"),
         "{reload:?}"
     );
-    assert!(reload.stderr.contains("did not finish within 1.5s"), "{reload:?}");
+    assert!(reload.stderr.contains("did not finish within 2s"), "{reload:?}");
     assert!(!marker.exists(), "the caller was answered at the deadline, not when the exec ended");
 
     // Once the abandoned reload ran to its end: the old table and the old chain are in force.
@@ -106,7 +107,7 @@ fn a_reload_past_its_deadline_installs_neither_table_nor_chains_and_the_next_one
     let s = status(&lab);
     assert_eq!(s["last_reload"]["result"], "failed", "{s}");
     assert_eq!(s["last_reload"]["trigger"], "rpc", "{s}");
-    assert!(s["last_failed_reload"]["error"].as_str().unwrap_or_default().contains("within 1.5s"), "{s}");
+    assert!(s["last_failed_reload"]["error"].as_str().unwrap_or_default().contains("within 2s"), "{s}");
     let human = kharonctl::run(&lab.env, &["status"]);
     assert!(human.stdout.contains("last reload: ") && human.stdout.contains("(rpc): failed"), "{human:?}");
 

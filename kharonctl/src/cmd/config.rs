@@ -6,7 +6,7 @@
 use std::process::ExitCode;
 
 use kharon_shared::cache;
-use kharon_shared::config::{Setting, Source};
+use kharon_shared::config::{Setting, Source, SshWindow};
 use serde::Serialize;
 
 use crate::catalog::Catalog;
@@ -103,6 +103,12 @@ pub async fn run(args: Args, ctx: &Context) -> anyhow::Result<ExitCode> {
         row("connect_timeout", &c.connect_timeout, |d| format!("{}s", d.as_secs())),
         opt_row("max_connections", &c.max_connections, ToString::to_string),
         row("allow_other_users", &c.allow_other_users, ToString::to_string),
+        row("ssh_window", &c.ssh_window, |w| match w {
+            SshWindow::Adaptive => "adaptive".to_owned(),
+            SshWindow::Fixed(bytes) => format!("{} KiB", bytes / 1024),
+        }),
+        row("answer_wait", &c.answer_wait, |d| format!("{}s", d.as_secs())),
+        row("reload_deadline", &c.reload_deadline, |d| format!("{}s", d.as_secs())),
         Row {
             setting: "dynamic_domains",
             value: (!c.dynamic_domains.value.is_empty()).then(|| c.dynamic_domains.value.join(", ")),

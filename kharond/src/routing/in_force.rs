@@ -25,7 +25,7 @@ use kharon_shared::changes::{self, ClusterChange};
 use kharon_shared::errors::{Chain, chain};
 use kharon_shared::trust::OwnHosts;
 
-use crate::routing::reload::{self, Failure, Job, Reloads};
+use crate::routing::reload::{Failure, Job, Reloads};
 use crate::routing::table::{self, Inventory, LoadedTable};
 
 /// What routes a connection, in force together (see the invariant in the module doc).
@@ -167,24 +167,24 @@ pub struct InForce {
 }
 
 impl InForce {
-    pub fn new(source: Inventory, own_hosts: OwnHosts, anchors: Anchors, first: Generation) -> Self {
+    /// The routing `first` is in force; a reload may take `deadline` (`reload_deadline_secs`).
+    pub fn new(
+        source: Inventory,
+        own_hosts: OwnHosts,
+        anchors: Anchors,
+        first: Generation,
+        deadline: Duration,
+    ) -> Self {
         InForce {
             source,
             own_hosts,
             anchors,
             current: ArcSwap::from_pointee(first),
             reloads: Reloads::default(),
-            deadline: reload::DEADLINE,
+            deadline,
             history: Mutex::default(),
             preflight: Mutex::default(),
         }
-    }
-
-    /// A reload deadline other than [`reload::DEADLINE`]: for tests only, so that a reload stuck
-    /// past it takes seconds rather than half a minute.
-    pub fn with_reload_deadline(mut self, deadline: Duration) -> Self {
-        self.deadline = deadline;
-        self
     }
 
     /// The generation in force. Cheap (a lock-free load); a connection calls it once, routes and
@@ -390,7 +390,13 @@ mod tests {
         .expect("an empty ssh config reads");
         let anchors = Anchors::default();
         let table = read.compile(&anchors);
-        Arc::new(InForce::new(source, own_hosts, anchors, Generation { table, pool }))
+        Arc::new(InForce::new(
+            source,
+            own_hosts,
+            anchors,
+            Generation { table, pool },
+            Duration::from_secs(30),
+        ))
     }
 
     /// A reload's answer describes the generation it swapped in, even once the next reload has

@@ -28,14 +28,6 @@ use std::time::Duration;
 use tokio::sync::{Mutex, OwnedSemaphorePermit, Semaphore};
 use tokio::time::{Instant, timeout_at};
 
-/// How long one reload may take, waiting for an earlier one included. Reading and compiling a
-/// 10,000-cluster inventory and an ssh config takes well under a second, so this only trips on a
-/// read that hangs or on `Match exec` commands that take long; it stays below kharonctl's 60 s
-/// call timeout so the user gets this side's explanation rather than a bare client timeout, and
-/// leaves ample room for a slow disk or a network home directory. (Tests shorten it with
-/// kharond's hidden `--test-reload-deadline-ms`.)
-pub const DEADLINE: Duration = Duration::from_secs(30);
-
 /// What the blocking half of a reload gets: whether its caller gave up, and a way to give the
 /// loader slot back once the part that can hang forever (reading files) is over.
 pub struct Job {

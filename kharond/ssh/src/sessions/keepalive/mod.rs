@@ -216,3 +216,6 @@ mod tests {
         assert_eq!(detector.look(), None, "the same sleep twice");
     }
 }
+
+#[cfg(test)]
+mod sleep_tests;
