@@ -177,6 +177,13 @@ pub struct SessionSettings {
     pub preflight_named: usize,
     /// How long the preflight check waits for the ssh-agent's socket to accept.
     pub agent_connect: Duration,
+    /// Bytes a session's writer lets wait in front of the first hop's socket (its transports'
+    /// buffers, backlog.rs) before it hands russh more: what a new request's bytes may find
+    /// queued ahead of them during an upload (uplink.rs).
+    pub uplink_backlog: usize,
+    /// Bytes a tunnel hands to its lane of the session's writer before its writes wait: what one
+    /// channel may have queued there at a time.
+    pub lane_bytes: usize,
 }
 
 /// Logging in (`login`).
@@ -206,6 +213,9 @@ pub struct TransportSettings {
     pub carrier_buffer: usize,
     /// The end of a `ProxyCommand`'s stderr kept for an error message, in bytes.
     pub stderr_tail: usize,
+    /// Unsent bytes the kernel holds of the first hop's socket at most (`TCP_NOTSENT_LOWAT`,
+    /// tcp.rs): what a bulk upload can queue there in front of other channels' bytes.
+    pub notsent_lowat: u32,
 }
 
 impl Default for FlowSettings {
@@ -270,6 +280,8 @@ impl Default for SessionSettings {
             preflight_deadline: Duration::from_secs(5),
             preflight_named: 3,
             agent_connect: Duration::from_secs(2),
+            uplink_backlog: 128 * 1024,
+            lane_bytes: 64 * 1024,
         }
     }
 }
@@ -287,6 +299,7 @@ impl Default for TransportSettings {
             gather_limit: 256 * 1024,
             carrier_buffer: 32 << 20,
             stderr_tail: 2048,
+            notsent_lowat: 128 * 1024,
         }
     }
 }

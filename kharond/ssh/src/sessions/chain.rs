@@ -26,16 +26,19 @@ use russh::client::{self, DisconnectReason, Msg};
 use russh::keys::PublicKeyOrCertificate;
 use russh::{ChannelId, ChannelOpenFailure};
 use tokio::net::TcpStream;
-use tokio::sync::watch;
+use tokio::sync::{Notify, watch};
 
 use crate::flow::{Dial, Flow, Probe};
 use crate::login::known_hosts::KnownHosts;
 use crate::login::prompt::{Asker, Person};
 use crate::login::{auth, desk, known_hosts, negotiation};
 use crate::sessions::report::{DialReport, HopTiming};
+use crate::sessions::uplink::{Lane, Uplink};
+use crate::transport::backlog::{Backlog, Layer};
 use crate::transport::carrier::Carried;
 use crate::transport::gather::Gathered;
 use crate::transport::quickack::QuickAck;
+use crate::transport::tcp::keep_unsent_small;
 use crate::transport::{proxy_command, tcp};
 use kharon_ssh_config::{Chain, Hop, KnownHostKeys, RekeyLimit, Transport};
 
@@ -227,6 +230,9 @@ pub struct Handler {
     nested: bool,
     /// Below this, a message from a nested hop is answered (`SessionSettings::small_message`).
     small_message: usize,
+    /// The last hop's: told of every window adjust, so that its chain's writer looks again at
+    /// the lanes it passed over for want of window (uplink.rs).
+    window_opened: Option<Arc<Notify>>,
     /// The last hop's: the path whose window its channels follow (flow/meter.rs, "How a window
     /// changes"). Hops before it carry one channel each, the next hop's session, whose own
     /// window bounds what is in flight; they keep the window they were dialled with.
@@ -339,6 +345,9 @@ impl client::Handler for Handler {
         _new_size: u32,
         session: &mut client::Session,
     ) -> Result<(), Self::Error> {
+        if let Some(opened) = &self.window_opened {
+            opened.notify_one();
+        }
         self.answer(session, 0);
         Ok(())
     }
@@ -367,6 +376,8 @@ struct Session {
     down: watch::Receiver<Option<String>>,
     hop: HopId,
     timing: HopTiming,
+    /// What its transport holds that has not been passed on yet (transport/backlog.rs).
+    layer: Arc<Layer>,
     /// The largest data packet its jump host may send (`flow::Dial::largest_packet`): what a
     /// buffer of its channel's packets is counted in.
     largest_packet: u32,
@@ -381,6 +392,8 @@ pub struct Dialled {
     /// session ends (tunnel.rs, "Who closes"), so the pool retires a session with too many.
     abandoned: AtomicU64,
     flow: Arc<Flow>,
+    /// What the chain's tunnels send, served channel by channel (uplink.rs).
+    uplink: Uplink,
 }
 
 impl Dialled {
@@ -400,6 +413,11 @@ impl Dialled {
     /// How many channels of this chain were closed by us first so far.
     pub fn abandoned(&self) -> u64 {
         self.abandoned.load(Ordering::Relaxed)
+    }
+
+    /// A lane of the chain's writer for the channel `write` sends on (uplink.rs).
+    pub(crate) fn lane(&self, write: Arc<russh::ChannelWriteHalf<Msg>>) -> Lane {
+        self.uplink.lane(write)
     }
 
     /// Data arrived on one of this chain's channels: the path is worth measuring (flow/meter.rs).
@@ -535,10 +553,11 @@ fn rekey_limits(limit: RekeyLimit) -> russh::Limits {
 /// person is given to answer its questions (`desk::within`); the caller bounds the whole.
 pub async fn dial(chain: &Chain, settings: Settings<'_>) -> Result<Dialled, Error> {
     let mut sessions: Vec<Session> = Vec::with_capacity(chain.hops.len());
+    let window_opened = Arc::new(Notify::new());
     for (i, hop) in chain.hops.iter().enumerate() {
         let id = HopId::new(chain, i);
         let limit = hop.connect_timeout.unwrap_or(settings.connect_timeout);
-        let step = dial_hop(hop, sessions.last(), &id, settings);
+        let step = dial_hop(hop, sessions.last(), &id, settings, &window_opened);
         let deadline = tokio::time::Instant::now() + limit;
         let session = match desk::within(settings.asker.desk, deadline, step).await {
             Some(Ok(s)) => s,
@@ -548,11 +567,21 @@ pub async fn dial(chain: &Chain, settings: Settings<'_>) -> Result<Dialled, Erro
         tracing::debug!(hop = %id, "hop connected");
         sessions.push(session);
     }
+    let backlog = Backlog::new(sessions.iter().map(|s| s.layer.clone()).collect());
+    let engine = settings.engine;
+    let uplink = Uplink::new(
+        backlog,
+        window_opened,
+        engine.sessions.uplink_backlog,
+        engine.sessions.lane_bytes,
+        engine.flow.packet,
+    );
     Ok(Dialled {
         sessions,
         established: Instant::now(),
         abandoned: AtomicU64::new(0),
         flow: settings.flow.clone(),
+        uplink,
     })
 }
 
@@ -578,6 +607,7 @@ async fn dial_hop(
     previous: Option<&Session>,
     id: &HopId,
     settings: Settings<'_>,
+    window_opened: &Arc<Notify>,
 ) -> Result<Session, ErrorKind> {
     let (tx, rx) = watch::channel(None);
     let events = Arc::new(Events::default());
@@ -593,8 +623,10 @@ async fn dial_hop(
         down: tx,
         nested: previous.is_some(),
         small_message: settings.engine.sessions.small_message,
+        window_opened: last.then(|| window_opened.clone()),
         path: last.then(|| settings.flow.clone()),
     };
+    let layer: Arc<Layer> = Arc::default();
     let mut stderr = None;
     let started = Instant::now();
     let transport;
@@ -614,6 +646,7 @@ async fn dial_hop(
             let carried = Carried::new(
                 channel,
                 prev.largest_packet,
+                layer.clone(),
                 &settings.engine.transport,
                 settings.engine.flow.packet,
             );
@@ -625,8 +658,13 @@ async fn dial_hop(
             let first_byte = first_byte(&tcp, settings.engine.sessions.banner_wait).await;
             dial = measured(id, Some(connect.max(first_byte)), last, settings.flow);
             let config = client_config(hop, &hints, dial);
-            let stream =
-                Gathered::new(QuickAck(tcp), settings.open_channels.clone(), &settings.engine.transport);
+            keep_unsent_small(&tcp, settings.engine.transport.notsent_lowat);
+            let stream = Gathered::new(
+                QuickAck(tcp),
+                settings.open_channels.clone(),
+                layer.clone(),
+                &settings.engine.transport,
+            );
             client::connect_stream(config, stream, handler).await
         }
         (None, Transport::Command(command)) => {
@@ -635,7 +673,12 @@ async fn dial_hop(
                     .map_err(ErrorKind::ProxyCommand)?;
             stderr = Some(tail);
             transport = started.elapsed();
-            let stream = Gathered::new(stream, settings.open_channels.clone(), &settings.engine.transport);
+            let stream = Gathered::new(
+                stream,
+                settings.open_channels.clone(),
+                layer.clone(),
+                &settings.engine.transport,
+            );
             dial = measured(id, None, last, settings.flow);
             client::connect_stream(client_config(hop, &hints, dial), stream, handler).await
         }
@@ -674,7 +717,15 @@ async fn dial_hop(
     }
     let auth = started.elapsed().saturating_sub(transport + handshake);
     let timing = HopTiming { hop: hop.display(), transport, handshake, auth };
-    Ok(Session { handle, events, down: rx, hop: id.clone(), timing, largest_packet: dial.largest_packet })
+    Ok(Session {
+        handle,
+        events,
+        down: rx,
+        hop: id.clone(),
+        timing,
+        layer,
+        largest_packet: dial.largest_packet,
+    })
 }
 
 /// How long sshd's identification line takes to arrive after the connect: a round trip plus

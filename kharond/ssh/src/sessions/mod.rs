@@ -5,7 +5,8 @@
 //! Owns: the pool and its generations (`pool`), one jump host's slot (`slot`: its chain, its
 //! session, its state), dialling a chain hop by hop and the russh client handler (`chain`),
 //! keepalive and the sleep detector (`keepalive`), what `Status` shows (`health`, `report`), the
-//! checks before a first connection (`preflight`), and a channel as a stream (`tunnel`).
+//! checks before a first connection (`preflight`), a channel as a stream (`tunnel`), and what the
+//! channels send, served in turn (`uplink`).
 //! Leaves logging in to `login`, making each hop's transport to `transport`, and how large a
 //! window a path's sessions get to `flow`.
 
@@ -17,3 +18,4 @@ pub(crate) mod preflight;
 pub(crate) mod report;
 pub(crate) mod slot;
 pub(crate) mod tunnel;
+pub(crate) mod uplink;

@@ -52,6 +52,7 @@ use tokio::sync::{mpsc, oneshot};
 use crate::flow::packets::{fill, fitting, within};
 use crate::sessions::chain::Dialled;
 use crate::sessions::report::DialReport;
+use crate::sessions::uplink::Lane;
 use crate::settings::Settings;
 use kharon_relay::{ChunkQueue, Chunked};
 
@@ -72,7 +73,8 @@ pub struct Tunnel {
     inbound: mpsc::Receiver<Bytes>,
     /// Packets taken off `inbound` and not yet handed on.
     queued: ChunkQueue,
-    writer: Pin<Box<dyn AsyncWrite + Send>>,
+    /// Where what the client sends goes: the tunnel's lane of its chain's writer (uplink.rs).
+    lane: Lane,
     /// Set by the pump when the channel broke: it gave up on a consumer that stopped reading,
     /// or the session ended under it. What the reader gets once it has taken what was buffered.
     broken: Broken,
@@ -106,7 +108,8 @@ impl Tunnel {
         settings: &Settings,
     ) -> Self {
         let (read_half, write_half) = channel.split();
-        let writer = Box::pin(write_half.make_writer());
+        let write_half = Arc::new(write_half);
+        let lane = chain.lane(write_half.clone());
         let buffer = settings.sessions.tunnel_buffer;
         let (tx, inbound) = mpsc::channel(within(buffer, chain.largest_packet()));
         let (dropped_tx, dropped) = oneshot::channel();
@@ -121,7 +124,7 @@ impl Tunnel {
         Tunnel {
             inbound,
             queued: ChunkQueue::default(),
-            writer,
+            lane,
             broken,
             dropped: Some(dropped_tx),
             eof_sent: false,
@@ -143,7 +146,7 @@ impl Tunnel {
 /// russh never waits on this channel.
 async fn pump(
     mut read_half: ChannelReadHalf,
-    write_half: ChannelWriteHalf<Msg>,
+    write_half: Arc<ChannelWriteHalf<Msg>>,
     tx: mpsc::Sender<Bytes>,
     broken: Broken,
     mut dropped: oneshot::Receiver<bool>,
@@ -285,22 +288,18 @@ impl AsyncRead for Tunnel {
 }
 
 impl AsyncWrite for Tunnel {
-    fn poll_write(
-        mut self: Pin<&mut Self>,
-        cx: &mut Context<'_>,
-        buf: &[u8],
-    ) -> Poll<std::io::Result<usize>> {
-        let r = self.writer.as_mut().poll_write(cx, buf);
+    fn poll_write(self: Pin<&mut Self>, cx: &mut Context<'_>, buf: &[u8]) -> Poll<std::io::Result<usize>> {
+        let r = self.lane.poll_write(cx, buf);
         if let Poll::Ready(Ok(n)) = &r {
             self.counters.up.fetch_add(*n as u64, Ordering::Relaxed);
         }
         r
     }
-    fn poll_flush(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<std::io::Result<()>> {
-        self.writer.as_mut().poll_flush(cx)
+    fn poll_flush(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<std::io::Result<()>> {
+        self.lane.poll_flush(cx)
     }
     fn poll_shutdown(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<std::io::Result<()>> {
-        let r = ready!(self.writer.as_mut().poll_shutdown(cx));
+        let r = ready!(self.lane.poll_shutdown(cx));
         self.eof_sent |= r.is_ok();
         Poll::Ready(r)
     }

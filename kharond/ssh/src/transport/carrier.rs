@@ -23,6 +23,7 @@
 //! windows the far sshd grants our channels, and the rest are small control messages.
 
 use std::pin::Pin;
+use std::sync::Arc;
 use std::task::{Context, Poll, ready};
 
 use bytes::Bytes;
@@ -34,6 +35,7 @@ use tokio::sync::mpsc;
 
 use crate::flow::packets::{fill, fitting, within};
 use crate::settings::TransportSettings;
+use crate::transport::backlog::Layer;
 
 /// A channel of the outer hop as the nested hop's transport.
 pub(crate) struct Carried {
@@ -44,6 +46,8 @@ pub(crate) struct Carried {
     outbound: Option<mpsc::UnboundedSender<Bytes>>,
     /// The packet a reader's batch is counted in (`FlowSettings::packet`).
     packet: u32,
+    /// What is queued for the outer channel and not yet taken by it (backlog.rs).
+    layer: Arc<Layer>,
 }
 
 impl Carried {
@@ -52,6 +56,7 @@ impl Carried {
     pub(crate) fn new(
         channel: Channel<Msg>,
         largest: u32,
+        layer: Arc<Layer>,
         settings: &TransportSettings,
         packet: u32,
     ) -> Self {
@@ -77,17 +82,19 @@ impl Carried {
             }
         });
         let (outbound, mut from_writer) = mpsc::unbounded_channel::<Bytes>();
+        let passed = layer.clone();
         tokio::spawn(async move {
             let mut writer = write_half.make_writer();
             while let Some(data) = from_writer.recv().await {
                 if writer.write_all(&data).await.is_err() {
                     return;
                 }
+                passed.passed_on(data.len());
             }
             // The nested session shut its transport down (or dropped it): EOF to the far side.
             let _ = writer.shutdown().await;
         });
-        Carried { inbound, queued: ChunkQueue::default(), outbound: Some(outbound), packet }
+        Carried { inbound, queued: ChunkQueue::default(), outbound: Some(outbound), packet, layer }
     }
 }
 
@@ -110,6 +117,9 @@ impl AsyncRead for Carried {
 impl AsyncWrite for Carried {
     fn poll_write(self: Pin<&mut Self>, _: &mut Context<'_>, buf: &[u8]) -> Poll<std::io::Result<usize>> {
         let sent = self.outbound.as_ref().is_some_and(|out| out.send(Bytes::copy_from_slice(buf)).is_ok());
+        if sent {
+            self.layer.appended(buf.len());
+        }
         Poll::Ready(if sent {
             Ok(buf.len())
         } else {

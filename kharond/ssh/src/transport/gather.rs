@@ -34,6 +34,7 @@ use std::task::{Context, Poll, ready};
 use tokio::io::{AsyncRead, AsyncWrite, BufReader, ReadBuf};
 
 use crate::settings::TransportSettings;
+use crate::transport::backlog::Layer;
 
 /// `inner` with a read buffer and gathered writes (see the module doc).
 pub struct Gathered<S> {
@@ -47,15 +48,23 @@ pub struct Gathered<S> {
     yielded: bool,
     /// The jump host's open channels: the yield only pays when there are others to wait for.
     channels: Arc<AtomicU32>,
+    /// What is gathered and not yet written, for the session's writer (backlog.rs).
+    layer: Arc<Layer>,
 }
 
 impl<S: AsyncRead> Gathered<S> {
     /// `channels`: how many channels the jump host has open (its tunnels count them).
-    pub fn new(inner: S, channels: Arc<AtomicU32>, settings: &TransportSettings) -> Self {
-        Self::with_sizes(inner, settings.read_buffer, settings.gather_limit, channels)
+    pub fn new(inner: S, channels: Arc<AtomicU32>, layer: Arc<Layer>, settings: &TransportSettings) -> Self {
+        Self::with_sizes(inner, settings.read_buffer, settings.gather_limit, channels, layer)
     }
 
-    fn with_sizes(inner: S, read_buffer: usize, limit: usize, channels: Arc<AtomicU32>) -> Self {
+    fn with_sizes(
+        inner: S,
+        read_buffer: usize,
+        limit: usize,
+        channels: Arc<AtomicU32>,
+        layer: Arc<Layer>,
+    ) -> Self {
         Gathered {
             inner: BufReader::with_capacity(read_buffer, inner),
             out: Vec::new(),
@@ -63,6 +72,7 @@ impl<S: AsyncRead> Gathered<S> {
             limit,
             yielded: false,
             channels,
+            layer,
         }
     }
 
@@ -81,6 +91,7 @@ impl<S: AsyncRead + AsyncWrite + Unpin> Gathered<S> {
                 return Poll::Ready(Err(io::ErrorKind::WriteZero.into()));
             }
             self.sent += n;
+            self.layer.passed_on(n);
         }
         self.out.clear();
         self.sent = 0;
@@ -121,6 +132,7 @@ impl<S: AsyncRead + AsyncWrite + Unpin> AsyncWrite for Gathered<S> {
             }
         }
         this.out.extend_from_slice(data);
+        this.layer.appended(data.len());
         Poll::Ready(Ok(data.len()))
     }
 
@@ -149,7 +161,7 @@ mod tests {
         let (near, mut far) = duplex(1 << 20);
         // Two channels open: worth waiting for the other one.
         let channels = Arc::new(AtomicU32::new(2));
-        let mut link = Gathered::new(near, channels.clone(), &TransportSettings::default());
+        let mut link = Gathered::new(near, channels.clone(), Arc::default(), &TransportSettings::default());
         link.write_all(b"open ").await.unwrap();
         link.flush().await.unwrap();
         link.write_all(b"data").await.unwrap();
@@ -201,7 +213,9 @@ mod tests {
     #[tokio::test]
     async fn a_backlog_past_the_limit_waits_for_the_socket_and_shutdown_sends_it_all() {
         let (near, mut far) = duplex(64 * 1024);
-        let mut link = Gathered::with_sizes(near, 1024, GATHER_LIMIT, Arc::new(AtomicU32::new(1)));
+        let layer: Arc<Layer> = Arc::default();
+        let mut link =
+            Gathered::with_sizes(near, 1024, GATHER_LIMIT, Arc::new(AtomicU32::new(1)), layer.clone());
         let chunk = vec![7u8; 32 * 1024];
         // The peer reads nothing yet: the backlog grows to the limit, then writes wait.
         let waker = futures::task::noop_waker();

@@ -9,7 +9,6 @@
 //! behind another hop get the same effect from `chain::Handler::answer`.
 
 use std::io;
-use std::os::fd::AsRawFd;
 use std::pin::Pin;
 use std::task::{Context, Poll};
 
@@ -19,22 +18,11 @@ use tokio::net::TcpStream;
 pub struct QuickAck(pub TcpStream);
 
 fn rearm(stream: &TcpStream) {
+    // A failure only costs the delayed ACK this avoids.
     #[cfg(target_os = "linux")]
-    {
-        let one: libc::c_int = 1;
-        // SAFETY: setsockopt reads `one` for the given size on a socket we own; failure is harmless.
-        unsafe {
-            libc::setsockopt(
-                stream.as_raw_fd(),
-                libc::IPPROTO_TCP,
-                libc::TCP_QUICKACK,
-                (&raw const one).cast(),
-                std::mem::size_of::<libc::c_int>() as libc::socklen_t,
-            );
-        }
-    }
+    let _ = socket2::SockRef::from(stream).set_tcp_quickack(true);
     #[cfg(not(target_os = "linux"))]
-    let _ = stream.as_raw_fd();
+    let _ = stream;
 }
 
 impl AsyncRead for QuickAck {
