@@ -26,6 +26,23 @@ use super::{
     Transport,
 };
 
+/// The first hop's source: `BindAddress`, else `BindInterface`, as `ssh_create_socket` picks.
+fn bind(options: &Options<'_>) -> Option<(Bind, Origin)> {
+    match (options.bind_address, options.bind_interface) {
+        (Some((address, origin)), _) => Some((Bind::Address(address.to_owned()), origin.clone())),
+        (None, Some((interface, origin))) => Some((Bind::Interface(interface.to_owned()), origin.clone())),
+        (None, None) => None,
+    }
+}
+
+/// `RekeyLimit`: a size of 0 (`default`) and an interval of 0 are ssh's defaults.
+fn rekey_limit(options: &Options<'_>) -> RekeyLimit {
+    RekeyLimit {
+        data: options.rekey_data.filter(|&bytes| bytes != 0),
+        interval: options.rekey_interval.filter(|interval| !interval.is_zero()),
+    }
+}
+
 /// Sent every 15 s when the config says nothing: OpenSSH's default (0, off) would let a dead
 /// NAT mapping hang the pool's sessions until TCP gives up.
 const DEFAULT_SERVER_ALIVE_INTERVAL: Duration = Duration::from_secs(15);
@@ -235,15 +252,7 @@ impl SshConfig {
             }
             None => ["known_hosts", "known_hosts2"].iter().map(|f| self.home.join(".ssh").join(f)).collect(),
         };
-        let global_known_hosts_files = match options.global_known_hosts_files {
-            // Checked at load: only `~` can appear, and tilde() cannot fail on what passed.
-            Some(values) => values
-                .iter()
-                .map(|v| expand::tilde(v, &self.home).map(|p| self.home.join(p)))
-                .collect::<Result<_, _>>()
-                .unwrap_or_default(),
-            None => DEFAULT_GLOBAL_KNOWN_HOSTS.iter().map(PathBuf::from).collect(),
-        };
+        let global_known_hosts_files = self.global_known_hosts(options);
         let transport = match command {
             Some((raw, origin)) => Transport::Command(
                 expand::command(raw, expand::COMMAND, &value_of)
@@ -261,21 +270,11 @@ impl SshConfig {
             certificate_files: paths(&options.certificate_files, "CertificateFile")?,
             transport,
             address_family: options.address_family.unwrap_or_default(),
-            // ssh_create_socket: BindAddress, else BindInterface.
-            bind: match (options.bind_address, options.bind_interface) {
-                (Some((address, origin)), _) => Some((Bind::Address(address.to_owned()), origin.clone())),
-                (None, Some((interface, origin))) => {
-                    Some((Bind::Interface(interface.to_owned()), origin.clone()))
-                }
-                (None, None) => None,
-            },
+            bind: bind(options),
             server_alive_interval: options.server_alive_interval.unwrap_or(DEFAULT_SERVER_ALIVE_INTERVAL),
             server_alive_count_max: options.server_alive_count_max.unwrap_or(DEFAULT_SERVER_ALIVE_COUNT_MAX),
             connect_timeout: options.connect_timeout.flatten(),
-            rekey_limit: RekeyLimit {
-                data: options.rekey_data.filter(|&bytes| bytes != 0),
-                interval: options.rekey_interval.filter(|interval| !interval.is_zero()),
-            },
+            rekey_limit: rekey_limit(options),
             strict_host_key_checking: options.strict_host_key_checking.unwrap_or(StrictHostKeyChecking::Yes),
             user_known_hosts_files,
             global_known_hosts_files,
@@ -289,6 +288,19 @@ impl SshConfig {
             port,
             user,
         })
+    }
+
+    /// `GlobalKnownHostsFile`, else OpenSSH's two system-wide files.
+    fn global_known_hosts(&self, options: &Options<'_>) -> Vec<PathBuf> {
+        match options.global_known_hosts_files {
+            // Checked at load: only `~` can appear, and tilde() cannot fail on what passed.
+            Some(values) => values
+                .iter()
+                .map(|v| expand::tilde(v, &self.home).map(|p| self.home.join(p)))
+                .collect::<Result<_, _>>()
+                .unwrap_or_default(),
+            None => DEFAULT_GLOBAL_KNOWN_HOSTS.iter().map(PathBuf::from).collect(),
+        }
     }
 
     /// Explicit Host names in file order: patterns that are neither negated nor wildcards.

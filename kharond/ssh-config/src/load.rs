@@ -365,30 +365,11 @@ impl Loader<'_> {
                 v if v.eq_ignore_ascii_case("none") => None,
                 v => Some(time(name, v)?).filter(|t| !t.is_zero()),
             }),
-            Key::StrictHostKeyChecking => {
-                let value = one(name, line)?;
-                Setting::StrictHostKeyChecking(match value.to_ascii_lowercase().as_str() {
-                    // The daemon cannot ask; refusing is what `ask` does when nobody answers.
-                    "yes" | "true" | "ask" => StrictHostKeyChecking::Yes,
-                    "accept-new" => StrictHostKeyChecking::AcceptNew,
-                    "no" | "false" | "off" => StrictHostKeyChecking::No,
-                    _ => {
-                        return Err(format!("{name}: bad value {value:?} (yes, ask, accept-new, no or off)"));
-                    }
-                })
-            }
+            Key::StrictHostKeyChecking => Setting::StrictHostKeyChecking(strict(name, one(name, line)?)?),
             Key::UserKnownHostsFile => Setting::UserKnownHostsFile(self.paths(name, &line.args, true)?),
             Key::GlobalKnownHostsFile => Setting::GlobalKnownHostsFile(self.paths(name, &line.args, false)?),
             Key::HostKeyAlias => Setting::HostKeyAlias(one(name, line)?.to_owned()),
-            Key::AddressFamily => {
-                let value = one(name, line)?;
-                Setting::AddressFamily(match value.to_ascii_lowercase().as_str() {
-                    "any" => AddressFamily::Any,
-                    "inet" => AddressFamily::Inet,
-                    "inet6" => AddressFamily::Inet6,
-                    _ => return Err(format!("{name}: bad value {value:?} (any, inet or inet6)")),
-                })
-            }
+            Key::AddressFamily => Setting::AddressFamily(address_family(name, one(name, line)?)?),
             Key::BindAddress => Setting::BindAddress(one(name, line)?.to_owned()),
             Key::BindInterface => Setting::BindInterface(one(name, line)?.to_owned()),
             Key::Algorithms(category) => {
@@ -399,15 +380,7 @@ impl Loader<'_> {
                 }
                 Setting::Algorithms(category, list, !algorithms::keeps_known_hosts_order(value))
             }
-            Key::CanonicalizeHostname => {
-                let value = one(name, line)?;
-                Setting::CanonicalizeHostname(match value.to_ascii_lowercase().as_str() {
-                    "yes" | "true" => canonical::Mode::Yes,
-                    "no" | "false" => canonical::Mode::No,
-                    "always" => canonical::Mode::Always,
-                    _ => return Err(format!("{name}: bad value {value:?} (yes, no or always)")),
-                })
-            }
+            Key::CanonicalizeHostname => Setting::CanonicalizeHostname(canonicalize(name, one(name, line)?)?),
             Key::CanonicalDomains => Setting::CanonicalDomains(domains(name, &line.args)?),
             Key::CanonicalizeMaxDots => {
                 let value = one(name, line)?;
@@ -606,6 +579,35 @@ fn yes_no(name: &str, value: &str) -> Result<bool, String> {
 }
 
 /// OpenSSH `convtime`: `90`, `90s`, `1m30s`, `1h`, `2d`, `1w`; a bare number is seconds.
+/// `StrictHostKeyChecking`: `ask` is `yes`, since the daemon cannot ask (refusing is what `ask`
+/// does when nobody answers).
+fn strict(name: &str, value: &str) -> Result<StrictHostKeyChecking, String> {
+    match value.to_ascii_lowercase().as_str() {
+        "yes" | "true" | "ask" => Ok(StrictHostKeyChecking::Yes),
+        "accept-new" => Ok(StrictHostKeyChecking::AcceptNew),
+        "no" | "false" | "off" => Ok(StrictHostKeyChecking::No),
+        _ => Err(format!("{name}: bad value {value:?} (yes, ask, accept-new, no or off)")),
+    }
+}
+
+fn address_family(name: &str, value: &str) -> Result<AddressFamily, String> {
+    match value.to_ascii_lowercase().as_str() {
+        "any" => Ok(AddressFamily::Any),
+        "inet" => Ok(AddressFamily::Inet),
+        "inet6" => Ok(AddressFamily::Inet6),
+        _ => Err(format!("{name}: bad value {value:?} (any, inet or inet6)")),
+    }
+}
+
+fn canonicalize(name: &str, value: &str) -> Result<canonical::Mode, String> {
+    match value.to_ascii_lowercase().as_str() {
+        "yes" | "true" => Ok(canonical::Mode::Yes),
+        "no" | "false" => Ok(canonical::Mode::No),
+        "always" => Ok(canonical::Mode::Always),
+        _ => Err(format!("{name}: bad value {value:?} (yes, no or always)")),
+    }
+}
+
 /// `RekeyLimit DATA [INTERVAL]` as OpenSSH 9.2 reads it (readconf.c, `process_config_line`,
 /// `oRekeyLimit`): DATA is `default` or a size (`scan_scaled`: a number with an optional fraction
 /// and a B, K, M, G, T, P or E suffix in powers of 1024), at least 16 bytes unless 0; INTERVAL is

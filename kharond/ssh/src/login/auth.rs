@@ -146,7 +146,59 @@ struct KeyFile {
     public_only: bool,
 }
 
-/// Authenticates `hop.user` on a freshly connected session; what a person must answer goes to
+/// What a login has found out so far: what was offered (for the error), what the server said.
+#[derive(Default)]
+struct Attempt {
+    /// What was offered or skipped, each with why, in order.
+    tried: Vec<String>,
+    /// Keys the server refused outright (not as part of several methods).
+    refused: usize,
+    /// Why the agent could not be used, if it could not.
+    agent_problem: Option<String>,
+    /// Public keys the agent offered: a key file holding one of them needs no passphrase.
+    agent_keys: Vec<PublicKey>,
+    /// The first encrypted key file the agent does not hold.
+    encrypted: Option<PathBuf>,
+    verdict: Verdict,
+}
+
+impl Attempt {
+    /// The session failed under the login: what was tried so far, and why.
+    fn interrupted(&self, source: russh::Error) -> Error {
+        Error::Interrupted { tried: self.tried.clone(), refused: self.refused, said: None, source }
+    }
+
+    /// What the server said of a key (`label`): authenticated (true), or refused.
+    fn heard(&mut self, label: String, result: AuthResult) -> bool {
+        match result {
+            AuthResult::Success => true,
+            AuthResult::Failure { remaining_methods, partial_success } => {
+                self.refused += usize::from(!partial_success);
+                self.verdict.heard(MethodKind::PublicKey, &label, remaining_methods, partial_success);
+                self.tried.push(label);
+                false
+            }
+        }
+    }
+
+    /// No key let the user in, and nobody is asked: the error that says what to do.
+    fn failure(self, hop: &Hop, env: &HashMap<String, String>) -> Error {
+        match self.encrypted {
+            Some(path) => {
+                let agent = match (agent_socket(hop, env), &hop.identity_agent) {
+                    (Some(_), _) => Agent::Some,
+                    (None, IdentityAgent::None) => Agent::NoneConfigured,
+                    (None, _) => Agent::NoSocket,
+                };
+                Error::Encrypted { path, agent, keychain: hop.use_keychain }
+            }
+            None => Error::Rejected { user: hop.user.clone(), tried: self.tried, agent: self.agent_problem },
+        }
+    }
+}
+
+/// Authenticates `hop.user` on a freshly connected session: the agent's keys, then key files,
+/// then (when no key reached the server) what it takes; what a person must answer goes to
 /// `person`.
 pub async fn authenticate<H>(
     handle: &mut client::Handle<H>,
@@ -158,112 +210,136 @@ where
     H: client::Handler,
 {
     let files = key_files(hop);
-    let mut tried = Vec::new();
-    let mut refused = 0usize;
-    let mut agent_problem = None;
-    // Public keys the agent offered: a key file holding one of them needs no passphrase.
-    let mut agent_keys: Vec<PublicKey> = Vec::new();
-    let mut verdict = Verdict::default();
-
-    match agent_socket(hop, env) {
-        None => {}
-        Some(sock) => match AgentClient::connect_uds(&sock).await {
-            Err(e) => agent_problem = Some(format!("agent {} unusable: {e}", sock.display())),
-            Ok(mut agent) => match agent.request_identities().await {
-                Err(e) => agent_problem = Some(format!("agent {} unusable: {e}", sock.display())),
-                Ok(ids) => {
-                    let wanted = |id: &AgentIdentity| {
-                        let k = id.public_key();
-                        files.iter().any(|f| {
-                            f.public.as_ref().is_some_and(|p| p.key_data() == k.key_data())
-                                || f.cert.as_ref().is_some_and(|c| c.public_key() == k.key_data())
-                        })
-                    };
-                    let (mut ordered, rest): (Vec<_>, Vec<_>) = ids.into_iter().partition(|id| wanted(id));
-                    if !hop.identities_only {
-                        ordered.extend(rest);
-                    }
-                    if ordered.is_empty() && agent_problem.is_none() {
-                        agent_problem = Some(format!("agent {} holds no usable key", sock.display()));
-                    }
-                    for id in ordered {
-                        if !verdict.keys_wanted() {
-                            break;
-                        }
-                        agent_keys.push(id.public_key().into_owned());
-                        let label = label(&id);
-                        if let Some(bits) = hop.rsa_too_small(&id.public_key()) {
-                            tried.push(format!("{label} ({})", too_small(bits, hop)));
-                            continue;
-                        }
-                        let (algorithm, certificate) = match &id {
-                            AgentIdentity::PublicKey { key, .. } => (key.algorithm(), false),
-                            AgentIdentity::Certificate { certificate, .. } => (certificate.algorithm(), true),
-                        };
-                        let chosen = signature(handle, hop, &algorithm, certificate).await;
-                        let hash = match chosen.map_err(|e| interrupted_by(tried.clone(), refused, e))? {
-                            Ok(hash) => hash,
-                            Err(why) => {
-                                tried.push(format!("{label} ({why})"));
-                                continue;
-                            }
-                        };
-                        let result = match &id {
-                            AgentIdentity::PublicKey { key, .. } => {
-                                handle
-                                    .authenticate_publickey_with(&hop.user, key.clone(), hash, &mut agent)
-                                    .await
-                            }
-                            AgentIdentity::Certificate { certificate, .. } => {
-                                handle
-                                    .authenticate_certificate_with(
-                                        &hop.user,
-                                        certificate.clone(),
-                                        hash,
-                                        &mut agent,
-                                    )
-                                    .await
-                            }
-                        };
-                        match result {
-                            Ok(AuthResult::Success) => return Ok(()),
-                            Ok(AuthResult::Failure { remaining_methods, partial_success }) => {
-                                refused += usize::from(!partial_success);
-                                verdict.heard(
-                                    MethodKind::PublicKey,
-                                    &label,
-                                    remaining_methods,
-                                    partial_success,
-                                );
-                                tried.push(label);
-                            }
-                            Err(e) => {
-                                // The agent declined or failed to sign; the session is still usable.
-                                tracing::debug!(hop = %hop.display(), error = %e, "agent could not sign");
-                                if handle.is_closed() {
-                                    return Err(interrupted_by(tried, refused, russh::Error::Disconnect));
-                                }
-                                tried.push(format!("{label} (agent failed: {e})"));
-                            }
-                        }
-                    }
-                }
-            },
-        },
+    let mut attempt = Attempt::default();
+    if with_agent(handle, hop, env, &files, &mut attempt).await?
+        || with_key_files(handle, hop, env, &files, &mut attempt).await?
+        || ask_what_it_takes(handle, hop, &mut attempt).await?
+    {
+        return Ok(());
     }
+    if attempt.verdict.beyond_keys(&hop.asking) {
+        return prompt::finish(handle, hop, person, attempt.verdict).await.map_err(Error::Person);
+    }
+    Err(attempt.failure(hop, env))
+}
 
-    let mut encrypted = None;
-    for f in &files {
-        if !f.path.exists() || !verdict.keys_wanted() {
+/// Offers the agent's keys: those an `IdentityFile` names first, then (without `IdentitiesOnly`)
+/// the rest. True once one let the user in.
+async fn with_agent<H: client::Handler>(
+    handle: &mut client::Handle<H>,
+    hop: &Hop,
+    env: &HashMap<String, String>,
+    files: &[KeyFile],
+    attempt: &mut Attempt,
+) -> Result<bool, Error> {
+    let Some(sock) = agent_socket(hop, env) else { return Ok(false) };
+    let mut agent = match AgentClient::connect_uds(&sock).await {
+        Ok(agent) => agent,
+        Err(e) => {
+            attempt.agent_problem = Some(format!("agent {} unusable: {e}", sock.display()));
+            return Ok(false);
+        }
+    };
+    let ids = match agent.request_identities().await {
+        Ok(ids) => ids,
+        Err(e) => {
+            attempt.agent_problem = Some(format!("agent {} unusable: {e}", sock.display()));
+            return Ok(false);
+        }
+    };
+    let wanted = |id: &AgentIdentity| {
+        let k = id.public_key();
+        files.iter().any(|f| {
+            f.public.as_ref().is_some_and(|p| p.key_data() == k.key_data())
+                || f.cert.as_ref().is_some_and(|c| c.public_key() == k.key_data())
+        })
+    };
+    let (mut ordered, rest): (Vec<_>, Vec<_>) = ids.into_iter().partition(|id| wanted(id));
+    if !hop.identities_only {
+        ordered.extend(rest);
+    }
+    if ordered.is_empty() {
+        attempt.agent_problem = Some(format!("agent {} holds no usable key", sock.display()));
+    }
+    for id in ordered {
+        if !attempt.verdict.keys_wanted() {
+            break;
+        }
+        if offer_agent_key(handle, hop, &id, &mut agent, attempt).await? {
+            return Ok(true);
+        }
+    }
+    Ok(false)
+}
+
+/// Offers one of the agent's keys (or certificates). True if it let the user in.
+async fn offer_agent_key<H: client::Handler>(
+    handle: &mut client::Handle<H>,
+    hop: &Hop,
+    id: &AgentIdentity,
+    agent: &mut AgentClient<tokio::net::UnixStream>,
+    attempt: &mut Attempt,
+) -> Result<bool, Error> {
+    attempt.agent_keys.push(id.public_key().into_owned());
+    let label = label(id);
+    if let Some(bits) = hop.rsa_too_small(&id.public_key()) {
+        attempt.tried.push(format!("{label} ({})", too_small(bits, hop)));
+        return Ok(false);
+    }
+    let (algorithm, certificate) = match id {
+        AgentIdentity::PublicKey { key, .. } => (key.algorithm(), false),
+        AgentIdentity::Certificate { certificate, .. } => (certificate.algorithm(), true),
+    };
+    let hash =
+        match signature(handle, hop, &algorithm, certificate).await.map_err(|e| attempt.interrupted(e))? {
+            Ok(hash) => hash,
+            Err(why) => {
+                attempt.tried.push(format!("{label} ({why})"));
+                return Ok(false);
+            }
+        };
+    let result = match id {
+        AgentIdentity::PublicKey { key, .. } => {
+            handle.authenticate_publickey_with(&hop.user, key.clone(), hash, agent).await
+        }
+        AgentIdentity::Certificate { certificate, .. } => {
+            handle.authenticate_certificate_with(&hop.user, certificate.clone(), hash, agent).await
+        }
+    };
+    match result {
+        Ok(result) => Ok(attempt.heard(label, result)),
+        Err(e) => {
+            // The agent declined or failed to sign; the session is still usable.
+            tracing::debug!(hop = %hop.display(), error = %e, "agent could not sign");
+            if handle.is_closed() {
+                return Err(attempt.interrupted(russh::Error::Disconnect));
+            }
+            attempt.tried.push(format!("{label} (agent failed: {e})"));
+            Ok(false)
+        }
+    }
+}
+
+/// Offers the key files that need no passphrase, in order. True once one let the user in.
+async fn with_key_files<H: client::Handler>(
+    handle: &mut client::Handle<H>,
+    hop: &Hop,
+    env: &HashMap<String, String>,
+    files: &[KeyFile],
+    attempt: &mut Attempt,
+) -> Result<bool, Error> {
+    for f in files {
+        if !f.path.exists() || !attempt.verdict.keys_wanted() {
             continue;
         }
+        let held = |attempt: &Attempt| {
+            f.public.as_ref().is_some_and(|p| attempt.agent_keys.iter().any(|a| a.key_data() == p.key_data()))
+        };
         if f.public_only {
             // Offered above if the agent holds it; there is no private key to read (ssh fails to
             // load it as one and moves on, too).
-            let held =
-                f.public.as_ref().is_some_and(|p| agent_keys.iter().any(|a| a.key_data() == p.key_data()));
-            if !held {
-                tried.push(format!(
+            if !held(attempt) {
+                attempt.tried.push(format!(
                     "{} (a public key: only an agent that holds its private key can use it, and {})",
                     f.path.display(),
                     if agent_socket(hop, env).is_some() { "the agent does not" } else { "there is no agent" }
@@ -274,75 +350,73 @@ where
         let key = match russh::keys::load_secret_key(&f.path, None) {
             Ok(k) => k,
             Err(russh::keys::Error::KeyIsEncrypted) => {
-                let held = f
-                    .public
-                    .as_ref()
-                    .is_some_and(|p| agent_keys.iter().any(|a| a.key_data() == p.key_data()));
-                if !held && encrypted.is_none() {
-                    encrypted = Some(f.path.clone());
+                if !held(attempt) && attempt.encrypted.is_none() {
+                    attempt.encrypted = Some(f.path.clone());
                 }
                 continue;
             }
             Err(e) => {
                 tracing::warn!(file = %f.path.display(), error = %e, "cannot read key file");
-                tried.push(format!("{} (unreadable: {e})", f.path.display()));
+                attempt.tried.push(format!("{} (unreadable: {e})", f.path.display()));
                 continue;
             }
         };
-        if let Some(bits) = hop.rsa_too_small(key.public_key()) {
-            tried.push(format!("{} ({})", f.path.display(), too_small(bits, hop)));
-            continue;
-        }
-        let key = Arc::new(key);
-        let cert = f.cert.as_ref().filter(|c| c.public_key() == key.public_key().key_data());
-        let chosen = signature(handle, hop, &key.algorithm(), cert.is_some()).await;
-        let hash = match chosen.map_err(|e| interrupted_by(tried.clone(), refused, e))? {
-            Ok(hash) => hash,
-            Err(why) => {
-                tried.push(format!("{} ({why})", f.path.display()));
-                continue;
-            }
-        };
-        let result = match cert {
-            Some(cert) => handle.authenticate_openssh_cert(&hop.user, key.clone(), cert.clone()).await,
-            None => {
-                handle.authenticate_publickey(&hop.user, PrivateKeyWithHashAlg::new(key.clone(), hash)).await
-            }
-        };
-        match result {
-            Ok(AuthResult::Success) => return Ok(()),
-            Ok(AuthResult::Failure { remaining_methods, partial_success }) => {
-                let label = f.path.display().to_string();
-                refused += usize::from(!partial_success);
-                verdict.heard(MethodKind::PublicKey, &label, remaining_methods, partial_success);
-                tried.push(label);
-            }
-            Err(e) => return Err(interrupted_by(tried, refused, e)),
+        if offer_key_file(handle, hop, f, key, attempt).await? {
+            return Ok(true);
         }
     }
-    if !verdict.heard_any() && !handle.is_closed() {
-        // No key reached the server: ask it what it takes, as ssh's first request ("none") does.
-        match handle.authenticate_none(hop.user.clone()).await {
-            Ok(AuthResult::Success) => return Ok(()),
-            Ok(AuthResult::Failure { remaining_methods, partial_success }) => {
-                verdict.heard(MethodKind::None, "none", remaining_methods, partial_success);
-            }
-            Err(e) => return Err(interrupted_by(tried, refused, e)),
-        }
+    Ok(false)
+}
+
+/// Offers one key file's key (with its certificate when it has one). True if it let the user in.
+async fn offer_key_file<H: client::Handler>(
+    handle: &mut client::Handle<H>,
+    hop: &Hop,
+    file: &KeyFile,
+    key: russh::keys::PrivateKey,
+    attempt: &mut Attempt,
+) -> Result<bool, Error> {
+    if let Some(bits) = hop.rsa_too_small(key.public_key()) {
+        attempt.tried.push(format!("{} ({})", file.path.display(), too_small(bits, hop)));
+        return Ok(false);
     }
-    if verdict.beyond_keys(&hop.asking) {
-        return prompt::finish(handle, hop, person, verdict).await.map_err(Error::Person);
-    }
-    match encrypted {
-        Some(path) => {
-            let agent = match (agent_socket(hop, env), &hop.identity_agent) {
-                (Some(_), _) => Agent::Some,
-                (None, IdentityAgent::None) => Agent::NoneConfigured,
-                (None, _) => Agent::NoSocket,
-            };
-            Err(Error::Encrypted { path, agent, keychain: hop.use_keychain })
+    let key = Arc::new(key);
+    let cert = file.cert.as_ref().filter(|c| c.public_key() == key.public_key().key_data());
+    let chosen = signature(handle, hop, &key.algorithm(), cert.is_some()).await;
+    let hash = match chosen.map_err(|e| attempt.interrupted(e))? {
+        Ok(hash) => hash,
+        Err(why) => {
+            attempt.tried.push(format!("{} ({why})", file.path.display()));
+            return Ok(false);
         }
-        None => Err(Error::Rejected { user: hop.user.clone(), tried, agent: agent_problem }),
+    };
+    let result = match cert {
+        Some(cert) => handle.authenticate_openssh_cert(&hop.user, key.clone(), cert.clone()).await,
+        None => handle.authenticate_publickey(&hop.user, PrivateKeyWithHashAlg::new(key.clone(), hash)).await,
+    };
+    match result {
+        Ok(result) => Ok(attempt.heard(file.path.display().to_string(), result)),
+        Err(e) => Err(attempt.interrupted(e)),
+    }
+}
+
+/// When no key reached the server, asks it what it takes, as ssh's first request ("none") does.
+/// True if it let the user in with nothing.
+async fn ask_what_it_takes<H: client::Handler>(
+    handle: &mut client::Handle<H>,
+    hop: &Hop,
+    attempt: &mut Attempt,
+) -> Result<bool, Error> {
+    if attempt.verdict.heard_any() || handle.is_closed() {
+        return Ok(false);
+    }
+    match handle.authenticate_none(hop.user.clone()).await {
+        Ok(AuthResult::Success) => Ok(true),
+        Ok(AuthResult::Failure { remaining_methods, partial_success }) => {
+            attempt.verdict.heard(MethodKind::None, "none", remaining_methods, partial_success);
+            Ok(false)
+        }
+        Err(e) => Err(attempt.interrupted(e)),
     }
 }
 
@@ -352,10 +426,6 @@ fn too_small(bits: u32, hop: &Hop) -> String {
         "an RSA key of {bits} bits, fewer than RequiredRSASize {}; ssh skips it too",
         hop.required_rsa_size
     )
-}
-
-fn interrupted_by(tried: Vec<String>, refused: usize, source: russh::Error) -> Error {
-    Error::Interrupted { tried, refused, said: None, source }
 }
 
 /// The RSA hash to sign in with a key of `algorithm` (meaningless for other types), or why the

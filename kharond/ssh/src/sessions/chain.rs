@@ -609,7 +609,7 @@ async fn dial_hop(
     settings: Settings<'_>,
     window_opened: &Arc<Notify>,
 ) -> Result<Session, ErrorKind> {
-    let (tx, rx) = watch::channel(None);
+    let (tx, mut rx) = watch::channel(None);
     let events = Arc::new(Events::default());
     let known = KnownHosts::load(hop);
     let hints = known.hints();
@@ -627,94 +627,11 @@ async fn dial_hop(
         path: last.then(|| settings.flow.clone()),
     };
     let layer: Arc<Layer> = Arc::default();
-    let mut stderr = None;
     let started = Instant::now();
-    let transport;
-    let dial;
-    // Each transport's own set-up takes one round trip to this hop: a TCP connect, or a channel
-    // open that the previous hop confirms once its TCP connect to this one is done.
-    let connected = match (previous, &hop.transport) {
-        (Some(prev), _) => {
-            let started = Instant::now();
-            let channel = open_on(prev, &hop.host_name, hop.port).await.map_err(|e| match e {
-                OpenError::Refused { reason, description } => ErrorKind::Unreachable { reason, description },
-                OpenError::Transport(cause) => ErrorKind::Handshake { cause, stderr: String::new() },
-            })?;
-            transport = started.elapsed();
-            dial = measured(id, Some(transport), last, settings.flow);
-            let config = client_config(hop, &hints, dial);
-            let carried = Carried::new(
-                channel,
-                prev.largest_packet,
-                layer.clone(),
-                &settings.engine.transport,
-                settings.engine.flow.packet,
-            );
-            client::connect_stream(config, carried, handler).await
-        }
-        (None, Transport::Tcp) => {
-            let (tcp, connect) = tcp::connect(hop).await.map_err(ErrorKind::Tcp)?;
-            transport = started.elapsed();
-            let first_byte = first_byte(&tcp, settings.engine.sessions.banner_wait).await;
-            dial = measured(id, Some(connect.max(first_byte)), last, settings.flow);
-            let config = client_config(hop, &hints, dial);
-            keep_unsent_small(&tcp, settings.engine.transport.notsent_lowat);
-            let stream = Gathered::new(
-                QuickAck(tcp),
-                settings.open_channels.clone(),
-                layer.clone(),
-                &settings.engine.transport,
-            );
-            client::connect_stream(config, stream, handler).await
-        }
-        (None, Transport::Command(command)) => {
-            let (stream, tail) =
-                proxy_command::spawn(command, settings.env, settings.engine.transport.stderr_tail)
-                    .map_err(ErrorKind::ProxyCommand)?;
-            stderr = Some(tail);
-            transport = started.elapsed();
-            let stream = Gathered::new(
-                stream,
-                settings.open_channels.clone(),
-                layer.clone(),
-                &settings.engine.transport,
-            );
-            dial = measured(id, None, last, settings.flow);
-            client::connect_stream(client_config(hop, &hints, dial), stream, handler).await
-        }
-    };
-    let mut handle = connected.map_err(|e| match e {
-        HandlerError::HostKey(e) => ErrorKind::HostKey(e),
-        HandlerError::Russh(russh::Error::WrongServerSig) => ErrorKind::Signature,
-        HandlerError::Russh(cause) => match negotiation::Mismatch::from_russh(&cause, hop) {
-            Some(mismatch) => ErrorKind::Negotiation(mismatch),
-            None => {
-                ErrorKind::Handshake { cause, stderr: stderr.as_ref().map(|s| s.tail()).unwrap_or_default() }
-            }
-        },
-    })?;
+    let step = Step { hop, id, settings: &settings, last, hints: &hints, layer: &layer };
+    let (mut handle, transport, dial) = step.handshake(previous, handler).await?;
     let handshake = started.elapsed().saturating_sub(transport);
-    let mut rx = rx;
-    let person = Person {
-        asker: settings.asker,
-        hop: id.to_string(),
-        env: settings.env,
-        after_answer: settings.connect_timeout,
-    };
-    match auth::authenticate(&mut handle, hop, settings.env, &person).await {
-        Ok(()) => {}
-        Err(auth::Error::Interrupted { tried, refused, source, .. }) => {
-            // The session reports the server's disconnect message on its own task: wait for it
-            // briefly, it is what names the cause ("Too many authentication failures").
-            let wait = settings.engine.sessions.auth_disconnect_wait;
-            let said = tokio::time::timeout(wait, rx.wait_for(Option::is_some))
-                .await
-                .ok()
-                .and_then(|r| r.ok().and_then(|v| v.clone()));
-            return Err(ErrorKind::Auth(auth::Error::Interrupted { tried, refused, said, source }));
-        }
-        Err(e) => return Err(ErrorKind::Auth(e)),
-    }
+    step.log_in(&mut handle, &mut rx).await?;
     let auth = started.elapsed().saturating_sub(transport + handshake);
     let timing = HopTiming { hop: hop.display(), transport, handshake, auth };
     Ok(Session {
@@ -726,6 +643,125 @@ async fn dial_hop(
         layer,
         largest_packet: dial.largest_packet,
     })
+}
+
+/// What dialling one hop needs at each of its steps.
+struct Step<'a, 's> {
+    hop: &'a Hop,
+    id: &'a HopId,
+    settings: &'a Settings<'s>,
+    /// The chain's last hop: its round trip is the path's.
+    last: bool,
+    hints: &'a KnownHostKeys,
+    /// What the hop's transport holds that has not been passed on (transport/backlog.rs).
+    layer: &'a Arc<Layer>,
+}
+
+impl Step<'_, '_> {
+    /// Makes the hop's transport (over `previous`, or TCP, or a ProxyCommand) and runs the SSH
+    /// handshake on it: the session, how long the transport took (one round trip), and what the
+    /// session was dialled with.
+    async fn handshake(
+        &self,
+        previous: Option<&Session>,
+        handler: Handler,
+    ) -> Result<(client::Handle<Handler>, Duration, Dial), ErrorKind> {
+        let (hop, settings, engine) = (self.hop, self.settings, self.settings.engine);
+        let started = Instant::now();
+        let mut stderr = None;
+        // Each transport's own set-up takes one round trip to this hop: a TCP connect, or a
+        // channel open that the previous hop confirms once its TCP connect to this one is done.
+        let (connected, transport, dial) = match (previous, &hop.transport) {
+            (Some(prev), _) => {
+                let channel = open_on(prev, &hop.host_name, hop.port).await.map_err(|e| match e {
+                    OpenError::Refused { reason, description } => {
+                        ErrorKind::Unreachable { reason, description }
+                    }
+                    OpenError::Transport(cause) => ErrorKind::Handshake { cause, stderr: String::new() },
+                })?;
+                let transport = started.elapsed();
+                let dial = measured(self.id, Some(transport), self.last, settings.flow);
+                let layer = self.layer.clone();
+                let carried =
+                    Carried::new(channel, prev.largest_packet, layer, &engine.transport, engine.flow.packet);
+                (
+                    client::connect_stream(client_config(hop, self.hints, dial), carried, handler).await,
+                    transport,
+                    dial,
+                )
+            }
+            (None, Transport::Tcp) => {
+                let (tcp, connect) = tcp::connect(hop).await.map_err(ErrorKind::Tcp)?;
+                let transport = started.elapsed();
+                let first_byte = first_byte(&tcp, engine.sessions.banner_wait).await;
+                let dial = measured(self.id, Some(connect.max(first_byte)), self.last, settings.flow);
+                keep_unsent_small(&tcp, engine.transport.notsent_lowat);
+                let channels = settings.open_channels.clone();
+                let stream = Gathered::new(QuickAck(tcp), channels, self.layer.clone(), &engine.transport);
+                (
+                    client::connect_stream(client_config(hop, self.hints, dial), stream, handler).await,
+                    transport,
+                    dial,
+                )
+            }
+            (None, Transport::Command(command)) => {
+                let (stream, tail) =
+                    proxy_command::spawn(command, settings.env, engine.transport.stderr_tail)
+                        .map_err(ErrorKind::ProxyCommand)?;
+                stderr = Some(tail);
+                let transport = started.elapsed();
+                let channels = settings.open_channels.clone();
+                let stream = Gathered::new(stream, channels, self.layer.clone(), &engine.transport);
+                let dial = measured(self.id, None, self.last, settings.flow);
+                (
+                    client::connect_stream(client_config(hop, self.hints, dial), stream, handler).await,
+                    transport,
+                    dial,
+                )
+            }
+        };
+        let handle = connected.map_err(|e| match e {
+            HandlerError::HostKey(e) => ErrorKind::HostKey(e),
+            HandlerError::Russh(russh::Error::WrongServerSig) => ErrorKind::Signature,
+            HandlerError::Russh(cause) => match negotiation::Mismatch::from_russh(&cause, hop) {
+                Some(mismatch) => ErrorKind::Negotiation(mismatch),
+                None => ErrorKind::Handshake {
+                    cause,
+                    stderr: stderr.as_ref().map(|s| s.tail()).unwrap_or_default(),
+                },
+            },
+        })?;
+        Ok((handle, transport, dial))
+    }
+
+    /// Authenticates on the hop's new session (auth.rs); a session the server ended meanwhile
+    /// waits briefly for its reason, which names the cause ("Too many authentication failures").
+    async fn log_in(
+        &self,
+        handle: &mut client::Handle<Handler>,
+        down: &mut watch::Receiver<Option<String>>,
+    ) -> Result<(), ErrorKind> {
+        let settings = self.settings;
+        let person = Person {
+            asker: settings.asker,
+            hop: self.id.to_string(),
+            env: settings.env,
+            after_answer: settings.connect_timeout,
+        };
+        match auth::authenticate(handle, self.hop, settings.env, &person).await {
+            Ok(()) => Ok(()),
+            Err(auth::Error::Interrupted { tried, refused, source, .. }) => {
+                // The session reports the server's disconnect message on its own task.
+                let wait = settings.engine.sessions.auth_disconnect_wait;
+                let said = tokio::time::timeout(wait, down.wait_for(Option::is_some))
+                    .await
+                    .ok()
+                    .and_then(|r| r.ok().and_then(|v| v.clone()));
+                Err(ErrorKind::Auth(auth::Error::Interrupted { tried, refused, said, source }))
+            }
+            Err(e) => Err(ErrorKind::Auth(e)),
+        }
+    }
 }
 
 /// How long sshd's identification line takes to arrive after the connect: a round trip plus
