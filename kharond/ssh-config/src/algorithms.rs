@@ -9,7 +9,7 @@
 //! host key types, `ssh-dss`) is skipped in a list that replaces the default (crypto policies
 //! such as Fedora's name every algorithm ssh has): what is left is still a subset of what the
 //! user allowed. Named in a `+` or `^` list it is refused, with file and line: the user added it
-//! for a server that needs it, and kharond could not reach that server (issue 42). A list that
+//! for a server that needs it, and kharond could not reach that server. A list that
 //! leaves nothing kharon implements is an error naming file and line too.
 //!
 //! # Defaults (docs/ssh-engine.md, "Algorithm defaults")

@@ -116,7 +116,7 @@ const TABLE: &[(&str, Kind)] = &[
     ("PasswordAuthentication", Kind::Apply(Key::PasswordAuthentication)),
     ("NumberOfPasswordPrompts", Kind::Apply(Key::NumberOfPasswordPrompts)),
     ("PreferredAuthentications", Kind::Apply(Key::PreferredAuthentications)),
-    // Fedora's and RHEL's crypto policies set it (issue 42): the smallest RSA host or user key.
+    // Fedora's and RHEL's crypto policies set it: the smallest RSA host or user key.
     ("RequiredRSASize", Kind::Apply(Key::RequiredRsaSize)),
     // How much data, and how long, a session's keys are used before they are exchanged again.
     ("RekeyLimit", Kind::Apply(Key::RekeyLimit)),

@@ -251,13 +251,13 @@ impl Handler {
     ///
     /// Not for a ProxyCommand first hop, although it has the same 44 ms: the answer only helps
     /// when whoever forwards it has Nagle off, as sshd has on its forwarding sockets. Through a
-    /// relay with Nagle on, the answer itself became the unacknowledged small packet that held
-    /// back the next request, and a warm connection went from 0.9 to 44 ms.
+    /// relay with Nagle on, the answer itself is the unacknowledged small packet that holds back
+    /// the next request: a warm connection takes 44 ms instead of 0.9 (`bench/routed.sh`).
     ///
     /// Sent as a bare global request, not with `send_keepalive(false)`: russh queues a reply slot
-    /// for that one although no reply comes, so every answer leaked a slot, and the next
-    /// `send_ping` (the status and wake-up probes) got a slot's reply instead of its own and
-    /// never completed: healthy chains behind a jump host were dropped after every wake-up.
+    /// for that one although no reply comes, so every answer would leak a slot, and the next
+    /// `send_ping` (the status and wake-up probes) would get a slot's reply instead of its own and
+    /// never complete (sessions/keepalive/sleep_tests.rs keeps a two-hop chain through a sleep).
     fn answer(&self, session: &mut client::Session, len: usize) {
         if self.nested && len < self.small_message {
             let _ = session.send_global_request(None, "keepalive@openssh.com", &[]);

@@ -8,11 +8,11 @@
 //! Knows nothing of SSH: `chain` runs the handshake over [`Stream`]. `ProxyCommand ssh -W` never
 //! gets here; `config` turns it into a native hop.
 //!
-//! # The whole process group (issue 42)
+//! # The whole process group
 //! A ProxyCommand is often more than one process: `ssh gw nc %h %p` is a shell and an `ssh`
 //! (Debian's dash does not replace itself with the last command of `-c`), and that ssh may run
-//! its own ProxyCommand or ProxyJump children. Killing the shell alone left the rest running,
-//! holding a session on the bastion after every reload and restart. So the child leads a process
+//! its own ProxyCommand or ProxyJump children. Killing the shell alone would leave the rest
+//! running, holding a session on the bastion after every reload and restart. So the child leads a process
 //! group of its own (setpgid), and dropping the stream kills that group: everything the command
 //! started, except what made itself a new session on purpose (a `ControlPersist` master).
 //! The group id stays ours while the leader is unreaped, and nothing reaps it before the drop

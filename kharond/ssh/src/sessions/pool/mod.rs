@@ -702,7 +702,7 @@ fn settled(slot: &Arc<Slot>, result: Result<Dialled, Error>) -> Result<(u64, Arc
             st.state = ChainState::Connected;
             st.failures = 0;
             st.retry_at = None;
-            // Recovered: what failed before is history, not the chain's state (issue 35).
+            // Recovered: what failed before is history, not the chain's state.
             st.last_error = None;
             st.login_required = None;
             drop(st);
