@@ -9,6 +9,7 @@
 use std::sync::Arc;
 use std::time::{Duration, SystemTime};
 
+use crate::desktop::Logins;
 use crate::observe::registry::Registry;
 use crate::proxy::credentials::Credentials;
 use crate::routing::in_force::{InForce, ReloadError, ReloadOutcome, Trigger};
@@ -37,6 +38,9 @@ pub struct State {
     /// Open connections, per-route totals and failures (bytes are counted there).
     pub registry: Registry,
     pub started_at: SystemTime,
+    /// The jump hosts a person is logging in to now (`kharonctl login-jump`), whose questions
+    /// need no desktop notification.
+    pub logins: Arc<Logins>,
 }
 
 impl State {
@@ -53,6 +57,7 @@ impl State {
             control_socket,
             registry: Registry::default(),
             started_at: SystemTime::now(),
+            logins: Arc::default(),
         }
     }
 
