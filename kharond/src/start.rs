@@ -370,6 +370,7 @@ pub async fn serve(
         handshake_timeout: config.handshake_timeout.value,
         connect_timeout: config.connect_timeout.value,
         max_connections: loaded.max_connections,
+        trim: process::trim::TrimSettings::default(),
     };
     let Loaded { source, own_hosts, anchors, table, pool, questions, reload_deadline, .. } = loaded;
     let routes = InForce::new(source, own_hosts, anchors, Generation { table, pool }, reload_deadline);

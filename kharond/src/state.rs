@@ -11,6 +11,7 @@ use std::time::{Duration, SystemTime};
 
 use crate::desktop::Logins;
 use crate::observe::registry::Registry;
+use crate::process::trim::TrimSettings;
 use crate::proxy::credentials::Credentials;
 use crate::routing::in_force::{InForce, ReloadError, ReloadOutcome, Trigger};
 
@@ -25,6 +26,8 @@ pub struct ProxySettings {
     pub connect_timeout: Duration,
     /// Clients served at once; the listener's bound (listener.rs, fd_limit.rs).
     pub max_connections: usize,
+    /// When the memory a burst of connections leaves is given back (`process::trim`).
+    pub trim: TrimSettings,
 }
 
 /// The daemon's shared state; one `Arc<State>` is handed to every component.
