@@ -253,6 +253,21 @@ def memory_figures(rec, figures):
         figures.append(Figure(f"{n:,}-cluster inventory: start", start, "s", 1.0, False, verdict(start, 1.0, False),
                               f"exec until the SOCKS port accepts; PAC {pac / 1e6:.1f} MB, "
                               f"rendered in {med([r['pac_s'] for r in runs]) * 1000:.0f} ms"))
+    bursts = rec["burst"]
+    if bursts:
+        n, idle_s = bursts[0]["conns"], bursts[0]["idle_s"]
+        rss = lambda at: med([r[at]["rss_kib"] for r in bursts]) / KIB
+        heap = lambda at, field: med([r[at][field] for r in bursts]) / KIB / KIB
+        after = rss("idle")
+        # The idle daemon's own target (15 MiB), and room for what a burst may rightly leave: the
+        # registry's and the runtime's tables grown to the burst's size.
+        target = 20
+        figures.append(Figure(f"RSS after a {n:,}-connection burst and {idle_s:.0f} s idle", after, "MiB", target,
+                              False, verdict(after, target, False),
+                              f"{n:,} concurrent SOCKS connections, direct, 16 KiB each way: RSS {rss('start'):.1f} "
+                              f"before → {rss('held'):.1f} with all open → {rss('closed'):.1f} 2 s after they "
+                              f"closed → {after:.1f} MiB; live heap {heap('idle', 'heap_in_use'):.1f} MiB then; "
+                              f"median of {len(bursts)} runs (bench/burst.sh)"))
     lookups = [r for r in rec["routing"] if r["group"] == "lookup"]
     if lookups:
         vals = {r["name"]: r["median_ns"] for r in lookups}

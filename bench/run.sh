@@ -21,6 +21,8 @@
 # - bench/owner_check.sh: connection setup of a password-less kharond with and without the check
 #   of who owns the client's socket (issue 33);
 # - bench/inventory.sh: a 50,000-cluster inventory (start, RSS, PAC size);
+# - bench/burst.sh: kharond's memory before, during and after 3,000 concurrent connections, and
+#   after 30 s of idle (issue 55);
 # - `cargo bench -p kharon-shared --bench routing`: route lookup at 10,000 clusters.
 #
 # QUICK=1 is a smoke run (a few minutes, figures meaningless); the full run should take about 45
@@ -52,11 +54,13 @@ if [ "$QUICK" = 1 ]; then
   R_MIB=16; R_CONNS=50; R_RUNS=2; R_HOPS_RUNS=2; SLOW_MIB=8; SLOW_CONNS=10; SLOW_RUNS=2; R_RATE=300; R_PAGES=5
   SHAPED_SECONDS=3; SHAPED_REPS=1
   INV_RUNS=1; OWNER_PAIRS=2; CRITERION=(--warm-up-time 0.2 --measurement-time 0.5)
+  BURST_CONNS=300; BURST_IDLE=3; BURST_RUNS=1
 else
   BYTES=$((1 << 30)); RUNS=9; CONNS=2000; RATE_CONNS=10000; IDLE=1000,9000; LINK_BYTES=$((256 << 20))
   R_MIB=1024; R_CONNS=500; R_RUNS=15; R_HOPS_RUNS=9; SLOW_MIB=256; SLOW_CONNS=100; SLOW_RUNS=5; R_RATE=5000; R_PAGES=100
   SHAPED_SECONDS=8; SHAPED_REPS=4
   INV_RUNS=3; OWNER_PAIRS=6; CRITERION=(--warm-up-time 1 --measurement-time 3)
+  BURST_CONNS=3000; BURST_IDLE=30; BURST_RUNS=3
 fi
 
 echo "== building (release)"
@@ -90,6 +94,9 @@ PAIRS=$OWNER_PAIRS CONNS=$CONNS bench/owner_check.sh
 
 echo "== 50,000-cluster inventory"
 bench/inventory.sh 50000 "$INV_RUNS"
+
+echo "== memory after a burst of $BURST_CONNS connections and $BURST_IDLE s idle"
+bench/burst.sh "$BURST_CONNS" "$BURST_IDLE" "$BURST_RUNS"
 
 echo "== route lookup at 10,000 clusters"
 cargo bench -q -p kharon-shared --bench routing -- "${CRITERION[@]}" 2>&1 | grep -E '^(lookup|compile)|time:' || true

@@ -17,6 +17,8 @@
 //!   per-route totals, traces on demand, which local process holds a client's socket.
 //! - [`control`]: the gRPC control API `kharonctl` talks to, and the checks and fetches it runs
 //!   through the daemon's own routing (`Test`, `FetchObject`).
+//! - [`desktop`]: telling the person at the desktop that a jump host asks for a one-time
+//!   password or a password, and how to answer it (a desktop notification).
 //! - [`process`]: the process itself: its log, allocator, descriptor limit and memory, listeners
 //!   handed over by systemd, the accept backoff, its man page.
 //!
@@ -30,6 +32,7 @@
 pub mod cli;
 pub mod control;
 pub mod daemon;
+pub mod desktop;
 pub mod observe;
 pub mod process;
 pub mod proxy;

@@ -19,9 +19,11 @@ use std::time::Duration;
 
 use kharon_shared::config::{Config, Source, SshWindow};
 use tokio::net::{TcpListener, UnixListener};
+use tokio::sync::mpsc::UnboundedReceiver;
 
 use crate::cli::Cli;
 use crate::daemon;
+use crate::desktop;
 use crate::process;
 use crate::proxy;
 use crate::routing::in_force::{Generation, InForce};
@@ -106,6 +108,9 @@ pub struct Loaded {
     anchors: kharon_shared::anchor::Anchors,
     table: LoadedTable,
     pool: kharon_ssh::Pool,
+    /// Where the pool announces the questions its jump hosts ask a person, and the desktop they
+    /// are shown on; none without a desktop session or with `desktop_notifications = false`.
+    questions: Option<(UnboundedReceiver<Arc<kharon_ssh::Question>>, desktop::Session)>,
     max_connections: usize,
     /// How long one reload may take (`reload_deadline_secs`).
     reload_deadline: Duration,
@@ -144,6 +149,13 @@ impl Loaded {
         let env: HashMap<String, String> = std::env::vars().collect();
         let home = env.get("HOME").map(PathBuf::from).unwrap_or_else(|| PathBuf::from("/"));
         let system_ssh_config = system_ssh_config(&config.ssh_config, &env);
+        let (announce, questions) = match desktop_session(config, &env) {
+            Some(session) => {
+                let (tx, rx) = tokio::sync::mpsc::unbounded_channel();
+                (Some(tx), Some((rx, session)))
+            }
+            None => (None, None),
+        };
         let pool = kharon_ssh::Pool::new(kharon_ssh::PoolSettings {
             ssh_config: config.ssh_config.value.clone(),
             system_ssh_config,
@@ -152,6 +164,7 @@ impl Loaded {
             connect_timeout: config.connect_timeout.value,
             engine: engine_settings(config),
             sleep_clock: kharon_ssh::SleepClock::system(),
+            questions: announce,
         })
         .map_err(Error::SshConfig)?;
         // The jump hosts' HostNames anchor their clusters' dynamic names: resolved before the
@@ -188,7 +201,7 @@ impl Loaded {
             );
         }
         let reload_deadline = config.reload_deadline.value;
-        Ok(Loaded { source, own_hosts, anchors, table, pool, max_connections, reload_deadline })
+        Ok(Loaded { source, own_hosts, anchors, table, pool, questions, max_connections, reload_deadline })
     }
 }
 
@@ -202,6 +215,26 @@ fn engine_settings(config: &Config) -> kharon_ssh::Settings {
     };
     engine.login.answer_wait = config.answer_wait.value;
     engine
+}
+
+/// The desktop session a jump host's questions are shown on, unless the config file turns that
+/// off (`desktop_notifications = false`) or kharond runs outside one (`desktop::session`).
+fn desktop_session(config: &Config, env: &HashMap<String, String>) -> Option<desktop::Session> {
+    if !config.desktop_notifications.value {
+        tracing::debug!(
+            "desktop notifications are off (desktop_notifications = false in {})",
+            config.desktop_notifications.source
+        );
+        return None;
+    }
+    let session = desktop::Session::detect(env);
+    if session.is_none() {
+        tracing::debug!(
+            "no desktop session (DBUS_SESSION_BUS_ADDRESS is not set): a jump host's questions show in \
+             `kharonctl status` and this log only"
+        );
+    }
+    session
 }
 
 /// The system-wide ssh config kharond reads after the user's: none when an ssh config was named
@@ -337,10 +370,14 @@ pub async fn serve(
         handshake_timeout: config.handshake_timeout.value,
         connect_timeout: config.connect_timeout.value,
         max_connections: loaded.max_connections,
+        trim: process::trim::TrimSettings::default(),
     };
-    let Loaded { source, own_hosts, anchors, table, pool, reload_deadline, .. } = loaded;
+    let Loaded { source, own_hosts, anchors, table, pool, questions, reload_deadline, .. } = loaded;
     let routes = InForce::new(source, own_hosts, anchors, Generation { table, pool }, reload_deadline);
     let state = Arc::new(State::new(routes, proxy, listen, control_path));
+    if let Some((questions, session)) = questions {
+        tokio::spawn(desktop::run(Arc::clone(&state.logins), questions, session));
+    }
     // What will fail (a jump host no Host block names that does not resolve, no ssh-agent and no
     // usable key) is said at start, not at the first connection through it; beside serving, not
     // before it: the lookups wait for DNS (up to their deadline when offline or with hundreds of

@@ -9,7 +9,9 @@
 use std::sync::Arc;
 use std::time::{Duration, SystemTime};
 
+use crate::desktop::Logins;
 use crate::observe::registry::Registry;
+use crate::process::trim::TrimSettings;
 use crate::proxy::credentials::Credentials;
 use crate::routing::in_force::{InForce, ReloadError, ReloadOutcome, Trigger};
 
@@ -24,6 +26,8 @@ pub struct ProxySettings {
     pub connect_timeout: Duration,
     /// Clients served at once; the listener's bound (listener.rs, fd_limit.rs).
     pub max_connections: usize,
+    /// When the memory a burst of connections leaves is given back (`process::trim`).
+    pub trim: TrimSettings,
 }
 
 /// The daemon's shared state; one `Arc<State>` is handed to every component.
@@ -37,6 +41,9 @@ pub struct State {
     /// Open connections, per-route totals and failures (bytes are counted there).
     pub registry: Registry,
     pub started_at: SystemTime,
+    /// The jump hosts a person is logging in to now (`kharonctl login-jump`), whose questions
+    /// need no desktop notification.
+    pub logins: Arc<Logins>,
 }
 
 impl State {
@@ -53,6 +60,7 @@ impl State {
             control_socket,
             registry: Registry::default(),
             started_at: SystemTime::now(),
+            logins: Arc::default(),
         }
     }
 

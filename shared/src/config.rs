@@ -158,6 +158,9 @@ pub struct Config {
     pub answer_wait: Setting<Duration>,
     /// How long one reload may take before it installs nothing.
     pub reload_deadline: Setting<Duration>,
+    /// Whether kharond tells the person at the desktop when a jump host asks for a one-time
+    /// password or a password (a desktop notification, where a desktop session exists).
+    pub desktop_notifications: Setting<bool>,
 }
 
 /// `ssh_window`: which rule sizes the SSH receive windows of a jump host's sessions.
@@ -316,6 +319,7 @@ struct FileConfig {
     ssh_window: Option<String>,
     answer_wait_secs: Option<u64>,
     reload_deadline_secs: Option<u64>,
+    desktop_notifications: Option<bool>,
 }
 
 #[derive(Debug, Default, Deserialize)]
@@ -563,6 +567,11 @@ impl Config {
             None => Setting::new(false, Source::Default),
         };
 
+        let desktop_notifications = match file_cfg.desktop_notifications {
+            Some(on) => Setting::new(on, from_file()),
+            None => Setting::new(true, Source::Default),
+        };
+
         let dynamic_domains = match &file_cfg.dynamic_domains {
             None => Setting::new(Vec::new(), Source::Default),
             Some(zones) => Setting::new(dynamic_domains(zones, &from_file)?, from_file()),
@@ -587,6 +596,7 @@ impl Config {
             ssh_window,
             answer_wait,
             reload_deadline,
+            desktop_notifications,
             file,
             dotenv_file: dotenv.map(|d| d.path.clone()),
             listen,
@@ -1319,6 +1329,23 @@ mod tests {
         let ov = Overrides { config: Some(path), ..Default::default() };
         let err = chain(&load(&ov, &[], dir.path()).unwrap_err());
         assert!(err.contains("allow_other_users"), "{err}");
+    }
+
+    #[test]
+    fn desktop_notifications_are_on_unless_the_file_turns_them_off() {
+        let dir = tempfile::tempdir().unwrap();
+        let cfg = load(&Overrides::default(), &[], dir.path()).unwrap();
+        let on = &cfg.desktop_notifications;
+        assert_eq!((on.value, &on.source), (true, &Source::Default));
+        let (dir, path) = write_config("desktop_notifications = false\n");
+        let ov = Overrides { config: Some(path.clone()), ..Default::default() };
+        let cfg = load(&ov, &[], dir.path()).unwrap();
+        let off = &cfg.desktop_notifications;
+        assert_eq!((off.value, &off.source), (false, &Source::File(path)));
+        let (dir, path) = write_config("desktop_notifications = \"off\"\n");
+        let ov = Overrides { config: Some(path), ..Default::default() };
+        let err = chain(&load(&ov, &[], dir.path()).unwrap_err());
+        assert!(err.contains("desktop_notifications"), "{err}");
     }
 
     #[test]

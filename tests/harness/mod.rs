@@ -12,6 +12,8 @@
 //!   thousands of connections. [`inventory`]: Lieutenant `/clusters` JSON builders.
 //! - [`procfs`]: descriptors, limits and memory of a process, from `/proc`.
 //! - [`chromium`]: a real headless browser, for what only a browser does (PAC, origins).
+//! - [`desktop`]: a private D-Bus session bus with a notification server that records what it is
+//!   sent (a desktop session, as kharond meets one).
 //! - [`passbolt`]: a fake Passbolt (GPGAuth, MFA, v5 metadata). [`moto`]: a real S3 (moto) that checks SigV4.
 //! - [`oidc`], [`lieutenant`]: a real OpenID provider and a fake Lieutenant; [`commodore`]: the real
 //!   commodore, whose token cache kharonctl shares.
@@ -19,6 +21,7 @@
 
 pub mod agent;
 pub mod chromium;
+pub mod desktop;
 pub mod dropbear;
 pub mod echo;
 pub mod gpg_agent;

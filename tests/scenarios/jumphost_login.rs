@@ -6,13 +6,19 @@
 //! answer, and a person answers through `kharonctl login-jump` or the SSH_ASKPASS program, which
 //! gets the prompt ssh itself shows. Real curl goes through the hop afterwards, and the code is in
 //! no log: kharond's (at trace level), kharonctl's output, the askpass program's record aside.
+//! In a desktop session (a private D-Bus session bus with a notification server that records what
+//! it is sent, `harness::desktop`), the question is a desktop notification, once, and the clients
+//! that waited for it past their connect timeout hear what became of it (issue 55).
 
 use std::io::Write as _;
 use std::path::PathBuf;
 use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
+use serde_json::json;
+
 use kharon_e2e::agent::Agent;
+use kharon_e2e::desktop::DesktopBus;
 use kharon_e2e::kharond::Kharond;
 use kharon_e2e::servers::HttpServer;
 use kharon_e2e::sshd::{self, Sshd};
@@ -112,17 +118,26 @@ impl Bastion {
     /// kharond routing `c1.example` through the bastion, logging everything (`trace`), with `extra`
     /// in its environment.
     fn daemon(&self, extra: &[(&str, &str)]) -> Kharond {
+        self.daemon_with(&[], extra)
+    }
+
+    /// [`Bastion::daemon`] with `config` as its config file.
+    fn daemon_configured(&self, config: &str, extra: &[(&str, &str)]) -> Kharond {
+        let file = self.env.write("config.toml", config);
+        self.daemon_with(&["--config", file.to_str().unwrap()], extra)
+    }
+
+    fn daemon_with(&self, args: &[&str], extra: &[(&str, &str)]) -> Kharond {
         let inv = self
             .env
             .write("inventory.json", &inventory::to_json(&[inventory::routed("c1", JUMPHOST, "c1.example")]));
         let agent = self.agent.socket().display().to_string();
         let mut vars = vec![("SSH_AUTH_SOCK", agent.as_str()), ("RUST_LOG", "trace")];
         vars.extend_from_slice(extra);
-        Kharond::start_with(
-            &self.env,
-            &["--inventory", inv.to_str().unwrap(), "--ssh-config", self.ssh_config.to_str().unwrap()],
-            &vars,
-        )
+        let mut all =
+            vec!["--inventory", inv.to_str().unwrap(), "--ssh-config", self.ssh_config.to_str().unwrap()];
+        all.extend_from_slice(args);
+        Kharond::start_with(&self.env, &all, &vars)
     }
 
     /// `curl -x socks5h://… http://api.c1.example:PORT/hello`, started (it may wait for a person).
@@ -363,6 +378,147 @@ fn an_unanswered_question_fails_connections_until_someone_logs_in() {
         &code,
         &[("kharonctl's output", &format!("{stdout}{stderr}")), ("kharond's log", &daemon.log())],
     );
+}
+
+/// Runs `kharonctl login-jump JUMPHOST` with `answer` on its standard input; whether it logged in,
+/// and what it said.
+fn login_jump(b: &Bastion, answer: &str) -> (bool, String) {
+    let mut login = kharonctl::command(&b.env, &["login-jump", JUMPHOST])
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("run kharonctl login-jump");
+    login.stdin.take().unwrap().write_all(format!("{answer}\n").as_bytes()).unwrap();
+    let out = output_within(login, Duration::from_secs(30)).expect("login-jump ends");
+    let said = format!("{}{}", String::from_utf8_lossy(&out.stdout), String::from_utf8_lossy(&out.stderr));
+    (out.status.success(), said)
+}
+
+/// A SOCKS client through `daemon` that waits for the jump host's question; the `n`th
+/// notification the desktop got once the question is open, and the client's thread.
+fn question_notified(
+    b: &Bastion,
+    daemon: &Kharond,
+    desktop: &DesktopBus,
+    n: usize,
+) -> (serde_json::Value, std::thread::JoinHandle<u8>) {
+    let (addr, port) = (daemon.socks_addr(), b.target.port());
+    let socks = std::thread::spawn(move || socks::connect_by_name(addr, TARGET, port).0);
+    b.chain_reaching("asking");
+    let shown = wait_until(Duration::from_secs(10), || desktop.notifications().len() >= n);
+    assert!(
+        shown,
+        "no notification {n}: {:?}\n---- kharond log ----\n{}",
+        desktop.notifications(),
+        daemon.log()
+    );
+    (desktop.notifications()[n - 1].clone(), socks)
+}
+
+#[test]
+fn a_question_shows_on_the_desktop_once_and_the_clients_waiting_for_it_are_told() {
+    let b = Bastion::new("keyboard-interactive");
+    // One refused answer ends a login: what the waiting clients are told comes at once.
+    b.write_ssh_config(&["NumberOfPasswordPrompts 1"]);
+    let desktop = DesktopBus::start();
+    let bus = [("DBUS_SESSION_BUS_ADDRESS", desktop.address())];
+    // Connections give up on a dial after 1 s: the clients below wait for the question past it.
+    let daemon = b.daemon_configured("connect_timeout_secs = 1\n", &bus);
+    let (n, socks) = question_notified(&b, &daemon, &desktop, 1);
+    // A second client waits for the same question.
+    let http = {
+        let (addr, authority) = (daemon.socks_addr(), format!("{TARGET}:{}", b.target.port()));
+        std::thread::spawn(move || {
+            let head = format!("CONNECT {authority} HTTP/1.1\r\nHost: {authority}\r\n\r\n");
+            String::from_utf8_lossy(&socks::exchange(addr, head.as_bytes())).into_owned()
+        })
+    };
+    b.issue_code();
+    std::thread::sleep(Duration::from_millis(1500));
+    let (logged_in, said) = login_jump(&b, "wrong");
+    assert!(!logged_in && said.contains("it refused 1 answers"), "{said}");
+    let (answer, code) = (http.join().expect("the HTTP client"), socks.join().expect("the SOCKS client"));
+
+    // One notification for the question, however many clients waited for it.
+    assert_eq!(desktop.notifications().len(), 1, "{:?}", desktop.notifications());
+    assert_eq!(n["app_name"], "kharon", "{n}");
+    assert_eq!(n["summary"], format!("Jump host {JUMPHOST} asks for a one-time password"), "{n}");
+    let body = n["body"].as_str().unwrap_or_default();
+    assert!(body.starts_with(&format!("Run `kharonctl login-jump {JUMPHOST}` within 1m 2")), "{n}");
+    assert!(body.ends_with(&format!("connections through {JUMPHOST} wait until then.")), "{n}");
+    let expires = n["expire_timeout"].as_i64().unwrap_or_default();
+    assert!((80_000..=90_000).contains(&expires), "it expires with the question: {n}");
+
+    // The clients waited past their connect timeout and hear what became of the question. HTTP
+    // CONNECT: a 502 that says the jump host waits for a person, and the command.
+    assert!(answer.starts_with("HTTP/1.1 502"), "{answer}");
+    assert!(
+        answer.contains(&format!(
+            "jump host {JUMPHOST} waits for a person to log in, and connections through it fail until then"
+        )) && answer.contains(&format!("run `kharonctl login-jump {JUMPHOST}` to try again")),
+        "{answer}\n---- kharond log ----\n{}",
+        daemon.log()
+    );
+    // SOCKS5: "network unreachable", as for any hop that cannot be passed; not "TTL expired" (a
+    // timeout) or a general failure. Its reason is in the log.
+    assert_eq!(code, 3, "SOCKS reply code\n---- kharond log ----\n{}", daemon.log());
+    let log = daemon.log();
+    assert!(
+        log.lines().any(|l| l.contains(&format!("cannot connect via jump host {JUMPHOST}"))
+            && l.contains("it refused 1 answers")
+            && l.contains(&format!("kharonctl login-jump {JUMPHOST}"))),
+        "{log}"
+    );
+
+    // A person logs in: the question their login brings up is on their terminal, not the desktop.
+    let code = b.issue_code();
+    let (logged_in, said) = login_jump(&b, &code);
+    assert!(logged_in, "{said}");
+    let skipped = "no desktop notification: a person is logging in to it with kharonctl login-jump";
+    assert!(wait_until(Duration::from_secs(10), || daemon.log().contains(skipped)), "{}", daemon.log());
+    assert_eq!(desktop.notifications().len(), 1, "{:?}", desktop.notifications());
+    assert_eq!(curl_done(b.curl(&daemon), &daemon), "hello from target");
+    drop(daemon);
+
+    // Without notify-send, systemd's busctl makes the same call.
+    let only_busctl = b.env.path().join("only-busctl");
+    std::fs::create_dir(&only_busctl).unwrap();
+    let busctl = ["/usr/bin/busctl", "/bin/busctl"].into_iter().find(|p| std::path::Path::new(p).exists());
+    std::os::unix::fs::symlink(busctl.expect("busctl (systemd)"), only_busctl.join("busctl")).unwrap();
+    let path = only_busctl.display().to_string();
+    let daemon = b.daemon(&[bus[0], ("PATH", path.as_str())]);
+    let (second, socks) = question_notified(&b, &daemon, &desktop, 2);
+    assert_eq!(second["summary"], n["summary"], "{second}");
+    assert!(second["body"].as_str().unwrap_or_default().contains("kharonctl login-jump hop1"), "{second}");
+    assert_eq!((&second["app_icon"], &second["hints"]["urgency"]), (&json!("dialog-password"), &json!(1)));
+    let (logged_in, said) = login_jump(&b, &b.issue_code());
+    assert!(logged_in, "{said}");
+    assert_eq!(socks.join().expect("the SOCKS client"), 0, "answered: the waiting client goes through");
+    drop(daemon);
+
+    // `desktop_notifications = false` in the config file: the desktop hears nothing. A question
+    // open 2 s, clients that give up on a dial after 1 s: when the question expires unanswered,
+    // each waiting client hears that, not that its own wait ran out.
+    let daemon = b.daemon_configured(
+        "desktop_notifications = false\nanswer_wait_secs = 2\nconnect_timeout_secs = 1\n",
+        &bus,
+    );
+    let (addr, port) = (daemon.socks_addr(), b.target.port());
+    let socks = std::thread::spawn(move || socks::connect_by_name(addr, TARGET, port).0);
+    b.chain_reaching("asking");
+    let answer = b.http_connect(&daemon);
+    assert_eq!(socks.join().expect("the SOCKS client"), 3, "{}", daemon.log());
+    assert!(
+        answer.starts_with("HTTP/1.1 502")
+            && answer.contains("nobody answered within 2s")
+            && answer.contains(&format!("run `kharonctl login-jump {JUMPHOST}` to answer it")),
+        "{answer}\n---- kharond log ----\n{}",
+        daemon.log()
+    );
+    assert!(!daemon.log().contains("took longer than"), "{}", daemon.log());
+    assert!(daemon.log().contains("desktop notifications are off"), "{}", daemon.log());
+    assert_eq!(desktop.notifications().len(), 2, "{:?}", desktop.notifications());
 }
 
 #[test]

@@ -109,6 +109,7 @@ pub async fn run(args: Args, ctx: &Context) -> anyhow::Result<ExitCode> {
         }),
         row("answer_wait", &c.answer_wait, |d| format!("{}s", d.as_secs())),
         row("reload_deadline", &c.reload_deadline, |d| format!("{}s", d.as_secs())),
+        row("desktop_notifications", &c.desktop_notifications, ToString::to_string),
         Row {
             setting: "dynamic_domains",
             value: (!c.dynamic_domains.value.is_empty()).then(|| c.dynamic_domains.value.join(", ")),

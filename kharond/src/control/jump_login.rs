@@ -9,7 +9,9 @@
 //! question, never an answer. Only the daemon's own user gets this far (`caller`).
 //!
 //! Only the jump hosts of the routing table in force may be logged in to: a name kharond does not
-//! route through would otherwise be dialled as an ssh_config alias of its own.
+//! route through would otherwise be dialled as an ssh_config alias of its own. While a call runs
+//! (and a moment after), the jump host counts as attended: the questions that follow on the
+//! person's terminal get no desktop notification (`desktop`).
 
 use std::time::{SystemTime, UNIX_EPOCH};
 
@@ -67,6 +69,7 @@ fn routed(state: &State, jumphost: &str) -> Result<(), Status> {
 /// `JumpLogin`: the question a hop asks now, or a dial and its first step.
 pub async fn login(state: &State, jumphost: &str) -> Result<pb::JumpLoginStep, Status> {
     routed(state, jumphost)?;
+    let _attended = state.logins.begin(jumphost);
     let generation = state.routes.current();
     match generation.pool.login(jumphost).await {
         Ok(s) => Ok(step(s)),
@@ -79,6 +82,7 @@ pub async fn answer(state: &State, request: pb::JumpAnswerRequest) -> Result<pb:
     let pb::JumpAnswerRequest { jumphost, question_id, answers } = request;
     let answers = ssh::Answers::new(answers.into_iter().map(Secret::from).collect());
     routed(state, &jumphost)?;
+    let _attended = state.logins.begin(&jumphost);
     let generation = state.routes.current();
     match generation.pool.answer(&jumphost, question_id, answers).await {
         Ok(s) => Ok(step(s)),

@@ -41,7 +41,8 @@ const ARENA_MAX: libc::c_int = 2;
 /// Returns the free memory inside the heaps to the kernel. For after a large, short-lived peak:
 /// loading a 50,000-cluster inventory parses ~200 MB of JSON values to keep ~80 MB of table, and
 /// without this the process keeps the difference (measured 222 MB RSS at start, 92 MB after a
-/// trim). Costs a few milliseconds, so it runs after a load or a PAC render, never per connection.
+/// trim). Costs a few milliseconds, so it runs after a load, a PAC render or a burst of connections
+/// (trim.rs), never per connection.
 pub fn release_free() {
     #[cfg(all(target_os = "linux", target_env = "gnu"))]
     // SAFETY: malloc_trim only walks the allocator's own free lists; any thread may call it.

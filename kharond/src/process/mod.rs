@@ -2,7 +2,8 @@
 //! connection's path.
 //!
 //! - [`logging`]: where the log goes, and the cap on targets that could log secrets.
-//! - [`malloc`]: allocator settings for the routed data path; [`memory`]: what the daemon holds.
+//! - [`malloc`]: allocator settings for the routed data path; [`memory`]: what the daemon holds;
+//!   [`trim`]: the memory a burst of connections leaves, given back once it is over.
 //! - [`fd_limit`]: the descriptor limit, raised at start, and how many connections fit in it.
 //! - [`activation`]: listeners handed over by systemd (socket activation).
 //! - [`backoff`]: waiting after a failed accept, for every listener.
@@ -19,3 +20,4 @@ pub mod logging;
 pub mod malloc;
 pub mod man_page;
 pub mod memory;
+pub mod trim;

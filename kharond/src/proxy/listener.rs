@@ -7,6 +7,9 @@
 //! from accept until its connection closes. When every slot is taken, a new client makes room by
 //! closing the oldest unfinished handshake, or waits ([`eviction`](crate::proxy::eviction)).
 //!
+//! Every client counts in [`IdleTrim`] too, which gives the memory of a burst of connections back
+//! to the system once it is over (`process::trim`).
+//!
 //! Every client socket gets TCP_NODELAY (a SOCKS reply or a short response must not wait for an
 //! ACK). On Linux an accepted socket inherits it from the listener, so it is set once there
 //! instead of once per connection: one syscall less for each (`bench/routed.sh`'s rate phase).
@@ -21,6 +24,7 @@ use tokio::sync::Semaphore;
 use tracing::{Instrument as _, debug, info, warn};
 
 use crate::process::backoff::AcceptBackoff;
+use crate::process::trim::IdleTrim;
 use crate::proxy::connection;
 use crate::proxy::eviction::Handshakes;
 use crate::state::State;
@@ -39,6 +43,8 @@ pub async fn run(listener: TcpListener, state: Arc<State>, shutdown: impl Future
     let mut sequence = 0u64;
     let mut warned_full = false;
     let inherits_nodelay = nodelay_for_all(&listener);
+    let trim = IdleTrim::new(state.proxy.trim);
+    let trimmer = tokio::spawn(Arc::clone(&trim).run());
     tokio::pin!(shutdown);
     let mut backoff = AcceptBackoff::default();
     loop {
@@ -85,6 +91,7 @@ pub async fn run(listener: TcpListener, state: Arc<State>, shutdown: impl Future
         let (abort, registration) = AbortHandle::new_pair();
         let handshake = handshakes.enter(sequence, abort);
         let state = Arc::clone(&state);
+        let counted = trim.open();
         if !inherits_nodelay {
             let _ = stream.set_nodelay(true);
         }
@@ -94,8 +101,10 @@ pub async fn run(listener: TcpListener, state: Arc<State>, shutdown: impl Future
             // Aborted means evicted: the stream closes with the future, the slot with `permit`.
             let _ = Abortable::new(serving, registration).await;
             drop(permit);
+            drop(counted);
         });
     }
+    trimmer.abort();
     let open = limit - slots.available_permits();
     if open > 0 {
         info!("waiting up to {DRAIN:?} for {open} open connection(s)");

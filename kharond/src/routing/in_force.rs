@@ -386,6 +386,7 @@ mod tests {
             connect_timeout: Duration::from_secs(5),
             engine: kharon_ssh::Settings::default(),
             sleep_clock: kharon_ssh::SleepClock::system(),
+            questions: None,
         })
         .expect("an empty ssh config reads");
         let anchors = Anchors::default();

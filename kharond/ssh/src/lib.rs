@@ -15,7 +15,8 @@
 //!   [`Error`] of a failed connect with the [`std::io::ErrorKind`] it means for the client;
 //! - answered by a person: a hop's [`Question`] (in [`ChainHealth`], and from [`Pool::login`] as
 //!   a [`LoginStep`]), [`Pool::answer`] with the [`Answers`] ([`AnswerError`] when not taken);
-//!   [`Pool::connect`]'s [`Patience`] says whether a connection waits for them.
+//!   [`Pool::connect`]'s [`Patience`] says whether a connection waits for them; each question is
+//!   also sent, as it opens, to [`PoolSettings::questions`] ([`QuestionSender`]).
 //!
 //! # The map
 //! Four parts, each a folder whose `mod.rs` says what it owns; ssh_config itself is read by the
@@ -45,7 +46,8 @@ mod transport;
 
 pub use error::Error;
 pub use login::auth::service_agent_advice;
-pub use login::desk::{AnswerError, Answers, Prompt, Question};
+pub use login::desk::{AnswerError, Answers, KEYBOARD_INTERACTIVE, PASSWORD, Prompt, Question};
+pub use login::prompt::QuestionSender;
 pub use sessions::health::{ChainHealth, ChannelRefusal, HopSummary, Refusal, Stamped};
 pub use sessions::keepalive::SleepClock;
 pub use sessions::pool::{Installed, LoginStep, Patience, Pool, PoolSettings, Prepared};

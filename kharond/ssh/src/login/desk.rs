@@ -333,20 +333,35 @@ fn later(a: Option<Instant>, b: Instant) -> Instant {
     a.map_or(b, |a| a.max(b))
 }
 
+/// How long past a question's end a wait gives the hop that asked it to close it ([`within`]).
+const CLOSING: Duration = Duration::from_secs(1);
+
 /// Runs `fut` until `deadline`, and past it for as long as `desk`'s jump host waits for a person
 /// ([`Desk::patience`]: a question is open, or was answered moments ago and the server's verdict
 /// and the rest of the chain are under way). `None` once the time is up. This is the one bound
 /// that grows while a person is asked: every wait for a dial (the dial's own, and each
 /// connection's) goes through it.
+///
+/// A question's end is its patience, and the hop's own timer closes it a moment later (prompt.rs),
+/// which moves the patience on for what follows (the failed login, or the verdict on an answer
+/// that came in the last instant). A wait that is still open at the end gives the hop
+/// [`CLOSING`] to do so, once per question: without it, every connection waiting for the
+/// question ended a few microseconds before the dial it waited for, with "the SSH handshake took
+/// longer than" instead of what became of the question.
 pub(crate) async fn within<F: Future>(desk: &Desk, deadline: Instant, fut: F) -> Option<F::Output> {
     let mut fut = std::pin::pin!(fut);
     let mut until = deadline;
+    let mut closing = None;
     loop {
         if let Ok(out) = tokio::time::timeout_at(until, &mut fut).await {
             return Some(out);
         }
-        match desk.patience() {
-            Some(patience) if patience > until => until = patience,
+        match (desk.patience(), desk.question()) {
+            (Some(patience), _) if patience > until => until = patience,
+            (_, Some(open)) if closing != Some(open.id) => {
+                closing = Some(open.id);
+                until = Instant::now() + CLOSING;
+            }
             _ => return None,
         }
     }
@@ -468,6 +483,31 @@ mod tests {
         desk.close(q.id, Instant::now() + ms(500));
         let done = within(&desk, Instant::now(), tokio::time::sleep(ms(100))).await;
         assert!(done.is_some());
+    }
+
+    #[tokio::test]
+    async fn a_wait_at_a_questions_end_gets_what_became_of_it() {
+        let ms = Duration::from_millis;
+        let desk = Arc::new(Desk::default());
+        let (q, _rx) = desk.open(asked(&["Code: "]), ms(100));
+        // The hop closes its question a little after the question's end, and fails its login
+        // then; a connection waiting for that login must see it fail, not run out of time.
+        let hop = {
+            let desk = Arc::clone(&desk);
+            async move {
+                tokio::time::sleep(ms(300)).await;
+                desk.close(q.id, Instant::now() + ms(500));
+                "nobody answered"
+            }
+        };
+        let started = Instant::now();
+        assert_eq!(within(&desk, started, hop).await, Some("nobody answered"));
+        // A question nobody closes does not hold a wait for longer than one grace.
+        let desk = Desk::default();
+        let (_q, _rx) = desk.open(asked(&["Code: "]), ms(50));
+        let started = Instant::now();
+        assert!(within(&desk, started, std::future::pending::<()>()).await.is_none());
+        assert!(started.elapsed() < ms(50) + CLOSING + ms(500), "{:?}", started.elapsed());
     }
 
     #[tokio::test]

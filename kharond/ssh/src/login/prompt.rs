@@ -53,7 +53,14 @@ pub(crate) struct Asker<'a> {
     /// The name `kharonctl login-jump` takes.
     pub jumphost: &'a str,
     pub wait: Duration,
+    /// Where each question is announced as it is asked ([`PoolSettings::questions`]).
+    ///
+    /// [`PoolSettings::questions`]: super::PoolSettings::questions
+    pub announce: Option<&'a QuestionSender>,
 }
+
+/// Where the pool announces every question a hop asks a person.
+pub type QuestionSender = tokio::sync::mpsc::UnboundedSender<std::sync::Arc<super::desk::Question>>;
 
 /// One hop's side of it.
 pub(crate) struct Person<'a> {
@@ -397,6 +404,10 @@ impl Login {
         let desk = person.asker.desk;
         let wait = person.asker.wait;
         let (question, mut reply) = desk.open(asked, wait);
+        if let Some(announce) = person.asker.announce {
+            // Nobody listening (the daemon does not notify) is not an error.
+            let _ = announce.send(std::sync::Arc::clone(&question));
+        }
         let through = askpass_note(question.askpass.as_deref());
         tracing::warn!(
             "jump host {jumphost} asks a person: {question}; answer with `kharonctl login-jump {jumphost}` within {}{through}",

@@ -68,6 +68,7 @@ impl Lab {
             connect_timeout: Duration::from_secs(10),
             engine: Settings::default(),
             sleep_clock: SleepClock::new(move || read.load(Ordering::Relaxed)),
+            questions: None,
         })
         .expect("the ssh config reads");
         Lab { hops, _agent: agent, _home: home, target: HttpServer::start("target"), pool, asleep }

@@ -53,7 +53,7 @@ use tokio::time::Instant;
 
 use crate::error::Error;
 use crate::login::desk::{self, AnswerError, Answers, Question, Stopped};
-use crate::login::prompt::Asker;
+use crate::login::prompt::{Asker, QuestionSender};
 use crate::sessions::chain::{self, Dialled, OpenError};
 use crate::sessions::health::{self, ChainHealth, Refusal};
 use crate::sessions::keepalive;
@@ -150,6 +150,9 @@ pub struct PoolSettings {
     /// How long the machine has been suspended: [`SleepClock::system`] unless a test stands in
     /// for a sleep (keepalive.rs).
     pub sleep_clock: SleepClock,
+    /// Where every question a hop asks a person is sent as it opens, once however many
+    /// connections wait for it (kharond tells the person at the desktop); none: nowhere.
+    pub questions: Option<QuestionSender>,
 }
 
 /// What every generation of a pool shares: the settings and the sleep detector.
@@ -666,7 +669,12 @@ async fn dial(
         ssh_config: &ssh_config,
         connect_timeout: settings.connect_timeout,
         open_channels: &slot.counters.open,
-        asker: Asker { desk: &slot.desk, jumphost: &slot.jumphost, wait: settings.engine.login.answer_wait },
+        asker: Asker {
+            desk: &slot.desk,
+            jumphost: &slot.jumphost,
+            wait: settings.engine.login.answer_wait,
+            announce: settings.questions.as_ref(),
+        },
         flow: &slot.flow,
         engine: &settings.engine,
     };

@@ -27,6 +27,7 @@ fn pool_on(config: &str) -> (tempfile::TempDir, Pool) {
         connect_timeout: Duration::from_secs(5),
         engine: Settings::default(),
         sleep_clock: SleepClock::system(),
+        questions: None,
     };
     (home, Pool::new(settings).unwrap())
 }
