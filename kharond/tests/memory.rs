@@ -5,13 +5,13 @@
 //! meanwhile (this failed there when one freed a few MiB mid-test). Its two tests take turns.
 
 /// Held by each test for its whole run: they must not allocate beside each other.
-static ALONE: std::sync::Mutex<()> = std::sync::Mutex::new(());
+static ALONE: tokio::sync::Mutex<()> = tokio::sync::Mutex::const_new(());
 
 #[cfg(any(all(target_os = "linux", target_env = "gnu"), target_os = "macos"))]
 #[test]
 fn live_allocations_show_in_the_heap_and_leave_it_when_freed() {
     use kharond::process::memory::now;
-    let _alone = ALONE.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
+    let _alone = ALONE.blocking_lock();
     let before = now();
     assert!(before.resident > 0 && before.heap_in_use > 0, "{before:?}");
     assert!(before.heap >= before.heap_in_use, "{before:?}");
@@ -35,7 +35,7 @@ async fn the_pages_a_burst_leaves_go_back_once_it_is_over() {
 
     use kharond::process::memory::now;
     use kharond::process::trim::{IdleTrim, TrimSettings};
-    let _alone = ALONE.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
+    let _alone = ALONE.lock().await;
 
     const MIB: u64 = 1 << 20;
     const CONNECTIONS: usize = 300;
