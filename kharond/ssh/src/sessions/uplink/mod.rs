@@ -38,6 +38,9 @@ use crate::transport::backlog::Backlog;
 /// takes a message off its queue within a turn of its loop, and a turn that waits for the
 /// socket is what the backlog bounds.
 const WRITTEN_WAIT: Duration = Duration::from_millis(20);
+/// How long the writer waits at most for the transports' backlog to fall before it looks at its
+/// lanes again.
+const BACKLOG_WAIT: Duration = Duration::from_secs(1);
 /// How long the writer waits for a window adjust when every lane with bytes is out of window,
 /// before it looks again (a missed wake-up costs at most this).
 const WINDOW_WAIT: Duration = Duration::from_millis(50);
@@ -265,7 +268,11 @@ async fn write(shared: Arc<Shared>) {
             }
             Next::Lane(id, write) => (id, write),
         };
-        shared.backlog.below(shared.budget).await;
+        // A transport that died holds its bytes for good: look again now and then, so that the
+        // task ends with its chain rather than wait for it.
+        if tokio::time::timeout(BACKLOG_WAIT, shared.backlog.below(shared.budget)).await.is_err() {
+            continue;
+        }
         let (id, write) = next;
         let writable = write.writable_packet_size().await;
         let Some(job) = take(&shared, id, write, writable) else {
