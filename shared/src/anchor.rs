@@ -23,11 +23,14 @@ use crate::inventory;
 use crate::trust;
 
 /// The anchors every cluster has (the config file's zones) and what each jump host alias's
-/// `HostName` anchors; [`Anchors::of`] adds a cluster's own static names.
+/// `HostName` anchors; [`Anchors::of`] adds a cluster's own static names. Also carries the config
+/// file's `provider_domains` to the compile (`provider`).
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct Anchors {
     /// Normalised: lowercase, no trailing dot.
     zones: Vec<String>,
+    /// The config file's `provider_domains` (already validated: `config`), normalised.
+    providers: Vec<String>,
     /// Jump host alias → the registrable domain of its ssh_config `HostName`.
     host_names: HashMap<String, String>,
     /// Whether the caller consulted an ssh_config: a refusal then need not say it did not.
@@ -37,7 +40,19 @@ pub struct Anchors {
 impl Anchors {
     /// The config file's `dynamic_domains` (already validated: `config`), for every cluster.
     pub fn new(zones: &[String]) -> Self {
-        Anchors { zones: zones.to_vec(), host_names: HashMap::new(), ssh_config: false }
+        Anchors {
+            zones: zones.to_vec(),
+            providers: Vec::new(),
+            host_names: HashMap::new(),
+            ssh_config: false,
+        }
+    }
+
+    /// The config file's `provider_domains` (already validated: `config`): provider's domains
+    /// beside those the inventory shows (`provider`).
+    pub fn with_providers(mut self, domains: &[String]) -> Self {
+        self.providers = domains.to_vec();
+        self
     }
 
     /// Says that the jump host `HostName`s were looked up in an ssh_config (even if none adds an
@@ -57,6 +72,15 @@ impl Anchors {
 
     pub fn zones(&self) -> &[String] {
         &self.zones
+    }
+
+    /// Whether `name` lies at or below one of the config file's zones.
+    pub fn in_zone(&self, name: &str) -> bool {
+        self.zones.iter().any(|zone| trust::at_or_below(name, zone))
+    }
+
+    pub fn providers(&self) -> &[String] {
+        &self.providers
     }
 
     pub fn consulted_ssh_config(&self) -> bool {
@@ -95,7 +119,18 @@ pub struct ClusterAnchors<'s> {
 impl ClusterAnchors<'_> {
     /// Whether a dynamic fact of the cluster may route `name`.
     pub fn hold(&self, name: &str) -> bool {
-        self.all().any(|anchor| trust::at_or_below(name, anchor))
+        self.holding(name).is_some()
+    }
+
+    /// The first of the cluster's anchors that `name` lies at or below, if any.
+    pub fn holding(&self, name: &str) -> Option<&str> {
+        self.all().find(|anchor| trust::at_or_below(name, anchor))
+    }
+
+    /// The cluster's own anchors, without the config file's zones: what tells a provider's domain
+    /// (`provider`).
+    pub fn own(&self) -> &[String] {
+        &self.own
     }
 
     /// The refusal of `name`, which no anchor holds.
@@ -109,6 +144,39 @@ impl ClusterAnchors<'_> {
 
     fn all(&self) -> impl Iterator<Item = &str> {
         self.own.iter().chain(&self.shared.zones).map(String::as_str)
+    }
+}
+
+/// Distinct lists of anchors, each kept once: most clusters share theirs with many others (every
+/// cluster behind one provider's jump hosts), so a compile of tens of thousands of clusters keeps
+/// an index per cluster rather than a list.
+#[derive(Debug, Default)]
+pub struct AnchorSets {
+    sets: Vec<Vec<String>>,
+    index: HashMap<Vec<String>, u32, foldhash::fast::RandomState>,
+}
+
+impl AnchorSets {
+    /// The index of `set`, added if new.
+    pub fn intern(&mut self, set: &[String]) -> u32 {
+        if let Some(&at) = self.index.get(set) {
+            return at;
+        }
+        // More distinct lists than u32 counts cannot come out of one JSON document we can hold.
+        let at = u32::try_from(self.sets.len()).unwrap_or(u32::MAX);
+        self.sets.push(set.to_vec());
+        self.index.insert(set.to_vec(), at);
+        at
+    }
+
+    /// The list at `at` (empty for an index this never gave).
+    pub fn get(&self, at: u32) -> &[String] {
+        self.sets.get(at as usize).map_or(&[], Vec::as_slice)
+    }
+
+    /// Adds the lists of `other`; the answer gives each of `other`'s indices its index here.
+    pub fn merge(&mut self, other: AnchorSets) -> Vec<u32> {
+        other.sets.iter().map(|set| self.intern(set)).collect()
     }
 }
 

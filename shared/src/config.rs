@@ -161,6 +161,9 @@ pub struct Config {
     /// Whether kharond tells the person at the desktop when a jump host asks for a one-time
     /// password or a password (a desktop notification, where a desktop session exists).
     pub desktop_notifications: Setting<bool>,
+    /// Provider's domains beside those the inventory shows (`provider`): normalised, e.g.
+    /// `vshnmanaged.net`. The default is none here; the inventory adds its own when compiled.
+    pub provider_domains: Setting<Vec<String>>,
 }
 
 /// `ssh_window`: which rule sizes the SSH receive windows of a jump host's sessions.
@@ -197,13 +200,18 @@ impl SshWindow {
     }
 }
 
-/// Why a `dynamic_domains` entry is refused.
+/// Why a `dynamic_domains` or `provider_domains` entry is refused.
 #[derive(Debug, thiserror::Error)]
-pub enum DynamicDomainError {
+pub enum DomainError {
     #[error(transparent)]
     Name(#[from] crate::inventory::SuffixError),
     #[error(transparent)]
     Refused(#[from] crate::trust::Refusal),
+    #[error(
+        "it lies in {zone}, a zone of dynamic_domains, where any cluster's dynamic names may route; \
+         remove it from one of the two lists"
+    )]
+    InZone { zone: String },
 }
 
 /// A listen value written as `NAME:PORT` (e.g. `localhost:12000`) and what the name resolved to
@@ -292,7 +300,9 @@ pub enum Error {
     #[error("[socks] in {}: username and password must both be set and non-empty", path.display())]
     HalfAuth { path: PathBuf },
     #[error("dynamic_domains (from {origin}): {value:?} cannot be a zone for dynamic names")]
-    DynamicDomain { origin: Source, value: String, source: Box<DynamicDomainError> },
+    DynamicDomain { origin: Source, value: String, source: Box<DomainError> },
+    #[error("provider_domains (from {origin}): {value:?} cannot be a provider's domain")]
+    ProviderDomain { origin: Source, value: String, source: Box<DomainError> },
     #[error(transparent)]
     Paths(#[from] paths::Error),
 }
@@ -320,6 +330,7 @@ struct FileConfig {
     answer_wait_secs: Option<u64>,
     reload_deadline_secs: Option<u64>,
     desktop_notifications: Option<bool>,
+    provider_domains: Option<Vec<String>>,
 }
 
 #[derive(Debug, Default, Deserialize)]
@@ -572,10 +583,7 @@ impl Config {
             None => Setting::new(true, Source::Default),
         };
 
-        let dynamic_domains = match &file_cfg.dynamic_domains {
-            None => Setting::new(Vec::new(), Source::Default),
-            Some(zones) => Setting::new(dynamic_domains(zones, &from_file)?, from_file()),
-        };
+        let (dynamic_domains, provider_domains) = domain_settings(&file_cfg, &from_file)?;
         let ssh_window = match &file_cfg.ssh_window {
             None => Setting::new(SshWindow::Adaptive, Source::Default),
             Some(value) => match SshWindow::parse(value) {
@@ -597,6 +605,7 @@ impl Config {
             answer_wait,
             reload_deadline,
             desktop_notifications,
+            provider_domains,
             file,
             dotenv_file: dotenv.map(|d| d.path.clone()),
             listen,
@@ -668,9 +677,10 @@ impl Config {
         own
     }
 
-    /// The anchors every cluster has: the zones of `dynamic_domains` (`anchor`).
+    /// The anchors every cluster has: the zones of `dynamic_domains` (`anchor`); with the
+    /// `provider_domains` for the compile (`provider`).
     pub fn anchors(&self) -> crate::anchor::Anchors {
-        crate::anchor::Anchors::new(&self.dynamic_domains.value)
+        crate::anchor::Anchors::new(&self.dynamic_domains.value).with_providers(&self.provider_domains.value)
     }
 
     /// The one rule for every SOCKS listener, however it came (`--listen`, the config file, a
@@ -683,20 +693,62 @@ impl Config {
     }
 }
 
+/// A list of domains as a setting.
+type Domains = Setting<Vec<String>>;
+
+/// The config file's `dynamic_domains` and `provider_domains` as settings: none by default.
+fn domain_settings(
+    file_cfg: &FileConfig,
+    from_file: &dyn Fn() -> Source,
+) -> Result<(Domains, Domains), Error> {
+    let dynamic = match &file_cfg.dynamic_domains {
+        None => Setting::new(Vec::new(), Source::Default),
+        Some(zones) => Setting::new(dynamic_domains(zones, from_file)?, from_file()),
+    };
+    let providers = match &file_cfg.provider_domains {
+        None => Setting::new(Vec::new(), Source::Default),
+        Some(domains) => Setting::new(provider_domains(domains, &dynamic.value, from_file)?, from_file()),
+    };
+    Ok((dynamic, providers))
+}
+
 /// The config file's `dynamic_domains`, normalised. A public suffix is refused: it would let every
 /// cluster route every domain under it, which is what the anchors are there to stop.
 fn dynamic_domains(zones: &[String], origin: &dyn Fn() -> Source) -> Result<Vec<String>, Error> {
-    let mut out = Vec::with_capacity(zones.len());
-    for value in zones {
-        let refuse = |source: DynamicDomainError| Error::DynamicDomain {
-            origin: origin(),
-            value: value.clone(),
-            source: Box::new(source),
-        };
-        let zone = crate::inventory::normalize_suffix(value).map_err(|e| refuse(e.into()))?;
-        crate::trust::judge_name(&zone, false).map_err(|e| refuse(e.into()))?;
-        if !out.contains(&zone) {
-            out.push(zone);
+    domain_list(zones, |value, source| Error::DynamicDomain { origin: origin(), value, source }, |_| Ok(()))
+}
+
+/// The config file's `provider_domains`, normalised. A public suffix is refused as in
+/// `dynamic_domains` (a provider registers a domain, not a suffix), and so is a domain at or below
+/// one of the `zones` of `dynamic_domains`: there the engineer lets any cluster route, which a
+/// provider's domain would forbid.
+fn provider_domains(
+    domains: &[String],
+    zones: &[String],
+    origin: &dyn Fn() -> Source,
+) -> Result<Vec<String>, Error> {
+    let in_zone = |domain: &str| match zones.iter().find(|zone| crate::trust::at_or_below(domain, zone)) {
+        Some(zone) => Err(DomainError::InZone { zone: zone.clone() }),
+        None => Ok(()),
+    };
+    domain_list(domains, |value, source| Error::ProviderDomain { origin: origin(), value, source }, in_zone)
+}
+
+/// A list of domains, normalised, each once; `refuse` makes the error of an entry, `check` looks
+/// at each beyond the name rules.
+fn domain_list(
+    values: &[String],
+    refuse: impl Fn(String, Box<DomainError>) -> Error,
+    check: impl Fn(&str) -> Result<(), DomainError>,
+) -> Result<Vec<String>, Error> {
+    let mut out = Vec::with_capacity(values.len());
+    for value in values {
+        let refused = |source: DomainError| refuse(value.clone(), Box::new(source));
+        let domain = crate::inventory::normalize_suffix(value).map_err(|e| refused(e.into()))?;
+        crate::trust::judge_name(&domain, false).map_err(|e| refused(e.into()))?;
+        check(&domain).map_err(refused)?;
+        if !out.contains(&domain) {
+            out.push(domain);
         }
     }
     Ok(out)
@@ -1381,6 +1433,32 @@ mod tests {
             let ov = Overrides { config: Some(path), ..Default::default() };
             let err = crate::errors::chain(&load(&ov, &[], dir.path()).unwrap_err());
             assert!(err.contains("dynamic_domains (from ") && err.contains(why), "{err}");
+        }
+    }
+
+    #[test]
+    fn provider_domains_are_normalised_and_never_a_public_suffix_nor_inside_a_dynamic_zone() {
+        let text = "provider_domains = [\"VSHNmanaged.net.\", \"vshnmanaged.net\"]\ndynamic_domains = [\"apps.vshnmanaged.net\"]\n";
+        let (dir, path) = write_config(text);
+        let ov = Overrides { config: Some(path.clone()), ..Default::default() };
+        let cfg = load(&ov, &[], dir.path()).unwrap();
+        assert_eq!(cfg.provider_domains.value, ["vshnmanaged.net"]);
+        assert_eq!(cfg.provider_domains.source, Source::File(path));
+        assert_eq!(cfg.anchors().providers(), ["vshnmanaged.net"]);
+        assert!(load(&Overrides::default(), &[], dir.path()).unwrap().provider_domains.value.is_empty());
+        for (text, why) in [
+            ("provider_domains = [\"co.uk\"]", "co.uk is a public suffix"),
+            ("provider_domains = [\"a b\"]", "is not allowed"),
+            (
+                "provider_domains = [\"x.example\"]\ndynamic_domains = [\"example\"]",
+                "it lies in example, a zone of dynamic_domains, where any cluster's dynamic names may route; \
+                 remove it from one of the two lists",
+            ),
+        ] {
+            let (dir, path) = write_config(&format!("{text}\n"));
+            let ov = Overrides { config: Some(path), ..Default::default() };
+            let err = crate::errors::chain(&load(&ov, &[], dir.path()).unwrap_err());
+            assert!(err.contains("provider_domains (from ") && err.contains(why), "{err}");
         }
     }
 

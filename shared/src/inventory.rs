@@ -225,6 +225,14 @@ pub struct RoutingFacts {
     pub dynamic: Vec<DynamicName>,
 }
 
+impl RoutingFacts {
+    /// The includes a static fact claims (`jumphostDomains`), in `include`'s order.
+    pub fn statics(&self) -> Vec<&str> {
+        let dynamic = |suffix: &str| self.dynamic.iter().any(|d| d.suffix == suffix);
+        self.include.iter().map(String::as_str).filter(|s| !dynamic(s)).collect()
+    }
+}
+
 /// An include that only dynamic facts claim.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct DynamicName {

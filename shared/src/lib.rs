@@ -18,6 +18,8 @@
 //! - [`text`]: data made safe to show: control characters escaped visibly, table cells capped.
 //! - [`anchor`]: the domains a cluster's dynamic facts may route in, tied to it by something other
 //!   than the cluster (its static facts, the engineer's ssh_config and config file).
+//! - [`owner`]: whose a name is by the cluster id it carries (Lieutenant's word, like a static fact).
+//! - [`provider`]: the provider's domains, which many tenants' clusters share and none owns.
 //! - [`changes`]: what a new routing table routes and refuses that the one it replaces did not,
 //!   per cluster (`kharonctl update`, kharond's reload).
 //! - [`trust`]: the trust model of the inventory: static facts (VSHN's) against dynamic ones (the
@@ -32,9 +34,11 @@ pub mod errors;
 pub mod files;
 pub mod inventory;
 pub mod man_pages;
+pub mod owner;
 pub mod parallel;
 pub mod paths;
 pub mod proto;
+pub mod provider;
 pub mod routing;
 pub mod secret;
 pub mod text;

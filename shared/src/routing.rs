@@ -13,9 +13,11 @@
 //! What a suffix is, and which facts produce one, is `inventory`'s job ([`Cluster::routing_facts`]);
 //! both sides use `inventory`'s name rules so hosts and suffixes agree. Which names a cluster may
 //! claim at all is [`trust`]'s: before any of this, a cluster's dynamic names that cover a host
-//! kharon itself talks to ([`OwnHosts`]), or that another cluster's names contest
-//! ([`trust::arbitrate`]), are refused and listed in [`CompileReport::refused`]. This module is
-//! pure and synchronous: it knows nothing of sockets, tokio, SSH or files.
+//! kharon itself talks to ([`OwnHosts`]), lie outside its anchors (`anchor`), carry another
+//! cluster's id (`owner`), lie in a provider's domain without being the cluster's own
+//! (`provider`, `judge`), or that another cluster's names contest ([`trust::arbitrate`]), are
+//! refused and listed in [`CompileReport::refused`]. This module is pure and synchronous: it knows
+//! nothing of sockets, tokio, SSH or files.
 //!
 //! # How a lookup stays fast
 //! `compile` drops every include of a cluster that lies at or below one of that cluster's own
@@ -29,14 +31,21 @@
 //! A `RoutingTable` is immutable after `compile`, hence `Send + Sync`; the daemon swaps whole tables
 //! on reload instead of editing one in place.
 
-use crate::anchor::Anchors;
+use crate::anchor::{AnchorSets, Anchors, ClusterAnchors};
 use crate::inventory::{self, Cluster, MAX_NAME_LEN, SuffixError};
+use crate::owner::{self, Owners};
+use crate::provider::ProviderDomains;
 use crate::trust::{self, OwnHosts, Refusal, Refused, Tier};
+use gathered::Gathered;
 use std::collections::HashMap;
 use std::collections::hash_map::Entry::{Occupied, Vacant};
 use std::fmt;
 use std::net::{IpAddr, Ipv6Addr};
 
+mod gathered;
+mod judge;
+#[cfg(test)]
+mod owner_tests;
 #[cfg(test)]
 mod tests;
 
@@ -169,6 +178,8 @@ pub struct CompileReport {
     /// Names the trust model refuses ([`trust`]), in cluster id order: the cluster, the fact, its
     /// value and why.
     pub refused: Vec<Refused>,
+    /// The provider's domains of this inventory and the settings (`provider`).
+    pub providers: ProviderDomains,
 }
 
 /// Index into `RoutingTable::members`. `u32` keeps the per-suffix lists small and cache friendly.
@@ -289,21 +300,6 @@ struct Candidate<'c> {
     exclude: Vec<String>,
 }
 
-/// A routed name, how strongly its cluster holds it, and the dynamic fact that claimed it (none
-/// for a static name), to name in a refusal.
-type Tiered = (String, Tier, Option<&'static str>);
-
-/// One cluster with a jump host, before the names of all clusters are judged together. Holds
-/// only the names: a refusal asks `cluster` for the fact's value.
-struct Gathered<'c> {
-    cluster: &'c Cluster,
-    jumphost: &'c str,
-    /// Its includes that no own exclusion kills; and the killed ones.
-    live: Vec<Tiered>,
-    dead: Vec<String>,
-    exclude: Vec<String>,
-}
-
 impl RoutingTable {
     pub fn empty() -> Self {
         Self::default()
@@ -338,32 +334,7 @@ impl RoutingTable {
             ));
         }
 
-        // Warnings and refusals are kept per cluster and told in cluster order at the end, since
-        // some come only once every cluster's names are known. What a cluster says on its own is
-        // most of the work, and independent of every other cluster: it is split across the cores.
-        let alone = crate::parallel::map(&sorted, |cluster| alone(cluster, own, anchors));
-        let mut told: Vec<(Vec<String>, Vec<Refused>)> = Vec::with_capacity(sorted.len());
-        let mut gathered: Vec<(usize, Gathered<'_>)> = Vec::new();
-        for Alone { ignored, said, gathered: g } in alone {
-            report.clusters_ignored += usize::from(ignored);
-            if let Some(g) = g {
-                gathered.push((told.len(), g));
-            }
-            told.push(said);
-        }
-        contest(&mut gathered, &mut told);
-        let mut candidates = Vec::new();
-        for (at, g) in gathered {
-            let (warnings, refused) = &mut told[at];
-            if let Some(candidate) = candidate(g, !refused.is_empty(), warnings) {
-                candidates.push(candidate);
-            }
-        }
-        for (warnings, refused) in told {
-            report.warnings.extend(warnings);
-            report.refused.extend(refused);
-        }
-
+        let candidates = judged(&sorted, own, anchors, &mut report);
         let mut table = RoutingTable::default();
         // Sized once for every name (fewer are distinct; the excess is given back below, when it
         // is a whole size class): growing a map of a quarter of a million names rehashes it
@@ -623,43 +594,112 @@ fn classify<'b>(host: &'b str, buf: &'b mut [u8; MAX_NAME_LEN]) -> Host<'b> {
     }
 }
 
+/// The routing view of every cluster, its names judged by the trust model (`trust`): first what
+/// each cluster says on its own, then against every cluster's id and anchors and the provider's
+/// domains (`judge`), then the names of all clusters together ([`trust::arbitrate`]). Warnings and
+/// refusals go to `report`, in cluster order.
+fn judged<'c>(
+    sorted: &[&'c Cluster],
+    own: &OwnHosts,
+    anchors: &'c Anchors,
+    report: &mut CompileReport,
+) -> Vec<Candidate<'c>> {
+    // Warnings and refusals are kept per cluster and told in cluster order at the end, since
+    // some come only once every cluster's names are known. What a cluster says on its own is
+    // most of the work, and independent of every other cluster: it is split across the cores,
+    // each part keeping the distinct lists of anchors it met.
+    let parts = crate::parallel::chunks(sorted, |_, part| {
+        let mut sets = AnchorSets::default();
+        let alone: Vec<Alone<'c>> =
+            part.iter().map(|cluster| alone(cluster, own, anchors, &mut sets)).collect();
+        (alone, sets)
+    });
+    let mut sets = AnchorSets::default();
+    let mut told: Vec<(Vec<String>, Vec<Refused>)> = Vec::with_capacity(sorted.len());
+    let mut gathered: Vec<(usize, Gathered<'_>)> = Vec::new();
+    // Each cluster's index in `sets`, unless it is ignored.
+    let mut anchored: Vec<Option<u32>> = Vec::with_capacity(sorted.len());
+    for (alone, part_sets) in parts {
+        let global = sets.merge(part_sets);
+        for Alone { ignored, said, anchors: set, gathered: g } in alone {
+            report.clusters_ignored += usize::from(ignored);
+            if let Some(g) = g {
+                gathered.push((told.len(), g));
+            }
+            anchored.push(set.and_then(|at| global.get(at as usize).copied()));
+            told.push(said);
+        }
+    }
+    let of_cluster = sorted.iter().zip(&anchored).filter_map(|(c, set)| Some((c.tenant.as_str(), (*set)?)));
+    report.providers =
+        ProviderDomains::derive(of_cluster.map(|(tenant, set)| (tenant, sets.get(set))), anchors);
+    let owners = Owners::new(sets, anchors, sorted, &anchored);
+    judge::judge(&mut gathered, &owners, &report.providers, anchors, &mut told);
+    drop(owners);
+    for (_, g) in &mut gathered {
+        g.split();
+    }
+    contest(&mut gathered, &mut told);
+    let mut candidates = Vec::new();
+    for (at, g) in gathered {
+        let (warnings, refused) = &mut told[at];
+        if let Some(candidate) = candidate(g, !refused.is_empty(), warnings) {
+            candidates.push(candidate);
+        }
+    }
+    for (warnings, refused) in told {
+        report.warnings.extend(warnings);
+        report.refused.extend(refused);
+    }
+    candidates
+}
+
 /// What one cluster's own facts say, before the names of all clusters are judged together.
 struct Alone<'c> {
     ignored: bool,
     /// Its warnings and refusals so far.
     said: (Vec<String>, Vec<Refused>),
+    /// Its own anchors, as an index into the part's [`AnchorSets`], unless it is ignored: every
+    /// cluster's id may own names (`owner`), and every cluster's tenant tells a provider's domain.
+    anchors: Option<u32>,
     gathered: Option<Gathered<'c>>,
 }
 
-fn alone<'c>(cluster: &'c Cluster, own: &OwnHosts, anchors: &Anchors) -> Alone<'c> {
+fn alone<'c>(cluster: &'c Cluster, own: &OwnHosts, anchors: &Anchors, sets: &mut AnchorSets) -> Alone<'c> {
     let mut said = (Vec::new(), Vec::new());
     if cluster.is_ignored() {
-        return Alone { ignored: true, said, gathered: None };
+        return Alone { ignored: true, said, anchors: None, gathered: None };
     }
-    let gathered = match cluster.jumphost_fact() {
-        Ok(Some(jumphost)) => gather(cluster, jumphost, own, anchors, &mut said),
-        Ok(None) => None,
+    let (anchored, gathered) = match cluster.jumphost_fact() {
+        Ok(Some(jumphost)) => {
+            let facts = cluster.routing_facts();
+            let anchored = anchors.of(jumphost, &facts.statics());
+            let gathered = gather(cluster, jumphost, facts, &anchored, own, &mut said);
+            (anchored, gathered)
+        }
+        Ok(None) => (anchors.of("", &[]), None),
         Err(invalid) => {
             said.0.push(format!("cluster {}: {invalid}; the cluster routes nothing", cluster.id));
-            None
+            (anchors.of("", &[]), None)
         }
     };
-    Alone { ignored: false, said, gathered }
+    Alone { ignored: false, said, anchors: Some(sets.intern(anchored.own())), gathered }
 }
 
-/// One cluster with a jump host, as far as its own facts, `own` and `anchors` decide: its valid
-/// names minus those the trust model refuses by themselves, because they cover a host of kharon's
-/// own or because they lie outside the cluster's anchors, split into the live ones and those its
-/// own exclusions kill. `None` (with a warning) when it asks to route nothing at all.
+/// One cluster with a jump host, as far as its own `facts`, `own` and `anchored` (its anchors)
+/// decide: its valid names minus those the trust model refuses by themselves, because they cover
+/// a host of kharon's own or because they lie outside the cluster's anchors; a dynamic name that
+/// carries the cluster's own id is [`Tier::Owned`] (`owner`). `None` (with a warning) when it asks
+/// to route nothing at all.
 fn gather<'c>(
     cluster: &'c Cluster,
     jumphost: &'c str,
+    facts: inventory::RoutingFacts,
+    anchored: &ClusterAnchors<'_>,
     own: &OwnHosts,
-    anchors: &Anchors,
     (warnings, refused): &mut (Vec<String>, Vec<Refused>),
 ) -> Option<Gathered<'c>> {
     let id = cluster.id.as_str();
-    let facts = cluster.routing_facts();
     for invalid in &facts.invalid {
         warnings.push(format!("cluster {id}: {invalid}; it is ignored"));
     }
@@ -671,36 +711,24 @@ fn gather<'c>(
         ));
         return None;
     }
-    let is_dynamic = |suffix: &str| facts.dynamic.iter().any(|d| d.suffix == suffix);
-    let statics: Vec<&str> = facts.include.iter().map(String::as_str).filter(|s| !is_dynamic(s)).collect();
-    let anchored = anchors.of(jumphost, &statics);
+    let owns = owner::is_lieutenant_id(id);
     let mut include = Vec::with_capacity(facts.include.len());
-    for suffix in &facts.include {
-        let Some(dynamic) = facts.dynamic.iter().find(|d| d.suffix == *suffix) else {
-            include.push((suffix.clone(), Tier::Static, None));
+    for suffix in facts.include {
+        let Some(dynamic) = facts.dynamic.iter().find(|d| d.suffix == suffix) else {
+            include.push((suffix, Tier::Static, None));
             continue;
         };
-        if let Some(host) = own.covered_by(suffix) {
-            refused.push(cluster.refused_fact(
-                dynamic.fact,
-                Refusal::OwnHost { name: suffix.clone(), host: host.host.clone(), what: host.what.clone() },
-            ));
-        } else if !anchored.hold(suffix) {
-            refused.push(cluster.refused_fact(dynamic.fact, anchored.refusal(suffix)));
+        if let Some(host) = own.covered_by(&suffix) {
+            let reason = Refusal::OwnHost { name: suffix, host: host.host.clone(), what: host.what.clone() };
+            refused.push(cluster.refused_fact(dynamic.fact, reason));
+        } else if !anchored.hold(&suffix) {
+            refused.push(cluster.refused_fact(dynamic.fact, anchored.refusal(&suffix)));
         } else {
-            include.push((suffix.clone(), dynamic.tier, Some(dynamic.fact)));
+            let tier = if owns && owner::own(&suffix, id, anchored) { Tier::Owned } else { dynamic.tier };
+            include.push((suffix, tier, Some(dynamic.fact)));
         }
     }
-    let (live, dead): (Vec<Tiered>, Vec<Tiered>) = include
-        .into_iter()
-        .partition(|(inc, _, _)| !facts.exclude.iter().any(|exc| trust::at_or_below(inc, exc)));
-    Some(Gathered {
-        cluster,
-        jumphost,
-        live,
-        dead: dead.into_iter().map(|(suffix, _, _)| suffix).collect(),
-        exclude: facts.exclude,
-    })
+    Some(Gathered { cluster, jumphost, live: include, dead: Vec::new(), exclude: facts.exclude })
 }
 
 /// Judges the live names of every gathered cluster together ([`trust::arbitrate`]) and drops the

@@ -1,7 +1,7 @@
 //! The trust model of the inventory: who says what about a cluster, and what each may make kharon
-//! do (issue 33). `inventory` reads the facts and asks [`judge_name`] about each name; `routing`
-//! asks [`OwnHosts`], the cluster's anchors (`anchor`, issue 41) and [`arbitrate`] about the names
-//! of all clusters together; kharonctl's
+//! do. `inventory` reads the facts and asks [`judge_name`] about each name; `routing` asks
+//! [`OwnHosts`], the cluster's anchors (`anchor`), every cluster's id (`owner`), the provider's
+//! domains (`provider`) and [`arbitrate`] about the names of all clusters together; kharonctl's
 //! kubeconfigs follow the same split (no code from a dynamic fact). README, "Security", says the
 //! same for users.
 //!
@@ -11,7 +11,10 @@
 //!   `oidcIssuer`, `oidcClientId`. They are the engineer's own organisation's word: they choose a
 //!   cluster's jump host (an ssh_config alias, checked as a plain name: `inventory::check_jumphost`)
 //!   and may route any name but a public suffix (a typo must not send `.ch` through one jump host),
-//!   and a static `kubeconfigAuthInfo` is used as given.
+//!   and a static `kubeconfigAuthInfo` is used as given. So are a cluster's **id** (the name of its
+//!   Cluster object) and its **tenant**: VSHN names a cluster's domains after its id
+//!   (`c-bettersmarter-prod01.vshnmanaged.net`), and a domain many tenants' clusters share is the
+//!   provider's, no customer's.
 //! - **Dynamic facts** (`dynamicFacts`) are reported by Steward from inside the cluster, where a
 //!   customer may be cluster-admin. They are the cluster's claim about itself, and may:
 //!   - route names of the cluster's own domain through the cluster's own jump host (base and apps
@@ -34,6 +37,15 @@
 //!     names are the cluster's, and the cluster's word alone counts only inside a domain someone
 //!     else tied to it. kharonctl, without an ssh_config engine, judges without the `HostName`s
 //!     and says so;
+//!   - route a name that carries **another cluster's id** as a label inside that cluster's anchors
+//!     ([`Refusal::NamedAfter`], `owner`): `c-victim.vshnmanaged.net` and every name below it are
+//!     c-victim's, at the strength of a static fact, whoever else reports them;
+//!   - route, in a **provider's domain** (a registrable domain that anchors the clusters of more
+//!     than one tenant, or one the config file's `provider_domains` names: `provider`), a name
+//!     that neither carries the cluster's own id nor lies at or below one of its static names
+//!     ([`Refusal::ProviderDomain`]), unless a zone of `dynamic_domains` holds it: such a domain
+//!     ties only the cluster's own names to it, not the provider's hosts (`vault.vshnmanaged.net`)
+//!     nor other customers' names;
 //!   - become code: no `exec` entry, command, argument list or executed path comes from a dynamic
 //!     fact (a dynamic `kubeconfigAuthInfo` is ignored, with a warning);
 //!   - claim a public suffix, a registrable domain or a top-level domain ([`judge_name`]): that
@@ -45,44 +57,48 @@
 //!     `api.<another cluster's domain>` would take over that API, through the wrong customer's
 //!     jump host and DNS.
 //!
-//!   A refused name is dropped with its reason ([`Refused`]: cluster, fact, value, why), which
-//!   `kharonctl update`, `reload`, `status` and kharond's log all show; the cluster keeps its
-//!   static routes and its other dynamic ones.
+//!   A refused name is dropped with its reason ([`Refused`]: cluster, fact, value, why, and what to
+//!   do where something can be done), which `kharonctl update`, `reload`, `status` and kharond's
+//!   log all show; the cluster keeps its static routes and its other dynamic ones.
 //!
 //! # Contested names
-//! Every routed name has a [`Tier`]: static; anchored (a dynamic base domain, or a dynamic name at
-//! or below the same cluster's base domain); loose (any other dynamic name). A dynamic name is
-//! refused when another cluster's name is the same or lies above it (on label boundaries) and is
-//! at least as strong. So a cluster that reports `api.<another cluster's base domain>` as its API
-//! URL loses that name and the other cluster keeps its own; two clusters that report the same
-//! base domain both lose it.
+//! Every routed name has a [`Tier`]: static; owned (a dynamic name that carries the cluster's own
+//! id inside its anchors: VSHN's naming, as strong as a static name); anchored (a dynamic base
+//! domain, or a dynamic name at or below the same cluster's base domain); loose (any other dynamic
+//! name). A dynamic name is refused when another cluster's name is the same or lies above it (on
+//! label boundaries) and is at least as strong. So a cluster that reports `api.<another cluster's
+//! base domain>` as its API URL loses that name and the other cluster keeps its own; two clusters
+//! that report the same base domain both lose it, unless it carries one of their ids: then it is
+//! that cluster's, and the other's claim is refused before any contest.
 //!
-//! A name that merely contains another cluster's is kept (issue 41): nesting is legitimate, and
-//! the routing table's longest suffix already gives the inner cluster its own names (c-outer's
-//! dynamic `c-outer.example.net` routes around c-inner's static `inner.c-outer.example.net`). One
+//! A name that merely contains another cluster's is kept: nesting is legitimate, and the routing
+//! table's longest suffix already gives the inner cluster its own names (c-outer's dynamic
+//! `c-outer.example.net` routes around c-inner's static `inner.c-outer.example.net`). One
 //! exception: two *equally strong dynamic* names, one inside the other, both lose
 //! ([`Relation::Covers`]). The inner one lies inside a claim as strong; keeping the outer one
 //! would then hand it every name of the inner cluster, and nothing tells which of the two
 //! clusters owns the zone (either could be the one lying), so neither gets it: a denial, named,
-//! never a capture. A static entry for the owner settles it.
+//! never a capture. A static entry for the owner settles it, and so does the owner's id in the
+//! inner name (`c-inner.prod.customer.ch` is owned, and nests).
 //!
 //! # What is not defended
-//! - A cluster that reports another cluster's base domain as its own, or a domain holding it,
-//!   takes those names out of the table for both (refused and named): a denial, never a capture.
-//! - Inside its anchors a name nobody else claims is the claimant's: a cluster can route any
-//!   unclaimed host there that is not a public suffix, a registrable domain or at or above one of
-//!   kharon's own hosts through its own jump host. An anchor is a registrable domain, and many
-//!   clusters share one (every cluster behind a `*.vshnmanaged.net` jump host anchors
-//!   `vshnmanaged.net`): the anchor keeps a cluster out of the rest of the internet, not out of
-//!   its neighbours' unclaimed names. Narrower anchors would refuse the clusters' real names
-//!   (their API lives beside the jump host, not below it).
-//! - A base domain is the cluster's own word: it makes the names at and below it stronger than
-//!   another cluster's *loose* names (an apps domain outside that cluster's base domain). So a
-//!   cluster that shares an anchor with another and reports that cluster's loose apps domain, or
-//!   a name inside it, as its base domain takes those names (the other cluster's loose name is
-//!   refused and named). Only clusters whose apps domain lies outside their base domain are
-//!   exposed; telling the owner apart needs a static fact naming the cluster's own base domain.
-//! - Static facts are trusted: a wrong one routes what it says.
+//! - Static facts are trusted, and so are a cluster's id and tenant: a wrong one routes what it
+//!   says.
+//! - One tenant's clusters among themselves. Inside an anchor no other tenant's cluster shares (a
+//!   customer's own domain), a cluster's word still counts as before: it can route any unclaimed
+//!   name there that is not a public suffix, a registrable domain or at or above one of kharon's
+//!   own hosts; one that reports a sibling's base domain (one without the sibling's id), or a
+//!   domain holding it, as its own takes those names out of the table for both (a denial,
+//!   named); one that reports a sibling's loose apps domain as its base domain takes those names.
+//!   A sibling whose names carry its id is not exposed.
+//! - What the inventory does not show: a domain counts as a provider's by the tenants of the
+//!   clusters in it. An inventory of one tenant (`kharonctl update --tenant`, or what Lieutenant
+//!   lets the engineer see) shows none, so `provider_domains` names them. kharonctl reads no
+//!   ssh_config: a domain that only the jump hosts' `HostName`s put among the anchors of several
+//!   tenants' clusters is a provider's to kharond (which routes), not to kharonctl.
+//! - A cluster's own names are its own: under its id it can route any name, a host VSHN placed
+//!   there for something else included.
+//! - Only ids in Lieutenant's form own names (`owner`): a hand-written inventory's other ids do not.
 //! - A name under a top-level domain the Public Suffix List does not know (`.internal`,
 //!   `.example`, a private TLD) is judged by its labels only: a single label is refused, two are
 //!   taken as a name inside a domain.
@@ -97,11 +113,26 @@ use std::fmt;
 pub enum Tier {
     /// From a static fact (`jumphostDomains`): VSHN's word.
     Static,
+    /// A dynamic name that carries the cluster's own id as a label inside one of its anchors
+    /// (`owner`): named after the cluster by VSHN, as strong as a static name.
+    Owned,
     /// A dynamic base domain (`openshiftBaseDomain`, `talosBaseDomain`), or a dynamic name at or
     /// below one of the same cluster's base domains.
     Anchored,
     /// Any other dynamic name: an apps domain or an API or console host outside the base domain.
     Loose,
+}
+
+impl Tier {
+    /// How strongly, for [`arbitrate`]: a static and an owned name alike (neither is ever
+    /// contested), then anchored, then loose; lower is stronger.
+    fn strength(self) -> u8 {
+        match self {
+            Tier::Static | Tier::Owned => 0,
+            Tier::Anchored => 1,
+            Tier::Loose => 2,
+        }
+    }
 }
 
 /// How a contested name stands to the other cluster's.
@@ -131,6 +162,32 @@ pub enum Refusal {
     OwnHost { name: String, host: String, what: String },
     #[error("{}", contested(name, cluster, claim, *relation))]
     Contested { name: String, cluster: String, claim: String, relation: Relation },
+    #[error(
+        "{name} carries the id of cluster {owner} inside its anchor {anchor}: the names of {zone} are \
+         {owner}'s (Lieutenant's cluster ids are VSHN's word, not a cluster's report); if this cluster \
+         is meant to route it, add it to this cluster's jumphostDomains in Lieutenant"
+    )]
+    NamedAfter {
+        name: String,
+        /// The cluster whose id the name carries.
+        owner: String,
+        /// The name from that id's label on, e.g. `c-victim.vshnmanaged.net`.
+        zone: String,
+        anchor: String,
+    },
+    #[error(
+        "{name} lies in {domain}, a provider's domain ({why}): there a cluster's dynamic facts route only \
+         names that carry its id ({id}) as a label, or lie at or below its jumphost or jumphostDomains; \
+         to route it, add it to this cluster's jumphostDomains in Lieutenant, or to dynamic_domains in \
+         your config file"
+    )]
+    ProviderDomain {
+        name: String,
+        domain: String,
+        why: ProviderWhy,
+        /// The refused cluster's id.
+        id: String,
+    },
     #[error("{}", unanchored(name, anchors, *ssh_config))]
     Unanchored {
         name: String,
@@ -165,6 +222,27 @@ fn contested(name: &str, cluster: &str, claim: &str, relation: Relation) -> Stri
             "{name} covers {claim}, which cluster {cluster} claims as strongly: which of the two owns \
              the names there cannot be told (make the owner's domain a jumphostDomains entry in Lieutenant)"
         ),
+    }
+}
+
+/// Why a domain is a provider's domain (`provider`).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum ProviderWhy {
+    /// It anchors clusters of `count` tenants; `some` are the first of them, sorted.
+    Tenants { count: usize, some: Vec<String> },
+    /// The config file's `provider_domains` names it.
+    Configured,
+}
+
+impl fmt::Display for ProviderWhy {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            ProviderWhy::Configured => f.write_str("named in provider_domains in your config file"),
+            ProviderWhy::Tenants { count, some } => {
+                let more = if *count > some.len() { ", …" } else { "" };
+                write!(f, "it anchors clusters of {count} tenants: {}{more}", some.join(", "))
+            }
+        }
     }
 }
 
@@ -329,26 +407,26 @@ fn walk<'a>(
         let head = names.head(parent);
         for i in names.from(head) {
             let dynamic = &claims[i];
-            if i == j || dynamic.tier == Tier::Static || dynamic.cluster == other.cluster {
+            if i == j || dynamic.tier.strength() == 0 || dynamic.cluster == other.cluster {
                 continue;
             }
             // `dynamic` is `other`'s name: it loses when `other` is as strong. Or it lies above
             // `other`: that alone is nesting, which the longest suffix settles, unless the two
             // are equally strong and dynamic, when `other` loses as lying inside (below) and
             // the one above would take every name of it (module doc, "Contested names").
-            if depth == 0 && other.tier <= dynamic.tier {
+            if depth == 0 && other.tier.strength() <= dynamic.tier.strength() {
                 contest(i, other, Relation::Same);
-            } else if depth > 0 && other.tier == dynamic.tier {
+            } else if depth > 0 && other.tier.strength() == dynamic.tier.strength() {
                 contest(i, other, Relation::Covers);
             }
         }
         // And `other` lies inside a name of its own parent: seen from `other` when it is dynamic.
-        if depth == 0 || other.tier == Tier::Static {
+        if depth == 0 || other.tier.strength() == 0 {
             continue;
         }
         for i in names.from(head) {
             let above = &claims[i];
-            if above.cluster != other.cluster && above.tier <= other.tier {
+            if above.cluster != other.cluster && above.tier.strength() <= other.tier.strength() {
                 contest(j, above, Relation::Inside);
             }
         }

@@ -133,7 +133,7 @@ fn hostile_inventory(lab: &Lab) -> serde_json::Value {
 
 /// The four refusals, as every one of `update`, `reload`, `status` and the log names them.
 const REFUSED: [&str; 4] = [
-    r#"cluster c-x: openshiftApiURL "https://api.c-victim.example:6443" refused: cluster c-victim claims api.c-victim.example too"#,
+    r#"cluster c-x: openshiftApiURL "https://api.c-victim.example:6443" refused: api.c-victim.example carries the id of cluster c-victim inside its anchor example: the names of c-victim.example are c-victim's"#,
     r#"cluster c-x: talosBaseDomain "vshnmanaged.net" refused: vshnmanaged.net is a registrable domain (Public Suffix List)"#,
     r#"cluster c-x: openshiftAppsDomain "co.uk" refused: co.uk is a public suffix (Public Suffix List)"#,
     r#"cluster c-x: talosAppsDomain "syn.example.net" refused: syn.example.net covers api.syn.example.net, which kharon itself talks to (Lieutenant)"#,
@@ -246,7 +246,7 @@ fn update_names_every_refused_name_and_keeps_the_issuer_for_kharond() {
     assert!(out.success(), "{}\n{}", out.stdout, out.stderr);
     for line in [
         r#"warning: cluster c-typo: jumphostDomains "ch" refused: ch is a public suffix (Public Suffix List)"#,
-        r#"warning: cluster c-x: openshiftApiURL "https://api.c-victim.example:6443" refused: cluster c-victim claims api.c-victim.example too"#,
+        r#"warning: cluster c-x: openshiftApiURL "https://api.c-victim.example:6443" refused: api.c-victim.example carries the id of cluster c-victim inside its anchor example"#,
         r#"warning: cluster c-x: openshiftAppsDomain "co.uk" refused: co.uk is a public suffix"#,
         r#"warning: cluster c-x: talosBaseDomain "vshnmanaged.net" refused: vshnmanaged.net is a registrable domain"#,
         r#"warning: cluster c-x: talosAppsDomain "bolt.example.net" refused: bolt.example.net covers pass.bolt.example.net, which kharon itself talks to (Passbolt)"#,

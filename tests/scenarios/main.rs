@@ -6,6 +6,7 @@ mod adaptive_window;
 mod channel_close;
 mod client_matrix;
 mod cluster_anchors;
+mod cluster_tenants;
 mod cluster_trust;
 mod clusters;
 mod commodore;

@@ -1,12 +1,15 @@
 //! `kharonctl config`: the effective settings and where each came from (default, config file,
 //! environment variable, commodore's `.env` file or flag), as `shared::config` merged them, and where the cluster commands
-//! read their clusters from (inventory file, cache, or kharond's table). The SOCKS password and
-//! commodore's static token are never shown, only whether one is set.
+//! read their clusters from (inventory file, cache, or kharond's table), with the provider's
+//! domains those clusters show (`shared::provider`). The SOCKS password and commodore's static
+//! token are never shown, only whether one is set.
 
 use std::process::ExitCode;
 
 use kharon_shared::cache;
-use kharon_shared::config::{Setting, Source, SshWindow};
+use kharon_shared::config::{Config, Setting, Source, SshWindow};
+use kharon_shared::provider::ProviderDomains;
+use kharon_shared::trust::ProviderWhy;
 use serde::Serialize;
 
 use crate::catalog::Catalog;
@@ -43,8 +46,8 @@ fn opt_row<T>(setting: &'static str, s: &Option<Setting<T>>, show: impl Fn(&T) -
 /// Where the cluster commands read their clusters from right now ([`Catalog::load`]), or why they
 /// cannot: in the table, only that they cannot (a cell is no place for a paragraph); the whole
 /// reason and what to do follow below it. JSON has the whole reason in `source`.
-async fn clusters_row(ctx: &Context) -> (Row, Option<String>) {
-    match Catalog::load(None, &ctx.config).await {
+fn clusters_row(catalog: &Result<Catalog, crate::catalog::Error>) -> (Row, Option<String>) {
+    match catalog {
         Ok(catalog) => (
             Row {
                 setting: "clusters",
@@ -54,9 +57,42 @@ async fn clusters_row(ctx: &Context) -> (Row, Option<String>) {
             None,
         ),
         Err(e) => {
-            let why = kharon_shared::errors::chain(&e);
+            let why = kharon_shared::errors::chain(e);
             (Row { setting: "clusters", value: None, source: why.clone() }, Some(why))
         }
+    }
+}
+
+/// The provider's domains: those the config file names, and those the clusters show (a domain
+/// that anchors clusters of more than one tenant), as the routing table is compiled from them
+/// here. kharond also counts the domains of its jump hosts' ssh_config `HostName`s.
+fn providers_row(config: &Config, catalog: Option<&Catalog>) -> Row {
+    let anchors = config.anchors();
+    let found = match catalog {
+        Some(catalog) => ProviderDomains::of_inventory(catalog.clusters(), &anchors),
+        None => ProviderDomains::derive(std::iter::empty(), &anchors),
+    };
+    let shown: Vec<String> = found
+        .iter()
+        .map(|p| match &p.why {
+            ProviderWhy::Tenants { count, .. } => format!("{} ({count} tenants)", p.domain),
+            ProviderWhy::Configured => p.domain.clone(),
+        })
+        .collect();
+    let mut sources = Vec::new();
+    if !config.provider_domains.value.is_empty() {
+        sources.push(config.provider_domains.source.to_string());
+    }
+    sources.push(match catalog {
+        Some(_) => {
+            "derived from the clusters' tenants (kharond also counts its jump hosts' HostNames)".to_owned()
+        }
+        None => "none derived: no clusters".to_owned(),
+    });
+    Row {
+        setting: "provider_domains",
+        value: (!shown.is_empty()).then(|| shown.join(", ")),
+        source: sources.join("; "),
     }
 }
 
@@ -69,7 +105,9 @@ pub async fn run(args: Args, ctx: &Context) -> anyhow::Result<ExitCode> {
         value: Some(value),
         source: format!("from cache_dir ({})", c.cache_dir.source),
     };
-    let (clusters, clusters_error) = clusters_row(ctx).await;
+    let catalog = Catalog::load(None, &ctx.config).await;
+    let (clusters, clusters_error) = clusters_row(&catalog);
+    let providers = providers_row(c, catalog.as_ref().ok());
     let rows = vec![
         Row {
             setting: "config_file",
@@ -115,6 +153,7 @@ pub async fn run(args: Args, ctx: &Context) -> anyhow::Result<ExitCode> {
             value: (!c.dynamic_domains.value.is_empty()).then(|| c.dynamic_domains.value.join(", ")),
             source: c.dynamic_domains.source.to_string(),
         },
+        providers,
         clusters,
     ];
     match args.output {

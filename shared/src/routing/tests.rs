@@ -600,7 +600,7 @@ fn dynamic_claims_beyond_the_clusters_own_names_are_refused_and_named() {
             r#"cluster c-x: openshiftAppsDomain "co.uk" refused: co.uk is a public suffix (Public Suffix List): it would route every domain under it"#,
             r#"cluster c-x: talosBaseDomain "vshnmanaged.net" refused: vshnmanaged.net is a registrable domain (Public Suffix List): a cluster's dynamic facts may claim names inside a domain, never a whole one"#,
             r#"cluster c-x: talosAppsDomain "syn.vshn.net" refused: syn.vshn.net covers api.syn.vshn.net, which kharon itself talks to (Lieutenant)"#,
-            r#"cluster c-x: openshiftApiURL "https://api.c-victim.example.net:6443" refused: cluster c-victim claims api.c-victim.example.net too"#,
+            r#"cluster c-x: openshiftApiURL "https://api.c-victim.example.net:6443" refused: api.c-victim.example.net carries the id of cluster c-victim inside its anchor example.net: the names of c-victim.example.net are c-victim's (Lieutenant's cluster ids are VSHN's word, not a cluster's report); if this cluster is meant to route it, add it to this cluster's jumphostDomains in Lieutenant"#,
         ]
     );
     assert!(table.report().warnings.is_empty(), "{:?}", table.report().warnings);
