@@ -215,13 +215,12 @@ struct Authorization {
 pub async fn web_login(opts: &WebLogin) -> Result<StoredToken, Error> {
     let http = client(opts)?;
     let own_ca = opts.ca_pem.is_some();
-    let base = opts.api_url.trim_end_matches('/');
-    let discovery = format!("{base}/.well-known/oauth-authorization-server");
-    let meta: Metadata = checked(&http, http.get(&discovery), &discovery, own_ca)
+    let discovery = discovery_url(&opts.api_url)?;
+    let meta: Metadata = checked(&http, http.get(discovery.clone()), discovery.as_str(), own_ca)
         .await?
         .json()
         .await
-        .map_err(|source| Error::Metadata { url: discovery.clone(), source })?;
+        .map_err(|source| Error::Metadata { url: discovery.to_string(), source })?;
 
     let listener = TcpListener::bind(("127.0.0.1", 0)).await.map_err(Error::Bind)?;
     let port = listener.local_addr().map_err(Error::Bind)?.port();
@@ -239,6 +238,18 @@ pub async fn web_login(opts: &WebLogin) -> Result<StoredToken, Error> {
         .await
         .map_err(|_| Error::Timeout { after: opts.timeout })??;
     exchange(&oauth, &http, own_ca, code, auth.verifier).await
+}
+
+/// `/.well-known/oauth-authorization-server` under the API URL's path, where OpenShift serves it and
+/// `oc login` asks; the API URL's own query (if any) stays a query.
+fn discovery_url(api_url: &str) -> Result<url::Url, Error> {
+    let bad = |reason: &str| Error::BadUrl { url: api_url.to_owned(), reason: reason.to_owned() };
+    let mut url = url::Url::parse(api_url).map_err(|e| bad(&e.to_string()))?;
+    url.path_segments_mut()
+        .map_err(|()| bad("it cannot have a path"))?
+        .pop_if_empty()
+        .extend([".well-known", "oauth-authorization-server"]);
+    Ok(url)
 }
 
 /// The OAuth client for the discovered endpoints and our loopback redirect. It has no secret (a
@@ -481,6 +492,23 @@ mod tests {
         assert_ne!(again.state.secret(), auth.state.secret());
         assert_ne!(again.verifier.secret(), auth.verifier.secret());
         assert!(query(&again.url, "idp").is_empty(), "{}", again.url);
+    }
+
+    #[test]
+    fn discovery_is_under_the_api_urls_path_whatever_its_query_holds() {
+        let at = |api: &str| discovery_url(api).map(|u| u.to_string()).map_err(|e| e.to_string());
+        let well_known = "/.well-known/oauth-authorization-server";
+        assert_eq!(at("https://api.c.example:6443"), Ok(format!("https://api.c.example:6443{well_known}")));
+        assert_eq!(at("https://api.c.example:6443/"), Ok(format!("https://api.c.example:6443{well_known}")));
+        assert_eq!(at("https://gw.example/c1/"), Ok(format!("https://gw.example/c1{well_known}")));
+        assert_eq!(
+            at("https://api.c.example:6443?a=1&b=/x#y"),
+            Ok(format!("https://api.c.example:6443{well_known}?a=1&b=/x#y"))
+        );
+        assert!(
+            at("api.c.example:6443").is_err_and(|e| e.starts_with(r#"bad API URL "api.c.example:6443""#))
+        );
+        assert!(at("mailto:ops@c.example").is_err_and(|e| e.contains("it cannot have a path")));
     }
 
     #[test]
