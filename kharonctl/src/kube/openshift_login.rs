@@ -538,6 +538,94 @@ mod tests {
         assert_eq!(odd.to_string(), "https://oauth/token answered without a usable token: no body\\r");
     }
 
+    /// An HTTP/1.1 answer with `body`.
+    fn reply(status: &str, content_type: &str, body: &str) -> String {
+        let length = body.len();
+        format!(
+            "HTTP/1.1 {status}\r\nContent-Type: {content_type}\r\nContent-Length: {length}\r\n\
+             Connection: close\r\n\r\n{body}"
+        )
+    }
+
+    /// A token endpoint on loopback that answers one request with `response` and hands back
+    /// what it was sent.
+    async fn token_endpoint(response: String) -> (String, tokio::task::JoinHandle<String>) {
+        use tokio::io::{AsyncReadExt as _, AsyncWriteExt as _};
+        let listener = TcpListener::bind(("127.0.0.1", 0)).await.unwrap();
+        let url = format!("http://{}/oauth/token", listener.local_addr().unwrap());
+        let served = tokio::spawn(async move {
+            let (mut stream, _) = listener.accept().await.unwrap();
+            let mut request = Vec::new();
+            let mut buf = [0u8; 4096];
+            // The head, then as many body bytes as it announces.
+            while !String::from_utf8_lossy(&request).split_once("\r\n\r\n").is_some_and(|(head, body)| {
+                let length = head
+                    .lines()
+                    .find_map(|l| l.to_ascii_lowercase().strip_prefix("content-length:").map(str::to_owned))
+                    .and_then(|v| v.trim().parse::<usize>().ok())
+                    .unwrap_or(0);
+                body.len() >= length
+            }) {
+                let n = stream.read(&mut buf).await.unwrap();
+                assert!(n > 0, "the request ended early");
+                request.extend_from_slice(&buf[..n]);
+            }
+            stream.write_all(response.as_bytes()).await.unwrap();
+            String::from_utf8(request).unwrap()
+        });
+        (url, served)
+    }
+
+    async fn exchange_with(response: String) -> (Result<StoredToken, Error>, String) {
+        let (token_endpoint, served) = token_endpoint(response).await;
+        let meta = Metadata {
+            authorization_endpoint: "https://oauth.c.example/oauth/authorize".into(),
+            token_endpoint,
+        };
+        let oauth = oauth_client(&meta, "http://127.0.0.1:4242/callback".into()).unwrap();
+        let auth = authorization(&oauth, None);
+        let http = client(&WebLogin::default()).unwrap();
+        let verifier = auth.verifier.secret().clone();
+        let result = exchange(&oauth, &http, false, "the code".into(), auth.verifier).await;
+        let request = served.await.unwrap();
+        assert!(request.contains(&format!("code_verifier={verifier}")), "{request}");
+        (result, request)
+    }
+
+    #[tokio::test]
+    async fn the_code_exchange_sends_the_verifier_and_reads_the_token() {
+        let body = r#"{"access_token":"sha256~t","token_type":"Bearer","expires_in":86400,"x":"y"}"#;
+        let (token, request) = exchange_with(reply("200 OK", "application/json", body)).await;
+        let token = token.unwrap();
+        assert_eq!(token.token, "sha256~t");
+        let now = SystemTime::now().duration_since(UNIX_EPOCH).unwrap().as_secs();
+        assert!(token.expires_at.is_some_and(|at| at.abs_diff(now + 86400) < 60), "{token:?}");
+        assert!(request.starts_with("POST /oauth/token "), "{request}");
+        for field in ["grant_type=authorization_code", "code=the+code", "client_id=openshift-cli-client"] {
+            assert!(request.contains(field), "{field} missing: {request}");
+        }
+        assert!(request.contains("redirect_uri=http%3A%2F%2F127.0.0.1%3A4242%2Fcallback"), "{request}");
+        assert!(!request.to_ascii_lowercase().contains("authorization:"), "a public client: {request}");
+    }
+
+    #[tokio::test]
+    async fn a_refused_code_an_error_page_and_an_answer_without_a_token_each_say_so() {
+        let refused = r#"{"error":"invalid_grant","error_description":"code expired"}"#;
+        let err = exchange_with(reply("400 Bad Request", "application/json", refused)).await.0.unwrap_err();
+        let err = err.to_string();
+        assert_eq!(err, "the OAuth server refused the login: invalid_grant (code expired)");
+
+        let page = "<h1>no upstream\n</h1>";
+        let err = exchange_with(reply("502 Bad Gateway", "text/html", page)).await.0.unwrap_err().to_string();
+        assert!(err.ends_with("/oauth/token answered HTTP 502: <h1>no upstream\\n</h1>"), "{err}");
+
+        let no_token = r#"{"token_type":"Bearer"}"#;
+        let err =
+            exchange_with(reply("200 OK", "application/json", no_token)).await.0.unwrap_err().to_string();
+        assert!(err.contains("/oauth/token answered without a usable token: "), "{err}");
+        assert!(err.contains("access_token"), "{err}");
+    }
+
     #[test]
     fn freshness_keeps_a_margin() {
         let now = UNIX_EPOCH + Duration::from_secs(1_000_000);
