@@ -153,9 +153,7 @@ mod tests {
     fn a_fifo_is_found_but_not_read() {
         let dir = tempfile::tempdir().unwrap();
         let fifo = dir.path().join(".env");
-        let name = std::ffi::CString::new(fifo.as_os_str().as_encoded_bytes()).unwrap();
-        // SAFETY: mkfifo reads the NUL-terminated path we own.
-        assert_eq!(unsafe { libc::mkfifo(name.as_ptr(), 0o600) }, 0);
+        nix::unistd::mkfifo(&fifo, nix::sys::stat::Mode::S_IRUSR | nix::sys::stat::Mode::S_IWUSR).unwrap();
         assert_eq!(find(dir.path()), Some(fifo.clone()));
         let found = load(dir.path(), false);
         assert!(found.dotenv.is_none());

@@ -6,6 +6,7 @@ use std::future::Future;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
+use nix::sys::stat::{Mode, umask};
 use tokio::net::{TcpListener, UnixListener, UnixStream};
 use tokio::signal::unix::{SignalKind, signal};
 use tracing::{info, warn};
@@ -52,12 +53,10 @@ pub async fn bind_control_socket(path: &Path) -> Result<UnixListener, Error> {
         info!("removing stale control socket {}", path.display());
         std::fs::remove_file(path).map_err(|source| Error::Bind { path: path.to_owned(), source })?;
     }
-    // umask decides the mode bind() gives the socket; narrow it before anyone can connect.
-    // SAFETY: umask only swaps the process mask; it has no memory-safety preconditions.
-    let old = unsafe { libc::umask(0o177) };
+    // umask decides the mode bind() gives the socket (0600 here); narrow it before anyone can connect.
+    let old = umask(Mode::S_IXUSR | Mode::S_IRWXG | Mode::S_IRWXO);
     let bound = UnixListener::bind(path);
-    // SAFETY: as above.
-    unsafe { libc::umask(old) };
+    umask(old);
     bound.map_err(|source| Error::Bind { path: path.to_owned(), source })
 }
 

@@ -294,9 +294,7 @@ mod tests {
     fn a_fifo_in_place_of_the_cache_is_refused_without_blocking() {
         let dir = tempfile::tempdir().unwrap();
         let path = path(dir.path());
-        let name = std::ffi::CString::new(path.as_os_str().as_encoded_bytes()).unwrap();
-        // SAFETY: mkfifo reads the NUL-terminated path we own.
-        assert_eq!(unsafe { libc::mkfifo(name.as_ptr(), 0o600) }, 0);
+        nix::unistd::mkfifo(&path, nix::sys::stat::Mode::S_IRUSR | nix::sys::stat::Mode::S_IWUSR).unwrap();
         let err = crate::errors::chain(&load(&path).unwrap_err());
         assert!(err.contains(&path.display().to_string()), "{err}");
         assert!(err.contains("not a regular file (it is a FIFO)"), "{err}");

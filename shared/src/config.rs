@@ -1131,9 +1131,7 @@ mod tests {
     fn a_fifo_as_config_file_is_refused_without_blocking() {
         let dir = tempfile::tempdir().unwrap();
         let fifo = dir.path().join("config.toml");
-        let name = std::ffi::CString::new(fifo.as_os_str().as_encoded_bytes()).unwrap();
-        // SAFETY: mkfifo reads the NUL-terminated path we own.
-        assert_eq!(unsafe { libc::mkfifo(name.as_ptr(), 0o600) }, 0);
+        nix::unistd::mkfifo(&fifo, nix::sys::stat::Mode::S_IRUSR | nix::sys::stat::Mode::S_IWUSR).unwrap();
         let ov = Overrides { config: Some(fifo.clone()), ..Default::default() };
         let err = chain(&load(&ov, &[], dir.path()).unwrap_err());
         assert!(err.contains(&fifo.display().to_string()), "{err}");

@@ -150,8 +150,7 @@ pub fn remove_stale_temps(dir: &Path, now: SystemTime) -> std::io::Result<usize>
 /// Our effective user id (`paths::uid` too; repeated here so that `files` needs nothing of `paths`,
 /// which uses `files`).
 fn effective_uid() -> u32 {
-    // SAFETY: geteuid has no preconditions and cannot fail.
-    unsafe { libc::geteuid() }
+    nix::unistd::geteuid().as_raw()
 }
 
 /// Removes the temp file at `path` if it is a dead writer's; whether it did.
@@ -201,9 +200,7 @@ mod tests {
     fn a_fifo_is_refused_at_once_instead_of_blocking() {
         let dir = tempfile::tempdir().unwrap();
         let fifo = dir.path().join("fifo");
-        let name = std::ffi::CString::new(fifo.as_os_str().as_encoded_bytes()).unwrap();
-        // SAFETY: mkfifo reads the NUL-terminated path we own.
-        assert_eq!(unsafe { libc::mkfifo(name.as_ptr(), 0o600) }, 0);
+        nix::unistd::mkfifo(&fifo, nix::sys::stat::Mode::S_IRUSR | nix::sys::stat::Mode::S_IWUSR).unwrap();
         // Without a writer, a blocking open would never return; the test would hang, not fail.
         let err = read_regular(&fifo).unwrap_err();
         assert_eq!(err.kind(), std::io::ErrorKind::InvalidInput);

@@ -158,26 +158,8 @@ impl std::fmt::Display for User {
 
 /// The login name of `uid` from the user database (getpwuid_r(3)), if it has one.
 pub fn user_name(uid: u32) -> Option<String> {
-    let mut buf = vec![0u8; 1024];
-    loop {
-        // SAFETY: an all-zero `passwd` is a valid value (null pointers, zero ids) for
-        // getpwuid_r to fill in.
-        let mut entry: libc::passwd = unsafe { std::mem::zeroed() };
-        let mut found: *mut libc::passwd = std::ptr::null_mut();
-        // SAFETY: every pointer is to memory we own for the call: the struct, the buffer of the
-        // length given, and the result slot.
-        let rc = unsafe { libc::getpwuid_r(uid, &mut entry, buf.as_mut_ptr().cast(), buf.len(), &mut found) };
-        if rc == libc::ERANGE && buf.len() < 1 << 20 {
-            buf.resize(buf.len() * 2, 0);
-            continue;
-        }
-        if rc != 0 || found.is_null() || entry.pw_name.is_null() {
-            return None;
-        }
-        // SAFETY: on success `pw_name` points to a NUL-terminated string inside `buf`, alive here.
-        let name = unsafe { std::ffi::CStr::from_ptr(entry.pw_name) };
-        return Some(name.to_string_lossy().into_owned());
-    }
+    let user = nix::unistd::User::from_uid(nix::unistd::Uid::from_raw(uid)).ok()??;
+    Some(user.name)
 }
 
 fn project_dirs() -> Result<directories::ProjectDirs, Error> {
@@ -186,8 +168,7 @@ fn project_dirs() -> Result<directories::ProjectDirs, Error> {
 
 /// The effective user id, for the per-user socket fallback and ownership checks.
 pub fn uid() -> u32 {
-    // SAFETY: geteuid has no preconditions and cannot fail.
-    unsafe { libc::geteuid() }
+    nix::unistd::geteuid().as_raw()
 }
 
 /// Default config file path (it need not exist).

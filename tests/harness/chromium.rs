@@ -68,8 +68,9 @@ pub fn dump_dom(env: &Env, url: &str, flags: &[&str]) -> String {
         status.is_some()
     });
     if !done {
-        // SAFETY: kill(2) on the process group we created for this child.
-        unsafe { libc::kill(-(child.id() as i32), libc::SIGKILL) };
+        // The process group we created for this child.
+        let group = nix::unistd::Pid::from_raw(child.id() as i32);
+        let _ = nix::sys::signal::killpg(group, nix::sys::signal::SIGKILL);
         let _ = child.wait();
     }
     let text = |log: &Arc<Mutex<String>>| log.lock().map(|l| l.clone()).unwrap_or_default();

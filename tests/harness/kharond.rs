@@ -171,6 +171,12 @@ impl Kharond {
         self.child.id()
     }
 
+    /// Sends a signal (e.g. libc::SIGHUP) to the daemon, our own child.
+    pub fn signal(&self, signal: i32) {
+        let signal = nix::sys::signal::Signal::try_from(signal).expect("a signal number");
+        let _ = nix::sys::signal::kill(nix::unistd::Pid::from_raw(self.child.id() as i32), signal);
+    }
+
     /// Resident memory (`VmRSS`), in KiB.
     pub fn rss_kib(&self) -> u64 {
         crate::procfs::rss_kib(self.pid())
@@ -193,8 +199,7 @@ impl Kharond {
 
     /// Sends a signal (e.g. libc::SIGTERM) and waits up to 10 s for the exit code.
     pub fn signal_and_wait(&mut self, signal: i32) -> Option<i32> {
-        // SAFETY: kill(2) on our own child's pid.
-        unsafe { libc::kill(self.child.id() as i32, signal) };
+        self.signal(signal);
         let mut code = None;
         wait_until(Duration::from_secs(10), || match self.child.try_wait() {
             Ok(Some(status)) => {

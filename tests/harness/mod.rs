@@ -160,8 +160,8 @@ pub fn output_within(child: std::process::Child, limit: Duration) -> Option<std:
     match rx.recv_timeout(limit) {
         Ok(out) => Some(out.expect("collect the child's output")),
         Err(_) => {
-            // SAFETY: kill(2) on our own child, which has not been reaped (its waiter still runs).
-            unsafe { libc::kill(pid as i32, libc::SIGKILL) };
+            // Our own child, not reaped yet (its waiter still runs): the pid is still its.
+            let _ = nix::sys::signal::kill(nix::unistd::Pid::from_raw(pid as i32), nix::sys::signal::SIGKILL);
             None
         }
     }

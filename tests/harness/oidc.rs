@@ -16,7 +16,6 @@
 //! a file in /tmp; hold the guard for the whole test.
 
 use std::io::{BufRead, BufReader};
-use std::os::fd::AsRawFd;
 use std::path::PathBuf;
 use std::process::{Child, Command, Stdio};
 use std::sync::mpsc;
@@ -40,18 +39,19 @@ pub fn denying_browser_command() -> String {
 
 /// An exclusive lock on a file; released when dropped (the fd closes).
 pub struct FileLock {
-    _file: std::fs::File,
+    _file: nix::fcntl::Flock<std::fs::File>,
 }
 
 /// Takes an exclusive lock on `path` (created if missing), waiting at most `limit`.
 pub fn lock_file(path: &str, limit: Duration) -> FileLock {
-    let file =
+    let mut file =
         std::fs::OpenOptions::new().create(true).truncate(false).write(true).open(path).expect("lock file");
     let deadline = Instant::now() + limit;
     loop {
-        // SAFETY: flock on a descriptor we own; LOCK_NB makes it return instead of blocking.
-        if unsafe { libc::flock(file.as_raw_fd(), libc::LOCK_EX | libc::LOCK_NB) } == 0 {
-            return FileLock { _file: file };
+        // Non-blocking, so the deadline holds; a refusal hands the file back for the next try.
+        match nix::fcntl::Flock::lock(file, nix::fcntl::FlockArg::LockExclusiveNonblock) {
+            Ok(locked) => return FileLock { _file: locked },
+            Err((back, _)) => file = back,
         }
         assert!(Instant::now() < deadline, "could not lock {path} within {limit:?}");
         std::thread::sleep(Duration::from_millis(50));

@@ -35,24 +35,20 @@ pub fn tcp_buffers_kib() -> u64 {
     let words: Vec<&str> = line.split_whitespace().collect();
     let pages: u64 =
         words.windows(2).find(|w| w[0] == "mem").and_then(|w| w[1].parse().ok()).expect("TCP mem field");
-    // SAFETY: sysconf has no memory-safety preconditions.
-    let page = unsafe { libc::sysconf(libc::_SC_PAGESIZE) }.max(1) as u64;
+    let page =
+        nix::unistd::sysconf(nix::unistd::SysconfVar::PAGE_SIZE).ok().flatten().unwrap_or(4096).max(1) as u64;
     pages * page / 1024
 }
 
 /// Raises this process's soft descriptor limit to at least `wanted` (up to its hard limit);
 /// returns the limit it now has. Children started afterwards inherit it.
 pub fn raise_own_nofile(wanted: u64) -> (u64, u64) {
-    let mut limit = libc::rlimit { rlim_cur: 0, rlim_max: 0 };
-    // SAFETY: getrlimit/setrlimit read or write only the struct we pass.
-    unsafe {
-        assert_eq!(libc::getrlimit(libc::RLIMIT_NOFILE, &mut limit), 0, "getrlimit");
-        if limit.rlim_cur < wanted {
-            limit.rlim_cur = limit.rlim_max.min(wanted);
-            assert_eq!(libc::setrlimit(libc::RLIMIT_NOFILE, &limit), 0, "setrlimit");
-        }
+    let (mut soft, hard) = rlimit::getrlimit(rlimit::Resource::NOFILE).expect("getrlimit");
+    if soft < wanted {
+        soft = hard.min(wanted);
+        rlimit::setrlimit(rlimit::Resource::NOFILE, soft, hard).expect("setrlimit");
     }
-    (limit.rlim_cur, limit.rlim_max)
+    (soft, hard)
 }
 
 fn field_kib(path: impl AsRef<Path>, field: &str) -> u64 {

@@ -28,6 +28,9 @@ use std::process::{Child, Command, Stdio};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
+use nix::sys::signal::{Signal, kill};
+use nix::unistd::Pid;
+
 use crate::wait_until;
 
 /// Generates an ed25519 key pair at `path` (and `path.pub`); `passphrase` empty = unencrypted.
@@ -205,7 +208,7 @@ impl Builder {
         let config_path = dir.path().join("sshd_config");
         std::fs::write(&config_path, config).expect("sshd_config");
         // Running as root, sshd insists on its privilege-separation directory.
-        if unsafe { libc::geteuid() } == 0 {
+        if nix::unistd::geteuid().is_root() {
             let _ = std::fs::create_dir_all("/run/sshd");
         }
         let mut sshd =
@@ -324,29 +327,27 @@ impl Sshd {
         tree
     }
 
-    fn signal_tree(&self, sig: i32) {
+    fn signal_tree(&self, sig: Signal) {
         for pid in self.tree() {
-            // SAFETY: kill(2) on processes we started (sshd and its children).
-            unsafe { libc::kill(pid, sig) };
+            let _ = kill(Pid::from_raw(pid), sig);
         }
     }
 
     /// SIGSTOP the listener and every session process: established sessions go silent.
     pub fn stop(&self) {
-        self.signal_tree(libc::SIGSTOP);
+        self.signal_tree(Signal::SIGSTOP);
     }
 
     /// SIGCONT what [`Sshd::stop`] froze.
     pub fn cont(&self) {
-        self.signal_tree(libc::SIGCONT);
+        self.signal_tree(Signal::SIGCONT);
     }
 
     /// Kills sshd and every session process; the port is closed afterwards.
     pub fn kill(&mut self) {
         let tree = self.tree();
         for pid in &tree {
-            // SAFETY: as above.
-            unsafe { libc::kill(*pid, libc::SIGKILL) };
+            let _ = kill(Pid::from_raw(*pid), Signal::SIGKILL);
         }
         if let Some(mut child) = self.child.take() {
             let _ = child.wait();

@@ -135,8 +135,7 @@ fn sighup_reloads_and_sigterm_stops_cleanly() {
     let inv = write_inventory(&env, &[inventory::routed("c-a", "jump-a", "a.example")]);
     let mut daemon = Kharond::start(&env, &["--inventory", &inv]);
     write_inventory(&env, &[inventory::routed("c-b", "jump-b", "b.example")]);
-    // SAFETY: signalling our own child.
-    unsafe { libc::kill(daemon.pid() as i32, libc::SIGHUP) };
+    daemon.signal(libc::SIGHUP);
     assert!(kharon_e2e::wait_until(Duration::from_secs(10), || {
         kharonctl::run(&env, &["route", "api.b.example", "-o", "json"]).json()["via"] == "jumphost"
     }));

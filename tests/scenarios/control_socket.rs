@@ -27,9 +27,7 @@ fn socket_dir(env: &Env) {
 }
 
 fn mkfifo(path: &Path) {
-    let name = std::ffi::CString::new(path.as_os_str().as_encoded_bytes()).unwrap();
-    // SAFETY: mkfifo reads the NUL-terminated path we own.
-    assert_eq!(unsafe { libc::mkfifo(name.as_ptr(), 0o600) }, 0, "mkfifo");
+    nix::unistd::mkfifo(path, nix::sys::stat::Mode::S_IRUSR | nix::sys::stat::Mode::S_IWUSR).expect("mkfifo");
 }
 
 #[test]
@@ -179,8 +177,8 @@ fn cpu_time(pid: u32) -> Duration {
     // The command name may hold spaces; the fields after it are fixed.
     let fields: Vec<&str> = stat[stat.rfind(')').unwrap() + 2..].split(' ').collect();
     let ticks: u64 = fields[11].parse::<u64>().unwrap() + fields[12].parse::<u64>().unwrap();
-    // SAFETY: sysconf has no preconditions.
-    let per_second = unsafe { libc::sysconf(libc::_SC_CLK_TCK) } as u64;
+    let per_second =
+        nix::unistd::sysconf(nix::unistd::SysconfVar::CLK_TCK).ok().flatten().expect("CLK_TCK") as u64;
     Duration::from_millis(ticks * 1000 / per_second)
 }
 
@@ -199,10 +197,7 @@ fn out_of_descriptors_the_control_socket_waits_instead_of_spinning() {
 
     // A few descriptors above what it holds now, as a hard limit it cannot raise again.
     let limit = open_descriptors(pid) as u64 + 4;
-    let rlimit = libc::rlimit { rlim_cur: limit, rlim_max: limit };
-    // SAFETY: prlimit reads the struct we pass; the pid is our own child.
-    let rc = unsafe { libc::prlimit(pid as i32, libc::RLIMIT_NOFILE, &rlimit, std::ptr::null_mut()) };
-    assert_eq!(rc, 0, "prlimit: {}", std::io::Error::last_os_error());
+    rlimit::prlimit(pid as i32, rlimit::Resource::NOFILE, Some((limit, limit)), None).expect("prlimit");
 
     // Idle SOCKS clients until every descriptor is taken; the rest wait in the backlog.
     let mut clients = Vec::new();
@@ -235,8 +230,7 @@ fn out_of_descriptors_the_control_socket_waits_instead_of_spinning() {
 /// (lstat), even while it points at a private directory of ours, and nothing is created through it.
 #[test]
 fn kharond_refuses_a_fallback_socket_folder_another_user_planted_as_a_link() {
-    // SAFETY: geteuid(2) cannot fail.
-    assert_eq!(unsafe { libc::geteuid() }, 0, "planting a link as another user (lchown) needs root");
+    assert!(nix::unistd::geteuid().is_root(), "planting a link as another user (lchown) needs root");
     let env = Env::new();
     let inv = write_inventory(&env);
     let tmp = env.path().join("shared-tmp");

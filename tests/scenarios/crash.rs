@@ -49,8 +49,7 @@ fn kill_9_while_reloading_a_large_inventory_leaves_it_whole_and_a_new_daemon_ser
     for delay_ms in [0u64, 5, 20, 60, 150] {
         let mut daemon = Kharond::start(&env, &["--inventory", inv.to_str().unwrap()]);
         let socks = daemon.socks_addr();
-        // SAFETY: signalling our own child.
-        unsafe { libc::kill(daemon.pid() as i32, libc::SIGHUP) };
+        daemon.signal(libc::SIGHUP);
         std::thread::sleep(Duration::from_millis(delay_ms));
         assert_eq!(daemon.signal_and_wait(libc::SIGKILL), None, "killed, not exited");
         assert!(!daemon.alive());

@@ -59,8 +59,7 @@ fn text(out: &Output) -> String {
 
 #[test]
 fn another_local_user_is_refused_by_the_control_api() {
-    // SAFETY: geteuid(2) cannot fail.
-    assert_eq!(unsafe { libc::geteuid() }, 0, "acting as another user (setpriv) needs root");
+    assert!(nix::unistd::geteuid().is_root(), "acting as another user (setpriv) needs root");
     let env = Env::new();
     let inv =
         env.write("inventory.json", &inventory::to_json(&[inventory::routed("c-a", "jump-a", "a.example")]));
@@ -146,8 +145,7 @@ fn curl(args: &[&str]) -> Result<String, String> {
 /// once in the log, while the owner is served; `allow_other_users = true` lets others in.
 #[test]
 fn a_password_less_proxy_serves_its_owner_and_refuses_another_local_user() {
-    // SAFETY: geteuid(2) cannot fail.
-    assert_eq!(unsafe { libc::geteuid() }, 0, "acting as another user (setpriv) needs root");
+    assert!(nix::unistd::geteuid().is_root(), "acting as another user (setpriv) needs root");
     let env = Env::new();
     let server = kharon_e2e::servers::HttpServer::start("local target");
     let inv =

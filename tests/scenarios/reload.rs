@@ -12,9 +12,8 @@ use kharon_e2e::{Env, inventory, kharonctl, wait_until};
 
 fn mkfifo(path: &Path) {
     let _ = std::fs::remove_file(path);
-    let name = std::ffi::CString::new(path.as_os_str().as_encoded_bytes()).unwrap();
-    // SAFETY: mkfifo reads the NUL-terminated path we own.
-    assert_eq!(unsafe { libc::mkfifo(name.as_ptr(), 0o600) }, 0, "mkfifo {}", path.display());
+    let mode = nix::sys::stat::Mode::S_IRUSR | nix::sys::stat::Mode::S_IWUSR;
+    nix::unistd::mkfifo(path, mode).unwrap_or_else(|e| panic!("mkfifo {}: {e}", path.display()));
 }
 
 /// The daemon still routes by its old table and relays a direct request.
@@ -40,8 +39,7 @@ fn a_fifo_in_place_of_the_inventory_fails_the_reload_and_sigterm_still_stops() {
     mkfifo(&inv);
 
     // SIGHUP: the reload fails in its own task, with the reason in the log.
-    // SAFETY: signalling our own child.
-    unsafe { libc::kill(daemon.pid() as i32, libc::SIGHUP) };
+    daemon.signal(libc::SIGHUP);
     let logged = wait_until(Duration::from_secs(20), || {
         daemon.log().lines().any(|l| l.contains("SIGHUP") && l.contains("not a regular file (it is a FIFO)"))
     });

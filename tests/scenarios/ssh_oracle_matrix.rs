@@ -658,9 +658,9 @@ fn ssh_exit(mut child: std::process::Child) -> Option<(std::process::ExitStatus,
         status = child.try_wait().ok().flatten();
         status.is_some()
     });
-    // SAFETY: kill(2) on the process group this client leads (process_group(0) in run_ssh): what
-    // is left of it (a ProxyCommand) goes, and with it the last holder of the pipes read above.
-    unsafe { libc::kill(-group, libc::SIGKILL) };
+    // The process group this client leads (process_group(0) in run_ssh): what is left of it (a
+    // ProxyCommand) goes, and with it the last holder of the pipes read above.
+    let _ = nix::sys::signal::killpg(nix::unistd::Pid::from_raw(group), nix::sys::signal::SIGKILL);
     let status = match status {
         Some(status) => status,
         None => {
@@ -748,8 +748,8 @@ fn leaks(case: &Case, config: &Path, daemon: &mut Kharond) -> Vec<String> {
         let left = proxy_commands(config);
         problems.push(format!("ProxyCommand processes left after kharond stopped: {left:?}"));
         for pid in left {
-            // SAFETY: kill(2) on a process of this row that outlived its kharond.
-            unsafe { libc::kill(pid as i32, libc::SIGKILL) };
+            // A process of this row that outlived its kharond.
+            let _ = nix::sys::signal::kill(nix::unistd::Pid::from_raw(pid as i32), nix::sys::signal::SIGKILL);
         }
     }
     problems

@@ -20,8 +20,10 @@
 //! both take the last one.
 
 use std::io::{Error, Result};
-use std::os::fd::{AsRawFd, FromRawFd, OwnedFd, RawFd};
+use std::os::fd::{AsRawFd, OwnedFd};
 use std::sync::Mutex;
+
+use nix::fcntl::{FcntlArg, OFlag};
 
 /// Empty pipes kept for the next cycle. A few dozen cover every worker thread's cycle in flight
 /// plus destinations that are briefly slow; more would only hold kernel memory.
@@ -50,23 +52,20 @@ pub struct Pipe {
 
 impl Pipe {
     fn new() -> Result<Self> {
-        let mut fds = [0 as RawFd; 2];
-        // SAFETY: pipe2 writes two descriptors into the array we own.
-        if unsafe { libc::pipe2(fds.as_mut_ptr(), libc::O_NONBLOCK | libc::O_CLOEXEC) } < 0 {
-            return Err(Error::last_os_error());
-        }
-        // SAFETY: both descriptors were just created and are owned by nobody else.
-        let (read, write) = unsafe { (OwnedFd::from_raw_fd(fds[0]), OwnedFd::from_raw_fd(fds[1])) };
-        // SAFETY: fcntl on a descriptor we own; failure leaves the default size.
-        let granted = unsafe { libc::fcntl(write.as_raw_fd(), libc::F_SETPIPE_SZ, PIPE_SIZE) };
-        let capacity = if granted > 0 { granted as usize } else { 64 * 1024 };
+        let (read, write) = nix::unistd::pipe2(OFlag::O_NONBLOCK | OFlag::O_CLOEXEC).map_err(Error::from)?;
+        // A refusal leaves the default size.
+        let granted = nix::fcntl::fcntl(&write, FcntlArg::F_SETPIPE_SZ(PIPE_SIZE)).unwrap_or(0);
+        let capacity = usize::try_from(granted).ok().filter(|&n| n > 0).unwrap_or(64 * 1024);
         Ok(Self { read, write, capacity })
     }
 
     /// Bytes waiting in the pipe; `None` when the kernel will not say.
     pub fn pending(&self) -> Option<usize> {
         let mut n: libc::c_int = 0;
-        // SAFETY: FIONREAD writes one int into `n`, which we own.
+        // SAFETY: ioctl(2) FIONREAD on a pipe writes exactly one `int` through its third argument
+        // (pipe(7)), here `n`, which lives across the call; `self.read` is an open descriptor
+        // this pipe owns. Neither nix nor socket2 wraps FIONREAD for a pipe (nix's ioctl macros
+        // generate unsafe functions too).
         let rc = unsafe { libc::ioctl(self.read.as_raw_fd(), libc::FIONREAD, &mut n) };
         if rc == 0 { usize::try_from(n).ok() } else { None }
     }

@@ -8,7 +8,9 @@
 //! waits for its source with no pipe, so an idle connection holds just its two sockets.
 
 use std::io::{Error, ErrorKind, Result};
-use std::os::fd::{AsRawFd, RawFd};
+use std::os::fd::AsFd;
+
+use nix::fcntl::SpliceFFlags;
 
 use tokio::io::Interest;
 use tokio::net::TcpStream;
@@ -19,19 +21,10 @@ use super::pipes::Pipes;
 /// Buffer of a cycle copied through user space, when no pipe is to be had.
 const COPY_CHUNK: usize = 64 * 1024;
 
-fn splice(from: RawFd, to: RawFd, len: usize) -> Result<usize> {
-    // SAFETY: plain syscall on descriptors that outlive the call; null offsets = stream I/O.
-    let n = unsafe {
-        libc::splice(
-            from,
-            std::ptr::null_mut(),
-            to,
-            std::ptr::null_mut(),
-            len,
-            libc::SPLICE_F_MOVE | libc::SPLICE_F_NONBLOCK,
-        )
-    };
-    if n < 0 { Err(Error::last_os_error()) } else { Ok(n as usize) }
+/// One splice(2) of up to `len` bytes, without offsets (stream I/O) and without blocking.
+fn splice(from: impl AsFd, to: impl AsFd, len: usize) -> Result<usize> {
+    let flags = SpliceFFlags::SPLICE_F_MOVE | SpliceFFlags::SPLICE_F_NONBLOCK;
+    nix::fcntl::splice(from, None, to, None, len, flags).map_err(Error::from)
 }
 
 /// Moves `src` → `dst` until `src` ends, then shuts down `dst`'s write side (half-close). Each
@@ -52,9 +45,8 @@ pub async fn one_way(
             Some(lease) => {
                 // Fill: the pipe is empty here, so EAGAIN can only mean "socket has nothing".
                 let pipe = lease.pipe();
-                let filled = match src.try_io(Interest::READABLE, || {
-                    splice(src.as_raw_fd(), pipe.write.as_raw_fd(), pipe.capacity)
-                }) {
+                let filled = match src.try_io(Interest::READABLE, || splice(src, &pipe.write, pipe.capacity))
+                {
                     Ok(n) => n,
                     Err(e) if e.kind() == ErrorKind::WouldBlock => {
                         // A spurious wake-up, rare: the checked give-back costs nothing here.
@@ -68,9 +60,7 @@ pub async fn one_way(
                 let mut left = filled;
                 while left > 0 {
                     dst.writable().await?;
-                    match dst
-                        .try_io(Interest::WRITABLE, || splice(pipe.read.as_raw_fd(), dst.as_raw_fd(), left))
-                    {
+                    match dst.try_io(Interest::WRITABLE, || splice(&pipe.read, dst, left)) {
                         Ok(0) => return Err(ErrorKind::WriteZero.into()),
                         Ok(n) => left -= n,
                         Err(e) if e.kind() == ErrorKind::WouldBlock => continue,

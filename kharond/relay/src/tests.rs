@@ -187,8 +187,7 @@ mod pool {
     fn a_pipe_holding_data_is_closed_not_pooled() {
         let pipes = pool(4, 8);
         let lease = pipes.lease().unwrap();
-        let written = unsafe { libc::write(lease.pipe().write.as_raw_fd(), b"x".as_ptr().cast(), 1) };
-        assert_eq!(written, 1);
+        assert_eq!(nix::unistd::write(&lease.pipe().write, b"x"), Ok(1));
         lease.give_back();
         assert_eq!(pipes.counts(), (0, 0), "a dirty pipe must not be pooled");
         let fresh = pipes.lease().unwrap();

@@ -9,7 +9,9 @@
 //! only a Unix socket carries. Whether the SOCKS address may be served without a password is
 //! decided by the caller with the same rule as `--listen`.
 
-use std::os::fd::{FromRawFd, RawFd};
+use std::os::fd::{AsFd, AsRawFd, BorrowedFd, FromRawFd, OwnedFd, RawFd};
+
+use nix::sys::socket::{self, AddressFamily, SockType, SockaddrLike, SockaddrStorage, sockopt};
 
 #[derive(Debug, Default)]
 pub struct Activated {
@@ -41,28 +43,16 @@ pub enum Error {
     Duplicate(&'static str),
 }
 
-fn family(fd: RawFd) -> Option<libc::sa_family_t> {
-    // SAFETY: getsockname writes at most `len` bytes into the zeroed storage we own.
-    unsafe {
-        let mut addr: libc::sockaddr_storage = std::mem::zeroed();
-        let mut len = std::mem::size_of::<libc::sockaddr_storage>() as libc::socklen_t;
-        (libc::getsockname(fd, (&raw mut addr).cast(), &mut len) == 0).then_some(addr.ss_family)
-    }
-}
-
-/// An integer socket option of `fd`, if it can be read.
-fn int_option(fd: RawFd, option: libc::c_int) -> Option<libc::c_int> {
-    let mut value: libc::c_int = 0;
-    let mut len = std::mem::size_of::<libc::c_int>() as libc::socklen_t;
-    // SAFETY: getsockopt writes at most `len` bytes into the int we own.
-    let rc = unsafe { libc::getsockopt(fd, libc::SOL_SOCKET, option, (&raw mut value).cast(), &mut len) };
-    (rc == 0).then_some(value)
+/// The address family of the socket `fd`; `None` when `fd` is no open socket.
+fn family(fd: RawFd) -> Option<AddressFamily> {
+    socket::getsockname::<SockaddrStorage>(fd).ok()?.family()
 }
 
 /// A stream socket that listen(2) was called on: what accept needs. A connected socket from
 /// `Accept=yes` or a datagram socket would make every accept fail.
-fn is_stream_listener(fd: RawFd) -> bool {
-    int_option(fd, libc::SO_TYPE) == Some(libc::SOCK_STREAM) && int_option(fd, libc::SO_ACCEPTCONN) == Some(1)
+fn is_stream_listener(fd: BorrowedFd<'_>) -> bool {
+    socket::getsockopt(&fd, sockopt::SockType) == Ok(SockType::Stream)
+        && socket::getsockopt(&fd, sockopt::AcceptConn) == Ok(true)
 }
 
 enum Role {
@@ -71,12 +61,12 @@ enum Role {
 }
 
 /// What `fd` is for: its family decides, and a name must agree with it.
-fn role(fd: RawFd, name: &str) -> Result<Role, Error> {
-    let family = family(fd).map(i32::from);
-    let (role, found) = match family {
-        Some(libc::AF_UNIX) => (Role::Control, "Unix"),
-        Some(libc::AF_INET | libc::AF_INET6) => (Role::Socks, "TCP/IP"),
-        _ => return Err(Error::Unknown { fd, name: name.to_owned() }),
+fn role(fd: BorrowedFd<'_>, name: &str) -> Result<Role, Error> {
+    let raw = fd.as_raw_fd();
+    let (role, found) = match family(raw) {
+        Some(AddressFamily::Unix) => (Role::Control, "Unix"),
+        Some(AddressFamily::Inet | AddressFamily::Inet6) => (Role::Socks, "TCP/IP"),
+        _ => return Err(Error::Unknown { fd: raw, name: name.to_owned() }),
     };
     let agrees = match (name, &role) {
         ("socks", Role::Socks) | ("control", Role::Control) => true,
@@ -85,10 +75,10 @@ fn role(fd: RawFd, name: &str) -> Result<Role, Error> {
         _ => true,
     };
     if !agrees {
-        return Err(Error::WrongFamily { fd, name: name.to_owned(), found });
+        return Err(Error::WrongFamily { fd: raw, name: name.to_owned(), found });
     }
     if !is_stream_listener(fd) {
-        return Err(Error::NotListening { fd, name: name.to_owned() });
+        return Err(Error::NotListening { fd: raw, name: name.to_owned() });
     }
     Ok(role)
 }
@@ -97,13 +87,21 @@ fn role(fd: RawFd, name: &str) -> Result<Role, Error> {
 pub fn take() -> Result<Activated, Error> {
     let mut activated = Activated::default();
     for (fd, name) in sd_notify::listen_fds_with_names().map_err(Error::Env)? {
-        match role(fd, &name)? {
+        // A number that is no open socket is refused before anything owns it (closing it would
+        // close what is not ours, or nothing).
+        if family(fd).is_none() {
+            return Err(Error::Unknown { fd, name });
+        }
+        // SAFETY: sd_listen_fds(3): the descriptors LISTEN_FDS counts from 3 are passed to this
+        // process to own. sd_notify yields each number once and `take` runs once, so this is
+        // the descriptor's only owner; getsockname has just answered for it, so it is open.
+        let fd = unsafe { OwnedFd::from_raw_fd(fd) };
+        match role(fd.as_fd(), &name)? {
             Role::Control => {
                 if activated.control.is_some() {
                     return Err(Error::Duplicate("control"));
                 }
-                // SAFETY: the manager passed this descriptor to us to own; nothing else uses it.
-                let listener = unsafe { std::os::unix::net::UnixListener::from_raw_fd(fd) };
+                let listener = std::os::unix::net::UnixListener::from(fd);
                 listener.set_nonblocking(true).map_err(Error::Env)?;
                 activated.control = Some(listener);
             }
@@ -111,8 +109,7 @@ pub fn take() -> Result<Activated, Error> {
                 if activated.socks.is_some() {
                     return Err(Error::Duplicate("socks"));
                 }
-                // SAFETY: as above.
-                let listener = unsafe { std::net::TcpListener::from_raw_fd(fd) };
+                let listener = std::net::TcpListener::from(fd);
                 listener.set_nonblocking(true).map_err(Error::Env)?;
                 activated.socks = Some(listener);
             }
@@ -124,35 +121,34 @@ pub fn take() -> Result<Activated, Error> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use std::os::fd::AsRawFd;
 
     #[test]
     fn a_tcp_socket_named_control_is_refused() {
         let tcp = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
-        let err = role(tcp.as_raw_fd(), "control").err().expect("refused").to_string();
+        let err = role(tcp.as_fd(), "control").err().expect("refused").to_string();
         assert!(err.contains("named \"control\" but is a TCP/IP socket"), "{err}");
-        assert!(matches!(role(tcp.as_raw_fd(), "socks"), Ok(Role::Socks)));
-        assert!(matches!(role(tcp.as_raw_fd(), "unknown"), Ok(Role::Socks)));
+        assert!(matches!(role(tcp.as_fd(), "socks"), Ok(Role::Socks)));
+        assert!(matches!(role(tcp.as_fd(), "unknown"), Ok(Role::Socks)));
     }
 
     #[test]
     fn a_unix_socket_named_socks_is_refused() {
         let dir = tempfile::tempdir().unwrap();
         let unix = std::os::unix::net::UnixListener::bind(dir.path().join("s")).unwrap();
-        let err = role(unix.as_raw_fd(), "socks").err().expect("refused").to_string();
+        let err = role(unix.as_fd(), "socks").err().expect("refused").to_string();
         assert!(err.contains("named \"socks\" but is a Unix socket"), "{err}");
-        assert!(matches!(role(unix.as_raw_fd(), "control"), Ok(Role::Control)));
+        assert!(matches!(role(unix.as_fd(), "control"), Ok(Role::Control)));
     }
 
     #[test]
     fn a_connected_or_datagram_socket_is_not_a_listener() {
         let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
         let connected = std::net::TcpStream::connect(listener.local_addr().unwrap()).unwrap();
-        let err = role(connected.as_raw_fd(), "socks").err().expect("refused").to_string();
+        let err = role(connected.as_fd(), "socks").err().expect("refused").to_string();
         assert!(err.contains("Accept=no"), "{err}");
         let udp = std::net::UdpSocket::bind("127.0.0.1:0").unwrap();
-        assert!(matches!(role(udp.as_raw_fd(), "socks"), Err(Error::NotListening { .. })));
+        assert!(matches!(role(udp.as_fd(), "socks"), Err(Error::NotListening { .. })));
         let file = tempfile::tempfile().unwrap();
-        assert!(matches!(role(file.as_raw_fd(), "socks"), Err(Error::Unknown { .. })));
+        assert!(matches!(role(file.as_fd(), "socks"), Err(Error::Unknown { .. })));
     }
 }

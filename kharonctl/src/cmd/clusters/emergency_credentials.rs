@@ -181,8 +181,15 @@ pub async fn run(args: Args, run: &Run<'_>) -> anyhow::Result<ExitCode> {
 
 fn check_url(url: &str) -> anyhow::Result<String> {
     match url::Url::parse(url) {
-        Ok(u) if matches!(u.scheme(), "http" | "https") && u.has_host() => Ok(url.to_owned()),
-        _ => anyhow::bail!("--passbolt-url {url:?} is not an http(s) URL"),
+        Ok(u)
+            if matches!(u.scheme(), "http" | "https")
+                && u.has_host()
+                && u.query().is_none()
+                && u.fragment().is_none() =>
+        {
+            Ok(url.to_owned())
+        }
+        _ => anyhow::bail!("--passbolt-url {url:?} is not an http(s) URL without query or fragment"),
     }
 }
 

@@ -12,7 +12,7 @@
 
 use serde_json::json;
 
-use super::{Error, Session};
+use super::{Endpoint, Error, Session};
 use crate::emergency::openpgp;
 
 /// Session cookie names of the Passbolt flavours (self-hosted, older, cloud).
@@ -25,7 +25,7 @@ impl Session {
         let stage1 = self
             .send(
                 reqwest::Method::POST,
-                "/auth/login.json",
+                &Endpoint::at("auth/login.json"),
                 Some(&json!({"gpg_auth": {"keyid": fingerprint}})),
             )
             .await?;
@@ -68,7 +68,7 @@ impl Session {
         let stage2 = self
             .send(
                 reqwest::Method::POST,
-                "/auth/login.json",
+                &Endpoint::at("auth/login.json"),
                 Some(&json!({"gpg_auth": {"keyid": self.key.fingerprint(), "user_token_result": token}})),
             )
             .await?;
@@ -86,7 +86,12 @@ impl Session {
         }
 
         let me = self
-            .call(reqwest::Method::GET, "/users/me.json", None, "reading your user (/users/me.json)")
+            .call(
+                reqwest::Method::GET,
+                &Endpoint::at("users/me.json"),
+                None,
+                "reading your user (/users/me.json)",
+            )
             .await?;
         let Some(armored_key) = me.pointer("/gpgkey/armored_key").and_then(|k| k.as_str()) else {
             return Err(Error::Decode {

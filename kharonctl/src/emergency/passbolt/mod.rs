@@ -7,7 +7,7 @@
 //!   v5's encrypted metadata, and the decrypted secret.
 //!
 //! Conventions of every call: the base URL may carry a path (`https://cloud.passbolt.com/vshn`),
-//! each request gets `?api-version=v2`, JSON in and out, an `{"header": …, "body": …}` envelope
+//! each request gets `?api-version=v2` ([`endpoint`] puts the URL together), JSON in and out, an `{"header": …, "body": …}` envelope
 //! back. Cookies (session, `csrfToken`, `passbolt_mfa`) are kept in a [`cookies::Jar`] for the one
 //! server this session talks to, and `csrfToken`'s value goes back as `X-CSRF-Token`.
 //!
@@ -23,6 +23,7 @@
 //! passphrase, code, cookies, decrypted data) is ever logged or put into an error.
 
 pub mod cookies;
+pub mod endpoint;
 pub mod gpgauth;
 pub mod resources;
 
@@ -32,6 +33,7 @@ use serde::Deserialize;
 use serde_json::Value;
 
 use crate::emergency::openpgp::PrivateKey;
+use endpoint::Endpoint;
 
 const CONNECT_TIMEOUT: Duration = Duration::from_secs(10);
 const REQUEST_TIMEOUT: Duration = Duration::from_secs(30);
@@ -43,7 +45,7 @@ const MAX_REDIRECTS: usize = 10;
 pub enum Error {
     #[error("cannot build the HTTP client")]
     Client(#[source] reqwest::Error),
-    #[error("--passbolt-url {0:?} is not an http(s) URL")]
+    #[error("--passbolt-url {0:?} is not an http(s) URL without query or fragment")]
     BaseUrl(String),
     #[error("cannot reach Passbolt at {url}")]
     Connect { url: String, source: reqwest::Error },
@@ -148,8 +150,10 @@ impl Reply {
 /// A logged-in (or logging-in) session with one Passbolt server.
 pub struct Session {
     http: reqwest::Client,
-    /// The base URL without a trailing slash, path included (`https://cloud.passbolt.com/vshn`).
+    /// The base URL without a trailing slash, path included (`https://cloud.passbolt.com/vshn`), for messages.
     base: String,
+    /// The same, parsed: what every endpoint's URL is built under.
+    base_url: url::Url,
     /// Where redirects may lead: the base URL's scheme, host and port.
     origin: url::Origin,
     cookies: cookies::Jar,
@@ -163,6 +167,7 @@ impl Session {
         let parsed = url::Url::parse(base_url)
             .ok()
             .filter(|u| matches!(u.scheme(), "http" | "https") && u.has_host())
+            .filter(|u| u.query().is_none() && u.fragment().is_none())
             .ok_or_else(|| Error::BaseUrl(base_url.to_owned()))?;
         let http = reqwest::Client::builder()
             .no_proxy()
@@ -176,6 +181,7 @@ impl Session {
             http,
             base: base_url.trim_end_matches('/').to_owned(),
             origin: parsed.origin(),
+            base_url: parsed,
             cookies: cookies::Jar::default(),
             totp,
             key,
@@ -186,15 +192,8 @@ impl Session {
         &self.key
     }
 
-    /// `path` under the base URL, one slash between them, without the query (for messages).
-    fn endpoint(&self, path: &str) -> String {
-        format!("{}/{}", self.base, path.trim_start_matches('/'))
-    }
-
-    fn url(&self, path: &str) -> String {
-        let endpoint = self.endpoint(path);
-        let sep = if endpoint.contains('?') { '&' } else { '?' };
-        format!("{endpoint}{sep}api-version=v2")
+    fn url(&self, endpoint: &Endpoint) -> Result<url::Url, Error> {
+        endpoint.under(&self.base_url).ok_or_else(|| Error::BaseUrl(self.base.clone()))
     }
 
     /// Whether the server has set a cookie with one of `names`.
@@ -207,12 +206,13 @@ impl Session {
     async fn send(
         &mut self,
         method: reqwest::Method,
-        path: &str,
+        endpoint: &Endpoint,
         body: Option<&Value>,
     ) -> Result<Reply, Error> {
         let (mut method, mut body) = (method, body);
-        let mut url = url::Url::parse(&self.url(path)).map_err(|_| Error::BaseUrl(self.base.clone()))?;
-        let mut shown = self.endpoint(path);
+        let mut url = self.url(endpoint)?;
+        let first = without_query(&url);
+        let mut shown = first.clone();
         for _ in 0..=MAX_REDIRECTS {
             let mut request = self
                 .http
@@ -266,7 +266,7 @@ impl Session {
                 body: envelope.body,
             });
         }
-        Err(Error::RedirectLoop { url: self.endpoint(path) })
+        Err(Error::RedirectLoop { url: first })
     }
 
     /// One API call whose success body is returned; an MFA challenge is answered once, then the
@@ -274,14 +274,14 @@ impl Session {
     async fn call(
         &mut self,
         method: reqwest::Method,
-        path: &str,
+        endpoint: &Endpoint,
         body: Option<&Value>,
         what: &str,
     ) -> Result<Value, Error> {
-        let mut reply = self.send(method.clone(), path, body).await?;
+        let mut reply = self.send(method.clone(), endpoint, body).await?;
         if reply.is_mfa_challenge() {
             self.verify_totp(&reply.body).await?;
-            reply = self.send(method, path, body).await?;
+            reply = self.send(method, endpoint, body).await?;
             if reply.is_mfa_challenge() {
                 return Err(Error::MfaAgain);
             }
@@ -305,7 +305,11 @@ impl Session {
         let code = (self.totp)().map_err(Error::Totp)?;
         let code: String = code.chars().filter(|c| !c.is_whitespace()).collect();
         let reply = self
-            .send(reqwest::Method::POST, "/mfa/verify/totp.json", Some(&serde_json::json!({"totp": code})))
+            .send(
+                reqwest::Method::POST,
+                &Endpoint::at("mfa/verify/totp.json"),
+                Some(&serde_json::json!({"totp": code})),
+            )
             .await?;
         if !reply.ok() {
             return Err(Error::TotpRejected { message: with_details(&reply) });
@@ -391,12 +395,19 @@ mod tests {
             Session::new(url, key, Box::new(|| Ok(String::new())))
         };
         let s = session("https://p.example/vshn/").unwrap();
-        assert_eq!(s.url("/auth/login.json"), "https://p.example/vshn/auth/login.json?api-version=v2");
-        assert_eq!(s.endpoint("/users/me.json"), "https://p.example/vshn/users/me.json");
-        assert_eq!(s.url("resources.json?x=1"), "https://p.example/vshn/resources.json?x=1&api-version=v2");
+        let login = s.url(&Endpoint::at("/auth/login.json")).unwrap();
+        assert_eq!(login.as_str(), "https://p.example/vshn/auth/login.json?api-version=v2");
+        assert_eq!(without_query(&login), "https://p.example/vshn/auth/login.json");
         let root = session("http://127.0.0.1:8080").unwrap();
-        assert_eq!(root.endpoint("/users/me.json"), "http://127.0.0.1:8080/users/me.json");
-        for bad in ["p.example/vshn", "ftp://p.example", "https://"] {
+        let me = root.url(&Endpoint::at("users/me.json")).unwrap();
+        assert_eq!(me.as_str(), "http://127.0.0.1:8080/users/me.json?api-version=v2");
+        for bad in [
+            "p.example/vshn",
+            "ftp://p.example",
+            "https://",
+            "https://p.example/vshn?x=1",
+            "https://p.example/#a",
+        ] {
             let err = session(bad).err().map(|e| e.to_string()).unwrap_or_default();
             assert!(err.contains("is not an http(s) URL"), "{bad}: {err}");
         }

@@ -12,7 +12,7 @@ pub use kharon_shared::Secret;
 use serde::Deserialize;
 use serde_json::Value;
 
-use super::{Error, Session};
+use super::{Endpoint, Error, Session};
 use crate::emergency::openpgp::{self, Passphrase, PrivateKey};
 
 #[derive(Debug, Deserialize)]
@@ -54,7 +54,12 @@ impl Session {
     pub async fn secret_by_name(&mut self, name: &str) -> Result<Secret, Error> {
         let id = self.find_resource(name).await?;
         let body = self
-            .call(reqwest::Method::GET, &format!("/secrets/resource/{id}.json"), None, "reading the secret")
+            .call(
+                reqwest::Method::GET,
+                &Endpoint::at("secrets/resource").segment(format!("{id}.json")),
+                None,
+                "reading the secret",
+            )
             .await?;
         let Some(armored) = body.get("data").and_then(Value::as_str) else {
             return Err(Error::Decode { what: format!("the secret of {name:?}"), reason: "no data".into() });
@@ -72,7 +77,9 @@ impl Session {
 
     /// The id of the resource named `name`: by its plain name, else by its decrypted v5 metadata.
     async fn find_resource(&mut self, name: &str) -> Result<String, Error> {
-        let list = self.call(reqwest::Method::GET, "/resources.json", None, "listing resources").await?;
+        let list = self
+            .call(reqwest::Method::GET, &Endpoint::at("resources.json"), None, "listing resources")
+            .await?;
         let resources: Vec<Resource> = serde_json::from_value(list)
             .map_err(|e| Error::Decode { what: "the resource list".into(), reason: e.to_string() })?;
         if let Some(r) = resources.iter().find(|r| r.name.as_deref() == Some(name)) {
@@ -113,7 +120,7 @@ impl Session {
         let body = self
             .call(
                 reqwest::Method::GET,
-                "/metadata/keys.json?contain[metadata_private_keys]=1",
+                &Endpoint::at("metadata/keys.json").query("contain[metadata_private_keys]", "1"),
                 None,
                 "listing the shared metadata keys",
             )
