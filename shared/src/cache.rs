@@ -20,7 +20,7 @@ use std::time::{Duration, SystemTime, UNIX_EPOCH};
 use serde::{Deserialize, Serialize};
 use serde_json::value::RawValue;
 
-use crate::inventory::Cluster;
+use crate::inventory::{Cluster, Keep};
 
 /// File name of the inventory cache inside the cache directory.
 pub const FILE_NAME: &str = "inventory.json";
@@ -132,7 +132,7 @@ pub fn path(cache_dir: &Path) -> PathBuf {
 
 /// Reads and checks the cache file.
 pub fn load(path: &Path) -> Result<Envelope, Error> {
-    parse(path, &read(path)?)
+    parse(path, &read(path)?, Keep::All)
 }
 
 /// The cache file's bytes, unchecked: [`parse`] checks them.
@@ -151,12 +151,13 @@ pub fn clusters_of(bytes: &[u8]) -> Result<Vec<Cluster>, serde_json::Error> {
     crate::inventory::parse_clusters(disk.clusters.get().as_bytes())
 }
 
-/// Checks the cache file's `bytes` (`path` names it in errors).
-pub fn parse(path: &Path, bytes: &[u8]) -> Result<Envelope, Error> {
+/// Checks the cache file's `bytes` (`path` names it in errors), keeping of its clusters what
+/// `keep` says.
+pub fn parse(path: &Path, bytes: &[u8], keep: Keep) -> Result<Envelope, Error> {
     let corrupt = |cause| Error::Corrupt { path: path.to_owned(), cause };
     let future = |found| Error::FutureVersion { path: path.to_owned(), found };
     // The clusters are most of the file: held unparsed first, then parsed as an inventory file's
-    // are (in halves when large, `inventory::parse_clusters`; issue 41).
+    // are (across the cores when large, `inventory::parse_kept`).
     let disk = match serde_json::from_slice::<OnDisk<&RawValue>>(bytes) {
         Ok(disk) if disk.version > VERSION => return Err(future(disk.version)),
         Ok(disk) => disk,
@@ -168,7 +169,7 @@ pub fn parse(path: &Path, bytes: &[u8]) -> Result<Envelope, Error> {
             });
         }
     };
-    let clusters = match crate::inventory::parse_clusters(disk.clusters.get().as_bytes()) {
+    let clusters = match crate::inventory::parse_kept(disk.clusters.get().as_bytes(), keep) {
         Ok(clusters) => clusters,
         // Parsed again as one document, the error says where in the file (line, column) it is.
         Err(inner) => {

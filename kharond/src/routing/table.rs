@@ -12,9 +12,10 @@ use std::path::{Path, PathBuf};
 use std::time::SystemTime;
 
 use kharon_shared::anchor::Anchors;
+use kharon_shared::cache;
+use kharon_shared::inventory::{self, Keep};
 use kharon_shared::routing::{RoutingTable, distinct_sorted};
 use kharon_shared::trust::OwnHosts;
-use kharon_shared::{cache, inventory};
 
 use crate::routing::catalog::{Catalog, Shape};
 use crate::routing::endpoints::{self, Endpoint};
@@ -189,20 +190,22 @@ pub fn read(source: &Inventory, own: &OwnHosts) -> Result<Read, Error> {
         Inventory::File(path) => (inventory::read_file(path)?, Shape::Clusters),
         Inventory::Cache(path) => (cache::read(path)?, Shape::Cache),
     };
-    // The catalog compresses the bytes while they are parsed: the parse is one thread's work,
-    // and the other core would wait (issue 41).
+    // The catalog compresses the bytes while they are parsed. The parse keeps only the facts
+    // routing reads: the catalog holds the clusters whole for what needs the rest.
     let (parsed, catalog) = kharon_shared::parallel::both(
         || match source {
             Inventory::File(path) => {
-                inventory::parse_file(path, &bytes).map_err(Error::from).map(|clusters| {
+                inventory::parse_file(path, &bytes, Keep::Routing).map_err(Error::from).map(|clusters| {
                     let modified = std::fs::metadata(path).and_then(|m| m.modified()).ok();
                     (clusters, modified)
                 })
             }
-            Inventory::Cache(path) => cache::parse(path, &bytes).map_err(Error::from).map(|envelope| {
-                envelope.own_hosts(&mut own);
-                (envelope.clusters, Some(envelope.fetched_at))
-            }),
+            Inventory::Cache(path) => {
+                cache::parse(path, &bytes, Keep::Routing).map_err(Error::from).map(|envelope| {
+                    envelope.own_hosts(&mut own);
+                    (envelope.clusters, Some(envelope.fetched_at))
+                })
+            }
         },
         || Catalog::of(&bytes, shape),
     );

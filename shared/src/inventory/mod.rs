@@ -2,7 +2,8 @@
 //! facts kharon reads from each cluster (docs/lieutenant-and-oidc.md, "The Cluster object").
 //!
 //! This module owns:
-//! - parsing (unknown fields are ignored, fact values may be any JSON);
+//! - parsing ([`parse`]: unknown fields are ignored, fact values may be any JSON; a lean parse
+//!   keeps only the facts routing reads);
 //! - typed accessors for the facts that matter (`jumphost`, `kharonIgnore`, `distribution`, API and
 //!   console URLs);
 //! - the per-cluster derivation of routing suffixes, [`Cluster::routing_facts`], including what a
@@ -19,9 +20,14 @@ use serde::{Deserialize, Serialize};
 use serde_json::{Map, Value};
 use std::cmp::Reverse;
 use std::net::{IpAddr, Ipv4Addr, Ipv6Addr};
-use std::path::{Path, PathBuf};
 
 use crate::trust::{self, Refused, Tier};
+
+mod parse;
+pub use parse::{
+    Error, Keep, ROUTING_DYNAMIC_FACTS, ROUTING_FACTS, load_file, parse_clusters, parse_file, parse_kept,
+    read_file,
+};
 
 /// The names of the facts kharon reads, so that no caller spells them by hand.
 pub mod fact {
@@ -88,95 +94,6 @@ pub struct Cluster {
     /// The CRD annotations; Lieutenant omits them when empty.
     #[serde(default, skip_serializing_if = "Map::is_empty")]
     pub annotations: Map<String, Value>,
-}
-
-#[derive(Debug, thiserror::Error)]
-pub enum Error {
-    #[error("cannot read inventory {}", path.display())]
-    Read { path: PathBuf, source: std::io::Error },
-    #[error("inventory {}", path.display())]
-    Parse { path: PathBuf, source: serde_json::Error },
-}
-
-/// A Lieutenant `/clusters` JSON array. A large one is parsed in two halves side by side (a
-/// 50,000-cluster inventory took a third of a second on one core, issue 41); any doubt about a
-/// half, and the whole is parsed as one, so an error is always the whole document's.
-pub fn parse_clusters(bytes: &[u8]) -> Result<Vec<Cluster>, serde_json::Error> {
-    if bytes.len() >= HALVES_FROM
-        && let Some(middle) = middle_comma(bytes)
-        && let Some(clusters) = parse_halves(bytes, middle)
-    {
-        return Ok(clusters);
-    }
-    serde_json::from_slice(bytes)
-}
-
-/// Below this size one thread parses faster than two start.
-const HALVES_FROM: usize = 1 << 20;
-
-/// The two halves of the array `[a, b]` split at the comma at `middle`, each as an array of its
-/// own (`[a]`, `[b]`), parsed side by side. `None` unless both parse and neither is empty: then
-/// the whole is the two halves (an empty half would be a stray comma in the whole).
-fn parse_halves(bytes: &[u8], middle: usize) -> Option<Vec<Cluster>> {
-    let (front, back) = (bytes.get(..middle)?, bytes.get(middle + 1..)?);
-    let mut first = Vec::with_capacity(front.len() + 1);
-    first.extend_from_slice(front);
-    first.push(b']');
-    let mut second = Vec::with_capacity(back.len() + 1);
-    second.push(b'[');
-    second.extend_from_slice(back);
-    let parse = |half: &[u8]| serde_json::from_slice::<Vec<Cluster>>(half).ok().filter(|c| !c.is_empty());
-    let (first, second) = crate::parallel::both(|| parse(&first), || parse(&second));
-    let mut clusters = first?;
-    clusters.extend(second?);
-    Some(clusters)
-}
-
-/// The first comma from the middle of `bytes` on that separates two elements of the top-level
-/// array, by a scan that follows strings (and their escapes) and nesting from the start; `None`
-/// when the document does not start as an array or has no such comma. Valid JSON is scanned
-/// exactly; anything else is caught by the parse of the halves, or of the whole.
-fn middle_comma(bytes: &[u8]) -> Option<usize> {
-    let start = bytes.iter().position(|b| !b.is_ascii_whitespace())?;
-    if bytes[start] != b'[' {
-        return None;
-    }
-    let half = bytes.len() / 2;
-    let (mut depth, mut in_string, mut escaped) = (0usize, false, false);
-    for (at, &byte) in bytes.iter().enumerate().skip(start) {
-        if in_string {
-            match byte {
-                _ if escaped => escaped = false,
-                b'\\' => escaped = true,
-                b'"' => in_string = false,
-                _ => {}
-            }
-            continue;
-        }
-        match byte {
-            b'"' => in_string = true,
-            b'[' | b'{' => depth += 1,
-            b']' | b'}' => depth = depth.checked_sub(1)?,
-            b',' if depth == 1 && at >= half => return Some(at),
-            _ => {}
-        }
-    }
-    None
-}
-
-pub fn load_file(path: &Path) -> Result<Vec<Cluster>, Error> {
-    parse_file(path, &read_file(path)?)
-}
-
-/// An inventory file's bytes, unparsed: [`parse_file`] parses them.
-pub fn read_file(path: &Path) -> Result<Vec<u8>, Error> {
-    // A FIFO or device as --inventory would block start and every reload: refused up front.
-    crate::files::read_regular(path).map_err(|source| Error::Read { path: path.to_owned(), source })
-}
-
-/// The clusters of an inventory file's `bytes` (`path` names it in errors).
-pub fn parse_file(path: &Path, bytes: &[u8]) -> Result<Vec<Cluster>, Error> {
-    parse_clusters(bytes).map_err(|source| Error::Parse { path: path.to_owned(), source })
 }
 
 /// The Kubernetes distribution a cluster runs, from the static `distribution` fact.
@@ -617,57 +534,6 @@ mod tests {
     use super::*;
     use serde_json::json;
 
-    /// A large array (parsed in halves) whose strings hold what would mislead a naive scan
-    /// (commas, brackets, braces, escaped quotes and backslashes) on both sides of its middle.
-    fn large_inventory() -> String {
-        let clusters: Vec<Value> = (0..6_000)
-            .map(|i| {
-                json!({"id": format!("c-{i}"), "tenant": "t", "displayName": format!("a, \"b\" [c] {{d}} \\ {i}"),
-                       "facts": {"jumphost": "jump", "note": ",]},[{\\\""},
-                       "dynamicFacts": {"openshiftBaseDomain": format!("c-{i}.example.net"), "n": [i, {"m": []}]}})
-            })
-            .collect();
-        serde_json::to_string_pretty(&clusters).unwrap()
-    }
-
-    #[test]
-    fn a_large_array_parses_in_halves_to_what_the_whole_parses_to() {
-        let text = large_inventory();
-        assert!(text.len() >= HALVES_FROM, "{} bytes", text.len());
-        let middle = middle_comma(text.as_bytes()).unwrap();
-        assert!(parse_halves(text.as_bytes(), middle).is_some(), "the halves are used");
-        let whole: Vec<Cluster> = serde_json::from_slice(text.as_bytes()).unwrap();
-        let halves = parse_clusters(text.as_bytes()).unwrap();
-        assert_eq!(halves.len(), 6_000);
-        assert_eq!(serde_json::to_value(&halves).unwrap(), serde_json::to_value(&whole).unwrap());
-    }
-
-    #[test]
-    fn a_broken_large_array_is_the_whole_documents_error() {
-        let text = large_inventory();
-        let middle = middle_comma(text.as_bytes()).unwrap();
-        let broken = [
-            // a stray comma where the halves meet: `[a,,b]` would parse as `[a]` and `[,b]`…
-            format!("{},{}", &text[..middle], &text[middle..]),
-            // …and `[,b]`-like: an empty first element
-            format!("[,{}", &text[1..]),
-            // trailing garbage, a missing bracket, a broken element in the second half
-            format!("{text} x"),
-            text[..text.len() - 1].to_owned(),
-            format!("{}{}", &text[..middle + 1], &text[middle + 1..].replacen('{', "{{", 1)),
-        ];
-        for doc in broken {
-            let whole = serde_json::from_slice::<Vec<Cluster>>(doc.as_bytes()).unwrap_err().to_string();
-            let ours = parse_clusters(doc.as_bytes()).unwrap_err().to_string();
-            assert_eq!(ours, whole);
-        }
-        // Not an array at all, or an array without a comma past the middle.
-        assert_eq!(middle_comma(br#"{"a": [1, 2]}"#), None);
-        assert_eq!(middle_comma(br#" [{"a": "x,y,z,w"}]"#), None);
-        // The comma inside the string (after an escaped quote) is not the one.
-        assert_eq!(middle_comma(br#"[1, "\",", 2, 3]"#), Some(9));
-    }
-
     fn cluster(value: Value) -> Cluster {
         serde_json::from_value(value).expect("test cluster parses")
     }
@@ -960,31 +826,9 @@ mod tests {
     }
 
     #[test]
-    fn unknown_fields_are_ignored_and_annotations_kept() {
-        let clusters = parse_clusters(
-            br#"[{"id":"c-1","tenant":"t-1","gitRepo":{},"compileMeta":{"lastCompile":"x"},
-                  "annotations":{"a":"b"},"installURL":"https://x"}]"#,
-        )
-        .expect("parses");
-        assert_eq!(clusters[0].id, "c-1");
-        assert_eq!(clusters[0].annotations.get("a"), Some(&json!("b")));
-    }
-
-    #[test]
-    fn load_file_names_the_file_on_error() {
-        let dir = tempfile::tempdir().expect("tempdir");
-        let path = dir.path().join("inventory.json");
-        // The message and its cause, as every display of an error shows it.
-        let err = crate::errors::chain(&load_file(&path).expect_err("missing file"));
-        assert!(err.to_string().starts_with(&format!("cannot read inventory {}: ", path.display())), "{err}");
-        std::fs::write(&path, b"{").expect("write");
-        let err = crate::errors::chain(&load_file(&path).expect_err("bad json"));
-        assert!(err.to_string().starts_with(&format!("inventory {}: ", path.display())), "{err}");
-    }
-
-    #[test]
     fn example_inventory_parses() {
-        let path = Path::new(env!("CARGO_MANIFEST_DIR")).join("../contrib/examples/inventory.json");
+        let path =
+            std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../contrib/examples/inventory.json");
         let clusters = load_file(&path).expect("contrib/examples/inventory.json parses");
         assert!(clusters.len() >= 5);
         for c in &clusters {
