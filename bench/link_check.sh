@@ -28,7 +28,7 @@ echo "== congestion control: $(in_near sysctl -n net.ipv4.tcp_congestion_control
 failed=()
 for i in "${!PROFILE_NAMES[@]}"; do
   name=${PROFILE_NAMES[$i]}
-  echo "== $name:${PROFILE_ARGS[$i]}"
+  echo "== $name: ${PROFILE_ARGS[$i]}"
   link_start "$name" ${PROFILE_ARGS[$i]}
   ${CHECK_CHRT-chrt --fifo 5} "$BIN/link-check" --link "$LINK_STATS" --near "$NEAR" --far "$FAR" --near-addr "$NEAR_ADDR" \
     --far-addr "$FAR_ADDR" --seconds "$SECONDS_EACH" --name "$name" ${JSON:+--json "$JSON"} || failed+=("$name")

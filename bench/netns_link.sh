@@ -10,7 +10,8 @@
 #   link_start NAME ARGS…        starts link-emu with a profile's ARGS (LINK_PID; its description and,
 #                                once stopped, its counters in $W/link.NAME.json)
 #   link_stop                    stops it (its counters are then in that file)
-#   in_near CMD… / in_far CMD…   runs CMD in that namespace
+#   in_near CMD… / in_far CMD…   runs CMD in that namespace (in the foreground: started with `&`, a
+#                                function's PID is its subshell's; use `ip netns exec "$NEAR" CMD &`)
 #   wait_port_in NS ADDR PORT WHAT LOG
 #   select_profiles              the profiles to run, from PROFILES / ONLY (below), into
 #                                PROFILE_NAMES and PROFILE_ARGS
@@ -34,18 +35,20 @@ LINK_MTU=${LINK_MTU:-1500}
 # link-emu runs at a real-time priority: it is the wire, and the hosts at both ends (kharond,
 # sshd, the clients) must not delay it by tens of milliseconds on a busy 2-core machine. Its
 # threads sleep until a packet arrives or is due, so they take only what the packets cost.
-# LINK_CHRT="" runs it as any other process.
-LINK_CHRT=${LINK_CHRT-chrt --fifo 10}
+# LINK_CHRT="" runs it as any other process (as it runs where chrt is missing or refused).
+if [ -z "${LINK_CHRT+set}" ]; then
+  LINK_CHRT=""
+  if chrt --fifo 10 true 2>/dev/null; then LINK_CHRT="chrt --fifo 10"; fi
+fi
 # RFC 2544's benchmarking range: addresses no real network uses.
 NEAR_ADDR=198.18.0.1
 FAR_ADDR=198.18.0.2
 
 # PROFILES replaces the list: entries separated by ";", each a name and link-emu's options
-# ("wan --delay 40ms --rate 100mbit --queue 2bdp"), or RTT_MS:MBIT as bench/shaped.sh took them
-# before (a BDP of buffer, half the round trip each way). ONLY picks entries of the list by name
-# ("deep lossy").
+# ("wan --delay 40ms --rate 100mbit --queue 2bdp"), or RTT_MS:MBIT (a round trip and a rate: half
+# the round trip each way, a BDP of buffer). ONLY picks entries of the list by name ("deep lossy").
 select_profiles() {
-  local entries=() entry name
+  local entries=() entry words name
   if [ -n "${PROFILES:-}" ]; then
     IFS=';' read -r -a entries <<< "$PROFILES"
   else
@@ -53,15 +56,15 @@ select_profiles() {
   fi
   PROFILE_NAMES=(); PROFILE_ARGS=()
   for entry in "${entries[@]}"; do
-    entry=$(echo "$entry" | xargs)
-    [ -n "$entry" ] || continue
-    if [[ $entry =~ ^([0-9]+):([0-9.]+)$ ]]; then
-      name="${BASH_REMATCH[1]}ms-${BASH_REMATCH[2]}mbit"
-      entry="$name --delay $(python3 -c "print(${BASH_REMATCH[1]} / 2)")ms --rate ${BASH_REMATCH[2]}mbit --queue 1bdp"
+    read -r -a words <<< "$entry"
+    [ ${#words[@]} -gt 0 ] || continue
+    if [ ${#words[@]} = 1 ] && [[ ${words[0]} =~ ^([0-9]+):([0-9.]+)$ ]]; then
+      words=("${BASH_REMATCH[1]}ms-${BASH_REMATCH[2]}mbit" --delay "$(python3 -c "print(${BASH_REMATCH[1]} / 2)")ms"
+        --rate "${BASH_REMATCH[2]}mbit" --queue 1bdp)
     fi
-    name=${entry%% *}
+    name=${words[0]}
     if [ -n "${ONLY:-}" ] && ! [[ " $ONLY " == *" $name "* ]]; then continue; fi
-    PROFILE_NAMES+=("$name"); PROFILE_ARGS+=("${entry#"$name"}")
+    PROFILE_NAMES+=("$name"); PROFILE_ARGS+=("${words[*]:1}")
   done
   [ ${#PROFILE_NAMES[@]} -gt 0 ] || { echo "no profile selected (PROFILES=${PROFILES:-} ONLY=${ONLY:-})" >&2; exit 2; }
 }
@@ -69,10 +72,14 @@ select_profiles() {
 in_near() { ip netns exec "$NEAR" "$@"; }
 in_far() { ip netns exec "$FAR" "$@"; }
 
+# Stops link-emu and whatever still runs in the two namespaces (only what the script started
+# there: they are its own), then removes them.
 link_cleanup() {
   [ -z "${LINK_PID:-}" ] || kill "$LINK_PID" 2>/dev/null || true
   for ns in "${NEAR:-}" "${FAR:-}"; do
-    [ -z "$ns" ] || ip netns del "$ns" 2>/dev/null || true
+    [ -n "$ns" ] || continue
+    ip netns pids "$ns" 2>/dev/null | xargs -r kill 2>/dev/null || true
+    ip netns del "$ns" 2>/dev/null || true
   done
 }
 

@@ -67,7 +67,9 @@ OUT=$W/shaped.jsonl
 PIDS+=($!)
 link_namespaces "khs$$"
 bench_keys
-# The far namespace is ours alone: fixed ports. j1 listens on the link, j2 and the target on the far
+# Processes started in the background are `ip netns exec …` themselves, not in_near/in_far (a
+# function run in the background is a subshell: its PID is not the process's, and killing it
+# leaves the process running). The far namespace is ours alone: fixed ports. j1 listens on the link, j2 and the target on the far
 # side's loopback as before, the target on the link too (for the "link alone" path).
 J1_PORT=2201; J2_PORT=2202; TARGET_PORT=8080
 USER_NAME=${USER:-root}
@@ -77,8 +79,8 @@ TARGET=bench.c1.example
 printf '127.0.0.1 localhost\n127.0.0.1 %s\n' "$TARGET" > "$W/hosts"
 write_sshd_config "$W/sshd_config.1" "$J1_PORT" "ListenAddress $FAR_ADDR" "Ciphers $CIPHER" "LogLevel ERROR"
 write_sshd_config "$W/sshd_config.2" "$J2_PORT" "Ciphers $CIPHER" "LogLevel ERROR"
-in_far "$SSHD" -D -e -f "$W/sshd_config.1" 2>"$W/sshd.1.log" & PIDS+=($!)
-in_far unshare -m sh -c "mount --bind $W/hosts /etc/hosts && exec $SSHD -D -e -f $W/sshd_config.2" 2>"$W/sshd.2.log" &
+ip netns exec "$FAR" "$SSHD" -D -e -f "$W/sshd_config.1" 2>"$W/sshd.1.log" & PIDS+=($!)
+ip netns exec "$FAR" unshare -m sh -c "mount --bind $W/hosts /etc/hosts && exec $SSHD -D -e -f $W/sshd_config.2" 2>"$W/sshd.2.log" &
 PIDS+=($!)
 echo "[$FAR_ADDR]:$J1_PORT $(cut -d' ' -f1,2 "$W/host_key.pub")" >> "$W/home/.ssh/known_hosts"
 echo "[127.0.0.1]:$J2_PORT $(cut -d' ' -f1,2 "$W/host_key.pub")" >> "$W/home/.ssh/known_hosts"
@@ -134,7 +136,7 @@ s.bind(("0.0.0.0", int(sys.argv[1]))); s.listen(512)
 while True:
     c, _ = s.accept(); threading.Thread(target=serve, args=(c,), daemon=True).start()
 PY
-in_far python3 "$W/target.py" "$TARGET_PORT" 2>"$W/target.log" & PIDS+=($!)
+ip netns exec "$FAR" python3 "$W/target.py" "$TARGET_PORT" 2>"$W/target.log" & PIDS+=($!)
 wait_port_in "$FAR" "$FAR_ADDR" "$J1_PORT" "sshd j1" "$W/sshd.1.log"
 wait_port_in "$FAR" 127.0.0.1 "$J2_PORT" "sshd j2" "$W/sshd.2.log"
 wait_port_in "$FAR" 127.0.0.1 "$TARGET_PORT" "the target server" "$W/target.log"
@@ -147,21 +149,21 @@ echo "== $(date -u '+%H:%M') ${#PROFILE_NAMES[@]} profiles, $REPS repetitions of
 stop() { for p in "$@"; do kill "$p" 2>/dev/null || true; wait "$p" 2>/dev/null || true; done; }
 for i in "${!PROFILE_NAMES[@]}"; do
   NAME=${PROFILE_NAMES[$i]}; ARGS=${PROFILE_ARGS[$i]}
-  echo "== shaped $NAME:$ARGS (link-emu to j1, then j2)"
+  echo "== shaped $NAME: $ARGS (link-emu to j1, then j2)"
   P_STARTED=$(( $(date +%s) - STARTED )); P_LOAD=$(cut -d' ' -f1 /proc/loadavg)
   link_start "$NAME" $ARGS
   KH_PORT=1080; SD_PORT=1081
-  in_near env -i PATH="$PATH" HOME="$W/home" USER="$USER_NAME" XDG_RUNTIME_DIR="$W" RUST_LOG=${KHAROND_LOG:-warn,kharon_ssh=info} \
+  ip netns exec "$NEAR" env -i PATH="$PATH" HOME="$W/home" USER="$USER_NAME" XDG_RUNTIME_DIR="$W" RUST_LOG=${KHAROND_LOG:-warn,kharon_ssh=info} \
     "$KHAROND" --listen 127.0.0.1:"$KH_PORT" --control-socket "$W/k.$NAME.sock" \
     --inventory "$W/inventory.json" --ssh-config "$W/home/.ssh/config" 2>"$W/kharond.log" & KPID=$!
-  in_near env HOME="$W/home" ssh -F "$W/home/.ssh/config" -N -o ExitOnForwardFailure=yes -c "$CIPHER" \
+  ip netns exec "$NEAR" env HOME="$W/home" ssh -F "$W/home/.ssh/config" -N -o ExitOnForwardFailure=yes -c "$CIPHER" \
     -D 127.0.0.1:"$SD_PORT" bench 2>"$W/ssh.log" & SPID=$!
   PIDS+=("$KPID" "$SPID")
   PINNED=(); PINNED_PIDS=(); port=$((SD_PORT + 1))
   for kib in ${PIN_WINDOWS:-}; do
     port=$((port + 1))
     printf 'ssh_window = "%sK"\n' "$kib" > "$W/pinned.$kib.toml"
-    in_near env -i PATH="$PATH" HOME="$W/home" USER="$USER_NAME" XDG_RUNTIME_DIR="$W" RUST_LOG=warn \
+    ip netns exec "$NEAR" env -i PATH="$PATH" HOME="$W/home" USER="$USER_NAME" XDG_RUNTIME_DIR="$W" RUST_LOG=warn \
       "$KHAROND" --config "$W/pinned.$kib.toml" --listen 127.0.0.1:"$port" --control-socket "$W/k.$NAME.$kib.sock" \
       --inventory "$W/inventory.json" --ssh-config "$W/home/.ssh/config" 2>"$W/kharond.$kib.log" &
     PINNED_PIDS+=($!); PIDS+=($!)

@@ -3,10 +3,10 @@
 //! start), sends traffic through it between the two namespaces (`probe.rs`) and compares:
 //!
 //! - round trip: small UDP probes on the idle link take both delays and nothing more;
-//! - rate and buffer, per direction: a UDP stream at 1.5 times the link's rate keeps the
-//!   bottleneck busy, so what arrives per 100 ms is the rate (per step of a schedule), and once
-//!   the buffer is full every datagram waits for a full buffer: the one-way delay levels out at
-//!   the delay plus the buffer's depth at that rate;
+//! - rate and buffer, per direction: a UDP stream above the link's rate (1.5 times; 1.15 above
+//!   300 Mbit/s) keeps the bottleneck busy, so what arrives per 100 ms is the rate (per step of a
+//!   schedule), and once the buffer is full every datagram waits for a full buffer: the one-way
+//!   delay levels out at the delay plus the buffer's depth at that rate;
 //! - loss, per direction: a sparse UDP stream (no queue) loses the configured fraction, within
 //!   four standard deviations of the binomial;
 //! - TCP, per direction: one kernel TCP transfer's goodput against the rate less its headers,
@@ -28,7 +28,7 @@ use clap::Parser;
 use serde_json::{Value, json};
 
 /// Measures a running link-emu between two network namespaces against what it was told to be:
-/// round trip, rate and buffer depth per direction (a UDP stream at 1.5 times the rate), random
+/// round trip, rate and buffer depth per direction (a UDP stream above the rate), random
 /// loss (a sparse UDP stream), and one TCP transfer each way. Prints expected and measured side
 /// by side; exits with 1 when one is off.
 #[derive(Parser, Debug)]
