@@ -1,8 +1,14 @@
 # Helpers shared by the bench scripts (sourced, not run). Processes the script starts go into
-# PIDS; they and the work directory `W` are removed on exit.
+# PIDS; they and the work directory `W` are removed on exit, after which each function named in
+# EXIT_HOOKS runs (bench/netns_link.sh removes its namespaces so).
 
 PIDS=()
-cleanup() { for p in "${PIDS[@]}"; do kill "$p" 2>/dev/null || true; done; [ -z "${W:-}" ] || rm -rf "$W"; }
+EXIT_HOOKS=()
+cleanup() {
+  for p in "${PIDS[@]}"; do kill "$p" 2>/dev/null || true; done
+  [ -z "${W:-}" ] || rm -rf "$W"
+  for h in "${EXIT_HOOKS[@]}"; do "$h"; done
+}
 trap cleanup EXIT
 
 # A loopback port nobody listens on right now.

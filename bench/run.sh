@@ -14,10 +14,14 @@
 #   3 hops and over a 50 ms link, then each side's default cipher; warm setup; connections per
 #   second with 64 workers (with each process's CPU per connection, and the ceiling they imply);
 #   browser-like page loads;
-# - bench/shaped.sh: the first jump host behind a shaped link (25 ms each way at 50 Mbit/s, 10 ms at
-#   200 Mbit/s, 50 ms at 1 Gbit/s), kharond against `ssh -D`: small requests idle and beside a bulk
-#   download or upload, the download's rate, two downloads at once (issue 43). Runs alone too and
-#   then rewrites only its own rows of the page: `bench/shaped.sh` (about fifteen minutes);
+# - bench/shaped.sh: the first jump host behind a link emulated packet by packet (link-emu: delay,
+#   rate, a drop-tail buffer and loss, real kernel TCP at both ends), on the eight profiles of
+#   bench/netns_link.sh (25 ms each way at 50 Mbit/s with a buffer of half a BDP, one BDP and 1,000
+#   packets; 10 ms at 200 Mbit/s; 60 ms at 20 Mbit/s with 1,000 packets; 25 ms at 1 Gbit/s; 0.5 %
+#   loss; a rate that halves and recovers), kharond against `ssh -D` and the link alone: small
+#   requests idle and beside a bulk download or upload, both transfers' rates, two downloads at
+#   once. Runs alone too and then rewrites only its own rows of the page:
+#   `bench/shaped.sh` (about 20 minutes); `bench/link_check.sh` checks the emulator itself;
 # - bench/owner_check.sh: connection setup of a password-less kharond with and without the check
 #   of who owns the client's socket (issue 33);
 # - bench/inventory.sh: a 50,000-cluster inventory (start, RSS, PAC size);
@@ -25,11 +29,11 @@
 #   after 30 s of idle (issue 55);
 # - `cargo bench -p kharon-shared --bench routing`: route lookup at 10,000 clusters.
 #
-# QUICK=1 is a smoke run (a few minutes, figures meaningless); the full run should take about 45
+# QUICK=1 is a smoke run (a few minutes, figures meaningless); the full run should take about 50
 # minutes on 2 cores (the page records how long it took, and the load average before and after:
 # figures mean something only on an otherwise idle machine). Needs root (sshd's own /etc/hosts,
-# thousands of descriptors) and Debian's apt-get for what is missing: microsocks, dante-server,
-# gnuplot-nox (the plot), openssh-server, curl.
+# thousands of descriptors, network namespaces) and Debian's apt-get for what is missing:
+# microsocks, dante-server, gnuplot-nox (the plot), openssh-server, curl, iproute2.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 ROOT=$PWD
@@ -41,6 +45,8 @@ command -v microsocks >/dev/null || need+=(microsocks)
 command -v gnuplot >/dev/null || need+=(gnuplot-nox)
 [ -x /usr/sbin/sshd ] || command -v sshd >/dev/null || need+=(openssh-server)
 command -v curl >/dev/null || need+=(curl)
+# bench/shaped.sh's namespaces and TUN devices
+command -v ip >/dev/null || need+=(iproute2)
 if [ "${#need[@]}" -gt 0 ]; then
   echo "== installing ${need[*]}"
   apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends "${need[@]}" >/dev/null
@@ -52,13 +58,14 @@ fi
 if [ "$QUICK" = 1 ]; then
   BYTES=$((16 << 20)); RUNS=2; CONNS=100; RATE_CONNS=500; IDLE=200,1000; LINK_BYTES=$((8 << 20))
   R_MIB=16; R_CONNS=50; R_RUNS=2; R_HOPS_RUNS=2; SLOW_MIB=8; SLOW_CONNS=10; SLOW_RUNS=2; R_RATE=300; R_PAGES=5
-  SHAPED_SECONDS=3; SHAPED_REPS=1
+  SHAPED_SECONDS=3; SHAPED_REPS=1; SHAPED_ONLY="bdp lossy"
   INV_RUNS=1; OWNER_PAIRS=2; CRITERION=(--warm-up-time 0.2 --measurement-time 0.5)
   BURST_CONNS=300; BURST_IDLE=3; BURST_RUNS=1
 else
   BYTES=$((1 << 30)); RUNS=9; CONNS=2000; RATE_CONNS=10000; IDLE=1000,9000; LINK_BYTES=$((256 << 20))
   R_MIB=1024; R_CONNS=500; R_RUNS=15; R_HOPS_RUNS=9; SLOW_MIB=256; SLOW_CONNS=100; SLOW_RUNS=5; R_RATE=5000; R_PAGES=100
-  SHAPED_SECONDS=8; SHAPED_REPS=4
+  # bench/shaped.sh's own defaults: eight profiles in about 20 minutes.
+  SHAPED_SECONDS=6; SHAPED_REPS=2; SHAPED_ONLY=
   INV_RUNS=3; OWNER_PAIRS=6; CRITERION=(--warm-up-time 1 --measurement-time 3)
   BURST_CONNS=3000; BURST_IDLE=30; BURST_RUNS=3
 fi
@@ -84,8 +91,8 @@ for hops in 2 3; do
 done
 echo "== routed, same cipher, 50 ms and 1 Gbit/s to the jump host"
 RTT_MS=50 bench/routed.sh "$SLOW_MIB" "$SLOW_CONNS" "$SLOW_RUNS"
-echo "== shaped first link: small requests beside bulk transfers, 3 link profiles"
-PHASE_SECONDS=$SHAPED_SECONDS REPS=$SHAPED_REPS WARMUP=$SHAPED_SECONDS bench/shaped.sh
+echo "== shaped first link: small requests beside bulk transfers, on emulated links"
+ONLY=$SHAPED_ONLY PHASE_SECONDS=$SHAPED_SECONDS REPS=$SHAPED_REPS WARMUP=$SHAPED_SECONDS bench/shaped.sh
 echo "== routed, each side's default cipher"
 CIPHER=default bench/routed.sh "$R_MIB" "$R_CONNS" "$R_RUNS"
 

@@ -2,7 +2,11 @@
 """bench/shaped.py: what a shaped link does to small requests through two proxies (bench/shaped.sh
 runs it; not a test).
 
-  shaped.py HOST PORT SECONDS REPS WARMUP JSON NAME=SOCKS_PORT [NAME=SOCKS_PORT ...]
+  shaped.py HOST PORT SECONDS REPS WARMUP JSON NAME=SOCKS_PORT [NAME=SOCKS_PORT ...] [NAME=@ADDR:PORT]
+
+NAME=SOCKS_PORT is a SOCKS5 proxy on 127.0.0.1 that reaches HOST:PORT by name; NAME=@ADDR:PORT is the
+same server dialled directly, without a proxy (the link alone, as a reference: its bulk rates are
+what the link itself carries for one TCP connection).
 
 For each repetition, each proxy in turn (interleaved, so drift on the machine hits both alike):
 - idle: small requests, each on a new connection (SOCKS5 CONNECT by name, GET /hello, read to
@@ -11,7 +15,7 @@ For each repetition, each proxy in turn (interleaved, so drift on the machine hi
   connections and on one kept-alive connection (HTTP/1.1, /hello again and again); the
   download's rate;
 - during one bulk upload (POST /sink of zeros for SECONDS): the same small requests;
-- two bulk downloads at once for SECONDS: each one's rate.
+- two bulk downloads at once for SECONDS: each one's rate (proxies only).
 WARMUP > 0 first runs one unmeasured bulk download of WARMUP seconds per proxy, with small
 requests beside it whose latencies are recorded as "first" (a daemon that learns its path
 learns it there). Every figure goes to JSON as one line per proxy and repetition.
@@ -27,7 +31,18 @@ import time
 
 HOST, PORT, SECONDS, REPS, WARMUP, OUT = (sys.argv[1], int(sys.argv[2]), float(sys.argv[3]), int(sys.argv[4]),
                                           float(sys.argv[5]), sys.argv[6])
-PROXIES = [(a.split("=")[0], int(a.split("=")[1])) for a in sys.argv[7:]]
+
+
+def path(arg):
+    """(name, SOCKS port) or (name, (address, port)) for a direct path."""
+    name, where = arg.rsplit("=", 1)
+    if where.startswith("@"):
+        addr, port = where[1:].rsplit(":", 1)
+        return name, (addr, int(port))
+    return name, int(where)
+
+
+PROXIES = [path(a) for a in sys.argv[7:]]
 BIG = 1 << 40
 IDLE_REQUESTS = 15
 # A small request that takes longer than this is given up and counted as this long.
@@ -35,6 +50,10 @@ LIMIT = 30.0
 
 
 def connect(proxy):
+    if isinstance(proxy, tuple):
+        s = socket.create_connection(proxy, timeout=LIMIT)
+        s.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+        return s
     s = socket.create_connection(("127.0.0.1", proxy), timeout=LIMIT)
     s.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
     s.sendall(b"\x05\x01\x00")
@@ -109,16 +128,28 @@ def download(proxy, seconds, result):
 
 
 def upload(proxy, seconds, result):
+    """POSTs zeros for `seconds`; result gets the rate in MB/s at which they *arrived* at the server
+    (its answer once the body ends: bytes over first to last byte), not the rate at which this end
+    handed them to its socket, which counts whatever the path has buffered as sent."""
     s = connect(proxy)
     s.sendall(b"POST /sink HTTP/1.0\r\nContent-Length: %d\r\n\r\n" % BIG)
     chunk = b"\0" * (256 << 10)
-    n, t0, end = 0, time.perf_counter(), time.perf_counter() + seconds
+    end = time.perf_counter() + seconds
     try:
         while time.perf_counter() < end:
-            n += s.send(chunk)
-    except OSError:
-        pass
-    result.append(n / (time.perf_counter() - t0) / 1e6)
+            s.send(chunk)
+        s.shutdown(socket.SHUT_WR)
+        s.settimeout(LIMIT)
+        answer = b""
+        while True:
+            d = s.recv(4096)
+            if not d:
+                break
+            answer += d
+        n, elapsed = answer.split(b"\r\n\r\n", 1)[1].split()
+        result.append(int(n) / float(elapsed) / 1e6 if float(elapsed) > 0 else 0.0)
+    except (OSError, ValueError, IndexError):
+        result.append(0.0)
     s.close()
 
 
@@ -153,6 +184,8 @@ def main():
     out = open(OUT, "a") if OUT else None
     if WARMUP > 0:
         for name, proxy in PROXIES:
+            if isinstance(proxy, tuple):
+                continue
             new, _, rate = beside(proxy, download, WARMUP, keep_alive=False)
             print(f"{name:8} first download: {rate:.2f} MB/s, small p50 {q(new, 50):.0f} ms beside it ({len(new)})")
             if out:
@@ -162,17 +195,19 @@ def main():
             idle = [small(proxy) for _ in range(IDLE_REQUESTS)]
             d_new, d_alive, d_rate = beside(proxy, download, SECONDS)
             u_new, u_alive, u_rate = beside(proxy, upload, SECONDS)
-            rates = [[], []]
-            both = [threading.Thread(target=download, args=(proxy, SECONDS, r)) for r in rates]
-            for t in both:
-                t.start()
-            for t in both:
-                t.join()
-            two = [r[0] if r else 0.0 for r in rates]
+            two = [0.0, 0.0]
+            if not isinstance(proxy, tuple):
+                rates = [[], []]
+                both = [threading.Thread(target=download, args=(proxy, SECONDS, r)) for r in rates]
+                for t in both:
+                    t.start()
+                for t in both:
+                    t.join()
+                two = [r[0] if r else 0.0 for r in rates]
             rec = {"kind": "rep", "rep": rep, "path": name, "idle_ms": idle, "down_new_ms": d_new,
                    "down_alive_ms": d_alive, "down_mb_s": d_rate, "up_new_ms": u_new, "up_alive_ms": u_alive,
                    "up_mb_s": u_rate, "two_mb_s": two}
-            print(f"{name:8} rep {rep}: idle p50 {q(idle, 50):.0f} p95 {q(idle, 95):.0f} ms; during download "
+            print(f"{name:10} rep {rep}: idle p50 {q(idle, 50):.0f} p95 {q(idle, 95):.0f} ms; during download "
                   f"p50 {q(d_new, 50):.0f} p95 {q(d_new, 95):.0f} ms (kept-alive {q(d_alive, 50):.0f}), "
                   f"{d_rate:.2f} MB/s; during upload p50 {q(u_new, 50):.0f} ms (kept-alive {q(u_alive, 50):.0f}), "
                   f"{u_rate:.2f} MB/s; two downloads {two[0]:.2f} / {two[1]:.2f} MB/s", flush=True)
