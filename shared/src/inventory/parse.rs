@@ -25,7 +25,7 @@ use serde::de::{DeserializeSeed, Deserializer, IgnoredAny, MapAccess, Visitor};
 use serde_json::value::RawValue;
 use serde_json::{Map, Value};
 
-use super::{Cluster, fact};
+use super::cluster::{Cluster, fact};
 
 /// What of each cluster a parse keeps.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
