@@ -14,7 +14,9 @@
 # the same run as further baselines: what other SOCKS5 servers get on the same cores. So is
 # thin-relay (Linux), a bare blocking-splice relay: the most a relay can get on this machine; and
 # thin-epoll, the same relay driven by epoll readiness on one thread per connection: the most an
-# event loop such as kharond's can get (bench/client/thin_relay.rs, --epoll).
+# event loop such as kharond's can get (bench/client/thin_relay.rs, --epoll); and thin-socks, the
+# least a SOCKS server can do per connection, the ceiling of the rate phase (a thread pool, and
+# with --epoll an event loop: bench/client/thin_socks.rs). Each baseline's CPU is measured too.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 . bench/lib.sh
@@ -40,11 +42,17 @@ if [ "$(uname)" = Linux ]; then
   baseline thin-relay "$P" "$!"
   P=$(free_port); "$BIN/thin-relay" --epoll "127.0.0.1:$P" 2>"$W/thin-epoll.log" & PIDS+=($!)
   baseline thin-epoll "$P" "$!"
+  # The least a SOCKS server can do per connection (bench/client/thin_socks.rs): the ceiling of
+  # the rate phase, a thread pool and an event loop.
+  P=$(free_port); "$BIN/thin-socks" "127.0.0.1:$P" 2>"$W/thin-socks.log" & PIDS+=($!)
+  baseline thin-socks "$P" "$!"
+  P=$(free_port); "$BIN/thin-socks" --epoll "127.0.0.1:$P" 2>"$W/thin-socks-epoll.log" & PIDS+=($!)
+  baseline thin-socks-epoll "$P" "$!"
 fi
 MICROSOCKS=$(find_tool microsocks)
 if [ -n "$MICROSOCKS" ]; then
   P=$(free_port); "$MICROSOCKS" -i 127.0.0.1 -p "$P" >"$W/microsocks.log" 2>&1 & PIDS+=($!)
-  baseline microsocks "$P"
+  baseline microsocks "$P" "$!"
 fi
 DANTED=$(find_tool danted)
 if [ -n "$DANTED" ]; then
@@ -61,7 +69,7 @@ client pass { from: 127.0.0.0/8 to: 0.0.0.0/0 }
 socks pass { from: 127.0.0.0/8 to: 0.0.0.0/0 }
 CFG
   "$DANTED" -f "$W/danted.conf" -p "$W/danted.pid" >"$W/dante.log" 2>&1 & PIDS+=($!)
-  baseline dante "$P"
+  baseline dante "$P" "$!"
 fi
 for _ in $(seq 200); do "$BIN/kharonctl" status >/dev/null 2>&1 && break; sleep 0.05; done
 ADDR=$("$BIN/kharonctl" status -o json | python3 -c 'import json,sys; print(json.load(sys.stdin)["listen_address"])')

@@ -6,8 +6,9 @@
 # Each figure is a ratio against a baseline measured in the same run, runs interleaved (ABAB…)
 # and repeated; the page puts each next to its target (issue 17) with a verdict. What runs:
 # - bench/direct.sh: kharond's direct path against plain loopback, a bare splice relay
-#   (thin-relay, the ceiling here), microsocks and dante: 1 and 8 streams, connection setup,
-#   connections per second with 64 workers, one stream over an emulated 1 Gbit/s 20 ms link
+#   (thin-relay, the ceiling here), the least SOCKS server (thin-socks, the ceiling of the rate),
+#   microsocks and dante: 1 and 8 streams, connection setup,
+#   connections per second with 64 workers (against microsocks too), one stream over an emulated 1 Gbit/s 20 ms link
 #   (slow-link) with and without kharond, memory per idle connection at 1,000 and 10,000; kharond's
 #   CPU per GiB against thin-relay's;
 # - bench/routed.sh: kharond against `ssh -D` through the same sshd: same cipher through 1, 2 and

@@ -26,6 +26,16 @@ pub enum Way {
     Down,
 }
 
+impl Way {
+    /// The other direction.
+    pub fn reverse(self) -> Way {
+        match self {
+            Way::Up => Way::Down,
+            Way::Down => Way::Up,
+        }
+    }
+}
+
 impl Counters {
     /// Counts `n` bytes passed on `way`. Called once per chunk.
     pub fn add(&self, way: Way, n: u64) {

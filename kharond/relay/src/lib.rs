@@ -2,8 +2,10 @@
 //!
 //! Two shapes, one contract (both honour half-close: when one side shuts down writing, the other
 //! direction is still delivered in full, and the byte counts come back as a [`Transfer`]):
-//! - [`tcp`]: TCP ↔ TCP (the direct path). On Linux this is splice(2) through a kernel pipe, so
-//!   payload never enters user space (1.7–3× a userspace copy: docs/performance.md, "Where the targets come from"); elsewhere (macOS)
+//! - [`tcp`]: TCP ↔ TCP (the direct path). On Linux a stream is spliced (splice(2)) through a
+//!   kernel pipe, so its payload never enters user space (1.7–3× a userspace copy:
+//!   docs/performance.md, "Where the targets come from"); the few bytes of a short exchange are
+//!   copied, which costs the kernel less (`splice.rs`, "Small first"); elsewhere (macOS)
 //!   a copy with buffers that grow to 256 KiB (`copy.rs`), held to the same contract by the same
 //!   tests on Linux. The pipes are shared and bounded (`pipes.rs`): a connection holds one
 //!   only while data moves, so an idle connection costs its two sockets and nothing more.
@@ -25,11 +27,12 @@
 //! caller.
 //!
 //! # Layout
-//! - `splice.rs`: one direction of the direct path, one pipe lease per fill/drain cycle.
+//! - `splice.rs`: one direction of the direct path: small reads copied, then one pipe lease per
+//!   fill/drain cycle.
 //! - `pipes.rs`: the shared pipe pool and its bounds ([`PIPE_DESCRIPTORS`]).
 //! - `copy.rs`: both directions of a user-space copy, with buffers allocated only while data moves.
 //! - `chunked.rs`: the down direction of [`stream`], from the upstream's own chunks.
-//! - `spare.rs`: a few spare first buffers per thread for `copy.rs`.
+//! - `spare.rs`: a few spare buffers per thread for `copy.rs` and `splice.rs`.
 //! - `counters.rs`: the live byte counts both shapes add to.
 
 mod chunked;
@@ -62,7 +65,8 @@ pub struct Transfer {
 }
 
 /// Relays between two TCP streams until both directions finish, `early` first, counting into
-/// `counters`.
+/// `counters`. The caller closes both streams once it returns: on Linux the direction that
+/// finishes second leaves its half-close (the FIN) to that close.
 pub async fn tcp(
     client: &mut TcpStream,
     upstream: &mut TcpStream,

@@ -9,9 +9,10 @@
 //! destinations that do not read), [`Pipes::lease`] says no and the caller copies that cycle
 //! through user space instead of waiting, so a client that never reads cannot stall the others.
 //!
-//! A pipe that may still hold bytes (an error or a cancellation between fill and drain, or a
-//! give-back that finds data in it) is closed, never pooled: the next connection would otherwise
-//! receive this one's bytes.
+//! A pipe that may still hold bytes (an error or a cancellation between fill and drain) is
+//! closed, never pooled: the next connection would otherwise receive this one's bytes. Only the
+//! relay's own count says a pipe is empty ([`Lease::give_back`]: everything spliced in was spliced
+//! out), so giving one back costs no system call.
 //!
 //! # Concurrency
 //! One `std::sync::Mutex` guards the idle list and the count of open pipes; it is held for a push
@@ -126,9 +127,9 @@ impl Pipes {
         self.inner.lock().unwrap_or_else(|poisoned| poisoned.into_inner())
     }
 
-    fn give_back(&self, pipe: Pipe, clean: bool) {
+    fn give_back(&self, pipe: Pipe) {
         let mut inner = self.lock();
-        if clean && inner.idle.len() < self.max_idle {
+        if inner.idle.len() < self.max_idle {
             inner.idle.push(pipe);
         } else {
             inner.open -= 1;
@@ -152,20 +153,13 @@ impl Lease<'_> {
         self.pipe.as_ref().unwrap_or_else(|| unreachable!("a lease always holds its pipe"))
     }
 
-    /// Returns the pipe to the pool; one that still holds bytes is closed instead.
+    /// Returns the pipe to the pool, for a caller whose byte count says it is empty (everything
+    /// spliced in was spliced out, or nothing was): the relay's every cycle, with no FIONREAD.
+    /// Debug builds check the count against the kernel's.
     pub fn give_back(mut self) {
         if let Some(pipe) = self.pipe.take() {
-            let clean = pipe.pending() == Some(0);
-            self.pool.give_back(pipe, clean);
-        }
-    }
-
-    /// [`Lease::give_back`] for a caller whose byte count says the pipe is empty (everything
-    /// spliced in was spliced out): the relay's every cycle, which then needs no FIONREAD.
-    pub fn give_back_empty(mut self) {
-        if let Some(pipe) = self.pipe.take() {
             debug_assert_eq!(pipe.pending(), Some(0), "a pipe given back as empty holds bytes");
-            self.pool.give_back(pipe, true);
+            self.pool.give_back(pipe);
         }
     }
 }

@@ -188,10 +188,20 @@ mod pool {
         let pipes = pool(4, 8);
         let lease = pipes.lease().unwrap();
         assert_eq!(nix::unistd::write(&lease.pipe().write, b"x"), Ok(1));
-        lease.give_back();
+        // A cycle cut short between fill and drain drops its lease.
+        drop(lease);
         assert_eq!(pipes.counts(), (0, 0), "a dirty pipe must not be pooled");
         let fresh = pipes.lease().unwrap();
         assert_eq!(fresh.pipe().pending(), Some(0));
+    }
+
+    #[test]
+    #[should_panic(expected = "a pipe given back as empty holds bytes")]
+    fn giving_back_a_pipe_that_holds_data_is_caught_in_debug_builds() {
+        let pipes = pool(4, 8);
+        let lease = pipes.lease().unwrap();
+        assert_eq!(nix::unistd::write(&lease.pipe().write, b"x"), Ok(1));
+        lease.give_back();
     }
 
     #[test]
@@ -231,13 +241,18 @@ mod pool {
             tokio::spawn(
                 async move { relay(Path::SpliceWith(pipes), b"", &mut proxy_side, &mut upstream).await },
             );
+        // Rounds large enough to be spliced (a read fills the first, small buffer).
+        const ROUND: usize = 1 << 20;
         for round in 0..3u8 {
-            client.write_all(&[round; 1000]).await.unwrap();
-            let mut got = [0u8; 1000];
-            target.read_exact(&mut got).await.unwrap();
-            target.write_all(&got).await.unwrap();
-            client.read_exact(&mut got).await.unwrap();
-            assert_eq!(got, [round; 1000]);
+            let (sent, mut got) = (vec![round; ROUND], vec![0u8; ROUND]);
+            let (written, read) = tokio::join!(client.write_all(&sent), target.read_exact(&mut got));
+            written.unwrap();
+            read.unwrap();
+            let mut back = vec![0u8; ROUND];
+            let (written, read) = tokio::join!(target.write_all(&got), client.read_exact(&mut back));
+            written.unwrap();
+            read.unwrap();
+            assert_eq!(back, sent);
             // Both directions are now waiting for their source.
             let (idle, open) = pipes.counts();
             assert_eq!(idle, open, "no pipe is leased while the connection is idle");
@@ -247,6 +262,48 @@ mod pool {
         let _ = relay.await.unwrap();
         let (idle, open) = pipes.counts();
         assert_eq!(idle, open);
+    }
+
+    /// A short exchange (a request, its reply, both ends closed) is copied and needs no pipe; a
+    /// stream is spliced.
+    #[tokio::test]
+    async fn a_short_exchange_is_copied_and_a_stream_spliced() {
+        let pipes = pool(4, 8);
+        let (mut client, mut proxy_side) = pair().await;
+        let (mut upstream, mut target) = pair().await;
+        let relaying = tokio::spawn(async move {
+            relay(Path::SpliceWith(pipes), b"GET", &mut proxy_side, &mut upstream).await.unwrap()
+        });
+        client.write_all(b" /\r\n").await.unwrap();
+        let mut request = [0u8; 7];
+        target.read_exact(&mut request).await.unwrap();
+        assert_eq!(&request, b"GET /\r\n");
+        target.write_all(b"200 OK").await.unwrap();
+        drop(target);
+        let mut reply = Vec::new();
+        client.read_to_end(&mut reply).await.unwrap();
+        assert_eq!(reply, b"200 OK");
+        drop(client);
+        assert_eq!(relaying.await.unwrap(), Transfer { up: 7, down: 6 });
+        assert_eq!(pipes.counts(), (0, 0), "a short exchange took a pipe");
+
+        let (mut client, mut proxy_side) = pair().await;
+        let (mut upstream, mut target) = pair().await;
+        let relaying = tokio::spawn(async move {
+            relay(Path::SpliceWith(pipes), b"", &mut proxy_side, &mut upstream).await.unwrap()
+        });
+        let download = vec![9u8; 4 << 20];
+        let sent = download.clone();
+        let writer = tokio::spawn(async move {
+            target.write_all(&sent).await.unwrap();
+        });
+        let mut got = vec![0u8; download.len()];
+        client.read_exact(&mut got).await.unwrap();
+        assert!(got == download, "the stream arrived changed");
+        writer.await.unwrap();
+        drop(client);
+        relaying.await.unwrap();
+        assert!(pipes.counts().1 > 0, "a 4 MiB stream was never spliced");
     }
 
     /// The client vanishes with a full pipe of the target's reply still in flight: the relay

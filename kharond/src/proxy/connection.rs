@@ -80,7 +80,11 @@ pub async fn serve(state: Arc<State>, stream: TcpStream, peer: SocketAddr, hands
                 observed.failed(&Failure::Refused { why: &not_ours, notice: Notice::Warned }, Instant::now());
                 Box::pin(request.fail(Unreachable::NotAllowed, &not_ours)).await;
             }
-            None => tunnel(&state, observed, request, peer).await,
+            // Boxed too, though it is the common case: the task is moved and copied several
+            // times on its way into the runtime (about ten copies of its whole size at spawn and
+            // completion, in `tokio::spawn` and the task's cell), and the relay's state is most
+            // of its size. One allocation instead (callgrind: `bench/conn_cost.sh`).
+            None => Box::pin(tunnel(&state, observed, request, peer)).await,
         },
         Ok(Accepted::Forward(session)) => match foreign {
             Some(not_ours) => {

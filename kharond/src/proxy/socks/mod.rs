@@ -167,7 +167,7 @@ where
 
 /// Tells the client its connection is up.
 pub async fn reply_success<S: AsyncWrite + Unpin>(client: &mut S, bound: SocketAddr) -> std::io::Result<()> {
-    client.write_all(&wire::success_reply(bound)).await
+    client.write_all(wire::success_reply(bound).as_ref()).await
 }
 
 /// Tells the client why its connection failed.

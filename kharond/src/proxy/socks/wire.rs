@@ -207,21 +207,34 @@ pub fn request(buf: &[u8]) -> Result<Parse<ConnectRequest>, Violation> {
     Ok(Parse::Done(ConnectRequest { address, port }, end))
 }
 
-/// `VER 00 RSV ATYP BND.ADDR BND.PORT`: the connection is up.
-pub fn success_reply(bound: SocketAddr) -> Vec<u8> {
-    let mut reply = vec![VERSION, REP_SUCCEEDED, 0];
-    match bound.ip() {
-        IpAddr::V4(ip) => {
-            reply.push(ATYP_IPV4);
-            reply.extend_from_slice(&ip.octets());
-        }
-        IpAddr::V6(ip) => {
-            reply.push(ATYP_IPV6);
-            reply.extend_from_slice(&ip.octets());
+/// The longest success reply: header, an IPv6 address and the port.
+const MAX_SUCCESS: usize = 4 + 16 + 2;
+
+/// `VER 00 RSV ATYP BND.ADDR BND.PORT`: the connection is up. Built on the stack: one per
+/// connection, and too small to be worth an allocation.
+pub fn success_reply(bound: SocketAddr) -> impl AsRef<[u8]> {
+    struct Reply([u8; MAX_SUCCESS], usize);
+    impl AsRef<[u8]> for Reply {
+        fn as_ref(&self) -> &[u8] {
+            &self.0[..self.1]
         }
     }
-    reply.extend_from_slice(&bound.port().to_be_bytes());
-    reply
+    let mut reply = [0u8; MAX_SUCCESS];
+    reply[..3].copy_from_slice(&[VERSION, REP_SUCCEEDED, 0]);
+    let end = match bound.ip() {
+        IpAddr::V4(ip) => {
+            reply[3] = ATYP_IPV4;
+            reply[4..8].copy_from_slice(&ip.octets());
+            8
+        }
+        IpAddr::V6(ip) => {
+            reply[3] = ATYP_IPV6;
+            reply[4..20].copy_from_slice(&ip.octets());
+            20
+        }
+    };
+    reply[end..end + 2].copy_from_slice(&bound.port().to_be_bytes());
+    Reply(reply, end + 2)
 }
 
 /// A failure reply; the bound address carries no meaning in it and is all zeros.
