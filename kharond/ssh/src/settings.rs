@@ -121,16 +121,19 @@ pub struct AdaptiveSettings {
     /// wait tens of milliseconds for the CPU, and a loopback path would shrink for that. Half of
     /// LEDBAT's target (RFC 6817 §2.5: TARGET at most 100 ms).
     pub queue_floor: Duration,
-    /// Samples needed before the rule trusts its own window over the assumed one.
-    pub settled: usize,
-    /// The smallest window a session is dialled with: OpenSSH's own. The first samples of a path
-    /// take a few hundred milliseconds, and a smaller window would slow a fast transfer until
-    /// they grow it; it costs nothing either, since windows re-open as bytes arrive and what a
-    /// slow client piles up is bounded by the tunnel's buffer.
+    /// The window a path starts with, before its first sample: OpenSSH's own, what `ssh -D` keeps
+    /// for good. From there the startup doubles it per sample while the rate grows with it.
+    pub start: u32,
+    /// The startup doubles the window again only while each sample's rate is at least this
+    /// many times the highest one before (BBR's startup ends on 1.25 too): a rate that grows
+    /// less shows the link, not the window, is what limits it.
+    pub startup_growth: f64,
+    /// The smallest window a hop before the last is dialled with: OpenSSH's own. Such a hop's
+    /// one channel carries the next hop's session, whose own window bounds what is in flight, so
+    /// a larger one costs nothing and a smaller one could starve it.
     pub assumed_floor: u32,
-    /// The rate a path is assumed to carry until measured: 1 Gbit/s, in bytes per second. A
-    /// window too large for the real link queues until the first samples shrink it; one too
-    /// small starves the transfer until they grow it, one doubling per sample.
+    /// The fastest link a hop is assumed to sit behind: 1 Gbit/s, in bytes per second. It sizes
+    /// the windows of hops before the last, and the packet size of every hop (`Flow::dial`).
     pub assumed_rate: f64,
 }
 
@@ -255,7 +258,8 @@ impl Default for AdaptiveSettings {
             rate_samples: 10,
             recent: 2,
             queue_floor: Duration::from_millis(50),
-            settled: 2,
+            start: 2 * 1024 * 1024,
+            startup_growth: 1.25,
             assumed_floor: 2 * 1024 * 1024,
             assumed_rate: 125_000_000.0,
         }

@@ -1,7 +1,7 @@
 //! [`Adaptive`]: the window rule that follows the path. How large an SSH receive window the path
 //! to a chain's last hop should get, from what that path measurably carries ([`PathWindow`], a
-//! pure rule: `meter` feeds it samples of time, round trip and bytes delivered), and, until it
-//! has measured, what a session is dialled with ([`assumed`]). Its parameters are
+//! pure rule: `meter` feeds it samples of time, round trip and bytes delivered), and what a hop
+//! before the last is dialled with ([`assumed`]). Its parameters are
 //! [`AdaptiveSettings`]; the names below (`gain`, `slack`, …) are its fields.
 //!
 //! # The signal, and why
@@ -23,33 +23,45 @@
 //! `rate_samples` samples, the propagation delay the lowest round trip of the last
 //! `min_rtt_span` (BBR's min_rtt filter, kept longer), their product the bandwidth-delay product
 //! (BDP). The lowest round trip comes from pings on a quiet path: each new session's first
-//! three (`MeterSettings::quiet_pings`), and two more after a busy spell, once the queue it left has
-//! drained. A dial's own timings seed it too, but they overstate
-//! it (sshd's start, a forwarder's own connect): 34-63 ms for a 20 ms path, measured, and a
-//! minimum three times too high made a window three times too large.
+//! three (`MeterSettings::quiet_pings`), and two more after a busy spell, once the queue it left
+//! has drained. A dial's own timings seed it too, but they overstate it (sshd's start, a
+//! forwarder's own connect: 34-63 ms for a 20 ms path, measured with `bench/shaped.sh`).
 //!
-//! The wanted window is `gain` (1.25) BDPs and `slack`. One BDP, because the vendored russh
-//! re-opens a channel's window every three packets, as OpenSSH does, or every eighth of a window
-//! larger than 768 KiB (vendor/README.md), so what is in flight stays at the window (within an
-//! eighth) and one BDP of it keeps the link full; a quarter more so that the rate can grow past
-//! what the window allowed when it was measured, and covers that eighth; and `slack` for
-//! the bytes that are in flight without crossing the link: the three packets that arrived before
-//! a window adjust goes out, and a packet held by each sshd while it decrypts and re-encrypts it.
-//! A shrink also needs the latest sample to move at least half the bottleneck rate: a queue is
-//! only ours to remove while we fill the link.
-//! - Shrink to that when the round trip stands more than the allowance (`allowance`) above its minimum: a queue
-//!   has built that the link does not need (LEDBAT, RFC 6817, backs off from queueing delay above
-//!   a target the same way). "Stands": the lowest of the last `recent` samples, so one ping
-//!   that waited for a busy CPU is not taken for a queue. Shrink again, queue or not, once the
-//!   minimum has fallen by a quarter since the window was set (at the quiet ping that shows it,
-//!   [`PathWindow::seed`], or the next sample): that window took part of a
-//!   dial's overstated round trip for the path's (measured: 2 MiB from a 63 ms minimum, then
-//!   kept through the next download, where 30 ms made it 1 MiB).
-//! - Grow towards it (at most doubling per sample, as Linux's receive-buffer autotuning
-//!   `tcp_rcv_space_adjust` doubles per round trip) while the round trip has not risen: a wanted
-//!   window above the current one then means the senders used the window, not the link, up.
-//! - Within `floor` and `ceiling`; until it has measured, the window is the one it was
-//!   created with ([`assumed`]: the same rule applied to an assumed 1 Gbit/s link).
+//! The wanted window is `gain` (1.25) BDPs, the path's spread, and `slack`:
+//! - one BDP, because the vendored russh re-opens a channel's window every three packets, as
+//!   OpenSSH does, or every eighth of a window larger than 768 KiB (vendor/README.md), so what is
+//!   in flight stays at the window (within an eighth) and one BDP of it keeps the link full; a
+//!   quarter more so that the rate can grow past what the window allowed when it was measured;
+//! - the spread: the delivery rate times twice the smoothed rise of a busy round trip over the
+//!   lowest of this spell's recent ones, at most one minimum round trip. A lost segment holds
+//!   every byte behind it for a round trip of the link (TCP delivers in order), and the window
+//!   must cover that wait or the link idles behind it; a queue that stands does not rise from
+//!   sample to sample, so it adds nothing (RFC 6298's mean deviation, counted upwards only);
+//! - `slack` for the bytes in flight without crossing the link: the three packets that arrive
+//!   before a window adjust goes out, and a packet held by each sshd while it re-encrypts it.
+//!
+//! A path's window moves in two phases:
+//! - **Startup** (BBR's): the path starts with OpenSSH's window (`start`), what `ssh -D` keeps, so
+//!   that no first transfer queues more than it would; each sample doubles it while the delivery
+//!   rate grew by `startup_growth` since the last doubling and no queue showed. A queue above half
+//!   the allowance (below) ends it at the wanted window: the last doubling overshot. A rate that
+//!   stopped growing without a queue ends it where it is: the window does not limit the transfer.
+//! - **Steady**: the window **shrinks** to the wanted one when the round trip stands more than
+//!   half the allowance above its minimum and the spread: a queue the link does not need.
+//!   "Stands": the lowest of this spell's last `recent` samples, so one ping that waited for a
+//!   busy CPU is not taken for a queue, and no round trip of an earlier spell or a quiet moment
+//!   counts. It shrinks again, queue or not, once the minimum has fallen by a quarter since the
+//!   window was set (at the quiet ping that shows it, [`PathWindow::seed`], or the next sample):
+//!   that window took part of a dial's overstated round trip for the path's. It **grows** towards
+//!   the wanted window (at most doubling per sample, as Linux's receive-buffer autotuning
+//!   `tcp_rcv_space_adjust` doubles per round trip) while no more than a quarter of the allowance
+//!   stands: a wanted window above the current one then means the senders used the window, not
+//!   the link, up.
+//!
+//! The allowance is one minimum round trip and at least `queue_floor` ([`allowance`]); LEDBAT
+//! (RFC 6817) backs off from queueing delay above a target the same way. Windows stay within
+//! `floor` and `ceiling`. `flow/sim` runs the rule on simulated paths (a deep buffer, loss, a
+//! rate that halves, 1 Gbit/s) against OpenSSH's fixed window.
 
 use std::collections::VecDeque;
 use std::time::Duration;
@@ -57,11 +69,11 @@ use std::time::Duration;
 use crate::flow::rule::WindowRule;
 use crate::settings::AdaptiveSettings;
 
-/// The window a session of a hop `rtt` away is dialled with until its path is measured: what
-/// the rule would want of an `assumed_rate` link (`gain` BDPs and `slack`), within
-/// `assumed_floor` and `ceiling`; unknown (a `ProxyCommand` transport) gets the ceiling, since a
-/// slow far link costs more than a busy near sshd. At 50 ms and 1 Gbit/s (`bench/shaped.sh`) the
-/// 7.9 MB this gives carried 113 MB/s where two BDPs, 12.6 MB, carried 97.
+/// The window a session of a hop before the last is dialled with, and what the window of a
+/// path `rtt` long may come to (its packet size follows from it): what the rule would want of an
+/// `assumed_rate` link (`gain` BDPs and `slack`), within `assumed_floor` and `ceiling`; unknown
+/// (a `ProxyCommand` transport) gets the ceiling, since a slow far link costs more than a busy
+/// near sshd.
 pub(crate) fn assumed(settings: &AdaptiveSettings, rtt: Option<Duration>) -> u32 {
     match rtt {
         None => settings.ceiling,
@@ -78,10 +90,11 @@ pub(crate) fn allowance(settings: &AdaptiveSettings, min_rtt: Duration) -> Durat
     min_rtt.max(settings.queue_floor)
 }
 
-/// The adaptive policy (`WindowPolicy::Adaptive`): each hop's session is dialled with the window
-/// [`assumed`] from its own round trip until the path has settled; the path's rule
-/// ([`PathWindow`]) is made by its last hop's dial, whose round trip is the path's, and its
-/// window is the one the last hop's channels are re-opened to.
+/// The adaptive policy (`WindowPolicy::Adaptive`): a hop before the last is dialled with the
+/// window [`assumed`] from its own round trip (it carries only what the last hop's window lets
+/// in); the path's rule ([`PathWindow`]) is made by its last hop's first dial, starts from
+/// [`AdaptiveSettings::start`], and its window is the one every session of the last hop is
+/// dialled with and its channels are re-opened to.
 #[derive(Debug)]
 pub(crate) struct Adaptive {
     settings: AdaptiveSettings,
@@ -96,15 +109,21 @@ impl Adaptive {
 
 impl WindowRule for Adaptive {
     fn dial(&mut self, now: Duration, rtt: Option<Duration>, last: bool) -> u32 {
-        let assumed = assumed(&self.settings, rtt);
-        if last && self.path.is_none() {
-            self.path = Some(PathWindow::new(self.settings.clone(), assumed));
+        if !last {
+            return assumed(&self.settings, rtt);
         }
-        let Some(path) = self.path.as_mut() else { return assumed };
-        if let Some(rtt) = rtt.filter(|_| last) {
+        let settings = &self.settings;
+        let path = self.path.get_or_insert_with(|| PathWindow::new(settings.clone(), settings.start));
+        if let Some(rtt) = rtt {
             path.seed(now, rtt);
         }
-        if path.settled() { path.window() } else { assumed }
+        path.window()
+    }
+
+    /// A path's window grows to what its link carries; the window [`assumed`] of a 1 Gbit/s link
+    /// is what a session this far may come to.
+    fn reach(&self, rtt: Option<Duration>) -> u32 {
+        assumed(&self.settings, rtt)
     }
 
     fn window(&self) -> Option<u32> {
@@ -141,34 +160,51 @@ impl WindowRule for Adaptive {
     }
 }
 
+/// Where a path's window is in its life (see "The rule").
+#[derive(Debug, Clone, Copy, PartialEq)]
+enum Phase {
+    /// Doubling per sample while the delivery rate grows with it; `rate` is the highest one
+    /// measured when the window last doubled.
+    Startup { rate: f64 },
+    /// Following the wanted window.
+    Steady,
+}
+
 /// One path's window and what it has measured.
 #[derive(Debug, Clone)]
 pub(crate) struct PathWindow {
     settings: AdaptiveSettings,
     window: u32,
-    /// (when, round trip) of the samples within `min_rtt_span`, for the min filter.
+    phase: Phase,
+    /// (when, round trip) of every round trip within `min_rtt_span`, quiet or busy: the min filter.
     rtts: VecDeque<(Duration, Duration)>,
+    /// The round trips of this busy spell's samples, newest last (at most `recent`): what stands.
+    spell: VecDeque<Duration>,
     /// Delivery rates (bytes per second) of the last `rate_samples` samples.
     rates: VecDeque<f64>,
     /// When the previous sample was taken, to turn bytes into a rate.
     last: Option<Duration>,
-    samples: usize,
-    /// The lowest round trip the window was last set from; `None` until a sample set it (until
-    /// then the window is the assumed one, however many samples came in).
+    /// The lowest round trip the window was last set from; `None` until a sample set it.
     basis: Option<Duration>,
+    /// How far a busy round trip rises above the one before, smoothed (see "The rule"): the
+    /// waits a lost segment or a burst of cross traffic adds now and then, which a queue that
+    /// stands does not.
+    jitter: Duration,
 }
 
 impl PathWindow {
-    /// A path assumed to want `initial` until measured.
+    /// A path that starts with `initial`, within the bounds.
     pub(crate) fn new(settings: AdaptiveSettings, initial: u32) -> Self {
         PathWindow {
             window: initial.clamp(settings.floor, settings.ceiling),
+            phase: Phase::Startup { rate: 0.0 },
             settings,
             rtts: VecDeque::new(),
+            spell: VecDeque::new(),
             rates: VecDeque::new(),
             last: None,
-            samples: 0,
             basis: None,
+            jitter: Duration::ZERO,
         }
     }
 
@@ -177,25 +213,21 @@ impl PathWindow {
         self.window
     }
 
-    /// True once enough samples came in for [`PathWindow::window`] to stand for the path: a
-    /// session dialled now gets it (the window of the path's first dial, if no sample found a
-    /// reason to change it), not one assumed from its own handshake's round trip, which a loaded
-    /// link inflates.
-    pub(crate) fn settled(&self) -> bool {
-        self.samples >= self.settings.settled
-    }
-
     /// The lowest round trip within `min_rtt_span`.
     pub(crate) fn min_rtt(&self) -> Option<Duration> {
         self.rtts.iter().map(|&(_, rtt)| rtt).min()
     }
 
+    /// True while the window still doubles per sample.
+    #[cfg(test)]
+    pub(crate) fn starting(&self) -> bool {
+        matches!(self.phase, Phase::Startup { .. })
+    }
+
     /// A round trip measured without load (a session's first pings, a dial, a quiet moment): it
     /// sets the minimum. If that falls by a quarter below the one the window was set from, the
     /// window is set again now from the rates already measured, and the next transfer starts
-    /// with it: measured on 10 ms each way at 200 Mbit/s, a window set from a dial's 63 ms was
-    /// 2 MiB where the quiet pings after the download found 22 ms, and a small request beside the
-    /// next download waited 90 ms behind it instead of 60.
+    /// with it (see "The rule").
     pub(crate) fn seed(&mut self, now: Duration, rtt: Duration) {
         self.push_rtt(now, rtt);
         let Some(min_rtt) = self.min_rtt() else { return };
@@ -203,8 +235,7 @@ impl PathWindow {
             && let Some(wanted) = self.wanted(min_rtt)
             && wanted < f64::from(self.window)
         {
-            self.window = wanted as u32;
-            self.basis = Some(min_rtt);
+            self.set(wanted, min_rtt);
         }
     }
 
@@ -220,20 +251,28 @@ impl PathWindow {
         let rate = self.rates.iter().copied().reduce(f64::max)?;
         let s = &self.settings;
         Some(
-            (s.gain * rate * min_rtt.as_secs_f64() + s.slack).clamp(f64::from(s.floor), f64::from(s.ceiling)),
+            (rate * (s.gain * min_rtt.as_secs_f64() + self.spread(min_rtt).as_secs_f64()) + s.slack)
+                .clamp(f64::from(s.floor), f64::from(s.ceiling)),
         )
     }
 
-    /// Measuring starts (again) at `now`: the next sample's bytes were delivered since then.
+    fn set(&mut self, window: f64, min_rtt: Duration) {
+        self.window = window.clamp(f64::from(self.settings.floor), f64::from(self.settings.ceiling)) as u32;
+        self.basis = Some(min_rtt);
+    }
+
+    /// Measuring starts (again) at `now`: the next sample's bytes were delivered since then, and
+    /// the round trips of an earlier spell no longer say what stands now.
     pub(crate) fn begin(&mut self, now: Duration) {
         self.last = Some(now);
+        self.spell.clear();
     }
 
     /// One sample at `now` (any monotonic clock's offset): the ping's round trip, and the bytes
     /// delivered since the previous sample. Returns the window after it.
     pub(crate) fn observe(&mut self, now: Duration, rtt: Duration, delivered: u64) -> u32 {
         let Some(last) = self.last.replace(now) else {
-            // The first sample only starts the clock of the delivery rate.
+            // Without a start, the first sample only starts the clock of the delivery rate.
             self.push_rtt(now, rtt);
             return self.window;
         };
@@ -242,51 +281,83 @@ impl PathWindow {
             return self.window;
         }
         self.push_rtt(now, rtt);
+        if self.spell.len() >= self.settings.recent {
+            self.spell.pop_front();
+        }
+        self.spell.push_back(rtt);
+        if self.phase == Phase::Steady {
+            // The startup's rises are the queue of its own doublings.
+            self.follow_jitter(rtt);
+        }
         if self.rates.len() >= self.settings.rate_samples {
             self.rates.pop_front();
         }
-        self.rates.push_back(delivered as f64 / interval);
-        self.samples += 1;
-        let (Some(min_rtt), Some(standing), Some(wanted)) =
-            (self.min_rtt(), self.standing(), self.min_rtt().and_then(|min| self.wanted(min)))
+        let latest = delivered as f64 / interval;
+        self.rates.push_back(latest);
+        let (Some(min_rtt), Some(wanted)) = (self.min_rtt(), self.min_rtt().and_then(|min| self.wanted(min)))
         else {
             return self.window;
         };
-        let rate = self.rates.iter().copied().fold(0.0, f64::max);
-        let latest = self.rates.back().copied().unwrap_or(0.0);
-        let queueing = standing.saturating_sub(min_rtt);
-        let current = f64::from(self.window);
-        // A queue is ours to remove only while we fill the link: a round trip that rose while the
-        // senders moved little is someone else's queue (or a busy CPU), and no smaller window
-        // would shorten it.
-        // A window set from a minimum the path has since beaten by a quarter is as wrong as a
-        // queue says it is, queue or not: the shrink that set it had only a dial's overstated
-        // round trip to go by (see "The rule").
-        if (queueing > allowance(&self.settings, min_rtt) || self.stale(min_rtt))
-            && wanted < current
-            && latest >= rate / 2.0
-        {
-            self.window = wanted as u32;
-            self.basis = Some(min_rtt);
-        } else if queueing <= allowance(&self.settings, min_rtt) / 4 && wanted > current {
-            self.window = wanted.min(2.0 * current).min(f64::from(self.settings.ceiling)) as u32;
-            self.basis = Some(min_rtt);
+        let allowance = allowance(&self.settings, min_rtt);
+        // The queue of this sample alone: in the startup a queue that shows once is enough to
+        // stop doubling into it; in the steady phase it must stand (`recent` samples).
+        let queued = rtt.saturating_sub(min_rtt);
+        let standing = self.standing().map(|standing| standing.saturating_sub(min_rtt));
+        match self.phase {
+            Phase::Startup { rate } => {
+                if queued <= allowance / 2 && latest >= rate * self.settings.startup_growth {
+                    self.phase = Phase::Startup { rate: latest.max(rate) };
+                    self.set(2.0 * f64::from(self.window), min_rtt);
+                } else {
+                    // A queue showed: the last doubling overshot, and the window goes to what the
+                    // path wants. No queue, but no more rate either: something other than the
+                    // window limits the transfer, and a smaller window would only add to that.
+                    self.phase = Phase::Steady;
+                    if queued > allowance / 2 {
+                        self.set(wanted, min_rtt);
+                    }
+                }
+            }
+            Phase::Steady => {
+                let current = f64::from(self.window);
+                // What the jitter holds up is not a queue of ours: the window covers it.
+                let standing = standing.unwrap_or(queued).saturating_sub(self.spread(min_rtt));
+                if (standing > allowance / 2 || self.stale(min_rtt)) && wanted < current {
+                    self.set(wanted, min_rtt);
+                } else if standing <= allowance / 4 && wanted > current {
+                    self.set(wanted.min(2.0 * current), min_rtt);
+                }
+            }
         }
         self.window
     }
 
-    /// The lowest of the last `recent` round trips (see the module doc), once there are as many.
+    /// The wait the window covers beyond the minimum round trip for the path's jitter: twice the
+    /// smoothed rise (the mean rise of two independent waits is half their mean difference), at
+    /// most one minimum round trip (beyond it, the queue it would buy costs more than the waits
+    /// it covers).
+    fn spread(&self, min_rtt: Duration) -> Duration {
+        (2 * self.jitter).min(min_rtt)
+    }
+
+    /// Smooths this sample's rise above the lowest of this spell's recent round trips with
+    /// RFC 6298 §2.3's deviation gain (a quarter): a rise that stays (a queue building) counts
+    /// once, a fall not at all, spikes each time.
+    fn follow_jitter(&mut self, rtt: Duration) {
+        let lowest = self.spell.iter().copied().min().unwrap_or(rtt);
+        self.jitter = (self.jitter * 3 + rtt.saturating_sub(lowest)) / 4;
+    }
+
+    /// The lowest round trip of this spell's last `recent` samples, once there are as many.
     fn standing(&self) -> Option<Duration> {
-        let recent = self.settings.recent;
-        if self.rtts.len() < recent {
+        if self.spell.len() < self.settings.recent {
             return None;
         }
-        self.rtts.iter().rev().take(recent).map(|&(_, rtt)| rtt).min()
+        self.spell.iter().copied().min()
     }
 
     fn push_rtt(&mut self, now: Duration, rtt: Duration) {
-        // Keep the last `recent` samples even when older than the span: `standing` needs them.
-        while self.rtts.len() > self.settings.recent
+        while self.rtts.len() > 1
             && self.rtts.front().is_some_and(|&(at, _)| now.saturating_sub(at) > self.settings.min_rtt_span)
         {
             self.rtts.pop_front();

@@ -23,6 +23,10 @@ impl WindowRule for Fixed {
         self.window
     }
 
+    fn reach(&self, _: Option<Duration>) -> u32 {
+        self.window
+    }
+
     fn window(&self) -> Option<u32> {
         Some(self.window)
     }

@@ -22,15 +22,15 @@
 //! ([`super::Flow::window`]), so a new window reaches every channel of the path at its next
 //! adjust (every eighth of a window, under load several times per round trip), the transfer that
 //! taught it included. A smaller one takes effect as the far side uses up what it was already
-//! allowed; nothing is taken back. A download that starts with the assumed 15 MB behind a
-//! 200 Mbit/s link thus keeps small requests beside it at about 60 ms (`bench/shaped.sh`, first
-//! download).
+//! allowed; nothing is taken back.
 
 use std::future::Future;
 use std::pin::Pin;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, PoisonError, Weak};
-use std::time::{Duration, Instant};
+use std::time::Duration;
+
+use tokio::time::Instant;
 
 use crate::flow::rule::WindowRule;
 use crate::settings::MeterSettings;
@@ -252,15 +252,16 @@ mod tests {
     }
 
     #[test]
-    fn the_path_is_its_last_hop_s_the_first_hop_s_dial_assumes_for_itself_only() {
+    fn the_path_is_its_last_hop_s_and_starts_at_openssh_s_window_the_first_hop_s_dial_assumes_for_itself_only()
+     {
         let flow = flow(Box::new(|| 0));
         let first = flow.dial(Some(Duration::from_millis(60)), false);
         assert_eq!(first.window, assumed(Duration::from_millis(60)));
         assert_eq!(flow.window(), None, "a hop before the last made the path's rule");
         let last = flow.dial(Some(Duration::from_millis(50)), true);
-        assert_eq!(last.window, assumed(Duration::from_millis(50)));
+        assert_eq!(last.window, AdaptiveSettings::default().start, "a path starts at OpenSSH's window");
         assert_eq!(flow.min_rtt(), Some(Duration::from_millis(50)));
-        assert_eq!(flow.window(), Some(last.window), "the path's channels follow the last hop's assumption");
+        assert_eq!(flow.window(), Some(last.window), "the path's channels follow the path's rule");
     }
 
     #[tokio::test]
@@ -361,12 +362,12 @@ mod tests {
         *flow.meter.follow.lock().unwrap_or_else(PoisonError::into_inner) = Some(Arc::downgrade(&session));
         let start = flow.window().expect("the last hop's dial made the rule");
         for _ in 0..40 {
-            moved.fetch_add(2_000_000, Ordering::Relaxed);
+            moved.fetch_add(500_000, Ordering::Relaxed);
             flow.kick();
             tokio::time::sleep(Duration::from_millis(50)).await;
         }
         let during = flow.window().expect("the rule stays");
-        assert!(during < start, "two seconds of 40 MB/s behind 180 ms of queue: {during} B");
+        assert!(during < start, "two seconds of 10 MB/s behind 180 ms of queue: {during} B");
         assert_eq!(flow.min_rtt(), Some(Duration::from_millis(60)), "a queued ping lowered the minimum");
         // The transfer ends, and its queue drains for a while: the ping that finds the interval
         // quiet still waited in it (the 30-40 ms of a 20 ms path, measured), the next ones do not.

@@ -20,10 +20,14 @@ mod fixed;
 mod meter;
 pub(crate) mod packets;
 mod rule;
+#[cfg(test)]
+mod sim;
 
 use std::fmt;
 use std::sync::{Arc, Mutex, PoisonError, Weak};
-use std::time::{Duration, Instant};
+use std::time::Duration;
+
+use tokio::time::Instant;
 
 pub(crate) use crate::flow::meter::{Moved, Probe};
 
@@ -81,8 +85,18 @@ impl Flow {
 
     /// What a session of a hop `rtt` away is dialled with (`last`: the chain's last hop).
     pub(crate) fn dial(&self, rtt: Option<Duration>, last: bool) -> Dial {
-        let window = lock(&self.rule).dial(self.born.elapsed(), rtt, last);
-        Dial { window, largest_packet: self.largest_packet(window), reopen: self.reopen() }
+        self.dial_hop(rtt, rtt, last)
+    }
+
+    /// [`Flow::dial`] for a hop whose transport alone took `transport` (a TCP connect, a channel
+    /// open), of the `rtt` until it answered: the packet size follows the transport's round trip,
+    /// which no sshd's start-up lengthens (a loaded machine made a loopback hop's first byte take
+    /// 30 ms, and a loopback hop got a far hop's packets).
+    pub(crate) fn dial_hop(&self, rtt: Option<Duration>, transport: Option<Duration>, last: bool) -> Dial {
+        let mut rule = lock(&self.rule);
+        let window = rule.dial(self.born.elapsed(), rtt, last);
+        let largest_packet = self.largest_packet(rule.reach(transport));
+        Dial { window, largest_packet, reopen: self.reopen() }
     }
 
     /// The window the path's channels should be re-opened to now.
@@ -101,8 +115,8 @@ impl Flow {
         self.meter.follow(session);
     }
 
-    /// The packet size a session dialled with `window` lets its jump host send: large packets
-    /// only above `large_packets_above`, a far hop or one behind a `ProxyCommand`, where a backlog
+    /// The packet size a session whose window may come to `window` lets its jump host send:
+    /// large packets only above `large_packets_above`, a far hop or one behind a `ProxyCommand`, where a backlog
     /// in an sshd's channel buffer can grow to what the window lets in (docs/ssh-engine.md, "At
     /// 1 Gbit/s"); OpenSSH's 32 KiB below it, which costs both ends least CPU per byte.
     fn largest_packet(&self, window: u32) -> u32 {
@@ -144,6 +158,9 @@ mod tests {
         let far = adaptive.dial(Some(Duration::from_millis(50)), false);
         assert_eq!(far.largest_packet, 65_535, "{far:?}");
         assert_eq!(adaptive.dial(None, false).largest_packet, 65_535, "behind a ProxyCommand");
+        let slow_sshd =
+            adaptive.dial_hop(Some(Duration::from_millis(30)), Some(Duration::from_micros(90)), false);
+        assert_eq!(slow_sshd.largest_packet, 32 * 1024, "a loopback hop whose sshd took 30 ms to answer");
         let s = FlowSettings::default();
         assert_eq!(adaptive.largest_packet(s.large_packets_above), 32 * 1024);
         assert_eq!(adaptive.largest_packet(s.large_packets_above + 1), 65_535);
@@ -157,8 +174,10 @@ mod tests {
         assert_eq!(fixed.window(), Some(2 << 20));
         let adaptive = flow(WindowPolicy::Adaptive);
         assert_eq!(adaptive.window(), None, "no rule before the last hop's dial");
-        assert!(adaptive.dial(Some(Duration::from_millis(50)), true).window > 2 << 20);
-        assert!(adaptive.window().is_some(), "the last hop's dial made the path's rule");
+        let last = adaptive.dial(Some(Duration::from_millis(50)), true);
+        assert_eq!(last.window, 2 << 20, "the path's start");
+        assert_eq!(last.largest_packet, 65_535, "a far last hop's window may grow past 4 MiB");
+        assert_eq!(adaptive.window(), Some(2 << 20), "the last hop's dial made the path's rule");
         assert_eq!(dial.reopen, adaptive.dial(None, false).reopen);
         assert_eq!(dial.reopen, russh::WindowReopen::Early { at_least: 96 * 1024, divisor: 8 });
     }

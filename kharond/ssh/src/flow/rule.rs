@@ -10,6 +10,9 @@ pub(crate) trait WindowRule: Send + fmt::Debug {
     /// answer (`None`: unknown, a `ProxyCommand`), `last` whether it is the chain's last hop,
     /// whose round trip is the path's.
     fn dial(&mut self, now: Duration, rtt: Option<Duration>, last: bool) -> u32;
+    /// The largest window a session of a hop `rtt` away may come to have: what its packet size
+    /// is chosen for (`Flow::dial`), since a session keeps the packet size it was dialled with.
+    fn reach(&self, rtt: Option<Duration>) -> u32;
     /// The window the path's channels are re-opened to now; `None` until the rule has one (each
     /// channel keeps the window its session was dialled with).
     fn window(&self) -> Option<u32>;

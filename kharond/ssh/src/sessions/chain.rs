@@ -680,7 +680,7 @@ impl Step<'_, '_> {
                     OpenError::Transport(cause) => ErrorKind::Handshake { cause, stderr: String::new() },
                 })?;
                 let transport = started.elapsed();
-                let dial = measured(self.id, Some(transport), self.last, settings.flow);
+                let dial = measured(self.id, Some(transport), Some(transport), self.last, settings.flow);
                 let layer = self.layer.clone();
                 let carried =
                     Carried::new(channel, prev.largest_packet, layer, &engine.transport, engine.flow.packet);
@@ -694,7 +694,8 @@ impl Step<'_, '_> {
                 let (tcp, connect) = tcp::connect(hop).await.map_err(ErrorKind::Tcp)?;
                 let transport = started.elapsed();
                 let first_byte = first_byte(&tcp, engine.sessions.banner_wait).await;
-                let dial = measured(self.id, Some(connect.max(first_byte)), self.last, settings.flow);
+                let dial =
+                    measured(self.id, Some(connect.max(first_byte)), Some(connect), self.last, settings.flow);
                 keep_unsent_small(&tcp, engine.transport.notsent_lowat);
                 let channels = settings.open_channels.clone();
                 let stream = Gathered::new(QuickAck(tcp), channels, self.layer.clone(), &engine.transport);
@@ -712,7 +713,7 @@ impl Step<'_, '_> {
                 let transport = started.elapsed();
                 let channels = settings.open_channels.clone();
                 let stream = Gathered::new(stream, channels, self.layer.clone(), &engine.transport);
-                let dial = measured(self.id, None, self.last, settings.flow);
+                let dial = measured(self.id, None, None, self.last, settings.flow);
                 (
                     client::connect_stream(client_config(hop, self.hints, dial), stream, handler).await,
                     transport,
@@ -776,10 +777,11 @@ async fn first_byte(tcp: &TcpStream, wait: Duration) -> Duration {
     started.elapsed().min(wait)
 }
 
-/// What a hop `rtt` away (`None`: unknown, a ProxyCommand) is dialled with, logged: it explains a
-/// session's speed. Only the last hop's round trip is the path's (the flow pings the last hop).
-fn measured(id: &HopId, rtt: Option<Duration>, last: bool, flow: &Flow) -> Dial {
-    let dial = flow.dial(rtt, last);
+/// What a hop `rtt` away (`None`: unknown, a ProxyCommand) whose transport took `transport` is
+/// dialled with (`Flow::dial_hop`), logged: it explains a session's speed. Only the last hop's
+/// round trip is the path's (the flow pings the last hop).
+fn measured(id: &HopId, rtt: Option<Duration>, transport: Option<Duration>, last: bool, flow: &Flow) -> Dial {
+    let dial = flow.dial_hop(rtt, transport, last);
     tracing::debug!(hop = %id, rtt_ms = rtt.map(|r| r.as_secs_f64() * 1e3), window_kib = dial.window / 1024,
         largest_packet = dial.largest_packet, "round trip measured");
     dial

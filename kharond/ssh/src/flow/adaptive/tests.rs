@@ -117,7 +117,6 @@ fn a_window_that_queues_on_a_slow_link_shrinks_to_about_one_bdp_and_keeps_the_li
     // The dial measured the path unloaded, as `chain` seeds it.
     rule.seed(Duration::ZERO, SLOW.base);
     assert_eq!(shrinks_under_queueing(&mut rule), Ok(()));
-    assert!(rule.settled());
 }
 
 #[test]
@@ -148,14 +147,21 @@ fn one_late_ping_on_a_loopback_path_is_not_a_queue() {
     let mut rule = PathWindow::new(settings(), 2 * 1024 * 1024);
     rule.seed(Duration::ZERO, lo.base);
     let mut now = Duration::ZERO;
+    let mut after_startup = None;
     for i in 0..STEPS {
         let (rtt, rate) = lo.carry(rule.window());
         // Every tenth ping waited 200 ms for a CPU: more than any allowance, once.
         let rtt = if i % 10 == 5 { rtt + Duration::from_millis(200) } else { rtt };
         now += rtt + GAP;
         rule.observe(now, rtt, (rate * (rtt + GAP).as_secs_f64()) as u64);
+        if i == 4 {
+            assert!(!rule.starting(), "a rate that stopped growing did not end the startup");
+            after_startup = Some(rule.window());
+        }
     }
-    assert_eq!(rule.window(), 2 * 1024 * 1024, "neither shrunk for the late pings nor grown");
+    let after_startup = after_startup.unwrap_or_default();
+    assert!(after_startup >= 2 * 1024 * 1024, "the startup ended below OpenSSH's window: {after_startup} B");
+    assert_eq!(rule.window(), after_startup, "neither shrunk for the late pings nor grown");
 }
 
 #[test]
@@ -178,34 +184,60 @@ fn until_it_has_measured_the_window_is_the_assumed_one_within_the_bounds() {
     rule.seed(Duration::ZERO, Duration::from_millis(50));
     rule.observe(Duration::from_millis(200), Duration::from_secs(1), 5_000_000);
     assert_eq!(rule.window(), 12_500_000, "one sample starts the clock, decides nothing");
-    assert!(!rule.settled());
 }
 
 #[test]
-fn an_assumed_window_stands_while_the_queue_is_within_the_allowance() {
-    // A 50 ms, 1 Gbit/s path whose queue stands just within the allowance: no reason to change
-    // the first dial's window.
-    let mut rule = PathWindow::new(settings(), 15_280 * 1024);
+fn a_queue_within_half_the_allowance_changes_nothing_and_one_beyond_it_shrinks_the_window() {
+    // A 50 ms path whose first samples found 2 MiB queueing behind a 20 MB/s link.
+    let mut rule = PathWindow::new(settings(), 2 * 1024 * 1024);
     rule.seed(Duration::ZERO, FAST.base);
-    let mut now = Duration::ZERO;
+    rule.begin(Duration::ZERO);
+    let allowance = allowance(&settings(), FAST.base);
+    let mut now = Duration::from_millis(200);
+    rule.observe(now, FAST.base + 2 * allowance, 4_000_000);
+    assert!(!rule.starting(), "a queue did not end the startup");
+    let settled = rule.window();
+    let wanted = settings().gain * 20e6 * 0.05 + settings().slack;
+    assert!((f64::from(settled) - wanted).abs() < 1.0, "{settled} B, not the {wanted:.0} the path wants");
+    // The transfer slows down (the server, not the link), under a queue of two fifths of the
+    // allowance: no reason to change the window.
     for _ in 0..STEPS {
         now += Duration::from_millis(200);
-        rule.observe(now, FAST.base + allowance(&settings(), FAST.base), 25_000_000);
+        rule.observe(now, FAST.base + allowance * 2 / 5, 2_000_000);
     }
-    assert!(rule.settled());
-    assert_eq!(rule.window(), 15_280 * 1024);
-    // The queue grows past the allowance: now the window is smaller.
-    now += Duration::from_millis(200);
-    rule.observe(now, FAST.base + 2 * allowance(&settings(), FAST.base), 25_000_000);
-    rule.observe(
-        now + Duration::from_millis(200),
-        FAST.base + 2 * allowance(&settings(), FAST.base),
-        25_000_000,
-    );
-    let measured = rule.window();
+    assert_eq!(rule.window(), settled);
+    // The queue stands past half the allowance: now the window is what the slower rate wants.
+    for _ in 0..2 {
+        now += Duration::from_millis(200);
+        rule.observe(now, FAST.base + allowance * 3 / 5, 2_000_000);
+    }
+    let shrunk = rule.window();
+    let wanted = settings().gain * 10e6 * 0.05 + settings().slack;
+    assert!(shrunk < settled && f64::from(shrunk) < wanted * 1.5, "{shrunk} B after a standing queue");
+}
+
+#[test]
+fn the_startup_doubles_while_the_rate_grows_with_it_and_stops_at_the_first_queue() {
+    let mut rule = PathWindow::new(settings(), 2 * 1024 * 1024);
+    rule.seed(Duration::ZERO, FAST.base);
+    rule.begin(Duration::ZERO);
+    let mut now = Duration::ZERO;
+    let mut windows = vec![rule.window()];
+    while rule.starting() && windows.len() < 10 {
+        let (rtt, rate) = FAST.carry(rule.window());
+        now += rtt + GAP;
+        rule.observe(now, rtt, (rate * (rtt + GAP).as_secs_f64()) as u64);
+        windows.push(rule.window());
+    }
+    assert!(!rule.starting(), "still doubling after {windows:?}");
+    for pair in windows.windows(2).take(windows.len() - 2) {
+        assert_eq!(pair[1], 2 * pair[0], "{windows:?}");
+    }
+    let bdp = FAST.rate * FAST.base.as_secs_f64();
+    let last = f64::from(rule.window());
     assert!(
-        measured < 15_280 * 1024
-            && f64::from(measured) < settings().gain * FAST.rate * 0.051 + settings().slack + 1.0
+        last >= bdp && last <= settings().gain * bdp + settings().slack + 1.0,
+        "{windows:?}, BDP {bdp:.0}"
     );
 }
 

@@ -1,0 +1,121 @@
+//! The window rule on the links of `bench/shaped.sh`, simulated: each scenario runs the same
+//! transfers through the adaptive rule and through OpenSSH's fixed 2 MiB window (what `ssh -D`
+//! gives a channel) on the same path, and holds the rule to these targets against it: the
+//! download at least 0.95× as fast, a small request beside it at most half as slow.
+
+use super::*;
+use crate::settings::WindowPolicy;
+
+const MBIT: f64 = 1e6 / 8.0;
+
+/// Two downloads on a new session: the first one after the session's quiet pings (the rule
+/// knows only the path's round trip), the second after two idle seconds (it knows the path).
+async fn two_downloads(path: Path, settings: FlowSettings) -> [Transfer; 2] {
+    let sim = Sim::start(path, settings);
+    tokio::time::sleep(Duration::from_secs(1)).await;
+    let first = sim.transfer(Duration::from_secs(6), Duration::from_secs(1)).await;
+    tokio::time::sleep(Duration::from_secs(2)).await;
+    let second = sim.transfer(Duration::from_secs(6), Duration::from_secs(1)).await;
+    [first, second]
+}
+
+/// The rule's downloads and `ssh -D`'s on `path`.
+async fn against_openssh(path: Path) -> ([Transfer; 2], [Transfer; 2]) {
+    let rule = two_downloads(path.clone(), FlowSettings::default()).await;
+    let fixed = FlowSettings { policy: WindowPolicy::OPENSSH, ..FlowSettings::default() };
+    let openssh = two_downloads(path, fixed).await;
+    for (rule, openssh) in rule.iter().zip(&openssh) {
+        eprintln!(
+            "rule {:.2} MB/s p50 {:?}; openssh {:.2} MB/s p50 {:?}",
+            rule.rate / 1e6,
+            rule.p50(),
+            openssh.rate / 1e6,
+            openssh.p50()
+        );
+    }
+    (rule, openssh)
+}
+
+/// The verdict on both downloads: `Err` says what missed.
+fn meets_targets(rule: &[Transfer; 2], openssh: &[Transfer; 2]) -> Result<(), String> {
+    let mut missed = Vec::new();
+    for (which, (rule, openssh)) in ["first", "second"].iter().zip(rule.iter().zip(openssh)) {
+        if rule.rate < 0.95 * openssh.rate {
+            missed.push(format!(
+                "{which} download {:.2} MB/s against {:.2}",
+                rule.rate / 1e6,
+                openssh.rate / 1e6
+            ));
+        }
+        if rule.p50() > openssh.p50() / 2 {
+            missed.push(format!(
+                "{which} download: small request p50 {:?} against {:?}",
+                rule.p50(),
+                openssh.p50()
+            ));
+        }
+    }
+    if missed.is_empty() { Ok(()) } else { Err(missed.join("; ")) }
+}
+
+fn path(rate: Rate, one_way_ms: u64, loss: f64) -> Path {
+    let one_way = Duration::from_millis(one_way_ms);
+    Path { rate, up: one_way, down: one_way, loss, dial_rtt: 4 * one_way }
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_deep_buffer_holds_no_standing_queue_and_the_link_stays_full() {
+    // 25 ms each way, 50 Mbit/s, a buffer deep enough that nothing is dropped.
+    let (rule, openssh) = against_openssh(path(Rate::Fixed(50.0 * MBIT), 25, 0.0)).await;
+    assert_eq!(meets_targets(&rule, &openssh), Ok(()), "{rule:?}");
+    assert!(rule[1].rate >= 0.95 * 50.0 * MBIT, "{:.2} MB/s", rule[1].rate / 1e6);
+}
+
+#[tokio::test(start_paused = true)]
+async fn random_loss_is_not_taken_for_a_queue() {
+    // Half a percent of the segments lost: each one holds what follows for a round trip.
+    let (rule, openssh) = against_openssh(path(Rate::Fixed(50.0 * MBIT), 25, 0.005)).await;
+    assert_eq!(meets_targets(&rule, &openssh), Ok(()), "{rule:?}");
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_rate_that_halves_and_recovers_is_followed() {
+    // Wi-Fi: 50 Mbit/s for 3 s, 25 for 2 s, over and over.
+    let rate =
+        Rate::Schedule(vec![(50.0 * MBIT, Duration::from_secs(3)), (25.0 * MBIT, Duration::from_secs(2))]);
+    let (rule, openssh) = against_openssh(path(rate, 25, 0.0)).await;
+    assert_eq!(meets_targets(&rule, &openssh), Ok(()), "{rule:?}");
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_fast_link_is_filled_with_at_most_a_round_trip_of_queue() {
+    // 1 Gbit/s, 25 ms each way: six times what OpenSSH's window carries per round trip.
+    let link = path(Rate::Fixed(1000.0 * MBIT), 25, 0.0);
+    let base = link.base_rtt();
+    let (rule, openssh) = against_openssh(link).await;
+    for (rule, openssh) in rule.iter().zip(&openssh) {
+        assert!(rule.rate >= 0.9 * 1000.0 * MBIT, "{:.1} MB/s", rule.rate / 1e6);
+        assert!(
+            rule.rate >= 2.0 * openssh.rate,
+            "{:.1} against {:.1} MB/s",
+            rule.rate / 1e6,
+            openssh.rate / 1e6
+        );
+        // A request is two round trips; each may wait half a round trip of queue.
+        assert!(rule.p50() <= base * 3, "small request p50 {:?} on a {base:?} path", rule.p50());
+    }
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_short_fast_path_keeps_its_queue_short() {
+    // 10 ms each way, 200 Mbit/s: OpenSSH's window is only three BDPs here.
+    let (rule, openssh) = against_openssh(path(Rate::Fixed(200.0 * MBIT), 10, 0.0)).await;
+    assert_eq!(meets_targets(&rule, &openssh), Ok(()), "{rule:?}");
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_far_slow_path_behind_a_deep_buffer_holds_no_standing_queue() {
+    // 60 ms each way, 20 Mbit/s: OpenSSH's window stands 0.7 s in the queue.
+    let (rule, openssh) = against_openssh(path(Rate::Fixed(20.0 * MBIT), 60, 0.0)).await;
+    assert_eq!(meets_targets(&rule, &openssh), Ok(()), "{rule:?}");
+}
