@@ -133,7 +133,7 @@ pub struct AdaptiveSettings {
     /// a larger one costs nothing and a smaller one could starve it.
     pub assumed_floor: u32,
     /// The fastest link a hop is assumed to sit behind: 1 Gbit/s, in bytes per second. It sizes
-    /// the windows of hops before the last, and the packet size of every hop (`Flow::dial`).
+    /// the windows of hops before the last, and the packet size of every hop (`Flow::dial_hop`).
     pub assumed_rate: f64,
 }
 

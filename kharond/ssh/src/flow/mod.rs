@@ -4,7 +4,7 @@
 //!
 //! # The seam
 //! The sessions see one type per jump host, [`Flow`]: they ask it what a session is dialled with
-//! ([`Flow::dial`]: window, largest packet, when a window is re-opened) and what a channel is
+//! ([`Flow::dial_hop`]: window, largest packet, when a window is re-opened) and what a channel is
 //! re-opened to now ([`Flow::window`], which the last hop's russh handler answers at every window
 //! adjust: vendor/README.md, change 2), and they feed it ([`Flow::kick`] when data arrives,
 //! [`Flow::follow`] with each new session to ping). Which rule decides the window is one setting,
@@ -83,15 +83,17 @@ impl Flow {
         Flow { settings, rule, meter, born }
     }
 
-    /// What a session of a hop `rtt` away is dialled with (`last`: the chain's last hop).
+    /// [`Flow::dial_hop`] of a hop whose transport took as long as its answer.
+    #[cfg(test)]
     pub(crate) fn dial(&self, rtt: Option<Duration>, last: bool) -> Dial {
         self.dial_hop(rtt, rtt, last)
     }
 
-    /// [`Flow::dial`] for a hop whose transport alone took `transport` (a TCP connect, a channel
-    /// open), of the `rtt` until it answered: the packet size follows the transport's round trip,
-    /// which no sshd's start-up lengthens (a loaded machine made a loopback hop's first byte take
-    /// 30 ms, and a loopback hop got a far hop's packets).
+    /// What a session of a hop is dialled with (`last`: the chain's last hop): `rtt` is how long
+    /// it took to answer, `transport` how long its transport alone took (a TCP connect, a
+    /// channel open; `None` for both: unknown, a `ProxyCommand`). The packet size follows the
+    /// transport's round trip, which no sshd's start-up lengthens (a loaded machine made a
+    /// loopback hop's first byte take 30 ms, and a loopback hop got a far hop's packets).
     pub(crate) fn dial_hop(&self, rtt: Option<Duration>, transport: Option<Duration>, last: bool) -> Dial {
         let mut rule = lock(&self.rule);
         let window = rule.dial(self.born.elapsed(), rtt, last);

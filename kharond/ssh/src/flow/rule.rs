@@ -11,7 +11,7 @@ pub(crate) trait WindowRule: Send + fmt::Debug {
     /// whose round trip is the path's.
     fn dial(&mut self, now: Duration, rtt: Option<Duration>, last: bool) -> u32;
     /// The largest window a session of a hop `rtt` away may come to have: what its packet size
-    /// is chosen for (`Flow::dial`), since a session keeps the packet size it was dialled with.
+    /// is chosen for (`Flow::dial_hop`), since a session keeps the packet size it was dialled with.
     fn reach(&self, rtt: Option<Duration>) -> u32;
     /// The window the path's channels are re-opened to now; `None` until the rule has one (each
     /// channel keeps the window its session was dialled with).
