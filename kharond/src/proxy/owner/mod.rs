@@ -1,4 +1,4 @@
-//! Who may use the proxy without a password: only the user kharond runs as (issue 33).
+//! Who may use the proxy without a password: only the user kharond runs as.
 //!
 //! Without `[socks] username` and `password` the listener is loopback only, but every local user
 //! reaches loopback: another user of the machine would use the engineer's SSH identity into every
