@@ -43,7 +43,7 @@ pub const WRONG_GUESS_HOLD: Duration = Duration::from_millis(101);
 /// At most one WARN about failed logins this often.
 pub const WARN_EVERY: Duration = Duration::from_secs(10);
 
-/// `[socks]` username and password as SHA-256 digests, the form [`matches()`] compares, and the
+/// `[socks]` username and password as SHA-256 digests, the form `matches()` compares, and the
 /// gates every check of them passes. Clones share the gates.
 #[derive(Debug, Clone)]
 pub struct Credentials {

@@ -64,6 +64,8 @@ pub const EXAMPLES: &str = "Examples:\n  kharonctl clusters c-example-1 emergenc
 pub struct Args {
     #[command(flatten)]
     pub destination: crate::kube::destination::Destination,
+    // The help text is clap's: a bare URL reads better on a terminal than a Markdown link.
+    #[allow(rustdoc::bare_urls)]
     /// Passbolt base URL [env: KHARON_PASSBOLT_URL] [config: passbolt_url] [default: https://cloud.passbolt.com/vshn]
     #[arg(long, value_name = "URL")]
     pub passbolt_url: Option<String>,

@@ -36,7 +36,7 @@
 //!
 //! # Memory
 //! A large inventory's PAC is about 12 MB. Every answer writes from the table's one shared buffer,
-//! and a client that does not take the whole answer within [`WRITE_DEADLINE`] is reset: a client
+//! and a client that does not take the whole answer within `WRITE_DEADLINE` is reset: a client
 //! that asks and never reads holds a socket, not a copy of the PAC.
 
 use std::io;

@@ -1,5 +1,5 @@
 //! The SOCKS5 server handshake: greeting, RFC 1929 username/password when configured, the
-//! CONNECT request, and the replies. Strict: every field is checked ([`wire`]), every refusal is
+//! CONNECT request, and the replies. Strict: every field is checked (`wire`), every refusal is
 //! answered with its RFC code, and nothing the client sent is logged or echoed, except a short
 //! escaped prefix of a refused host name.
 //!
