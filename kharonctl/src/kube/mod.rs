@@ -12,7 +12,7 @@
 //! 3. OpenShift: an exec entry running this very `kharonctl` (`clusters ID token --exec-credential`);
 //! 4. otherwise an empty user: the user brings their own credentials.
 //!
-//! # No code from a cluster (issue 33)
+//! # No code from a cluster
 //! A user entry can run a program (`exec`, and `auth-provider` plugins that run commands), and
 //! kubectl runs it as the engineer. Dynamic facts are what a cluster reports about itself, where a
 //! customer may be cluster-admin (`kharon_shared::trust`), so none of their values becomes a
