@@ -111,7 +111,8 @@ pub struct Settings {
 
 impl Settings {
     /// Entries pointing at kharond's SOCKS address `proxy`
-    /// ([`Context::proxy_of`](crate::context::Context::proxy_of)) and at this very kharonctl, reading `inventory` (the catalog's file) when they run it.
+    /// ([`Context::proxy_of`](crate::context::Context::proxy_of)) and at this very kharonctl,
+    /// reading `inventory` (the catalog's file) when they run it.
     pub fn new(proxy: Proxy, inventory: Option<&Path>) -> Result<Self, Error> {
         let exe = std::env::current_exe().map_err(Error::NoExe)?;
         Ok(Self { proxy, exe, inventory: inventory.map(Path::to_owned) })

@@ -4,8 +4,9 @@
 //! tunnel frees it on another worker thread. With glibc's defaults a heap returns its free top to
 //! the kernel once that passes 128 KiB, so the next packets fault the same pages back in and
 //! zero them: `perf` on a routed 1 GiB transfer (`bench/routed.sh`'s rig) puts ~7 % of kharond's
-//! time in page faults, unmap and page allocation. A session keeps up to one window (2 MiB near, see `ssh::chain`) of
-//! packets in flight, so the heaps are allowed to keep twice that before trimming.
+//! time in page faults, unmap and page allocation. A session keeps up to one window (2 MiB near,
+//! see `ssh::chain`) of packets in flight, so the heaps are allowed to keep twice that before
+//! trimming.
 //!
 //! `bench/routed.sh` reproduces the choice: it prints kharond's CPU time per GiB of a routed
 //! 1 GiB transfer beside `ssh -D`'s, and `KHAROND=PATH` measures a build with another threshold

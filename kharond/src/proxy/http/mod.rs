@@ -25,8 +25,8 @@
 //! - DNS rebinding: a page under an attacker's name that resolves to 127.0.0.1 sends that name as
 //!   `Host`. Exactly one `Host` is accepted, and it must name this machine; a second one could
 //!   smuggle a foreign name past a check that reads only one of them.
-//! - Cross-origin script: a page's `<script src=http://localhost:PORT/proxy.pac>` would run the
-//!   PAC in the page, which could then read `RULES`. Chromium (148) fetches a `--proxy-pac-url` with no
+//! - Cross-origin script: a page's `<script src=http://localhost:PORT/proxy.pac>` would run the PAC
+//!   in the page, which could then read `RULES`. Chromium (148) fetches a `--proxy-pac-url` with no
 //!   `Sec-Fetch-*` header at all, a typed URL with `Sec-Fetch-Site: none` and `Sec-Fetch-Dest:
 //!   document`, and a page's script with `Sec-Fetch-Site: cross-site` (`same-site` from another
 //!   localhost port) and `Sec-Fetch-Dest: script`. So any `Sec-Fetch-Site` but `none` and any
