@@ -80,34 +80,13 @@ struct Options {
 }
 
 impl Options {
+    /// The options from the command line, over [`Options::defaults`].
     fn parse() -> anyhow::Result<Options> {
         let mut proxy: Option<SocketAddr> = None;
         let mut proxy_name = "kharond".to_owned();
         let mut proxy_pid = None;
         let mut baselines = Vec::new();
-        let mut o = Options {
-            paths: Vec::new(),
-            phases: vec!["bulk".into(), "conn".into()],
-            bytes: 1 << 30,
-            runs: 5,
-            conns: 2000,
-            streams: vec![1],
-            rate_workers: 64,
-            rate_conns: 10_000,
-            link: (20, 1000.0),
-            link_bytes: 256 << 20,
-            idle: vec![1000],
-            pages: 60,
-            name: "localhost".into(),
-            direct: true,
-            json: None,
-            cpu_of: Vec::new(),
-        };
-        let list = |v: String| -> anyhow::Result<Vec<usize>> {
-            v.split(',')
-                .map(|n| n.trim().parse().with_context(|| format!("{v}: not a list of numbers")))
-                .collect()
-        };
+        let mut o = Options::defaults();
         let mut args = std::env::args().skip(1);
         while let Some(arg) = args.next() {
             let mut value = || args.next().with_context(|| format!("{arg}: missing value"));
@@ -115,25 +94,12 @@ impl Options {
                 "--socks" => proxy = Some(value()?.parse()?),
                 "--proxy-name" => proxy_name = value()?,
                 "--proxy-pid" => proxy_pid = Some(value()?.parse()?),
-                "--baseline" => {
-                    let v = value()?;
-                    let (name, rest) = v.split_once('=').context("--baseline takes NAME=ADDR[/PID]")?;
-                    // With /PID, its CPU per GiB is measured as kharond's is.
-                    let (addr, pid) = match rest.split_once('/') {
-                        Some((addr, pid)) => (
-                            addr,
-                            Some(pid.parse().with_context(|| format!("--baseline {v}: PID not a number"))?),
-                        ),
-                        None => (rest, None),
-                    };
-                    let addr = addr.parse().with_context(|| format!("--baseline {v}: not IP:PORT"))?;
-                    baselines.push(Path { name: name.to_owned(), socks: Some(addr), pid, measured: false });
-                }
+                "--baseline" => baselines.push(baseline(&value()?)?),
                 "--phases" => o.phases = value()?.split(',').map(str::to_owned).collect(),
                 "--bytes" => o.bytes = value()?.parse()?,
                 "--runs" => o.runs = value()?.parse()?,
                 "--conns" => o.conns = value()?.parse()?,
-                "--streams" => o.streams = list(value()?)?,
+                "--streams" => o.streams = numbers(&value()?)?,
                 "--rate-workers" => o.rate_workers = value()?.parse()?,
                 "--rate-conns" => o.rate_conns = value()?.parse()?,
                 "--link" => {
@@ -142,19 +108,11 @@ impl Options {
                     o.link = (rtt.parse()?, mbit.parse()?);
                 }
                 "--link-bytes" => o.link_bytes = value()?.parse()?,
-                "--idle" => o.idle = list(value()?)?,
+                "--idle" => o.idle = numbers(&value()?)?,
                 "--pages" => o.pages = value()?.parse()?,
                 "--name" => o.name = value()?,
                 "--no-direct" => o.direct = false,
-                "--cpu-of" => {
-                    let v = value()?;
-                    let (name, pids) = v.split_once('=').context("--cpu-of takes NAME=PID[,PID]")?;
-                    let pids = pids
-                        .split(',')
-                        .map(|p| p.trim().parse().with_context(|| format!("--cpu-of {v}: {p} is not a PID")))
-                        .collect::<anyhow::Result<Vec<u32>>>()?;
-                    o.cpu_of.push((name.to_owned(), pids));
-                }
+                "--cpu-of" => o.cpu_of.push(cpu_of(&value()?)?),
                 "--json" => {
                     let path = value()?;
                     o.json = Some(
@@ -184,6 +142,28 @@ impl Options {
         Ok(o)
     }
 
+    /// The options of a run without arguments: no path yet, the bulk and conn phases.
+    fn defaults() -> Options {
+        Options {
+            paths: Vec::new(),
+            phases: vec!["bulk".into(), "conn".into()],
+            bytes: 1 << 30,
+            runs: 5,
+            conns: 2000,
+            streams: vec![1],
+            rate_workers: 64,
+            rate_conns: 10_000,
+            link: (20, 1000.0),
+            link_bytes: 256 << 20,
+            idle: vec![1000],
+            pages: 60,
+            name: "localhost".into(),
+            direct: true,
+            json: None,
+            cpu_of: Vec::new(),
+        }
+    }
+
     fn emit(&self, record: Value) -> anyhow::Result<()> {
         if let Some(mut f) = self.json.as_ref() {
             writeln!(f, "{record}")?;
@@ -195,6 +175,35 @@ impl Options {
     fn host(&self, by_name: bool) -> Option<&str> {
         (by_name || !self.direct).then_some(self.name.as_str())
     }
+}
+
+/// A comma-separated list of numbers, such as `--streams 1,8`.
+fn numbers(v: &str) -> anyhow::Result<Vec<usize>> {
+    v.split(',').map(|n| n.trim().parse().with_context(|| format!("{v}: not a list of numbers"))).collect()
+}
+
+/// The path of `--baseline NAME=ADDR[/PID]`: another SOCKS5 server, measured beside the proxy.
+fn baseline(v: &str) -> anyhow::Result<Path> {
+    let (name, rest) = v.split_once('=').context("--baseline takes NAME=ADDR[/PID]")?;
+    // With /PID, its CPU per GiB is measured as kharond's is.
+    let (addr, pid) = match rest.split_once('/') {
+        Some((addr, pid)) => {
+            (addr, Some(pid.parse().with_context(|| format!("--baseline {v}: PID not a number"))?))
+        }
+        None => (rest, None),
+    };
+    let addr = addr.parse().with_context(|| format!("--baseline {v}: not IP:PORT"))?;
+    Ok(Path { name: name.to_owned(), socks: Some(addr), pid, measured: false })
+}
+
+/// The process tree of `--cpu-of NAME=PID[,PID]`: its name and PIDs.
+fn cpu_of(v: &str) -> anyhow::Result<(String, Vec<u32>)> {
+    let (name, pids) = v.split_once('=').context("--cpu-of takes NAME=PID[,PID]")?;
+    let pids = pids
+        .split(',')
+        .map(|p| p.trim().parse().with_context(|| format!("--cpu-of {v}: {p} is not a PID")))
+        .collect::<anyhow::Result<Vec<u32>>>()?;
+    Ok((name.to_owned(), pids))
 }
 
 fn main() -> anyhow::Result<()> {

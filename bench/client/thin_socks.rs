@@ -11,7 +11,7 @@
 //! real use.
 //!
 //! Two ways to wait, as `thin-relay` has:
-//! - default: a fixed pool of threads ([`POOL`]), each blocking in `accept` on the shared
+//! - default: a fixed pool of threads (`POOL`), each blocking in `accept` on the shared
 //!   listener and then serving its connection with blocking calls, both directions in one
 //!   `poll(2)`: no thread created per connection (microsocks creates one) and no epoll
 //!   registration; a pool cannot hold more connections than threads, so no server that must hold

@@ -12,7 +12,7 @@ use std::panic::PanicHookInfo;
 use crate::exit;
 
 /// Installs the hook: the broken-pipe panic of standard output or standard error exits quietly,
-/// every other panic is reported as before.
+/// every other panic is reported by the hook installed before (Rust's default one).
 pub fn quiet_on_closed_output() {
     let report = std::panic::take_hook();
     std::panic::set_hook(Box::new(move |info| {

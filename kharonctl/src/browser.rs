@@ -21,7 +21,7 @@ pub const MAX_REQUEST: usize = 16 * 1024;
 /// Only an `http` or `https` URL with a host, in printable ASCII, is opened ([`web_url`]): these
 /// URLs come from clusters (a console URL fact, an OAuth server's authorize endpoint), and the
 /// opener picks a program by the scheme (`file:`, a desktop entry, a custom handler), so a cluster
-/// must not choose one (issue 33).
+/// must not choose one.
 pub fn open(url: &str, command: Option<&str>) -> std::io::Result<()> {
     let url = web_url(url)?;
     let url = url.as_str();

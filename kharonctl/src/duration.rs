@@ -1,5 +1,5 @@
-//! Durations as people type them on the command line: `30` (seconds, as before units were
-//! accepted), `1s`, `500ms`, `2m`, `1m30s`, `1h`. Every flag that takes a duration parses it here,
+//! Durations as people type them on the command line: `30` (a bare number is seconds), `1s`,
+//! `500ms`, `2m`, `1m30s`, `1h`. Every flag that takes a duration parses it here,
 //! so they all accept the same forms and refuse the same way.
 
 use std::time::Duration;

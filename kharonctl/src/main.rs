@@ -74,6 +74,8 @@ struct Cli {
     /// Config file (TOML) [env: KHARON_CONFIG]
     #[arg(long, global = true, value_name = "FILE")]
     config: Option<PathBuf>,
+    // The help text is clap's: a bare URL reads better on a terminal than a Markdown link.
+    #[allow(rustdoc::bare_urls)]
     /// Lieutenant API URL [env: LIEUTENANT_URL, then COMMODORE_API_URL, also from commodore's .env in this directory or a parent] [default: https://api.syn.vshn.net]
     #[arg(long, global = true, value_name = "URL")]
     lieutenant_url: Option<String>,

@@ -25,9 +25,13 @@ use kharon_shared::config::Overrides;
         Logging: RUST_LOG (e.g. RUST_LOG=kharond=debug) or -v/-vv."
 )]
 pub struct Cli {
+    // The help text is clap's, printed as written: `<config dir>` is a placeholder, not HTML.
+    #[allow(rustdoc::invalid_html_tags)]
     /// Config file (TOML) [env: KHARON_CONFIG] [default: <config dir>/kharon/config.toml]
     #[arg(long, value_name = "FILE")]
     pub config: Option<PathBuf>,
+    // The help text is clap's, printed as written: `[socks]` names the config section, not a link.
+    #[allow(rustdoc::broken_intra_doc_links)]
     /// SOCKS5 listen address, IP:PORT or NAME:PORT (localhost:12000); non-loopback needs [socks] username/password [env: KHARON_LISTEN] [default: 127.0.0.1:12000]
     #[arg(long, value_name = "HOST:PORT")]
     pub listen: Option<String>,

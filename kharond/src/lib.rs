@@ -22,9 +22,9 @@
 //! - [`process`]: the process itself: its log, allocator, descriptor limit and memory, listeners
 //!   handed over by systemd, the accept backoff, its man page.
 //!
-//! Around them: [`cli`], the flags; [`start`], from settings to a serving daemon (and the exit
-//! codes); [`state`], what every subsystem shares while the daemon runs; and [`daemon`], the only
-//! module that knows them all and runs them until shutdown.
+//! Around them: [`cli`], the flags; [`start`](mod@start), from settings to a serving daemon (and
+//! the exit codes); [`state`], what every subsystem shares while the daemon runs; and [`daemon`],
+//! the only module that knows them all and runs them until shutdown.
 //!
 //! Errors follow `kharon_shared::errors`: a message never repeats its cause, so every log line,
 //! gRPC status, `Status` string and HTTP answer made from an error prints its whole chain.

@@ -31,7 +31,7 @@ pub async fn run(_args: Args, ctx: &Context) -> anyhow::Result<ExitCode> {
         output::count(inv.include_suffixes, "suffix")
     );
     // Per cluster, so that a cluster that starts claiming names shows up under its own id; a
-    // kharond from before issue 41 sends only the route lists.
+    // reply without per-cluster changes is shown by its route lists.
     for change in &reply.changes {
         for line in crate::daemon::reload_outcome::change_lines(change) {
             println!("  {line}");

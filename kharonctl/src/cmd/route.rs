@@ -29,6 +29,8 @@ use crate::output::{self, Format};
     SSH handshake and authentication when it is dialled for this connection), the channel at the \
     last hop (or the direct connect), the reply to the client, and the first byte from the server.")]
 pub struct Args {
+    // The help text is clap's: a bare URL reads better on a terminal than a Markdown link.
+    #[allow(rustdoc::bare_urls)]
     /// Host name or IP as a client would send it, e.g. api.c-example.vshnmanaged.net; a URL
     /// (https://api.c-example.vshnmanaged.net:6443/version) or host:port stands for its host
     pub host: String,

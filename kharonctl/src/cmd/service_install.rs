@@ -65,21 +65,55 @@ pub async fn run(args: Args, ctx: &Context) -> anyhow::Result<ExitCode> {
     }
     let home = home()?;
     let dir = unit_dir(platform, &home);
-    let kharond = match &args.kharond {
-        Some(path) => {
-            let path = std::path::absolute(path).with_context(|| format!("{}", path.display()))?;
-            if !is_executable(&path) {
-                bail!("{} is not an executable file; pass the kharond binary to --kharond", path.display());
-            }
-            path
-        }
-        None => find_kharond()?,
-    };
+    let kharond = kharond_binary(&args)?;
     let agent = match platform {
         Platform::Linux => Agent::for_systemd(&getenv),
         Platform::Macos => Agent::for_launchd(&getenv),
     };
-    match &agent {
+    warn_about_agent(platform, &agent);
+    let inputs = Inputs {
+        kharond,
+        home: home.clone(),
+        agent,
+        listen: ctx.config.listen.value,
+        control_socket: systemd_path(&ctx.config.control_socket.value),
+        socket_activation: args.socket_activation,
+    };
+    let files = service::render(platform, &dir, &inputs);
+    let stale = stale_socket_units(platform, &dir, &files);
+
+    if args.dry_run {
+        print_files(&files)?;
+        for path in &stale {
+            println!("==> {} <== (would be removed)", path.display());
+        }
+        return Ok(ExitCode::SUCCESS);
+    }
+
+    let changed = install_files(platform, &home, &files, &stale, args.no_start)?;
+    if args.no_start {
+        eprintln!("not starting the service (--no-start); start it with: {}", start_hint(platform, &files));
+        return Ok(ExitCode::SUCCESS);
+    }
+    start_service(platform, &files, changed);
+    Ok(ExitCode::SUCCESS)
+}
+
+/// The kharond binary the service runs: `--kharond` made absolute and checked, else [`find_kharond`].
+fn kharond_binary(args: &Args) -> anyhow::Result<PathBuf> {
+    let Some(path) = &args.kharond else {
+        return find_kharond();
+    };
+    let path = std::path::absolute(path).with_context(|| format!("{}", path.display()))?;
+    if !is_executable(&path) {
+        bail!("{} is not an executable file; pass the kharond binary to --kharond", path.display());
+    }
+    Ok(path)
+}
+
+/// Warns on stderr when the service gets no ssh-agent, or one whose socket changes with every login.
+fn warn_about_agent(platform: Platform, agent: &Agent) {
+    match agent {
         Agent::Inherit if platform == Platform::Linux => eprintln!(
             "warning: SSH_AUTH_SOCK is not set, so kharond will have no ssh-agent and can only use key files \
              without a passphrase; start your agent and run service-install again"
@@ -99,35 +133,32 @@ pub async fn run(args: Args, ctx: &Context) -> anyhow::Result<ExitCode> {
         ),
         _ => {}
     }
-    let inputs = Inputs {
-        kharond,
-        home: home.clone(),
-        agent,
-        listen: ctx.config.listen.value,
-        control_socket: systemd_path(&ctx.config.control_socket.value),
-        socket_activation: args.socket_activation,
-    };
-    let files = service::render(platform, &dir, &inputs);
-    // Socket units from an earlier --socket-activation install that this one no longer wants.
-    let stale: Vec<PathBuf> = match platform {
+}
+
+/// The socket units in `dir` that `files` does not contain: an earlier `--socket-activation`
+/// install wrote them, and this install does not want them.
+fn stale_socket_units(platform: Platform, dir: &Path, files: &[File]) -> Vec<PathBuf> {
+    match platform {
         Platform::Linux => systemd::ALL
             .iter()
             .map(|name| dir.join(name))
             .filter(|path| path.exists() && !files.iter().any(|f| &f.path == path))
             .collect(),
         Platform::Macos => Vec::new(),
-    };
-
-    if args.dry_run {
-        print_files(&files)?;
-        for path in &stale {
-            println!("==> {} <== (would be removed)", path.display());
-        }
-        return Ok(ExitCode::SUCCESS);
     }
+}
 
+/// Writes the files that changed and removes the stale units (disabling them first unless
+/// `no_start`), printing each outcome; returns whether anything on disk changed.
+fn install_files(
+    platform: Platform,
+    home: &Path,
+    files: &[File],
+    stale: &[PathBuf],
+    no_start: bool,
+) -> anyhow::Result<bool> {
     let mut changed = false;
-    for file in &files {
+    for file in files {
         let outcome = write_if_changed(file)?;
         changed |= outcome != Outcome::Unchanged;
         println!("{} {}", outcome.as_str(), file.path.display());
@@ -138,11 +169,11 @@ pub async fn run(args: Args, ctx: &Context) -> anyhow::Result<ExitCode> {
     }
     if !stale.is_empty() {
         let names: Vec<&str> = stale.iter().filter_map(|p| p.file_name()?.to_str()).collect();
-        if !args.no_start {
+        if !no_start {
             // Failing to disable is not fatal: the manager may be unreachable, or the unit already off.
             let _ = systemctl(&[&["disable", "--now"], &names[..]].concat());
         }
-        for path in &stale {
+        for path in stale {
             std::fs::remove_file(path).with_context(|| format!("cannot remove {}", path.display()))?;
             println!("removed {}", path.display());
         }
@@ -151,14 +182,15 @@ pub async fn run(args: Args, ctx: &Context) -> anyhow::Result<ExitCode> {
     if !changed {
         println!("all files unchanged");
     }
+    Ok(changed)
+}
 
-    if args.no_start {
-        eprintln!("not starting the service (--no-start); start it with: {}", start_hint(platform, &files));
-        return Ok(ExitCode::SUCCESS);
-    }
+/// Asks the service manager to (re)start the service; when it cannot be reached, says how to start
+/// the service later instead of failing.
+fn start_service(platform: Platform, files: &[File], changed: bool) {
     let started = match platform {
-        Platform::Linux => start_systemd(&files, changed),
-        Platform::Macos => start_launchd(&files, changed),
+        Platform::Linux => start_systemd(files, changed),
+        Platform::Macos => start_launchd(files, changed),
     };
     match started {
         Ok(message) => println!("{message}"),
@@ -166,10 +198,9 @@ pub async fn run(args: Args, ctx: &Context) -> anyhow::Result<ExitCode> {
             "note: the service manager is not reachable ({}); the files are installed, start the service \
              with: {}",
             kharon_shared::errors::chain(e.as_ref()),
-            start_hint(platform, &files)
+            start_hint(platform, files)
         ),
     }
-    Ok(ExitCode::SUCCESS)
 }
 
 pub async fn run_uninstall(args: UninstallArgs, _ctx: &Context) -> anyhow::Result<ExitCode> {

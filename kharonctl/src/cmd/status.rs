@@ -149,8 +149,18 @@ pub async fn run(args: Args, ctx: &Context) -> anyhow::Result<ExitCode> {
         return output::json(&status_json(&s)?).map(|()| ExitCode::SUCCESS);
     }
     let inv = s.inventory.clone().unwrap_or_default();
-    let conn = s.connections.unwrap_or_default();
+    print_daemon(&s);
+    print_inventory(&inv);
+    print_connections(&s);
+    print_inventory_findings(&inv);
+    print_reloads(&s);
+    print_chains(&s.chains);
+    print_preflight(&s);
+    Ok(ExitCode::SUCCESS)
+}
 
+/// Prints the daemon's lines: version, pid and uptime, its listener, control socket and memory.
+fn print_daemon(s: &pb::StatusResponse) {
     println!("kharond {} (pid {}), up {}", Escaped(&s.version), s.pid, output::age(s.uptime_seconds));
     let auth = if s.socks_auth_required { " (username/password required)" } else { "" };
     println!("listening on socks5h://{}{auth}", Escaped(&s.listen_address));
@@ -158,6 +168,10 @@ pub async fn run(args: Args, ctx: &Context) -> anyhow::Result<ExitCode> {
     if let Some(m) = &s.memory {
         println!("{}", memory_text(m));
     }
+}
+
+/// Prints the inventory line: where it comes from, what it holds and its age, or that it is missing.
+fn print_inventory(inv: &pb::InventoryInfo) {
     if inv.missing {
         println!(
             "inventory: {NO_INVENTORY_YET} ({} {} does not exist; every host goes direct until then)",
@@ -177,6 +191,11 @@ pub async fn run(args: Args, ctx: &Context) -> anyhow::Result<ExitCode> {
             age_of(inv.modified_at_ms)
         );
     }
+}
+
+/// Prints the connection counters, and a table of the routes that carried or failed a connection.
+fn print_connections(s: &pb::StatusResponse) {
+    let conn = s.connections.unwrap_or_default();
     println!(
         "connections: {} open direct, {} open via jump hosts; {} direct and {} routed so far, {} failed",
         conn.open_direct, conn.open_jumphost, conn.total_direct, conn.total_jumphost, conn.failed
@@ -195,6 +214,10 @@ pub async fn run(args: Args, ctx: &Context) -> anyhow::Result<ExitCode> {
         });
         println!("{}", output::table(&["route", "open", "since start", "failed", "bytes up/down"], rows));
     }
+}
+
+/// Prints what the inventory's last load found: conflicts, warnings and refused claims.
+fn print_inventory_findings(inv: &pb::InventoryInfo) {
     for c in &inv.conflicts {
         println!("conflict: {}", crate::daemon::reload_outcome::conflict(c));
     }
@@ -204,59 +227,70 @@ pub async fn run(args: Args, ctx: &Context) -> anyhow::Result<ExitCode> {
     for r in &inv.refused_claims {
         println!("refused: {}", crate::daemon::reload_outcome::refused_claim(r));
     }
+}
+
+/// Prints the last reload, and the last failed one when that is another.
+fn print_reloads(s: &pb::StatusResponse) {
     if let Some(last) = &s.last_reload {
         println!("last reload: {}", reload_text(last));
     }
     if let Some(failed) = s.last_failed_reload.as_ref().filter(|f| Some(*f) != s.last_reload.as_ref()) {
         println!("last failed reload: {}", reload_text(failed));
     }
-    if s.chains.is_empty() {
+}
+
+/// Prints the table of jump host chains, then why a chain is not used and what a hop asks a person.
+fn print_chains(chains: &[pb::ChainStatus]) {
+    if chains.is_empty() {
         println!("jump host chains: none used yet (sessions open on first use)");
-    } else {
-        let rows = s.chains.iter().map(|c| {
-            vec![
-                c.jumphost.clone(),
-                hops_text(c),
-                chain_state(c).to_owned(),
-                age_of(c.since_ms),
-                probe_text(c.probe.as_ref()),
-                c.open_channels.to_string(),
-                format!("{} / {}", output::bytes(c.bytes_up), output::bytes(c.bytes_down)),
-                last_error_text(c),
-                refusal_text(c.last_refusal.as_ref()),
-            ]
-        });
-        // Nine columns: a terminal folds them to its width, but the state never.
-        let mut table = output::table(
-            &[
-                "jump host",
-                "hops",
-                "state",
-                "since",
-                "round trip",
-                "channels",
-                "bytes up/down",
-                "last error",
-                "last refused channel",
-            ],
-            rows,
-        );
-        output::keep_whole(&mut table, &[2]);
-        println!("{table}");
-        for c in s.chains.iter().filter(|c| !c.config_error.is_empty()) {
-            println!("jump host {} is not used: {}", Escaped(&c.jumphost), Escaped(&c.config_error));
-        }
-        for (c, q) in s.chains.iter().filter_map(|c| Some((c, c.question.as_ref()?))) {
-            println!("{}", question_text(&c.jumphost, q));
-        }
+        return;
     }
+    let rows = chains.iter().map(|c| {
+        vec![
+            c.jumphost.clone(),
+            hops_text(c),
+            chain_state(c).to_owned(),
+            age_of(c.since_ms),
+            probe_text(c.probe.as_ref()),
+            c.open_channels.to_string(),
+            format!("{} / {}", output::bytes(c.bytes_up), output::bytes(c.bytes_down)),
+            last_error_text(c),
+            refusal_text(c.last_refusal.as_ref()),
+        ]
+    });
+    // Nine columns: a terminal folds them to its width, but the state never.
+    let mut table = output::table(
+        &[
+            "jump host",
+            "hops",
+            "state",
+            "since",
+            "round trip",
+            "channels",
+            "bytes up/down",
+            "last error",
+            "last refused channel",
+        ],
+        rows,
+    );
+    output::keep_whole(&mut table, &[2]);
+    println!("{table}");
+    for c in chains.iter().filter(|c| !c.config_error.is_empty()) {
+        println!("jump host {} is not used: {}", Escaped(&c.jumphost), Escaped(&c.config_error));
+    }
+    for (c, q) in chains.iter().filter_map(|c| Some((c, c.question.as_ref()?))) {
+        println!("{}", question_text(&c.jumphost, q));
+    }
+}
+
+/// Prints what kharond's last preflight check found will fail, with the check's age.
+fn print_preflight(s: &pb::StatusResponse) {
     if let Some(p) = &s.preflight {
         let checked = format!("checked {} ago", age_of(p.checked_at_ms));
         for line in crate::daemon::reload_outcome::preflight_lines(p) {
             println!("warning: {line} ({checked})");
         }
     }
-    Ok(ExitCode::SUCCESS)
 }
 
 #[cfg(test)]

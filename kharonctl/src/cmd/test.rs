@@ -336,7 +336,7 @@ fn render(rows: &[Row]) -> (comfy_table::Table, Vec<String>) {
     (table, notes)
 }
 
-/// "[n] cluster endpoint URL: text", what a row's mark stands for (an error names its hop itself).
+/// `[n] cluster endpoint URL: text`: what a row's mark stands for (an error names its hop itself).
 /// All of it but the number is data (ids, URLs from facts, servers' error texts): escaped.
 fn note(n: usize, r: &Row, text: &str) -> String {
     let mut about = format!("{} {}", r.cluster, r.endpoint);

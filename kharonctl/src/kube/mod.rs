@@ -12,7 +12,7 @@
 //! 3. OpenShift: an exec entry running this very `kharonctl` (`clusters ID token --exec-credential`);
 //! 4. otherwise an empty user: the user brings their own credentials.
 //!
-//! # No code from a cluster (issue 33)
+//! # No code from a cluster
 //! A user entry can run a program (`exec`, and `auth-provider` plugins that run commands), and
 //! kubectl runs it as the engineer. Dynamic facts are what a cluster reports about itself, where a
 //! customer may be cluster-admin (`kharon_shared::trust`), so none of their values becomes a
@@ -110,8 +110,9 @@ pub struct Settings {
 }
 
 impl Settings {
-    /// Entries pointing at kharond's SOCKS address `proxy` ([`crate::context::Context::proxy_address`])
-    /// and at this very kharonctl, reading `inventory` (the catalog's file) when they run it.
+    /// Entries pointing at kharond's SOCKS address `proxy`
+    /// ([`Context::proxy_of`](crate::context::Context::proxy_of)) and at this very kharonctl,
+    /// reading `inventory` (the catalog's file) when they run it.
     pub fn new(proxy: Proxy, inventory: Option<&Path>) -> Result<Self, Error> {
         let exe = std::env::current_exe().map_err(Error::NoExe)?;
         Ok(Self { proxy, exe, inventory: inventory.map(Path::to_owned) })

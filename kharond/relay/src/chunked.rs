@@ -2,11 +2,11 @@
 //! chunks (an SSH channel's data packets) has them written to the client with one vectored write,
 //! straight from where they are.
 //!
-//! Why: through `copy.rs` every byte of a routed download was copied once more, from the
+//! Why: through `copy.rs` every byte of a routed download would be copied once more, from the
 //! channel's packets into the relay's buffer, before the write to the client. `perf` on a 1 GiB
-//! routed download (`bench/routed.sh`'s rig) put 17 % of kharond's samples in memmove, and that
-//! copy was 37 % of it; the rest is russh's own. A `writev` of up to [`WRITE_CHUNKS`] packets
-//! keeps the number of writes what the copy's growing buffer made it.
+//! routed download (`bench/routed.sh`'s rig) puts a sixth of kharond's samples in memmove with
+//! that copy, over a third of them in that copy; the rest is russh's own. A `writev` of up to
+//! [`WRITE_CHUNKS`] packets keeps the number of writes what the copy's growing buffer makes it.
 //!
 //! Same contract as `copy.rs`: when the upstream ends, what it offered is written, then the
 //! client's writing half is shut down; the first error ends the relay.
@@ -24,7 +24,7 @@ use super::copy;
 use super::counters::{Counters, Way};
 
 /// Chunks offered to one vectored write: 16 SSH packets of 32 KiB are 512 KiB, past what the
-/// copy's buffer grew to (256 KiB), so a bulk download makes no more writes than before.
+/// copy's buffer grows to (256 KiB), so a bulk download makes no more writes than the copy would.
 pub const WRITE_CHUNKS: usize = 16;
 
 /// A stream whose input comes as owned chunks the relay may write out without copying.

@@ -2,9 +2,9 @@
 //! moves and grow only for a stream that fills them.
 //!
 //! Why not `tokio::io::copy_bidirectional_with_sizes`: it allocates its buffers up front and
-//! zeroes them. With the 256 KiB a bulk download needs, every routed connection paid for 512 KiB
-//! of fresh pages: a routed connection-rate run (64 workers, `bench/routed.sh`) spent 30 % of
-//! kharond's CPU in that memset and its page faults, and an idle routed connection kept the
+//! zeroes them. With the 256 KiB a bulk download needs, every routed connection would pay for
+//! 512 KiB of fresh pages: in a routed connection-rate run (64 workers, `bench/routed.sh`) that
+//! memset and its page faults take 30 % of kharond's CPU, and an idle routed connection keeps the
 //! buffers. Here a direction's buffer starts at [`START`], is allocated uninitialised (`BytesMut`,
 //! filled by `tokio_util::io::poll_read_buf`), doubles up to [`MAX`] each time a read fills it,
 //! and is given back whenever the direction waits with nothing buffered, so an idle connection

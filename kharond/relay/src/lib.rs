@@ -12,8 +12,9 @@
 //! - [`stream`]: TCP ↔ a stream that receives in owned chunks (an SSH channel): up is a user-space
 //!   copy (`copy.rs`), down writes the chunks themselves, several per `writev` (`chunked.rs`). The
 //!   channel side protects its shared session from slow readers itself (the SSH engine's tunnel.rs;
-//!   docs/ssh-engine.md, "Slow readers"); an extra buffering task here measured 0.67× `ssh -D` throughput against 0.96×
-//!   without it.
+//!   docs/ssh-engine.md, "Slow readers"), so this side adds no buffering task: one costs about
+//!   a third of the routed throughput against `ssh -D` (`bench/routed.sh`, with `KHAROND=PATH`
+//!   for a build that has one).
 //!
 //! Both take `early`: what the client sent with its request, read by the handshake; it goes
 //! upstream first, counted like the rest, and is freed once sent rather than held for the life

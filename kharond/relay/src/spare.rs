@@ -2,15 +2,15 @@
 //! buffers through which the direct path copies what it does not splice (`splice.rs`).
 //!
 //! Why: a direction hands its buffer back whenever it waits with nothing buffered, so a short
-//! routed connection allocated its first buffer ([`SIZE`]) four or five times. glibc serves a request
-//! that large from its large bins, and consolidates its fast bins first: in the 64-worker rate
-//! phase of `bench/routed.sh`, 11 % of kharond's samples were in the allocator, 2 % in
-//! `malloc_consolidate` alone. A spare buffer makes that a pop and a push. The direct path's
-//! buffers ([`take_small`]) are plain initialised bytes, read into with a safe `read`; zeroed
-//! once, when first made.
+//! routed connection takes its first buffer ([`SIZE`]) four or five times. glibc serves a request
+//! that large from its large bins, and consolidates its fast bins first: without spares, `perf` on
+//! the 64-worker rate phase of `bench/routed.sh` puts about a tenth of kharond's samples in the
+//! allocator, a fiftieth in `malloc_consolidate` alone. A spare buffer makes that a pop and a
+//! push. The direct path's buffers ([`take_small`]) are plain initialised bytes, read into with a
+//! safe `read`; zeroed once, when first made.
 //!
 //! Bounded: at most [`KEEP`] of each kind per thread, [`SIZE`] bytes each: 256 KiB per runtime
-//! worker (one per core). A buffer that grew past [`SIZE`] is freed as before, and an idle
+//! worker (one per core). A buffer that grew past [`SIZE`] is freed, not kept, and an idle
 //! connection still holds nothing.
 
 use std::cell::RefCell;

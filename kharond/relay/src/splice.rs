@@ -1,8 +1,9 @@
 //! splice(2) through a kernel pipe: socket → pipe → socket, payload never copied to user space.
 //!
-//! Written here rather than taken from tokio-splice 0.2.1, which measured at ~35 % of loopback on
-//! our 2-core bench: it caps its pipe at 64 KiB, so every 64 KiB costs four syscalls and two
-//! wake-ups. A 1 MiB pipe moves a whole socket buffer per call.
+//! Written here rather than taken from tokio-splice 0.2.1, which caps its pipe at 64 KiB, so every
+//! 64 KiB costs four syscalls and two wake-ups: about a third of loopback's throughput on 2 cores
+//! in the bulk phase of `bench/direct.sh`, which measures the direct path beside plain loopback.
+//! A 1 MiB pipe moves a whole socket buffer per call.
 //!
 //! The pipe is leased from [`Pipes`] for one fill/drain cycle only (see `pipes.rs`): a direction
 //! waits for its source with no pipe, so an idle connection holds just its two sockets.

@@ -10,8 +10,8 @@
 //! An interceptor answers before the request's body is read. The HTTP/2 stream is then closed
 //! with the client still sending, and a client may see the reset before the answer: curl reported
 //! "Stream error in the HTTP/2 framing layer" instead of PERMISSION_DENIED in most runs on a busy
-//! machine. So a refused call's body (a few bytes of a unary request, at most [`DRAIN_LIMIT`],
-//! within [`DRAIN_WAIT`]) is read to its end first, as the RPC itself would have, then answered.
+//! machine. So a refused call's body (a few bytes of a unary request, at most `DRAIN_LIMIT`,
+//! within `DRAIN_WAIT`) is read to its end first, as the RPC itself would have, then answered.
 
 use std::convert::Infallible;
 use std::future::Future;

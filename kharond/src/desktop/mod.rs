@@ -40,13 +40,13 @@ pub use session::Session;
 const ATTENDED_AFTER: Duration = Duration::from_secs(5);
 
 /// The jump hosts a person is logging in to through `kharonctl login-jump` right now (each
-/// `JumpLogin` and `JumpAnswer` call, and [`ATTENDED_AFTER`] past its end). Holds only jump
+/// `JumpLogin` and `JumpAnswer` call, and `ATTENDED_AFTER` past its end). Holds only jump
 /// hosts of the routing table (control/jump_login.rs checks first), and forgets each once it is
 /// no longer attended.
 #[derive(Debug)]
 pub struct Logins {
     jumphosts: Mutex<HashMap<String, Attended>>,
-    /// [`ATTENDED_AFTER`], shorter in tests.
+    /// `ATTENDED_AFTER`, shorter in tests.
     after: Duration,
 }
 

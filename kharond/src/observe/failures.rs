@@ -12,7 +12,7 @@
 //!
 //! A failure held back is written at DEBUG instead (so `-v` still shows each one), and counted:
 //! the next INFO line of that client says how many were held back since the last one. Memory is
-//! bounded: at most [`CLIENTS`] addresses are remembered (beyond that the memory starts over, which
+//! bounded: at most `CLIENTS` addresses are remembered (beyond that the memory starts over, which
 //! costs at most one more line each), each with at most [`PER_CLIENT`] recent failures.
 //!
 //! What a failure's words are is the caller's ([`Failure`]); whether a failure is one to explain at

@@ -8,7 +8,7 @@
 //! [`kharon_shared::text::escape`] ([`EscapedFields`]): a cluster id, a jump host, a host name a
 //! client sent or an error text of a server can hold a newline or a terminal escape, and must
 //! neither start a line of its own that reads like kharond's (`… INFO kharond::daemon: …`) nor
-//! recolour the terminal a log is read on (issue 33). One place for all of them, whoever logs.
+//! recolour the terminal a log is read on. One place for all of them, whoever logs.
 
 use std::fmt;
 use std::io::IsTerminal;
@@ -31,8 +31,8 @@ use tracing_subscriber::util::SubscriberInitExt;
 
 /// Targets capped at info whatever RUST_LOG says, and why.
 const CAPPED: &[&str] = &[
-    // Logged the client's RFC 1929 password bytes at debug. kharond no longer uses it; the cap
-    // stays in case it comes back as a dependency of a dependency.
+    // Logs the client's RFC 1929 password bytes at debug. kharond does not use it; the cap holds
+    // should a dependency of a dependency pull it in.
     "fast_socks5",
     // Logs the raw ssh-agent conversation at debug (key blobs, data to sign, signatures): not
     // secrets alone, but credential traffic with no place in a log.

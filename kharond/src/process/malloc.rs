@@ -3,30 +3,31 @@
 //! Why: russh allocates a fresh 32 KiB buffer for every SSH data packet (twice, in fact) and the
 //! tunnel frees it on another worker thread. With glibc's defaults a heap returns its free top to
 //! the kernel once that passes 128 KiB, so the next packets fault the same pages back in and
-//! zero them: `perf` on a routed 1 GiB transfer put ~7 % of kharond's time in page faults, unmap
-//! and page allocation. A session keeps up to one window (2 MiB near, see `ssh::chain`) of
-//! packets in flight, so the heaps are allowed to keep twice that before trimming.
+//! zero them: `perf` on a routed 1 GiB transfer (`bench/routed.sh`'s rig) puts ~7 % of kharond's
+//! time in page faults, unmap and page allocation. A session keeps up to one window (2 MiB near,
+//! see `ssh::chain`) of packets in flight, so the heaps are allowed to keep twice that before
+//! trimming.
 //!
-//! Measured with bench/routed.sh-style A/B runs (1 GiB, cubic, 6 runs each, same run), kharond's
-//! CPU per GiB: default 0.51 s; trim at 1 MiB 0.54 s (too small: still trims every window);
-//! 2 MiB 0.44 s; 4 MiB 0.43 s; 8 MiB 0.46 s; `ssh -D` 0.42 s. This code in a later run, 8 runs:
-//! 0.48 s against 0.51 s (`ssh -D` 0.44 s), and the page faults were gone from the profile. RSS
-//! after two 1 GiB transfers went from 11–13 to 13–15 MB. mimalloc and jemalloc as global
-//! allocators saved as much CPU but started at 20 MB and 11 MB and ended at 30 MB and 19 MB.
+//! `bench/routed.sh` reproduces the choice: it prints kharond's CPU time per GiB of a routed
+//! 1 GiB transfer beside `ssh -D`'s, and `KHAROND=PATH` measures a build with another threshold
+//! in the same run. A threshold of 1 MiB still trims every window and costs more CPU than glibc's
+//! default; 2 to 4 MiB cost least (about `ssh -D`'s figure), and the page faults leave `perf`'s
+//! profile; 8 MiB costs more again. The heaps then keep up to 2 MB more resident after a
+//! transfer. mimalloc and jemalloc as global allocators save as much CPU but start and end with
+//! more resident memory than glibc tuned so.
 //!
 //! Setting the trim threshold also freezes glibc's mmap threshold, which would otherwise grow
 //! past the relay's 256 KiB buffers after the first connection; so it is set to where it would
 //! have gone, and the buffers keep coming from the heap instead of a fresh mmap each.
 //!
 //! The number of heaps (arenas) is capped at two. glibc gives each thread that meets contention a
-//! heap of its own, up to eight per core, and a heap only ever returns whole free pages: in the
-//! 30-minute soak (bench/soak.sh, issue 21) kharond's two runtime workers each had a heap of
-//! 4.8–6.0 MB holding 1.4–1.8 MB of live data, spread thin by short-lived packets and relay
-//! buffers among longer-lived small allocations. The live data stayed at 3.5 MB between two
-//! samples eight minutes apart, `malloc_trim` returned nothing, and yet RSS crept up as
-//! allocations landed on pages the heaps had not touched since their peak (+11 % over 25 minutes).
-//! Two heaps (the main thread's and one shared by every other thread) pack the same data into
-//! fewer pages.
+//! heap of its own, up to eight per core, and a heap only ever returns whole free pages. Under the
+//! mixed load of the 30-minute soak (`bench/soak.sh`), with a heap per runtime worker, each heap
+//! holds three to four times its live data, spread thin by short-lived packets and relay buffers
+//! among longer-lived small allocations: the live data stays flat, `malloc_trim` returns nothing,
+//! and yet RSS creeps up (by about a tenth over 25 minutes) as allocations land on pages the heaps
+//! have not touched since their peak. Two heaps (the main thread's and one shared by every other
+//! thread) pack the same data into fewer pages.
 
 /// Free space a heap keeps at its top instead of returning it to the kernel.
 #[cfg(all(target_os = "linux", target_env = "gnu"))]
@@ -40,9 +41,9 @@ const ARENA_MAX: libc::c_int = 2;
 
 /// Returns the free memory inside the heaps to the kernel. For after a large, short-lived peak:
 /// loading a 50,000-cluster inventory parses ~200 MB of JSON values to keep ~80 MB of table, and
-/// without this the process keeps the difference (measured 222 MB RSS at start, 92 MB after a
-/// trim). Costs a few milliseconds, so it runs after a load, a PAC render or a burst of connections
-/// (trim.rs), never per connection.
+/// without this the process keeps the difference (`bench/inventory.sh` prints kharond's resident
+/// memory after such a start). Costs a few milliseconds, so it runs after a load, a PAC render or
+/// a burst of connections (trim.rs), never per connection.
 pub fn release_free() {
     #[cfg(all(target_os = "linux", target_env = "gnu"))]
     // SAFETY: malloc_trim only walks the allocator's own free lists; any thread may call it.

@@ -11,7 +11,7 @@
 //! ```
 //!
 //! A forwarding session (plain HTTP proxying, `http/forward`) routes and dials each target its
-//! requests go to the same way ([`Legs`]), and forwards instead of relaying.
+//! requests go to the same way (`Legs`), and forwards instead of relaying.
 //!
 //! It calls the error mappings but implements none of them. Each step is said once to the
 //! connection's [`Observed`] sink (`observe/events.rs`), which lists and counts it in the

@@ -4,8 +4,8 @@
 //! The configured username and password are hashed once, when the daemon starts ([`Credentials`]);
 //! an authentication hashes only what the client sent.
 //!
-//! # Guessing is slow and visible (issue 33)
-//! Without a bound, one local program guessed 10,000 passwords a second. So every check goes
+//! # Guessing is slow and visible
+//! Without a bound, one local program could guess 10,000 passwords a second. So every check goes
 //! through one gate, in the order the clients arrived ([`Credentials::check`]): a right password
 //! passes it at once, a wrong one holds it for [`WRONG_GUESS_HOLD`] after its answer. At most 10
 //! wrong guesses are answered in any second, however many connections a guesser opens. The gate is
@@ -43,7 +43,7 @@ pub const WRONG_GUESS_HOLD: Duration = Duration::from_millis(101);
 /// At most one WARN about failed logins this often.
 pub const WARN_EVERY: Duration = Duration::from_secs(10);
 
-/// `[socks]` username and password as SHA-256 digests, the form [`matches()`] compares, and the
+/// `[socks]` username and password as SHA-256 digests, the form `matches()` compares, and the
 /// gates every check of them passes. Clones share the gates.
 #[derive(Debug, Clone)]
 pub struct Credentials {

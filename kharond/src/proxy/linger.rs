@@ -18,7 +18,7 @@ pub const LINGER: Duration = Duration::from_secs(1);
 const LINGER_BYTES: usize = 64 * 1024;
 
 /// Closes our side after an answer was written, then discards what the client still sends until
-/// it closes too, `until` passes or [`LINGER_BYTES`] were discarded.
+/// it closes too, `until` passes or `LINGER_BYTES` were discarded.
 pub async fn linger<S: AsyncRead + AsyncWrite + Unpin>(client: &mut S, until: Instant) {
     if client.shutdown().await.is_err() {
         return;

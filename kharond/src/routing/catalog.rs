@@ -9,9 +9,9 @@
 //! tenth of that, and the JSON is parsed again only when a request needs it.
 //!
 //! Why the bytes as read, not the parsed clusters written out again: they are compressed while
-//! the other core parses them, so no start waits for it (issue 41: writing 50,000 clusters out
-//! again cost the compile a fifth of a second), and they are the clusters exactly as the file
-//! or Lieutenant gave them.
+//! the other core parses them, so no start waits for it (writing 50,000 clusters out again would
+//! add about a fifth of a second to the start `bench/inventory.sh` measures), and they are the
+//! clusters exactly as the file or Lieutenant gave them.
 
 use std::io::{Read, Write};
 

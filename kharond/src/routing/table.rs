@@ -3,7 +3,7 @@
 //! what hangs off a table (the endpoints `Test` checks, the PAC).
 //!
 //! Used at start and on every reload, so both fail the same way: a clear error naming the file.
-//! The one difference is [`load_at_start`]: a cache that does not exist yet (`kharonctl update`
+//! The one difference is [`read_at_start`]: a cache that does not exist yet (`kharonctl update`
 //! never ran, e.g. right after `kharonctl service-install`) starts an empty table instead of
 //! failing, so a service manager does not restart the daemon in a loop and the direct path works
 //! meanwhile; the first update's reload then fills it.
@@ -52,7 +52,8 @@ pub struct LoadedTable {
     /// When the data was produced: the cache's fetch time, else the file's modification time.
     pub modified_at: Option<SystemTime>,
     /// What `Test` checks ([`LoadedTable::endpoints`]), worked out from the catalog on the first
-    /// `Test`: no start waits for them (a quarter of a second at 50,000 clusters, issue 41).
+    /// `Test`: no start waits for them (a quarter of a second at 50,000 clusters, the size
+    /// `bench/inventory.sh` starts with).
     endpoints: std::sync::OnceLock<Result<Vec<Endpoint>, String>>,
     /// The PAC file for this table, rendered on the first request (it needs the bound listen
     /// address, which a table loaded at start does not know yet); every answer then writes from
@@ -151,8 +152,8 @@ impl Read {
 
     /// Compiles the table. The parsed clusters (a large inventory's are most of what compiling
     /// allocated) are freed and their memory given back to the kernel beside whatever comes
-    /// next, on a thread of their own: at 50,000 clusters that takes a fifth of a second, which
-    /// no start or reload need wait for (issue 41).
+    /// next, on a thread of their own: at 50,000 clusters (`bench/inventory.sh`) that takes a
+    /// fifth of a second, which no start or reload need wait for.
     pub fn compile(self, anchors: &Anchors) -> LoadedTable {
         let Read { clusters, catalog, own, modified_at, missing } = self;
         let loaded = LoadedTable::compile(&clusters, catalog, &own, anchors, modified_at, missing);

@@ -21,10 +21,9 @@
 //! as `ssh` does for every connection and kharon does once per chain and reload.
 //!
 //! # Why not ssh2-config (docs/ssh-engine.md, "Why not the ssh2-config crate")
-//! The crate was one of the chosen dependencies; we dropped it on purpose. The dependency research already planned a
-//! pre-scanner of our own for file:line and for `Match`, leaving ssh2-config only Host
-//! matching. Once that scanner exists, ssh2-config would add a second parse of the same files
-//! that can disagree with the first, and it cannot do the part that is left:
+//! file:line and `Match` need a scanner of our own in any case, which would leave ssh2-config
+//! only Host matching. Beside that scanner, ssh2-config would add a second parse of the same
+//! files that can disagree with the first, and it cannot do the part that is left:
 //! - its values carry no file or line, but [`Hop::origin`] and the errors found per hop (an
 //!   unset `${VAR}`) must name file:line;
 //! - it keeps `ProxyCommand` as tokens with the quoting removed, while [`Transport::Command`]
@@ -34,8 +33,8 @@
 //!   value (OpenSSH: the first), and ProxyJump and ProxyCommand are two independent values,
 //!   while OpenSSH applies one "first wins" across both (see `chain`);
 //! - it does not know `Match`: without ALLOW_UNKNOWN_FIELDS it stops at the first one with no
-//!   line number; with it, it attaches the Match block's options to the previous Host (docs/ssh-engine.md,
-//!   "Why not the ssh2-config crate");
+//!   line number; with it, it attaches the Match block's options to the previous Host
+//!   (docs/ssh-engine.md, "Why not the ssh2-config crate");
 //! - it expands no `%` tokens and no `${VAR}`, so that code would be ours anyway.
 //!
 //! What is left (Host patterns, first-wins, Include and its globs) is small: the walk in

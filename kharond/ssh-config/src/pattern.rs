@@ -22,7 +22,7 @@ pub(super) fn list_match(text: &str, list: &str, lowercase: bool) -> bool {
     patterns_match(text, list.split(','), lowercase)
 }
 
-/// [`list_match`] on a list already split at its commas (known_hosts keeps its host patterns so).
+/// `list_match` on a list already split at its commas (known_hosts keeps its host patterns so).
 pub fn patterns_match<'p>(text: &str, patterns: impl IntoIterator<Item = &'p str>, lowercase: bool) -> bool {
     let text = if lowercase { text.to_ascii_lowercase() } else { text.to_owned() };
     let mut positive = false;

@@ -15,13 +15,16 @@
 
 use kharon_shared::text::Escaped;
 use std::io::{IsTerminal as _, Read as _};
+use std::path::Path;
 use std::process::ExitCode;
 use std::time::{SystemTime, UNIX_EPOCH};
 
 use anyhow::Context as _;
+use kharon_shared::inventory::Cluster;
 use serde_norway::{Mapping, Value};
 
 use crate::cmd::clusters::run::Run;
+use crate::daemon::Daemon;
 use crate::emergency::openpgp::{Passphrase, PrivateKey};
 use crate::emergency::passbolt;
 use crate::emergency::{self, key};
@@ -61,6 +64,8 @@ pub const EXAMPLES: &str = "Examples:\n  kharonctl clusters c-example-1 emergenc
 pub struct Args {
     #[command(flatten)]
     pub destination: crate::kube::destination::Destination,
+    // The help text is clap's: a bare URL reads better on a terminal than a Markdown link.
+    #[allow(rustdoc::bare_urls)]
     /// Passbolt base URL [env: KHARON_PASSBOLT_URL] [config: passbolt_url] [default: https://cloud.passbolt.com/vshn]
     #[arg(long, value_name = "URL")]
     pub passbolt_url: Option<String>,
@@ -86,6 +91,21 @@ pub async fn run(args: Args, run: &Run<'_>) -> anyhow::Result<ExitCode> {
     // loopback, with the SOCKS password it requires.
     let proxy = run.ctx.proxy_of(&status).map_err(anyhow::Error::msg)?;
 
+    let mut session = passbolt_login(&passbolt_url).await?;
+    let tokens = fetch_tokens(&mut daemon, &mut session, id).await?;
+
+    let settings = args.destination.settings(kube::Settings::new(proxy, run.catalog.inventory_file())?);
+    let entries = kubeconfig_entries(cluster, &settings, &tokens)?;
+    let written_to = args.destination.output.clone();
+    let merged = args.destination.merge;
+    crate::kube::destination::emit(&entries, args.destination)?;
+    report_tokens(&entries, &tokens, written_to.as_deref(), merged);
+    Ok(ExitCode::SUCCESS)
+}
+
+/// Logs in to Passbolt with the user's key (found, or pasted and then stored once the login
+/// worked), its passphrase and the TOTP code.
+async fn passbolt_login(passbolt_url: &str) -> anyhow::Result<passbolt::Session> {
     let getenv = |name: &str| std::env::var(name).ok().filter(|v| !v.is_empty());
     let config_dir = kharon_shared::paths::config_file()?
         .parent()
@@ -94,10 +114,28 @@ pub async fn run(args: Args, run: &Run<'_>) -> anyhow::Result<ExitCode> {
     let places = key::Places::new(&config_dir, &getenv);
     let (armored, origin) = match key::find(&places, &getenv)? {
         Some(found) => found,
-        None => (paste_key(&passbolt_url)?, key::Origin::Pasted),
+        None => (paste_key(passbolt_url)?, key::Origin::Pasted),
     };
+    let private = unlocked_key(&armored, &origin)?;
+
+    let totp: passbolt::TotpSource = Box::new(|| {
+        secret_input(&TOTP_ENVS, "Passbolt TOTP code: ")
+            .map(|p| p.expose().to_owned())
+            .map_err(|e| e.to_string())
+    });
+    let mut session = passbolt::Session::new(passbolt_url, private, totp)?;
+    session.login().await.context("Passbolt login failed")?;
+    if origin == key::Origin::Pasted {
+        key::store(&places.own, &armored)?;
+        eprintln!("Stored your Passbolt key in {} (mode 0600) for next time.", places.own.display());
+    }
+    Ok(session)
+}
+
+/// The Passbolt private key parsed from `armored`, unlocked with its passphrase when it has one.
+fn unlocked_key(armored: &str, origin: &key::Origin) -> anyhow::Result<PrivateKey> {
     let mut private =
-        PrivateKey::parse(&armored).with_context(|| format!("the Passbolt key from {origin}"))?;
+        PrivateKey::parse(armored).with_context(|| format!("the Passbolt key from {origin}"))?;
     if private.is_protected() {
         let passphrase = secret_input(&PASSPHRASE_ENVS, "Passphrase of your Passbolt key: ")?;
         private.unlock(passphrase).map_err(|_| {
@@ -107,18 +145,16 @@ pub async fn run(args: Args, run: &Run<'_>) -> anyhow::Result<ExitCode> {
             )
         })?;
     }
+    Ok(private)
+}
 
-    let totp: passbolt::TotpSource = Box::new(|| {
-        secret_input(&TOTP_ENVS, "Passbolt TOTP code: ")
-            .map(|p| p.expose().to_owned())
-            .map_err(|e| e.to_string())
-    });
-    let mut session = passbolt::Session::new(&passbolt_url, private, totp)?;
-    session.login().await.context("Passbolt login failed")?;
-    if origin == key::Origin::Pasted {
-        key::store(&places.own, &armored)?;
-        eprintln!("Stored your Passbolt key in {} (mode 0600) for next time.", places.own.display());
-    }
+/// Reads the bucket list from Passbolt and has kharond fetch the cluster's object from every bucket;
+/// returns the tokens the user's key decrypts, and fails when there is none.
+async fn fetch_tokens(
+    daemon: &mut Daemon,
+    session: &mut passbolt::Session,
+    id: &str,
+) -> anyhow::Result<Vec<emergency::Token>> {
     let secret = session
         .secret_by_name(emergency::BUCKETS_RESOURCE)
         .await
@@ -130,7 +166,7 @@ pub async fn run(args: Args, run: &Run<'_>) -> anyhow::Result<ExitCode> {
         Escaped(id),
         crate::output::count(buckets.len() as u64, "bucket")
     );
-    let outcome = emergency::collect(&mut daemon, session.key(), &buckets, id).await;
+    let outcome = emergency::collect(daemon, session.key(), &buckets, id).await;
     for failure in &outcome.failures {
         eprintln!("kharonctl: bucket {}", Escaped(&failure.to_string()));
     }
@@ -141,14 +177,22 @@ pub async fn run(args: Args, run: &Run<'_>) -> anyhow::Result<ExitCode> {
             crate::output::count(buckets.len() as u64, "bucket")
         );
     }
+    Ok(outcome.tokens)
+}
 
-    let settings = args.destination.settings(kube::Settings::new(proxy, run.catalog.inventory_file())?);
-    let (cluster_part, warnings) = kube::cluster_part(cluster, &settings)?;
+/// One kubeconfig entry per token, named as Go kharon names them (the module header); prints the
+/// warnings about the cluster's part.
+fn kubeconfig_entries(
+    cluster: &Cluster,
+    settings: &kube::Settings,
+    tokens: &[emergency::Token],
+) -> anyhow::Result<Vec<kube::Entry>> {
+    let id = cluster.id.as_str();
+    let (cluster_part, warnings) = kube::cluster_part(cluster, settings)?;
     for w in &warnings {
         eprintln!("kharonctl: warning: {}", Escaped(w));
     }
-    let entries: Vec<kube::Entry> = outcome
-        .tokens
+    Ok(tokens
         .iter()
         .enumerate()
         .map(|(i, t)| kube::Entry {
@@ -158,25 +202,30 @@ pub async fn run(args: Args, run: &Run<'_>) -> anyhow::Result<ExitCode> {
             user_name: Some(format!("emergency-credentials/{i}/{id}/kharon-login")),
             warnings: Vec::new(),
         })
-        .collect();
-    let written_to = args.destination.output.clone();
-    let merged = args.destination.merge;
-    crate::kube::destination::emit(&entries, args.destination)?;
+        .collect())
+}
 
+/// Prints on stderr where each entry's token comes from and when it expires, and how to use the
+/// kubeconfig just written or merged.
+fn report_tokens(
+    entries: &[kube::Entry],
+    tokens: &[emergency::Token],
+    written_to: Option<&Path>,
+    merged: bool,
+) {
     let now = SystemTime::now();
-    for (entry, token) in entries.iter().zip(&outcome.tokens) {
+    for (entry, token) in entries.iter().zip(tokens) {
         let line =
             format!("{}: token from bucket {}, {}", entry.name, token.bucket, expiry_text(&token.token, now));
         eprintln!("{}", Escaped(&line));
     }
     if let Some(first) = entries.first() {
-        match (&written_to, merged) {
+        match (written_to, merged) {
             (_, true) => eprintln!("Use it: kubectl --context '{}' get nodes", Escaped(&first.name)),
             (Some(path), false) => eprintln!("Use it: KUBECONFIG={} kubectl get nodes", path.display()),
             (None, false) => {}
         }
     }
-    Ok(ExitCode::SUCCESS)
 }
 
 fn check_url(url: &str) -> anyhow::Result<String> {

@@ -1,5 +1,5 @@
 //! Which cached token to send: kharonctl's and commodore's caches may each hold one for the same
-//! Lieutenant, and neither may hide a better one in the other (issue 44). The freshest usable
+//! Lieutenant, and neither may hide a better one in the other. The freshest usable
 //! id_token wins; when neither is usable, they are refreshed in turn, the most recent login first.
 //!
 //! "Freshest" is the later `exp` of the id_token; one without `exp` (or not a JWT) is long-lived

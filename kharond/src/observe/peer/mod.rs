@@ -1,7 +1,7 @@
 //! Which local process holds a client's socket, for `kharonctl connections`.
 //!
 //! The client's socket is the one whose local end is the client's address and whose remote end is
-//! our listener ([`matching::client_of`], the same rule on every platform); its process is the one
+//! our listener (`matching::client_of`, the same rule on every platform); its process is the one
 //! holding it. Linux reads /proc (`linux.rs`); macOS asks libproc (`macos.rs`, reading records laid
 //! out in `proc_info.rs`). Elsewhere, or when the socket or the process cannot be seen (another
 //! user's, another network namespace, a client on another machine), nothing is known.

@@ -25,8 +25,8 @@
 //! - DNS rebinding: a page under an attacker's name that resolves to 127.0.0.1 sends that name as
 //!   `Host`. Exactly one `Host` is accepted, and it must name this machine; a second one could
 //!   smuggle a foreign name past a check that reads only one of them.
-//! - Cross-origin script: a page's `<script src=http://localhost:PORT/proxy.pac>` used to run the
-//!   PAC in the page, which then read `RULES`. Chromium (148) fetches a `--proxy-pac-url` with no
+//! - Cross-origin script: a page's `<script src=http://localhost:PORT/proxy.pac>` would run the PAC
+//!   in the page, which could then read `RULES`. Chromium (148) fetches a `--proxy-pac-url` with no
 //!   `Sec-Fetch-*` header at all, a typed URL with `Sec-Fetch-Site: none` and `Sec-Fetch-Dest:
 //!   document`, and a page's script with `Sec-Fetch-Site: cross-site` (`same-site` from another
 //!   localhost port) and `Sec-Fetch-Dest: script`. So any `Sec-Fetch-Site` but `none` and any
@@ -36,7 +36,7 @@
 //!
 //! # Memory
 //! A large inventory's PAC is about 12 MB. Every answer writes from the table's one shared buffer,
-//! and a client that does not take the whole answer within [`WRITE_DEADLINE`] is reset: a client
+//! and a client that does not take the whole answer within `WRITE_DEADLINE` is reset: a client
 //! that asks and never reads holds a socket, not a copy of the PAC.
 
 use std::io;

@@ -1,4 +1,4 @@
-//! Who may use the proxy without a password: only the user kharond runs as (issue 33).
+//! Who may use the proxy without a password: only the user kharond runs as.
 //!
 //! Without `[socks] username` and `password` the listener is loopback only, but every local user
 //! reaches loopback: another user of the machine would use the engineer's SSH identity into every
@@ -12,9 +12,9 @@
 //!
 //! How the kernel is asked is per system, behind one type with one method (`Kernel::client_uid`)
 //! and a constant saying whether it can tell at all (`CHECKS`):
-//! - Linux: [`sock_diag`], a NETLINK_SOCK_DIAG lookup of the connection's 4-tuple on one netlink
+//! - Linux: `sock_diag`, a NETLINK_SOCK_DIAG lookup of the connection's 4-tuple on one netlink
 //!   socket opened at start: two system calls, about 3 µs, and only for password-less listeners.
-//! - elsewhere: [`elsewhere`], nothing is checked yet (said at start, once); that system's own
+//! - elsewhere: `elsewhere`, nothing is checked yet (said at start, once); that system's own
 //!   mechanism goes there.
 //!
 //! Owns: the decision and its log lines. Must not know: the proxy protocols (the caller answers).

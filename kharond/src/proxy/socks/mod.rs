@@ -1,11 +1,11 @@
 //! The SOCKS5 server handshake: greeting, RFC 1929 username/password when configured, the
-//! CONNECT request, and the replies. Strict: every field is checked ([`wire`]), every refusal is
+//! CONNECT request, and the replies. Strict: every field is checked (`wire`), every refusal is
 //! answered with its RFC code, and nothing the client sent is logged or echoed, except a short
 //! escaped prefix of a refused host name.
 //!
 //! It reads whatever the client has sent, not byte by byte: a greeting and a request take one
-//! read each, where reading exactly each field took five (`bench/routed.sh`'s rate phase: 8.5
-//! reads per routed connection before, 4 after). So it may read past a message: the bytes after
+//! read each, where reading exactly each field would take five (`bench/conn_cost.sh` counts a
+//! connection's system calls by name). So it may read past a message: the bytes after
 //! one message are where the next one starts, and the bytes a client pipelines after its request
 //! are handed back for the relay to send first. The deadline is the caller's
 //! ([`handshake::accept`](crate::proxy::handshake::accept)); BIND and UDP ASSOCIATE are "command not supported".

@@ -4,8 +4,8 @@
 //! body kharond cannot read to its end without guessing is an error, never forwarded as it is.
 //!
 //! Bounded: a read takes at most [`READ`] bytes, and the channel to hyper holds at most
-//! [`IN_FLIGHT`] of them, so a fast client waits for a slow target rather than filling memory. A
-//! chunk-size line may hold at most [`MAX_CHUNK_LINE`] bytes (extensions included); a trailer
+//! `IN_FLIGHT` of them, so a fast client waits for a slow target rather than filling memory. A
+//! chunk-size line may hold at most `MAX_CHUNK_LINE` bytes (extensions included); a trailer
 //! section as much as a request head. Trailers are dropped (RFC 9110 §6.5.1 lets an intermediary
 //! discard them).
 

@@ -297,7 +297,7 @@ const NOT_FORWARDED: &[&str] = &[
     "via",
 ];
 
-/// Whether a field is one of this hop's: [`NOT_FORWARDED`], or named by `Connection`.
+/// Whether a field is one of this hop's: `NOT_FORWARDED`, or named by `Connection`.
 pub fn hop_by_hop(name: &str, connection: &[String]) -> bool {
     NOT_FORWARDED.iter().any(|n| name.eq_ignore_ascii_case(n))
         || connection.iter().any(|t| name.eq_ignore_ascii_case(t))

@@ -11,7 +11,7 @@
 //! are [`head`]'s, the request body is read by [`body`] as its head framed it, and the response
 //! is written back by [`answer`]. Towards the target, hyper's HTTP/1.1 client writes the request
 //! (with a framing of its own choosing: the target never sees the client's) and parses the
-//! response ([`upstream`]). hyper's server side is not used for the client: it settles a request
+//! response (`upstream`). hyper's server side is not used for the client: it settles a request
 //! with both `Content-Length` and `Transfer-Encoding` by dropping the length (RFC 9112 §6.3 allows
 //! that), and gives its caller no way to refuse one, which kharond does (400); and the first head
 //! is already parsed, by the parse that tells a proxy request from a PAC fetch, where hyper would
