@@ -33,7 +33,7 @@
 //!   in flight stays at the window (within an eighth) and one BDP of it keeps the link full; a
 //!   quarter more so that the rate can grow past what the window allowed when it was measured;
 //! - the spread: the delivery rate times twice the smoothed rise of a busy round trip over the
-//!   lowest of this spell's recent ones, at most one minimum round trip. A lost segment holds
+//!   lowest of this spell's recent ones, at most half a minimum round trip. A lost segment holds
 //!   every byte behind it for a round trip of the link (TCP delivers in order), and the window
 //!   must cover that wait or the link idles behind it; a queue that stands does not rise from
 //!   sample to sample, so it adds nothing (RFC 6298's mean deviation, counted upwards only);
@@ -334,10 +334,12 @@ impl PathWindow {
 
     /// The wait the window covers beyond the minimum round trip for the path's jitter: twice the
     /// smoothed rise (the mean rise of two independent waits is half their mean difference), at
-    /// most one minimum round trip (beyond it, the queue it would buy costs more than the waits
-    /// it covers).
+    /// most half a minimum round trip: a busy CPU's waits rise too, and on a short path they
+    /// would buy a queue longer than the path itself (20 ms of spread on a 20 ms path at
+    /// 200 Mbit/s made a small request beside a download wait 98 ms instead of 63,
+    /// `ONLY=200m bench/shaped.sh`).
     fn spread(&self, min_rtt: Duration) -> Duration {
-        (2 * self.jitter).min(min_rtt)
+        (2 * self.jitter).min(min_rtt / 2)
     }
 
     /// Smooths this sample's rise above the lowest of this spell's recent round trips with

@@ -77,6 +77,9 @@ pub(crate) struct Path {
     /// The round trip the last hop's dial measured: more than the path's own, since it counts
     /// sshd's start and a forwarder's connect (twice the path's is typical, `bench/shaped.sh`).
     pub dial_rtt: Duration,
+    /// At most this long, uniformly drawn, each answer waits for a busy CPU at one end or the
+    /// other (a loaded 2-core machine: the jump hosts' sshds, the emulator and kharond share it).
+    pub busy_cpu: Duration,
 }
 
 impl Path {
@@ -239,6 +242,10 @@ impl Sim {
             rx
         };
         let _ = answered.await;
+        if self.path.busy_cpu > Duration::ZERO {
+            let wait = self.path.busy_cpu.mul_f64(lock(&self.state).uniform());
+            tokio::time::sleep(wait).await;
+        }
         started.elapsed()
     }
 
