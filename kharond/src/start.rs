@@ -17,7 +17,7 @@ use std::path::PathBuf;
 use std::sync::Arc;
 use std::time::Duration;
 
-use kharon_shared::config::{Config, Source, SshWindow};
+use kharon_config::{Config, Source, SshWindow};
 use tokio::net::{TcpListener, UnixListener};
 use tokio::sync::mpsc::UnboundedReceiver;
 
@@ -44,10 +44,10 @@ pub mod exit {
 #[derive(Debug, thiserror::Error)]
 pub enum Error {
     #[error(transparent)]
-    Config(#[from] kharon_shared::config::Error),
+    Config(#[from] kharon_config::Error),
     /// The inventory cannot be read; `hint` names the other way in. Not a `source()`: the hint
     /// follows the cause.
-    #[error("{}{hint}", kharon_shared::errors::Chain(cause))]
+    #[error("{}{hint}", kharon_common::errors::Chain(cause))]
     Inventory { cause: table::Error, hint: &'static str },
     #[error(transparent)]
     SshConfig(kharon_ssh::Error),
@@ -104,8 +104,8 @@ pub async fn start(cli: &Cli) -> Result<(), Error> {
 /// What the files say, read and checked before anything is bound.
 pub struct Loaded {
     source: Inventory,
-    own_hosts: kharon_shared::trust::OwnHosts,
-    anchors: kharon_shared::anchor::Anchors,
+    own_hosts: kharon_routing::trust::OwnHosts,
+    anchors: kharon_routing::anchor::Anchors,
     table: LoadedTable,
     pool: kharon_ssh::Pool,
     /// Where the pool announces the questions its jump hosts ask a person, and the desktop they
@@ -132,7 +132,7 @@ impl Loaded {
             Some(file) => {
                 Inventory::File(std::path::absolute(&file.value).unwrap_or_else(|_| file.value.clone()))
             }
-            None => Inventory::Cache(kharon_shared::cache::path(&config.cache_dir.value)),
+            None => Inventory::Cache(kharon_routing::cache::path(&config.cache_dir.value)),
         };
         let own_hosts = config.own_hosts();
         let read = table::read_at_start(&source, &own_hosts).map_err(|cause| {
@@ -177,7 +177,7 @@ impl Loaded {
             tracing::warn!(
                 "{} to fetch the clusters from Lieutenant ({} does not exist, so every host goes direct \
                  until then; kharond picks them up without a restart)",
-                kharon_shared::cache::NO_INVENTORY_YET,
+                kharon_routing::cache::NO_INVENTORY_YET,
                 source.path().display()
             );
         }
@@ -197,7 +197,7 @@ impl Loaded {
         for (_, error) in pool.validate(table.table.jumphosts()) {
             tracing::warn!(
                 "{}; connections routed through it will fail",
-                kharon_shared::errors::Chain(&error)
+                kharon_common::errors::Chain(&error)
             );
         }
         let reload_deadline = config.reload_deadline.value;
@@ -242,7 +242,7 @@ fn desktop_session(config: &Config, env: &HashMap<String, String>) -> Option<des
 /// else `/etc/ssh/ssh_config`, or what `KHARON_SYSTEM_SSH_CONFIG` names (README, "What kharond
 /// reads of ssh's configuration").
 fn system_ssh_config(
-    ssh_config: &kharon_shared::config::Setting<PathBuf>,
+    ssh_config: &kharon_config::Setting<PathBuf>,
     env: &HashMap<String, String>,
 ) -> Option<PathBuf> {
     (ssh_config.source == Source::Default).then(|| {
@@ -340,7 +340,7 @@ pub async fn serve(
 ) -> Result<(), Error> {
     let Listeners { socks, control, control_path, owns_control_socket } = listeners;
     let listen = socks.local_addr().map_err(Error::Listener)?;
-    let me = kharon_shared::paths::uid();
+    let me = kharon_common::paths::uid();
     let auth = config.socks_auth.as_ref().map(|s| {
         // The engineer's own clients get a login gate of their own (credentials.rs).
         let uids = proxy::owner::Uids::open(me).map(|(uids, why)| {

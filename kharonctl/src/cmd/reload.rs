@@ -6,7 +6,7 @@
 
 use std::process::ExitCode;
 
-use kharon_shared::text::Escaped;
+use kharon_common::text::Escaped;
 
 use crate::context::Context;
 use crate::output;

@@ -13,7 +13,7 @@ pub mod oidc;
 
 use std::time::Duration;
 
-use kharon_shared::inventory::{self, Cluster};
+use kharon_routing::inventory::{self, Cluster};
 use serde::Deserialize;
 
 /// Connecting to Lieutenant or the IdP may take this long.

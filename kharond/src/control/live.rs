@@ -7,7 +7,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use futures::Stream;
-use kharon_shared::proto::v1 as pb;
+use kharon_proto::v1 as pb;
 use tokio::sync::mpsc;
 use tokio::time::Instant;
 use tonic::Status;

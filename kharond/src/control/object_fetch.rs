@@ -19,8 +19,8 @@ use std::time::{Duration, SystemTime};
 use http_body_util::{BodyExt as _, Empty, Limited};
 use hyper::body::Bytes;
 use hyper_util::rt::TokioIo;
-use kharon_shared::Secret;
-use kharon_shared::errors::{Chain, chain};
+use kharon_common::Secret;
+use kharon_common::errors::{Chain, chain};
 use tokio::io::{AsyncRead, AsyncWrite};
 use tokio_rustls::rustls;
 

@@ -6,7 +6,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use futures::{Stream, StreamExt as _};
-use kharon_shared::proto::v1 as pb;
+use kharon_proto::v1 as pb;
 
 use crate::routing::dial;
 use crate::routing::endpoints::Endpoint;
@@ -66,7 +66,7 @@ async fn check(state: &State, endpoint: &Endpoint) -> pb::TestEvent {
     event.step = "connect".to_owned();
     event.endpoint = target.to_string();
     event.ok = error.is_none();
-    event.error = error.map(|e| kharon_shared::errors::chain(&e)).unwrap_or_default();
+    event.error = error.map(|e| kharon_common::errors::chain(&e)).unwrap_or_default();
     event
 }
 

@@ -8,8 +8,8 @@
 use std::sync::Arc;
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
-use kharon_shared::proto::v1 as pb;
-use kharon_shared::routing::{self, Via};
+use kharon_proto::v1 as pb;
+use kharon_routing::table::{self, Via};
 use tonic::{Request, Response, Status};
 
 use crate::control::caller;
@@ -46,7 +46,7 @@ fn unix_ms(t: SystemTime) -> i64 {
 
 fn inventory_info(state: &State, loaded: &LoadedTable) -> pb::InventoryInfo {
     let report = loaded.table.report();
-    let claim = |c: &routing::Claim| pb::Claim { cluster: c.cluster.clone(), jumphost: c.jumphost.clone() };
+    let claim = |c: &table::Claim| pb::Claim { cluster: c.cluster.clone(), jumphost: c.jumphost.clone() };
     let count = |n: usize| u32::try_from(n).unwrap_or(u32::MAX);
     pb::InventoryInfo {
         source_kind: state.routes.source.kind().to_owned(),
@@ -77,7 +77,7 @@ fn inventory_info(state: &State, loaded: &LoadedTable) -> pb::InventoryInfo {
 /// `Route`'s reason while there is no inventory: the rule that decided matters less than why no
 /// rule could route anything.
 fn no_inventory_yet() -> String {
-    format!("{}; until then every host goes direct", kharon_shared::cache::NO_INVENTORY_YET)
+    format!("{}; until then every host goes direct", kharon_routing::cache::NO_INVENTORY_YET)
 }
 
 /// How long `Status` waits for a connected chain to answer its probe.
@@ -181,7 +181,7 @@ fn reload_record(record: &ReloadRecord) -> pb::ReloadRecord {
 /// The gRPC status `FetchObject` answers with; the message is ours, never the server's body.
 pub fn fetch_status(e: &object_fetch::Error) -> Status {
     use object_fetch::Error;
-    let message = kharon_shared::errors::chain(e);
+    let message = kharon_common::errors::chain(e);
     match e {
         Error::BadEndpoint { .. } | Error::BadBucket { .. } | Error::BadKey => {
             Status::invalid_argument(message)
@@ -285,7 +285,7 @@ impl pb::control_server::Control for Control {
             .map(|c| c.jumphost.clone())
             .collect();
         Ok(Response::new(pb::StatusResponse {
-            version: kharon_shared::VERSION.to_owned(),
+            version: kharon_common::VERSION.to_owned(),
             pid: std::process::id(),
             started_at_ms: unix_ms(state.started_at),
             uptime_seconds: now.duration_since(state.started_at).map(|d| d.as_secs()).unwrap_or(0),
@@ -333,7 +333,7 @@ impl pb::control_server::Control for Control {
                     ReloadError::Busy { .. } => Status::unavailable,
                     ReloadError::Panicked(_) => Status::internal,
                 };
-                Err(status(kharon_shared::errors::chain(&e)))
+                Err(status(kharon_common::errors::chain(&e)))
             }
         }
     }

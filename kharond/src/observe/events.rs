@@ -11,7 +11,7 @@ use std::net::SocketAddr;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use kharon_shared::routing::RoutingTable;
+use kharon_routing::table::RoutingTable;
 
 use crate::observe::failures::{Failure, FailureLog, Notice};
 use crate::observe::registry::{Entry, Registry, Tracked};

@@ -14,7 +14,7 @@ use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
 use std::sync::{Mutex, MutexGuard, PoisonError};
 use std::time::{Duration, Instant};
 
-use kharon_shared::routing::RoutingTable;
+use kharon_routing::table::RoutingTable;
 use tokio::sync::mpsc;
 
 use crate::routing::dial::Upstream;

@@ -25,7 +25,7 @@ use std::net::SocketAddr;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use kharon_shared::errors::Chain;
+use kharon_common::errors::Chain;
 use tokio::net::TcpStream;
 use tokio::time::Instant as Deadline;
 use tracing::{Instrument as _, Span, debug};

@@ -104,7 +104,7 @@ pub struct Failed {
 
 impl fmt::Display for Failed {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        write!(f, "{}: {}", self.route, kharon_shared::errors::Chain(&self.error))
+        write!(f, "{}: {}", self.route, kharon_common::errors::Chain(&self.error))
     }
 }
 

@@ -20,10 +20,10 @@ use std::sync::{Arc, Mutex, PoisonError};
 use std::time::{Duration, SystemTime};
 
 use arc_swap::ArcSwap;
-use kharon_shared::anchor::Anchors;
-use kharon_shared::changes::{self, ClusterChange};
-use kharon_shared::errors::{Chain, chain};
-use kharon_shared::trust::OwnHosts;
+use kharon_common::errors::{Chain, chain};
+use kharon_routing::anchor::Anchors;
+use kharon_routing::changes::{self, ClusterChange};
+use kharon_routing::trust::OwnHosts;
 
 use crate::routing::reload::{Failure, Job, Reloads};
 use crate::routing::table::{self, Inventory, LoadedTable};

@@ -15,7 +15,7 @@
 //!   everything or nothing.
 //!
 //! The routing rules themselves (suffixes, longest first, exclusions) are the shared library's
-//! (`kharon_shared::routing`), so kharonctl's `route` answers as kharond routes.
+//! (`kharon_routing::table`), so kharonctl's `route` answers as kharond routes.
 //!
 //! Owns: the table in force and the way to an upstream. Must not know: the proxy protocols (a
 //! failure is an [`std::io::ErrorKind`] or an [`Unreachable`](target::Unreachable) the caller

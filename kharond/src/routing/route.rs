@@ -1,13 +1,13 @@
 //! The route a connection takes: the one lookup of a [`Target`] in the routing table
 //! ([`Route::of`]), owned, so that it outlives the table it was read from, and the words every
 //! message, log line, `Status` row and trace use for it. The rules themselves (suffixes, longest
-//! first, exclusions) are `kharon_shared::routing`'s, whose [`routing::Route`] is the table's
+//! first, exclusions) are `kharon_routing::table`'s, whose [`table::Route`] is the table's
 //! answer with the rule that decided; this is the part of it a connection keeps. The dial along a
 //! route is [`dial`](crate::routing::dial)'s.
 
 use std::fmt;
 
-use kharon_shared::routing::{self, RoutingTable, Via};
+use kharon_routing::table::{self, RoutingTable, Via};
 
 use crate::routing::target::Target;
 
@@ -26,8 +26,8 @@ impl Route {
         match target {
             Target::Ip(_) => Route::Direct,
             Target::Name(name, _) => match table.lookup(name) {
-                routing::Route::Direct => Route::Direct,
-                routing::Route::Jumphost(route) => Route::Jumphost(route.jumphost.to_owned()),
+                table::Route::Direct => Route::Direct,
+                table::Route::Jumphost(route) => Route::Jumphost(route.jumphost.to_owned()),
             },
         }
     }
@@ -64,7 +64,7 @@ impl fmt::Display for Route {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use kharon_shared::inventory::Cluster;
+    use kharon_routing::inventory::Cluster;
 
     #[test]
     fn names_follow_the_table_and_addresses_go_direct() {

@@ -11,11 +11,11 @@
 use std::path::{Path, PathBuf};
 use std::time::SystemTime;
 
-use kharon_shared::anchor::Anchors;
-use kharon_shared::cache;
-use kharon_shared::inventory::{self, Keep};
-use kharon_shared::routing::{RoutingTable, distinct_sorted};
-use kharon_shared::trust::OwnHosts;
+use kharon_routing::anchor::Anchors;
+use kharon_routing::cache;
+use kharon_routing::inventory::{self, Keep};
+use kharon_routing::table::{RoutingTable, distinct_sorted};
+use kharon_routing::trust::OwnHosts;
 
 use crate::routing::catalog::{Catalog, Shape};
 use crate::routing::endpoints::{self, Endpoint};
@@ -127,7 +127,7 @@ impl Read {
     /// `HostName` anchors something.
     pub fn jumphosts(&self) -> Vec<String> {
         // A fact lookup per cluster: across the cores, each part's distinct ones merged.
-        let parts = kharon_shared::parallel::chunks(&self.clusters, |_, part| {
+        let parts = kharon_common::parallel::chunks(&self.clusters, |_, part| {
             distinct_sorted(part.iter().filter(|c| !c.is_ignored()).filter_map(|c| c.jumphost()))
         });
         distinct_sorted(parts.iter().flatten().map(String::as_str))
@@ -193,7 +193,7 @@ pub fn read(source: &Inventory, own: &OwnHosts) -> Result<Read, Error> {
     };
     // The catalog compresses the bytes while they are parsed. The parse keeps only the facts
     // routing reads: the catalog holds the clusters whole for what needs the rest.
-    let (parsed, catalog) = kharon_shared::parallel::both(
+    let (parsed, catalog) = kharon_common::parallel::both(
         || match source {
             Inventory::File(path) => {
                 inventory::parse_file(path, &bytes, Keep::Routing).map_err(Error::from).map(|clusters| {

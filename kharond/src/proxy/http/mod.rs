@@ -45,7 +45,7 @@ use std::sync::OnceLock;
 use std::time::Duration;
 
 use bytes::Bytes;
-use kharon_shared::routing::RoutingTable;
+use kharon_routing::table::RoutingTable;
 use tokio::io::{AsyncRead, AsyncReadExt, AsyncWrite, AsyncWriteExt};
 use tokio::net::TcpStream;
 use tokio::time::Instant;

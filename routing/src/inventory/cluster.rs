@@ -116,7 +116,7 @@ pub struct RoutingFacts {
     /// suffix; from a dynamic fact also a registrable or top-level domain. Dropped, like `invalid`.
     pub refused: Vec<Refused>,
     /// The includes that only dynamic facts claim (a name a static fact claims too is VSHN's), in
-    /// `include`'s order: `routing` judges them against the other clusters' names and the hosts
+    /// `include`'s order: `table` judges them against the other clusters' names and the hosts
     /// kharon itself talks to.
     pub dynamic: Vec<DynamicName>,
 }
@@ -258,7 +258,7 @@ impl Cluster {
     ///
     /// Empty when the cluster has no `jumphost` or is ignored: such a cluster routes nothing, and its
     /// skip list only ever scopes its own routes. Every include source is taken as is, even when it
-    /// lies below the base domain (unlike Go kharon), so that `routing` can tell a specific include
+    /// lies below the base domain (unlike Go kharon), so that `table` can tell a specific include
     /// from the skip domain above it. Names the trust model refuses by themselves are left out and
     /// listed in [`RoutingFacts::refused`].
     pub fn routing_facts(&self) -> RoutingFacts {
@@ -467,7 +467,7 @@ pub(crate) fn ends_in_ipv4(name: &str) -> bool {
 /// Validates a DNS name and returns it lowercase without one trailing dot, borrowing `name` when it
 /// is lowercase already (the common case for hosts from SOCKS clients) and `buf` otherwise.
 ///
-/// This is the one definition of a valid name for both suffixes and hosts, and `routing` calls it
+/// This is the one definition of a valid name for both suffixes and hosts, and `table` calls it
 /// on every connection: so it makes one pass over the bytes and never allocates.
 pub(crate) fn lower_name<'b>(name: &'b str, buf: &'b mut [u8; MAX_NAME_LEN]) -> Result<&'b str, SuffixError> {
     let name = name.strip_suffix('.').unwrap_or(name);
@@ -819,7 +819,7 @@ mod tests {
 
     mod properties {
         use super::*;
-        use crate::routing::RoutingTable;
+        use crate::table::RoutingTable;
         use proptest::prelude::*;
 
         /// Fact values an operator (or a broken Lieutenant) could write: names, lists with blanks

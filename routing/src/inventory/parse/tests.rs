@@ -1,5 +1,5 @@
 use super::*;
-use crate::routing::RoutingTable;
+use crate::table::RoutingTable;
 use serde_json::json;
 
 /// A large array (parsed across the cores) whose strings hold what would mislead a naive scan
@@ -152,10 +152,10 @@ fn load_file_names_the_file_on_error() {
     let dir = tempfile::tempdir().expect("tempdir");
     let path = dir.path().join("inventory.json");
     // The message and its cause, as every display of an error shows it.
-    let err = crate::errors::chain(&load_file(&path).expect_err("missing file"));
+    let err = kharon_common::errors::chain(&load_file(&path).expect_err("missing file"));
     assert!(err.to_string().starts_with(&format!("cannot read inventory {}: ", path.display())), "{err}");
     std::fs::write(&path, b"{").expect("write");
-    let err = crate::errors::chain(&load_file(&path).expect_err("bad json"));
+    let err = kharon_common::errors::chain(&load_file(&path).expect_err("bad json"));
     assert!(err.to_string().starts_with(&format!("inventory {}: ", path.display())), "{err}");
 }
 

@@ -1,5 +1,5 @@
 //! The trust model of the inventory: who says what about a cluster, and what each may make kharon
-//! do. `inventory` reads the facts and asks [`judge_name`] about each name; `routing` asks
+//! do. `inventory` reads the facts and asks [`judge_name`] about each name; `table` asks
 //! [`OwnHosts`], the cluster's anchors (`anchor`), every cluster's id (`owner`), the provider's
 //! domains (`provider`) and [`arbitrate`] about the names of all clusters together; kharonctl's
 //! kubeconfigs follow the same split (no code from a dynamic fact). README, "Security", says the
@@ -264,9 +264,9 @@ impl fmt::Display for Refused {
 }
 
 /// A refusal as `update`, `reload`, `status` and kharond's log all say it: cluster, fact, value
-/// (at most [`crate::text::MAX_CELL`] characters of it) and why. Not escaped: each output escapes.
+/// (at most [`kharon_common::text::MAX_CELL`] characters of it) and why. Not escaped: each output escapes.
 pub fn refusal_text(cluster: &str, fact: &str, value: &str, reason: &dyn fmt::Display) -> String {
-    let value = crate::text::cap(value, crate::text::MAX_CELL);
+    let value = kharon_common::text::cap(value, kharon_common::text::MAX_CELL);
     format!("cluster {cluster}: {fact} {value:?} refused: {reason}")
 }
 
@@ -358,7 +358,7 @@ pub fn arbitrate<'a>(claims: &[Claim<'a>]) -> Vec<(usize, Refusal)> {
     let names = Names::of(claims);
     // The walks only read: the claims are split across the cores, each part listing the contests
     // it finds (few: most names are nobody else's), merged below.
-    let parts = crate::parallel::chunks(claims, |offset, part| {
+    let parts = kharon_common::parallel::chunks(claims, |offset, part| {
         let mut found: Vec<(usize, Contest<'a>)> = Vec::new();
         for (n, other) in part.iter().enumerate() {
             walk(claims, &names, offset + n, other, &mut |refused, by: &Claim<'a>, relation| {
@@ -506,18 +506,6 @@ pub(crate) fn label_suffixes(name: &str) -> impl Iterator<Item = &str> {
 /// Whether `name` is `suffix` or lies below it, on a label boundary.
 pub fn at_or_below(name: &str, suffix: &str) -> bool {
     name.strip_suffix(suffix).is_some_and(|rest| rest.is_empty() || rest.ends_with('.'))
-}
-
-/// A refusal as the control API reports it (`Status`'s inventory, `Reload`'s changes).
-impl From<&Refused> for crate::proto::v1::RefusedClaim {
-    fn from(r: &Refused) -> Self {
-        crate::proto::v1::RefusedClaim {
-            cluster: r.cluster.clone(),
-            fact: r.fact.to_owned(),
-            value: r.value.clone(),
-            reason: r.reason.to_string(),
-        }
-    }
 }
 
 #[cfg(test)]

@@ -608,7 +608,7 @@ fn judged<'c>(
     // some come only once every cluster's names are known. What a cluster says on its own is
     // most of the work, and independent of every other cluster: it is split across the cores,
     // each part keeping the distinct lists of anchors it met.
-    let parts = crate::parallel::chunks(sorted, |_, part| {
+    let parts = kharon_common::parallel::chunks(sorted, |_, part| {
         let mut sets = AnchorSets::default();
         let alone: Vec<Alone<'c>> =
             part.iter().map(|cluster| alone(cluster, own, anchors, &mut sets)).collect();

@@ -23,7 +23,7 @@ pub(super) fn judge(
     told: &mut [(Vec<String>, Vec<Refused>)],
 ) {
     // Few clusters have any: each part lists only its refusals, by cluster and name index.
-    let parts = crate::parallel::chunks(gathered, |offset, part| {
+    let parts = kharon_common::parallel::chunks(gathered, |offset, part| {
         let mut found: Vec<(usize, usize, Refusal)> = Vec::new();
         for (k, (_, g)) in part.iter().enumerate() {
             found.extend(refusals(g, owners, providers, anchors).map(|(n, reason)| (offset + k, n, reason)));

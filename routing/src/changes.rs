@@ -10,7 +10,7 @@ use crate::trust::Refused;
 /// What a table routes and refuses, as far as a comparison needs it.
 #[derive(Debug, Default)]
 pub struct Snapshot<'a> {
-    /// (suffix, jumphost, cluster): [`crate::routing::RoutingTable::routes`], or a cache's.
+    /// (suffix, jumphost, cluster): [`crate::table::RoutingTable::routes`], or a cache's.
     pub routes: &'a [(String, String, String)],
     pub refused: &'a [Refused],
 }
@@ -31,22 +31,6 @@ pub struct ClusterChange {
 impl ClusterChange {
     fn is_empty(&self) -> bool {
         self.added.is_empty() && self.removed.is_empty() && self.refused.is_empty()
-    }
-}
-
-impl From<&ClusterChange> for crate::proto::v1::ClusterChange {
-    fn from(c: &ClusterChange) -> Self {
-        use crate::proto::v1 as pb;
-        let route = |(suffix, jumphost): &(String, String)| pb::RouteChange {
-            suffix: suffix.clone(),
-            jumphost: jumphost.clone(),
-        };
-        pb::ClusterChange {
-            cluster: c.cluster.clone(),
-            added: c.added.iter().map(route).collect(),
-            removed: c.removed.iter().map(route).collect(),
-            refused: c.refused.iter().map(pb::RefusedClaim::from).collect(),
-        }
     }
 }
 

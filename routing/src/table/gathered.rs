@@ -1,6 +1,6 @@
 //! One cluster while the routing table is compiled: its names and exclusions after what it says
 //! on its own, before and while they are judged against every other cluster's. Shared by the
-//! compile (`routing`) and its judging step (`judge`).
+//! compile (`table`) and its judging step (`judge`).
 
 use crate::inventory::Cluster;
 use crate::trust::{self, Tier};

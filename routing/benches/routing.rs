@@ -1,13 +1,13 @@
-//! Criterion benchmarks of `kharon_shared::routing`: `lookup` is on every SOCKS connection's path,
+//! Criterion benchmarks of `kharon_routing::table`: `lookup` is on every SOCKS connection's path,
 //! `compile` runs on each (re)load. The inventory is synthetic but shaped like a large Lieutenant:
 //! 10,000 clusters with 4–6 suffixes each, a third skipping their apps domain, a few sharing
 //! `jumphostDomains`.
 //!
-//! Run: `cargo bench -p kharon-shared --bench routing -- --warm-up-time 1 --measurement-time 3`
+//! Run: `cargo bench -p kharon-routing --bench routing -- --warm-up-time 1 --measurement-time 3`
 
 use criterion::{Criterion, criterion_group, criterion_main};
-use kharon_shared::inventory::Cluster;
-use kharon_shared::routing::{Route, RoutingTable};
+use kharon_routing::inventory::Cluster;
+use kharon_routing::table::{Route, RoutingTable};
 use serde_json::{Map, json};
 use std::hint::black_box;
 

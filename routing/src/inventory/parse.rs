@@ -14,7 +14,7 @@
 //!
 //! A large array is parsed across the cores: serde_json first checks the whole document and
 //! hands back each element's bytes ([`RawValue`]); the elements are then parsed in contiguous
-//! parts side by side (`crate::parallel::chunks`). Any failure, of the check or of an element,
+//! parts side by side (`kharon_common::parallel::chunks`). Any failure, of the check or of an element,
 //! sends the whole document to one parse, so that an error is always that parse's, with its line
 //! and column in the document, not in an element.
 
@@ -81,7 +81,7 @@ pub fn parse_kept(bytes: &[u8], keep: Keep) -> Result<Vec<Cluster>, serde_json::
     let Ok(elements) = serde_json::from_slice::<Vec<&RawValue>>(bytes) else {
         return whole(bytes, keep);
     };
-    let parts = crate::parallel::chunks(&elements, |_, part| {
+    let parts = kharon_common::parallel::chunks(&elements, |_, part| {
         part.iter().map(|raw| element(raw.get(), keep)).collect::<Result<Vec<_>, _>>()
     });
     let mut clusters = Vec::with_capacity(elements.len());
@@ -121,7 +121,7 @@ pub fn load_file(path: &Path) -> Result<Vec<Cluster>, Error> {
 /// An inventory file's bytes, unparsed: [`parse_file`] parses them.
 pub fn read_file(path: &Path) -> Result<Vec<u8>, Error> {
     // A FIFO or device as --inventory would block start and every reload: refused up front.
-    crate::files::read_regular(path).map_err(|source| Error::Read { path: path.to_owned(), source })
+    kharon_common::files::read_regular(path).map_err(|source| Error::Read { path: path.to_owned(), source })
 }
 
 /// The clusters of an inventory file's `bytes` (`path` names it in errors).

@@ -7,7 +7,7 @@
 //! clusters itself, so an older build's routes are never trusted).
 //!
 //! There is no TTL: the cache serves until the next successful update, also when Lieutenant is down.
-//! [`store`] writes atomically with mode 0600 ([`crate::files::write_private`]: a temp file in the
+//! [`store`] writes atomically with mode 0600 ([`kharon_common::files::write_private`]: a temp file in the
 //! same directory, fsync, rename, fsync of the directory), so a reader sees the old file or the new
 //! one, never half of one. A corrupt file or one from a future
 //! version is an error that names the file and says what to do.
@@ -137,7 +137,7 @@ pub fn load(path: &Path) -> Result<Envelope, Error> {
 
 /// The cache file's bytes, unchecked: [`parse`] checks them.
 pub fn read(path: &Path) -> Result<Vec<u8>, Error> {
-    match crate::files::read_regular(path) {
+    match kharon_common::files::read_regular(path) {
         Ok(bytes) => Ok(bytes),
         Err(e) if e.kind() == std::io::ErrorKind::NotFound => Err(Error::Missing { path: path.to_owned() }),
         Err(source) => Err(Error::Read { path: path.to_owned(), source }),
@@ -205,7 +205,8 @@ pub fn store(path: &Path, envelope: &Envelope) -> Result<(), Error> {
     };
     let bytes = serde_json::to_vec_pretty(&disk)
         .map_err(|e| Error::Write { path: path.to_owned(), source: std::io::Error::other(e) })?;
-    crate::files::write_private(path, &bytes).map_err(|source| Error::Write { path: path.to_owned(), source })
+    kharon_common::files::write_private(path, &bytes)
+        .map_err(|source| Error::Write { path: path.to_owned(), source })
 }
 
 #[cfg(test)]
@@ -296,7 +297,7 @@ mod tests {
         let dir = tempfile::tempdir().unwrap();
         let path = path(dir.path());
         nix::unistd::mkfifo(&path, nix::sys::stat::Mode::S_IRUSR | nix::sys::stat::Mode::S_IWUSR).unwrap();
-        let err = crate::errors::chain(&load(&path).unwrap_err());
+        let err = kharon_common::errors::chain(&load(&path).unwrap_err());
         assert!(err.contains(&path.display().to_string()), "{err}");
         assert!(err.contains("not a regular file (it is a FIFO)"), "{err}");
     }

@@ -19,8 +19,8 @@ use std::time::Duration;
 
 use serde::Deserialize;
 
-use crate::paths;
-use crate::secret::Secret;
+use kharon_common::paths;
+use kharon_common::secret::Secret;
 
 /// Default SOCKS listen address: loopback only (house rule 6).
 pub const DEFAULT_LISTEN: &str = "127.0.0.1:12000";
@@ -204,9 +204,9 @@ impl SshWindow {
 #[derive(Debug, thiserror::Error)]
 pub enum DomainError {
     #[error(transparent)]
-    Name(#[from] crate::inventory::SuffixError),
+    Name(#[from] kharon_routing::inventory::SuffixError),
     #[error(transparent)]
-    Refused(#[from] crate::trust::Refusal),
+    Refused(#[from] kharon_routing::trust::Refusal),
     #[error(
         "it lies in {zone}, a zone of dynamic_domains, where any cluster's dynamic names may route; \
          remove it from one of the two lists"
@@ -411,7 +411,7 @@ impl Config {
             (None, None) => (paths::config_file().ok(), false),
         };
         let (file, file_cfg) = match file_path {
-            Some(path) => match crate::files::read_regular(&path) {
+            Some(path) => match kharon_common::files::read_regular(&path) {
                 Ok(bytes) => {
                     let text = String::from_utf8(bytes).map_err(|e| Error::Read {
                         path: path.clone(),
@@ -667,8 +667,8 @@ impl Config {
 
     /// The hosts kharon itself talks to, as these settings name them: Lieutenant, Passbolt and an
     /// OIDC discovery URL given here. No cluster's dynamic facts may claim them (`trust`).
-    pub fn own_hosts(&self) -> crate::trust::OwnHosts {
-        let mut own = crate::trust::OwnHosts::default();
+    pub fn own_hosts(&self) -> kharon_routing::trust::OwnHosts {
+        let mut own = kharon_routing::trust::OwnHosts::default();
         own.add_url("Lieutenant", &self.lieutenant_url.value);
         own.add_url("Passbolt", &self.passbolt_url.value);
         if let Some(discovery) = &self.oidc_discovery_url {
@@ -679,8 +679,9 @@ impl Config {
 
     /// The anchors every cluster has: the zones of `dynamic_domains` (`anchor`); with the
     /// `provider_domains` for the compile (`provider`).
-    pub fn anchors(&self) -> crate::anchor::Anchors {
-        crate::anchor::Anchors::new(&self.dynamic_domains.value).with_providers(&self.provider_domains.value)
+    pub fn anchors(&self) -> kharon_routing::anchor::Anchors {
+        kharon_routing::anchor::Anchors::new(&self.dynamic_domains.value)
+            .with_providers(&self.provider_domains.value)
     }
 
     /// The one rule for every SOCKS listener, however it came (`--listen`, the config file, a
@@ -727,10 +728,11 @@ fn provider_domains(
     zones: &[String],
     origin: &dyn Fn() -> Source,
 ) -> Result<Vec<String>, Error> {
-    let in_zone = |domain: &str| match zones.iter().find(|zone| crate::trust::at_or_below(domain, zone)) {
-        Some(zone) => Err(DomainError::InZone { zone: zone.clone() }),
-        None => Ok(()),
-    };
+    let in_zone =
+        |domain: &str| match zones.iter().find(|zone| kharon_routing::trust::at_or_below(domain, zone)) {
+            Some(zone) => Err(DomainError::InZone { zone: zone.clone() }),
+            None => Ok(()),
+        };
     domain_list(domains, |value, source| Error::ProviderDomain { origin: origin(), value, source }, in_zone)
 }
 
@@ -744,8 +746,8 @@ fn domain_list(
     let mut out = Vec::with_capacity(values.len());
     for value in values {
         let refused = |source: DomainError| refuse(value.clone(), Box::new(source));
-        let domain = crate::inventory::normalize_suffix(value).map_err(|e| refused(e.into()))?;
-        crate::trust::judge_name(&domain, false).map_err(|e| refused(e.into()))?;
+        let domain = kharon_routing::inventory::normalize_suffix(value).map_err(|e| refused(e.into()))?;
+        kharon_routing::trust::judge_name(&domain, false).map_err(|e| refused(e.into()))?;
         check(&domain).map_err(refused)?;
         if !out.contains(&domain) {
             out.push(domain);
@@ -865,7 +867,7 @@ mod tests {
             assert!(e.contains(said), "{text}: {e}");
         }
     }
-    use crate::errors::chain;
+    use kharon_common::errors::chain;
     use std::collections::HashMap;
 
     fn env_of(pairs: &[(&str, &str)]) -> impl Fn(&str) -> Option<String> {
@@ -1429,7 +1431,7 @@ mod tests {
         for (text, why) in [("[\"co.uk\"]", "co.uk is a public suffix"), ("[\"a b\"]", "is not allowed")] {
             let (dir, path) = write_config(&format!("dynamic_domains = {text}\n"));
             let ov = Overrides { config: Some(path), ..Default::default() };
-            let err = crate::errors::chain(&load(&ov, &[], dir.path()).unwrap_err());
+            let err = kharon_common::errors::chain(&load(&ov, &[], dir.path()).unwrap_err());
             assert!(err.contains("dynamic_domains (from ") && err.contains(why), "{err}");
         }
     }
@@ -1455,7 +1457,7 @@ mod tests {
         ] {
             let (dir, path) = write_config(&format!("{text}\n"));
             let ov = Overrides { config: Some(path), ..Default::default() };
-            let err = crate::errors::chain(&load(&ov, &[], dir.path()).unwrap_err());
+            let err = kharon_common::errors::chain(&load(&ov, &[], dir.path()).unwrap_err());
             assert!(err.contains("provider_domains (from ") && err.contains(why), "{err}");
         }
     }

@@ -50,8 +50,8 @@ impl Via {
     /// direct, and `route -o json` has always said so (scripts test `via == "jumphost"`).
     pub fn word(self) -> &'static str {
         let via = match self {
-            Via::Jumphost => crate::routing::Via::Jumphost,
-            Via::Direct | Via::Unspecified => crate::routing::Via::Direct,
+            Via::Jumphost => kharon_routing::table::Via::Jumphost,
+            Via::Direct | Via::Unspecified => kharon_routing::table::Via::Direct,
         };
         via.as_str()
     }

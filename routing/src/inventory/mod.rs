@@ -7,14 +7,14 @@
 //! - typed accessors for the facts that matter (`jumphost`, `kharonIgnore`, `distribution`, API and
 //!   console URLs);
 //! - the per-cluster derivation of routing suffixes, [`Cluster::routing_facts`], including what a
-//!   valid domain suffix is ([`normalize_suffix`]). `routing` uses the same name rules for the host
+//!   valid domain suffix is ([`normalize_suffix`]). `table` uses the same name rules for the host
 //!   names it looks up, so a suffix and a host can never disagree about case, trailing dots or labels;
 //! - which of those names come from static facts (VSHN's) and which from dynamic ones (the
 //!   cluster's), and the bounds [`trust`](crate::trust) puts on a name by itself (a public suffix,
 //!   a registrable domain): the trust model is written down there.
 //!
 //! It knows nothing of HTTP, OIDC or where the bytes came from (kharonctl's `lieutenant.rs` fetches
-//! them), and nothing of how suffixes of several clusters combine: that is `routing`'s job.
+//! them), and nothing of how suffixes of several clusters combine: that is `table`'s job.
 
 mod cluster;
 mod parse;

@@ -1,15 +1,10 @@
-//! Compiles `proto/kharon/v1/*.proto` with protox (pure Rust), so building needs no `protoc` on the
-//! machine (docs/dependencies.md, "protox"), and sets `KHARON_VERSION`: the package version plus
-//! the git commit (see `build/version.rs`), which `kharon_shared::VERSION` and both `--version`s
-//! report.
+//! Compiles `kharon/v1/*.proto` with protox (pure Rust), so building needs no `protoc` on the
+//! machine (docs/dependencies.md, "protox").
 //!
 //! The messages kharonctl prints with `-o json` derive `serde::Serialize` here, so their JSON
 //! follows the proto: a new field shows up in it without anyone retyping it. Where the JSON was
 //! never the proto field as it is (a rename, an enum's word, microseconds shown as milliseconds),
 //! the field names a function of `src/proto/json.rs`, which says what shape it keeps.
-
-#[path = "build/version.rs"]
-mod version;
 
 /// The messages kharonctl prints as JSON (or YAML), and every message inside them. Requests stay
 /// out: FetchObjectRequest carries a secret key, which nothing should be able to print.
@@ -43,41 +38,34 @@ const PRINTED: &[&str] = &[
 /// Where the JSON differs from the field: `Message.field` and its serde attribute.
 const FIELDS: &[(&str, &str)] = &[
     // kharonctl has always shown an unset inventory or counters as zeros, never as null
-    ("StatusResponse.inventory", r#"serialize_with = "crate::proto::json::or_default""#),
-    ("StatusResponse.connections", r#"serialize_with = "crate::proto::json::or_default""#),
+    ("StatusResponse.inventory", r#"serialize_with = "crate::json::or_default""#),
+    ("StatusResponse.connections", r#"serialize_with = "crate::json::or_default""#),
     ("InventoryInfo.source_kind", r#"rename = "source""#),
     ("InventoryInfo.source_path", r#"rename = "path""#),
     ("InventoryInfo.refused_claims", r#"rename = "refused""#),
-    ("Conflict.winner", r#"serialize_with = "crate::proto::json::or_default""#),
-    ("ChainStatus.state", r#"serialize_with = "crate::proto::json::chain_state""#),
-    ("ChainStatus.probe", r#"flatten, serialize_with = "crate::proto::json::probe""#),
-    ("ReloadRecord.result", r#"serialize_with = "crate::proto::json::reload_result""#),
-    ("Connection.pid", r#"serialize_with = "crate::proto::json::zero_as_null""#),
-    ("Connection.program", r#"serialize_with = "crate::proto::json::empty_as_null""#),
-    ("Connection.destination", r#"serialize_with = "crate::proto::json::empty_as_null""#),
-    ("Connection.route", r#"serialize_with = "crate::proto::json::empty_as_null""#),
-    ("Connection.cluster", r#"serialize_with = "crate::proto::json::empty_as_null""#),
-    ("Connection.state", r#"serialize_with = "crate::proto::json::connection_state""#),
-    (
-        "Connection.age_ms",
-        r#"rename = "age_seconds", serialize_with = "crate::proto::json::millis_as_seconds""#,
-    ),
-    ("RouteResponse.via", r#"serialize_with = "crate::proto::json::via""#),
-    ("RouteResponse.jumphost", r#"serialize_with = "crate::proto::json::empty_as_null""#),
-    ("RouteResponse.cluster", r#"serialize_with = "crate::proto::json::empty_as_null""#),
-    ("RouteResponse.suffix", r#"serialize_with = "crate::proto::json::empty_as_null""#),
-    ("TraceEvent.at_us", r#"rename = "at_ms", serialize_with = "crate::proto::json::micros_as_millis""#),
-    (
-        "TraceEvent.took_us",
-        r#"rename = "took_ms", serialize_with = "crate::proto::json::micros_as_millis_or_null""#,
-    ),
+    ("Conflict.winner", r#"serialize_with = "crate::json::or_default""#),
+    ("ChainStatus.state", r#"serialize_with = "crate::json::chain_state""#),
+    ("ChainStatus.probe", r#"flatten, serialize_with = "crate::json::probe""#),
+    ("ReloadRecord.result", r#"serialize_with = "crate::json::reload_result""#),
+    ("Connection.pid", r#"serialize_with = "crate::json::zero_as_null""#),
+    ("Connection.program", r#"serialize_with = "crate::json::empty_as_null""#),
+    ("Connection.destination", r#"serialize_with = "crate::json::empty_as_null""#),
+    ("Connection.route", r#"serialize_with = "crate::json::empty_as_null""#),
+    ("Connection.cluster", r#"serialize_with = "crate::json::empty_as_null""#),
+    ("Connection.state", r#"serialize_with = "crate::json::connection_state""#),
+    ("Connection.age_ms", r#"rename = "age_seconds", serialize_with = "crate::json::millis_as_seconds""#),
+    ("RouteResponse.via", r#"serialize_with = "crate::json::via""#),
+    ("RouteResponse.jumphost", r#"serialize_with = "crate::json::empty_as_null""#),
+    ("RouteResponse.cluster", r#"serialize_with = "crate::json::empty_as_null""#),
+    ("RouteResponse.suffix", r#"serialize_with = "crate::json::empty_as_null""#),
+    ("TraceEvent.at_us", r#"rename = "at_ms", serialize_with = "crate::json::micros_as_millis""#),
+    ("TraceEvent.took_us", r#"rename = "took_ms", serialize_with = "crate::json::micros_as_millis_or_null""#),
 ];
 
 fn main() -> Result<(), Box<dyn std::error::Error>> {
     // Read when the script runs, not when it was compiled: a build-script binary reused from a
     // target dir shared with another checkout would otherwise compile that checkout's protos.
-    let manifest_dir = std::path::PathBuf::from(std::env::var("CARGO_MANIFEST_DIR")?);
-    let proto_root = manifest_dir.join("../proto");
+    let proto_root = std::path::PathBuf::from(std::env::var("CARGO_MANIFEST_DIR")?);
     let file = proto_root.join("kharon/v1/control.proto");
     let fds = protox::compile([&file], [&proto_root])?;
     // An attribute on a path that names nothing is dropped without a word, and the JSON would
@@ -112,12 +100,6 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
     }
     builder.compile_fds(fds)?;
     // compile_fds does not emit this for us
-    println!("cargo:rerun-if-changed={}", proto_root.display());
-
-    let build = version::describe(&manifest_dir);
-    println!("cargo:rustc-env=KHARON_VERSION={} ({})", std::env::var("CARGO_PKG_VERSION")?, build.commit);
-    for path in build.watch {
-        println!("cargo:rerun-if-changed={}", path.display());
-    }
+    println!("cargo:rerun-if-changed={}", proto_root.join("kharon").display());
     Ok(())
 }

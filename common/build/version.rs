@@ -6,7 +6,7 @@
 //! `-dirty` means a tracked file differed from HEAD when the build script ran. So that it stays
 //! true, the script is rerun when HEAD or the branch moves and, while the tree is clean, when any
 //! tracked file changes. Once the tree is dirty only HEAD is watched: a further edit cannot make
-//! it cleaner, and rerunning on every edit would rebuild every crate that uses kharon-shared.
+//! it cleaner, and rerunning on every edit would rebuild every crate that uses kharon-common.
 
 use std::io;
 use std::path::{Path, PathBuf};
@@ -187,7 +187,7 @@ mod tests {
     #[test]
     fn an_unpacked_crate_inside_an_unrelated_repository_does_not_take_its_commit() {
         let (tmp, _pkg) = repo();
-        let unpacked = tmp.path().join("vendor/kharon-shared-0.1.0");
+        let unpacked = tmp.path().join("vendor/kharon-common-0.1.0");
         std::fs::create_dir_all(&unpacked).expect("mkdir");
         std::fs::write(unpacked.join("Cargo.toml"), "[package]\n").expect("write");
         assert_eq!(describe(&unpacked).commit, "not built from a git checkout");

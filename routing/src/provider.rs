@@ -72,17 +72,18 @@ impl ProviderDomains {
         ProviderDomains { list }
     }
 
-    /// The provider's domains of `clusters` as [`crate::routing::RoutingTable::compile_with`]
+    /// The provider's domains of `clusters` as [`crate::table::RoutingTable::compile_with`]
     /// finds them, without compiling: for `kharonctl config`.
     pub fn of_inventory(clusters: &[Cluster], anchors: &Anchors) -> Self {
-        let owned: Vec<Vec<String>> =
-            crate::parallel::map(clusters, |cluster| match (cluster.is_ignored(), cluster.jumphost()) {
+        let owned: Vec<Vec<String>> = kharon_common::parallel::map(clusters, |cluster| {
+            match (cluster.is_ignored(), cluster.jumphost()) {
                 (false, Some(jumphost)) => {
                     let facts = cluster.routing_facts();
                     anchors.of(jumphost, &facts.statics()).own().to_vec()
                 }
                 _ => Vec::new(),
-            });
+            }
+        });
         let tenants = clusters.iter().map(|c| c.tenant.as_str());
         Self::derive(tenants.zip(owned.iter().map(Vec::as_slice)), anchors)
     }
