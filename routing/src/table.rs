@@ -41,6 +41,7 @@ use std::collections::HashMap;
 use std::collections::hash_map::Entry::{Occupied, Vacant};
 use std::fmt;
 use std::net::{IpAddr, Ipv6Addr};
+use std::sync::Arc;
 
 mod gathered;
 mod judge;
@@ -49,13 +50,17 @@ mod owner_tests;
 #[cfg(test)]
 mod tests;
 
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Route<'a> {
+/// How a target is reached: directly, or through a jump host's chain (its ssh_config alias). What
+/// [`RoutingTable::lookup`] answers, and what a connection keeps: the alias is the table's own,
+/// shared, so a route outlives the table it was read from without a copy. Which cluster and
+/// suffix decided is [`RoutingTable::explain`]'s answer.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Route {
     Direct,
-    Jumphost(JumphostRoute<'a>),
+    Jumphost(Arc<str>),
 }
 
-impl Route<'_> {
+impl Route {
     pub fn via(&self) -> Via {
         match self {
             Route::Direct => Via::Direct,
@@ -67,16 +72,25 @@ impl Route<'_> {
     pub fn jumphost(&self) -> Option<&str> {
         match self {
             Route::Direct => None,
-            Route::Jumphost(route) => Some(route.jumphost),
+            Route::Jumphost(jumphost) => Some(jumphost),
         }
+    }
+
+    /// The route in one word, as the control API and the logs name it: "direct", or the jump host
+    /// alias (the `path` of `Test` and `FetchObject` answers, a `Status` route row).
+    pub fn label(&self) -> &str {
+        self.jumphost().unwrap_or(Via::Direct.as_str())
     }
 }
 
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct JumphostRoute<'a> {
-    pub jumphost: &'a str,
-    pub cluster: &'a str,
-    pub suffix: &'a str,
+/// How messages name the route: "via jump host J" or "directly".
+impl fmt::Display for Route {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            Route::Direct => f.write_str("directly"),
+            Route::Jumphost(jumphost) => write!(f, "via jump host {jumphost}"),
+        }
+    }
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -189,7 +203,8 @@ type MemberIdx = u32;
 #[derive(Debug)]
 struct Member {
     id: Box<str>,
-    jumphost: Box<str>,
+    /// Shared by every member behind the same jump host, and by the routes a lookup answers.
+    jumphost: Arc<str>,
 }
 
 /// What the table knows about one suffix: the members that include it, then those that exclude
@@ -340,6 +355,7 @@ impl RoutingTable {
         // is a whole size class): growing a map of a quarter of a million names rehashes it
         // again and again (issue 41).
         table.suffixes.reserve(candidates.iter().map(|c| c.include.len() + c.exclude.len()).sum());
+        let mut jumphosts: HashMap<&str, Arc<str>> = HashMap::new();
         for (idx, candidate) in candidates.into_iter().enumerate() {
             // More than u32::MAX routed clusters cannot come out of one JSON document we can hold.
             let idx = MemberIdx::try_from(idx).unwrap_or(MemberIdx::MAX);
@@ -355,7 +371,8 @@ impl RoutingTable {
                     Occupied(mut slot) => slot.get_mut().add(idx, excluded),
                 }
             }
-            table.members.push(Member { id: candidate.id.into(), jumphost: candidate.jumphost.into() });
+            let jumphost = jumphosts.entry(candidate.jumphost).or_insert_with(|| candidate.jumphost.into());
+            table.members.push(Member { id: candidate.id.into(), jumphost: Arc::clone(jumphost) });
         }
         table.suffixes.shrink_to_fit();
 
@@ -386,13 +403,12 @@ impl RoutingTable {
     }
 
     /// The route for `host` (a SOCKS target name). This is the per-connection hot path.
-    pub fn lookup(&self, host: &str) -> Route<'_> {
+    pub fn lookup(&self, host: &str) -> Route {
         let mut buf = [0u8; MAX_NAME_LEN];
         let Host::Name(name) = classify(host, &mut buf) else { return Route::Direct };
         match self.decide(name) {
-            Decision::Routed { member, suffix, .. } => {
-                let member = &self.members[member as usize];
-                Route::Jumphost(JumphostRoute { jumphost: &member.jumphost, cluster: &member.id, suffix })
+            Decision::Routed { member, .. } => {
+                Route::Jumphost(Arc::clone(&self.members[member as usize].jumphost))
             }
             _ => Route::Direct,
         }

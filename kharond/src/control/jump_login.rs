@@ -57,7 +57,7 @@ fn step(step: ssh::LoginStep) -> pb::JumpLoginStep {
 
 /// NOT_FOUND unless the routing table in force routes through `jumphost`.
 fn routed(state: &State, jumphost: &str) -> Result<(), Status> {
-    if state.routes.current().table.table.jumphosts().iter().any(|j| j == jumphost) {
+    if state.routes.current().table().jumphosts().iter().any(|j| j == jumphost) {
         return Ok(());
     }
     Err(Status::not_found(format!(

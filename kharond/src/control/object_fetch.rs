@@ -25,9 +25,9 @@ use tokio::io::{AsyncRead, AsyncWrite};
 use tokio_rustls::rustls;
 
 use crate::routing::dial::{self, Failed, Upstream};
-use crate::routing::route::Route;
 use crate::routing::target::Target;
 use crate::state::State;
+use kharon_routing::table::Route;
 
 /// The largest object we return. Emergency credential objects hold a few armored messages (a few
 /// KiB each); a larger answer is not one of them, and the whole body travels in one gRPC message.

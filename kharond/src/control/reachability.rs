@@ -39,7 +39,7 @@ pub fn run(
 async fn check(state: &State, endpoint: &Endpoint) -> pb::TestEvent {
     let mut event = pb::TestEvent {
         cluster: endpoint.cluster.clone(),
-        path: crate::routing::route::Route::Direct.label().to_owned(),
+        path: kharon_routing::table::Route::Direct.label().to_owned(),
         kind: endpoint.kind.to_owned(),
         fact: endpoint.fact.to_owned(),
         url: endpoint.url.clone(),
@@ -81,7 +81,7 @@ async fn agent_check(state: &State) -> pb::TestEvent {
     let mut event = pb::TestEvent { step: "agent".to_owned(), ok: true, ..Default::default() };
     let generation = state.routes.current();
     let Some(socket) = generation.pool.default_agent().map(str::to_owned) else {
-        let jumphosts = generation.table.table.jumphosts();
+        let jumphosts = generation.table().jumphosts();
         if let Some(why) = generation.pool.credentials_problem(jumphosts).await {
             event.ok = false;
             event.error = why;

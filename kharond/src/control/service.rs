@@ -20,9 +20,9 @@ use crate::control::reachability;
 use crate::observe::registry::RouteSummary;
 use crate::routing::endpoints::Endpoint;
 use crate::routing::in_force::{ReloadError, ReloadRecord, ReloadResult, Trigger};
-use crate::routing::route::Route;
-use crate::routing::table::LoadedTable;
+use crate::routing::loaded::LoadedInventory;
 use crate::state::State;
+use kharon_routing::table::Route;
 use kharon_ssh as ssh;
 
 pub struct Control {
@@ -44,7 +44,7 @@ fn unix_ms(t: SystemTime) -> i64 {
     t.duration_since(UNIX_EPOCH).map(|d| i64::try_from(d.as_millis()).unwrap_or(i64::MAX)).unwrap_or(0)
 }
 
-fn inventory_info(state: &State, loaded: &LoadedTable) -> pb::InventoryInfo {
+fn inventory_info(state: &State, loaded: &LoadedInventory) -> pb::InventoryInfo {
     let report = loaded.table.report();
     let claim = |c: &table::Claim| pb::Claim { cluster: c.cluster.clone(), jumphost: c.jumphost.clone() };
     let count = |n: usize| u32::try_from(n).unwrap_or(u32::MAX);
@@ -260,7 +260,7 @@ impl pb::control_server::Control for Control {
         let generation = self.state.routes.current();
         // The first `Test` of a table works its endpoints out (a while at 50,000 clusters): off
         // the async threads, as `clusters` inflates them.
-        let endpoints = tokio::task::spawn_blocking(move || tested(&generation.table, &wanted))
+        let endpoints = tokio::task::spawn_blocking(move || tested(&generation.inventory, &wanted))
             .await
             .map_err(|e| Status::internal(format!("reading the clusters' URLs failed: {e}")))??;
         let events = reachability::run(Arc::clone(&self.state), endpoints).map(Ok);
@@ -273,7 +273,7 @@ impl pb::control_server::Control for Control {
     ) -> Result<Response<pb::StatusResponse>, Status> {
         let state = &self.state;
         let generation = state.routes.current();
-        let loaded = &generation.table;
+        let loaded = &generation.inventory;
         let mut probes = generation.pool.round_trips(STATUS_PROBE).await;
         let history = state.routes.history();
         let routes = state.registry.routes();
@@ -317,7 +317,7 @@ impl pb::control_server::Control for Control {
             Ok(outcome) => {
                 let (routes_added, routes_removed) = outcome.route_lines();
                 Ok(Response::new(pb::ReloadResponse {
-                    inventory: Some(inventory_info(&self.state, &outcome.installed.table)),
+                    inventory: Some(inventory_info(&self.state, &outcome.installed.inventory)),
                     routes_added,
                     routes_removed,
                     ssh_config_error: outcome.ssh_config_error.unwrap_or_default(),
@@ -360,7 +360,7 @@ impl pb::control_server::Control for Control {
     async fn route(&self, request: Request<pb::RouteRequest>) -> Result<Response<pb::RouteResponse>, Status> {
         let host = request.into_inner().host;
         let generation = self.state.routes.current();
-        let loaded = &generation.table;
+        let loaded = &generation.inventory;
         let e = loaded.table.explain(&host);
         let via = match e.via {
             Via::Direct => pb::Via::Direct,
@@ -399,9 +399,9 @@ impl pb::control_server::Control for Control {
         _request: Request<pb::ClustersRequest>,
     ) -> Result<Response<pb::ClustersResponse>, Status> {
         let generation = self.state.routes.current();
-        let inventory = Some(inventory_info(&self.state, &generation.table));
+        let inventory = Some(inventory_info(&self.state, &generation.inventory));
         // Inflating 50,000 clusters takes a while: off the async threads.
-        let clusters_json = tokio::task::spawn_blocking(move || match &generation.table.catalog {
+        let clusters_json = tokio::task::spawn_blocking(move || match &generation.inventory.catalog {
             Ok(catalog) => catalog.json(),
             Err(e) => Err(e.clone()),
         })
@@ -414,7 +414,7 @@ impl pb::control_server::Control for Control {
 
 /// The endpoints `Test` checks: those of the `wanted` clusters, or all of them; an unknown
 /// cluster is an error naming it.
-fn tested(table: &LoadedTable, wanted: &[String]) -> Result<Vec<Endpoint>, Status> {
+fn tested(table: &LoadedInventory, wanted: &[String]) -> Result<Vec<Endpoint>, Status> {
     let all = table.endpoints().map_err(|why| {
         Status::internal(format!("the clusters of kharond's table cannot be read back: {why}"))
     })?;

@@ -18,8 +18,8 @@ use kharon_routing::table::RoutingTable;
 use tokio::sync::mpsc;
 
 use crate::routing::dial::Upstream;
-use crate::routing::route::Route;
 use crate::routing::target::Target;
+use kharon_routing::table::Route;
 
 /// One step of a traced connection.
 #[derive(Debug, Clone, PartialEq, Eq)]

@@ -17,10 +17,7 @@ fn reporting(id: &str, tenant: &str, jumphost: &str, dynamic: Value) -> Cluster 
 
 /// Who routes `host`: (jumphost, cluster, suffix), or `None` when it goes direct.
 fn route(table: &RoutingTable, host: &str) -> Option<(String, String, String)> {
-    match table.lookup(host) {
-        Route::Direct => None,
-        Route::Jumphost(r) => Some((r.jumphost.to_owned(), r.cluster.to_owned(), r.suffix.to_owned())),
-    }
+    super::tests::routed_by(table, host)
 }
 
 fn via(jumphost: &str, cluster: &str, suffix: &str) -> Option<(String, String, String)> {

@@ -50,12 +50,27 @@ fn bettersmarter() -> Cluster {
 /// What a lookup should return: `None` for direct, else (jumphost, cluster, suffix).
 type Want<'a> = Option<(&'a str, &'a str, &'a str)>;
 
+/// Who routes `host`: `None` when it goes direct, else the jump host of the lookup with the
+/// cluster and suffix that decided, as `explain` (the same walk) names them.
+pub(super) fn routed_by(table: &RoutingTable, host: &str) -> Option<(String, String, String)> {
+    let explanation = table.explain(host);
+    match table.lookup(host) {
+        Route::Direct => None,
+        Route::Jumphost(jumphost) => {
+            assert_eq!(
+                explanation.jumphost.as_deref(),
+                Some(&*jumphost),
+                "explain({host:?}) agrees with lookup"
+            );
+            Some((jumphost.to_string(), explanation.cluster?, explanation.suffix?))
+        }
+    }
+}
+
 fn check(table: &RoutingTable, cases: &[(&str, Want<'_>, Rule)]) {
     for &(host, want, rule) in cases {
-        let got = match table.lookup(host) {
-            Route::Direct => None,
-            Route::Jumphost(r) => Some((r.jumphost, r.cluster, r.suffix)),
-        };
+        let got = routed_by(table, host);
+        let got = got.as_ref().map(|(j, c, s)| (j.as_str(), c.as_str(), s.as_str()));
         assert_eq!(got, want, "lookup({host:?})");
         let explanation = table.explain(host);
         assert_eq!(explanation.rule, rule, "explain({host:?}): {explanation:?}");
@@ -857,15 +872,35 @@ mod model {
             reversed.reverse();
             let other = RoutingTable::compile(&reversed);
             for host in &hosts {
-                let got = match table.lookup(host) {
-                    Route::Direct => None,
-                    Route::Jumphost(r) => Some((r.jumphost.to_owned(), r.cluster.to_owned(), r.suffix.to_owned())),
-                };
-                prop_assert_eq!(&got, &naive(&clusters, host), "host {}", host);
+                prop_assert_eq!(&routed_by(&table, host), &naive(&clusters, host), "host {}", host);
                 prop_assert_eq!(table.explain(host), other.explain(host));
             }
         }
     }
+}
+
+#[test]
+fn a_route_says_its_way_in_a_word_and_in_a_sentence() {
+    let table = RoutingTable::compile(&[cluster(
+        json!({"id": "c-a", "facts": {"jumphost": "jump-a", "jumphostDomains": "a.example"}}),
+    )]);
+    let routed = table.lookup("api.a.example");
+    assert_eq!(routed, Route::Jumphost("jump-a".into()));
+    assert_eq!((routed.via(), routed.jumphost(), routed.label()), (Via::Jumphost, Some("jump-a"), "jump-a"));
+    assert_eq!(routed.to_string(), "via jump host jump-a");
+    let direct = table.lookup("example.org");
+    assert_eq!((direct.via(), direct.jumphost(), direct.label()), (Via::Direct, None, "direct"));
+    assert_eq!(direct.to_string(), "directly");
+    // Two clusters behind one jump host share its name: a route is that name, not a copy.
+    let two = RoutingTable::compile(&[
+        cluster(json!({"id": "c-a", "facts": {"jumphost": "jump-a", "jumphostDomains": "a.example"}})),
+        cluster(json!({"id": "c-b", "facts": {"jumphost": "jump-a", "jumphostDomains": "b.example"}})),
+    ]);
+    let (Route::Jumphost(a), Route::Jumphost(b)) = (two.lookup("x.a.example"), two.lookup("x.b.example"))
+    else {
+        panic!("both routed");
+    };
+    assert!(Arc::ptr_eq(&a, &b));
 }
 
 #[test]

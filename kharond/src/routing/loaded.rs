@@ -1,6 +1,7 @@
-//! The routing table the daemon serves: which inventory it is read from (an `--inventory` file or
-//! the local cache written by `kharonctl update`), and the [`LoadedTable`] compiled from it, with
-//! what hangs off a table (the endpoints `Test` checks, the PAC).
+//! The inventory the daemon routes by: where it is read from ([`InventorySource`]: an
+//! `--inventory` file or the local cache written by `kharonctl update`), and the inventory as
+//! loaded ([`LoadedInventory`]): the routing table compiled from it, with what hangs off a table
+//! (the clusters the `Clusters` RPC answers, the endpoints `Test` checks, the PAC).
 //!
 //! Used at start and on every reload, so both fail the same way: a clear error naming the file.
 //! The one difference is [`read_at_start`]: a cache that does not exist yet (`kharonctl update`
@@ -20,38 +21,38 @@ use kharon_routing::trust::OwnHosts;
 use crate::routing::catalog::{Catalog, Shape};
 use crate::routing::endpoints::{self, Endpoint};
 
-/// Which inventory the table is read from.
+/// Where the inventory is read from.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub enum Inventory {
+pub enum InventorySource {
     /// A Lieutenant `/clusters` JSON file given with `--inventory`.
     File(PathBuf),
     /// The cache `kharonctl update` writes.
     Cache(PathBuf),
 }
 
-impl Inventory {
+impl InventorySource {
     pub fn kind(&self) -> &'static str {
         match self {
-            Inventory::File(_) => "file",
-            Inventory::Cache(_) => "cache",
+            InventorySource::File(_) => "file",
+            InventorySource::Cache(_) => "cache",
         }
     }
 
     pub fn path(&self) -> &Path {
         match self {
-            Inventory::File(p) | Inventory::Cache(p) => p,
+            InventorySource::File(p) | InventorySource::Cache(p) => p,
         }
     }
 }
 
-/// A compiled table plus what `Status` says about it.
+/// The inventory as loaded: the table compiled from it, plus what `Status` says about it.
 #[derive(Debug)]
-pub struct LoadedTable {
+pub struct LoadedInventory {
     pub table: RoutingTable,
     pub loaded_at: SystemTime,
     /// When the data was produced: the cache's fetch time, else the file's modification time.
     pub modified_at: Option<SystemTime>,
-    /// What `Test` checks ([`LoadedTable::endpoints`]), worked out from the catalog on the first
+    /// What `Test` checks ([`LoadedInventory::endpoints`]), worked out from the catalog on the first
     /// `Test`: no start waits for them (a quarter of a second at 50,000 clusters, the size
     /// `bench/inventory.sh` starts with).
     endpoints: std::sync::OnceLock<Result<Vec<Endpoint>, String>>,
@@ -69,7 +70,7 @@ pub struct LoadedTable {
     pub catalog: Result<Catalog, String>,
 }
 
-impl LoadedTable {
+impl LoadedInventory {
     /// The table and an unrendered PAC for `clusters`, loaded now, with their `catalog`; no
     /// cluster's dynamic facts may claim a host in `own` or a name outside its `anchors`.
     fn compile(
@@ -80,7 +81,7 @@ impl LoadedTable {
         modified_at: Option<SystemTime>,
         missing: bool,
     ) -> Self {
-        LoadedTable {
+        LoadedInventory {
             table: RoutingTable::compile_with(clusters, own, anchors),
             loaded_at: SystemTime::now(),
             modified_at,
@@ -93,7 +94,7 @@ impl LoadedTable {
 
     /// What `Test` checks: each cluster's API, console and OAuth URLs, in cluster id order, the
     /// malformed ones included so that they are reported, not skipped. `Err`: the catalog they
-    /// are read from is unusable (not expected: see [`LoadedTable::catalog`]).
+    /// are read from is unusable (not expected: see [`LoadedInventory::catalog`]).
     pub fn endpoints(&self) -> Result<&[Endpoint], String> {
         let endpoints = self.endpoints.get_or_init(|| {
             let catalog = self.catalog.as_ref().map_err(Clone::clone)?;
@@ -154,9 +155,9 @@ impl Read {
     /// allocated) are freed and their memory given back to the kernel beside whatever comes
     /// next, on a thread of their own: at 50,000 clusters (`bench/inventory.sh`) that takes a
     /// fifth of a second, which no start or reload need wait for.
-    pub fn compile(self, anchors: &Anchors) -> LoadedTable {
+    pub fn compile(self, anchors: &Anchors) -> LoadedInventory {
         let Read { clusters, catalog, own, modified_at, missing } = self;
-        let loaded = LoadedTable::compile(&clusters, catalog, &own, anchors, modified_at, missing);
+        let loaded = LoadedInventory::compile(&clusters, catalog, &own, anchors, modified_at, missing);
         let freeing = std::thread::Builder::new().name("kharon-free".into()).spawn(move || {
             drop(clusters);
             crate::process::malloc::release_free();
@@ -170,9 +171,9 @@ impl Read {
 }
 
 /// [`read`] for the start of the daemon: a cache that does not exist yet is an empty inventory
-/// (its table marked [`LoadedTable::missing`]), not an error. An `--inventory` file that does not
+/// (its table marked [`LoadedInventory::missing`]), not an error. An `--inventory` file that does not
 /// exist, and a cache that exists but cannot be read or parsed, are errors as always.
-pub fn read_at_start(source: &Inventory, own: &OwnHosts) -> Result<Read, Error> {
+pub fn read_at_start(source: &InventorySource, own: &OwnHosts) -> Result<Read, Error> {
     match read(source, own) {
         Err(Error::Cache(cache::Error::Missing { .. })) => {
             let catalog = Catalog::of(b"[]", Shape::Clusters);
@@ -185,23 +186,23 @@ pub fn read_at_start(source: &Inventory, own: &OwnHosts) -> Result<Read, Error> 
 /// Reads the inventory. Nothing is swapped here: a failure leaves the caller's current table in
 /// place. `own` is what the settings name of the hosts kharon itself talks to; a cache adds the
 /// Lieutenant it came from and the issuer of its token.
-pub fn read(source: &Inventory, own: &OwnHosts) -> Result<Read, Error> {
+pub fn read(source: &InventorySource, own: &OwnHosts) -> Result<Read, Error> {
     let mut own = own.clone();
     let (bytes, shape) = match source {
-        Inventory::File(path) => (inventory::read_file(path)?, Shape::Clusters),
-        Inventory::Cache(path) => (cache::read(path)?, Shape::Cache),
+        InventorySource::File(path) => (inventory::read_file(path)?, Shape::Clusters),
+        InventorySource::Cache(path) => (cache::read(path)?, Shape::Cache),
     };
     // The catalog compresses the bytes while they are parsed. The parse keeps only the facts
     // routing reads: the catalog holds the clusters whole for what needs the rest.
     let (parsed, catalog) = kharon_common::parallel::both(
         || match source {
-            Inventory::File(path) => {
+            InventorySource::File(path) => {
                 inventory::parse_file(path, &bytes, Keep::Routing).map_err(Error::from).map(|clusters| {
                     let modified = std::fs::metadata(path).and_then(|m| m.modified()).ok();
                     (clusters, modified)
                 })
             }
-            Inventory::Cache(path) => {
+            InventorySource::Cache(path) => {
                 cache::parse(path, &bytes, Keep::Routing).map_err(Error::from).map(|envelope| {
                     envelope.own_hosts(&mut own);
                     (envelope.clusters, Some(envelope.fetched_at))
@@ -244,11 +245,11 @@ pub fn log_report(table: &RoutingTable) {
 mod tests {
     use super::*;
 
-    fn load_at_start(source: &Inventory, own: &OwnHosts) -> Result<LoadedTable, Error> {
+    fn load_at_start(source: &InventorySource, own: &OwnHosts) -> Result<LoadedInventory, Error> {
         read_at_start(source, own).map(|read| read.compile(&Anchors::default()))
     }
 
-    fn load(source: &Inventory, own: &OwnHosts) -> Result<LoadedTable, Error> {
+    fn load(source: &InventorySource, own: &OwnHosts) -> Result<LoadedInventory, Error> {
         read(source, own).map(|read| read.compile(&Anchors::default()))
     }
 
@@ -257,32 +258,33 @@ mod tests {
         let dir = tempfile::tempdir().unwrap();
         let cache_path = cache::path(&dir.path().join("never-updated"));
         let none = OwnHosts::default();
-        let loaded = load_at_start(&Inventory::Cache(cache_path.clone()), &none).unwrap();
+        let loaded = load_at_start(&InventorySource::Cache(cache_path.clone()), &none).unwrap();
         assert!(loaded.missing);
         assert_eq!(loaded.table.report().clusters_total, 0);
         assert!(loaded.table.routes().is_empty() && loaded.endpoints().unwrap().is_empty());
         // A reload still reports it missing, so the empty table stays and the user is told.
-        let err = load(&Inventory::Cache(cache_path), &none).unwrap_err().to_string();
+        let err = load(&InventorySource::Cache(cache_path), &none).unwrap_err().to_string();
         assert!(err.contains("run `kharonctl update`"), "{err}");
 
         // An --inventory file that is not there is a mistake, not a first start.
         let file = dir.path().join("inventory.json");
-        let err = load_at_start(&Inventory::File(file.clone()), &none).unwrap_err().to_string();
+        let err = load_at_start(&InventorySource::File(file.clone()), &none).unwrap_err().to_string();
         assert!(err.contains(&file.display().to_string()), "{err}");
 
         // A cache that exists but is unusable is an error too.
         let corrupt = cache::path(dir.path());
         std::fs::write(&corrupt, "{").unwrap();
-        let err = load_at_start(&Inventory::Cache(corrupt), &none).unwrap_err().to_string();
+        let err = load_at_start(&InventorySource::Cache(corrupt), &none).unwrap_err().to_string();
         assert!(err.contains("is corrupt"), "{err}");
         let unreadable = dir.path().join("not-a-dir");
         std::fs::write(&unreadable, "").unwrap();
-        let err = load_at_start(&Inventory::Cache(cache::path(&unreadable)), &none).unwrap_err().to_string();
+        let err =
+            load_at_start(&InventorySource::Cache(cache::path(&unreadable)), &none).unwrap_err().to_string();
         assert!(err.contains("cannot read inventory cache"), "{err}");
 
         let cache_path = cache::path(dir.path());
         cache::store(&cache_path, &cache::Envelope::new("https://a/", vec![], vec![])).unwrap();
-        assert!(!load_at_start(&Inventory::Cache(cache_path), &none).unwrap().missing);
+        assert!(!load_at_start(&InventorySource::Cache(cache_path), &none).unwrap().missing);
     }
 
     #[test]
@@ -295,7 +297,7 @@ mod tests {
             {"id": "c-a", "tenant": "t"}
         ]);
         std::fs::write(&file, clusters.to_string()).unwrap();
-        let loaded = load(&Inventory::File(file.clone()), &OwnHosts::default()).unwrap();
+        let loaded = load(&InventorySource::File(file.clone()), &OwnHosts::default()).unwrap();
         // The file changes afterwards: the table in force still answers what it was compiled from.
         std::fs::write(&file, "[]").unwrap();
         let kept = inventory::parse_clusters(&loaded.catalog.as_ref().unwrap().json().unwrap()).unwrap();
@@ -303,16 +305,18 @@ mod tests {
         assert_eq!(ids, ["c-b", "c-a"]);
         assert_eq!(kept[0].fact_str("jumphost"), Some("jump-b"));
         assert_eq!(kept[0].dynamic_facts["x"]["y"], 1);
-        let empty =
-            load_at_start(&Inventory::Cache(cache::path(&dir.path().join("none"))), &OwnHosts::default())
-                .unwrap();
+        let empty = load_at_start(
+            &InventorySource::Cache(cache::path(&dir.path().join("none"))),
+            &OwnHosts::default(),
+        )
+        .unwrap();
         assert_eq!(empty.catalog.unwrap().json().unwrap(), b"[]");
 
         // From the cache, the same: its clusters, without the ignored ones.
         let cache_path = cache::path(dir.path());
         let clusters: Vec<inventory::Cluster> = serde_json::from_value(clusters).unwrap();
         cache::store(&cache_path, &cache::Envelope::new("https://a/", clusters, vec![])).unwrap();
-        let loaded = load(&Inventory::Cache(cache_path), &OwnHosts::default()).unwrap();
+        let loaded = load(&InventorySource::Cache(cache_path), &OwnHosts::default()).unwrap();
         let kept = inventory::parse_clusters(&loaded.catalog.as_ref().unwrap().json().unwrap()).unwrap();
         let ids: Vec<&str> = kept.iter().map(|c| c.id.as_str()).collect();
         assert_eq!(ids, ["c-b", "c-a"]);
