@@ -2,9 +2,10 @@
 //! machine (docs/dependencies.md, "protox").
 //!
 //! The messages kharonctl prints with `-o json` derive `serde::Serialize` here, so their JSON
-//! follows the proto: a new field shows up in it without anyone retyping it. Where the JSON was
-//! never the proto field as it is (a rename, an enum's word, microseconds shown as milliseconds),
-//! the field names a function of `src/proto/json.rs`, which says what shape it keeps.
+//! is the proto's: each field under its proto name, and a new field shows up without anyone
+//! retyping it. Where the proto's encoding cannot say what the field means (an enum's number, an
+//! empty string for "nothing"), the field names a function of `src/json.rs`, which says how it
+//! shows.
 
 /// The messages kharonctl prints as JSON (or YAML), and every message inside them. Requests stay
 /// out: FetchObjectRequest carries a secret key, which nothing should be able to print.
@@ -37,13 +38,6 @@ const PRINTED: &[&str] = &[
 
 /// Where the JSON differs from the field: `Message.field` and its serde attribute.
 const FIELDS: &[(&str, &str)] = &[
-    // kharonctl has always shown an unset inventory or counters as zeros, never as null
-    ("StatusResponse.inventory", r#"serialize_with = "crate::json::or_default""#),
-    ("StatusResponse.connections", r#"serialize_with = "crate::json::or_default""#),
-    ("InventoryInfo.source_kind", r#"rename = "source""#),
-    ("InventoryInfo.source_path", r#"rename = "path""#),
-    ("InventoryInfo.refused_claims", r#"rename = "refused""#),
-    ("Conflict.winner", r#"serialize_with = "crate::json::or_default""#),
     ("ChainStatus.state", r#"serialize_with = "crate::json::chain_state""#),
     ("ChainStatus.probe", r#"flatten, serialize_with = "crate::json::probe""#),
     ("ReloadRecord.result", r#"serialize_with = "crate::json::reload_result""#),
@@ -53,13 +47,11 @@ const FIELDS: &[(&str, &str)] = &[
     ("Connection.route", r#"serialize_with = "crate::json::empty_as_null""#),
     ("Connection.cluster", r#"serialize_with = "crate::json::empty_as_null""#),
     ("Connection.state", r#"serialize_with = "crate::json::connection_state""#),
-    ("Connection.age_ms", r#"rename = "age_seconds", serialize_with = "crate::json::millis_as_seconds""#),
     ("RouteResponse.via", r#"serialize_with = "crate::json::via""#),
     ("RouteResponse.jumphost", r#"serialize_with = "crate::json::empty_as_null""#),
     ("RouteResponse.cluster", r#"serialize_with = "crate::json::empty_as_null""#),
     ("RouteResponse.suffix", r#"serialize_with = "crate::json::empty_as_null""#),
-    ("TraceEvent.at_us", r#"rename = "at_ms", serialize_with = "crate::json::micros_as_millis""#),
-    ("TraceEvent.took_us", r#"rename = "took_ms", serialize_with = "crate::json::micros_as_millis_or_null""#),
+    ("TraceEvent.took_us", r#"serialize_with = "crate::json::zero_as_null""#),
 ];
 
 fn main() -> Result<(), Box<dyn std::error::Error>> {

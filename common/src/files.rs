@@ -26,8 +26,8 @@ const TEMP_SUFFIX: &str = ".tmp";
 const TEMP_RANDOM_LEN: usize = 6;
 
 /// A temp file of ours that no writer holds is a dead writer's once it is this old. A writer takes
-/// its lock a moment after creating the file (microseconds); the age covers that moment, and a
-/// writer of an older kharon that takes no lock (a write lasts milliseconds, not a minute).
+/// its lock a moment after creating the file (microseconds) and writes in milliseconds; a minute
+/// covers both many times over.
 pub const STALE_TEMP_AGE: Duration = Duration::from_secs(60);
 
 /// "a FIFO", "a directory", …: what a path is, for "X is not a regular file (it is a FIFO)".

@@ -1,28 +1,14 @@
 //! How the control API's messages read as JSON (and YAML): `kharonctl status`, `connections`,
 //! `route` and `route --trace` with `-o json` print the messages themselves. serde is derived on
-//! them by `build.rs`, which also names, per field, the function here that field is shown with;
-//! every other field is its proto name and value, so a field added to the proto appears in the
-//! JSON as it is. The functions keep the JSON scripts read before it was derived: each says
-//! which shape.
+//! them by `build.rs`, so every field is its proto name and value, and a field added to the proto
+//! appears in the JSON as it is. The functions here are for what the proto's encoding cannot say:
+//! an enum value is its word, not its number; "nothing" (proto3's empty string or zero) is
+//! `null`; a oneof is its two keys. `build.rs` names, per field, the function it is shown with.
 
 use serde::Serialize;
 use serde::ser::{SerializeMap as _, Serializer};
 
 use super::v1::{ChainState, ConnectionState, ReloadResult, Via, chain_status};
-
-/// An unset message as the message with every field at its default, never `null`: status has
-/// always shown `"inventory"`, `"connections"` and a conflict's `"winner"` as objects (of zeros
-/// and empty strings when kharond sent none), and scripts index into them unchecked.
-pub fn or_default<T, S>(value: &Option<T>, serializer: S) -> Result<S::Ok, S::Error>
-where
-    T: Serialize + Default,
-    S: Serializer,
-{
-    match value {
-        Some(value) => value.serialize(serializer),
-        None => T::default().serialize(serializer),
-    }
-}
 
 /// An empty string as `null`: a connection's `"program"`, `"destination"`, `"route"` and
 /// `"cluster"`, and a route's `"jumphost"`, `"cluster"` and `"suffix"`, are `null` where kharond
@@ -31,29 +17,14 @@ pub fn empty_as_null<S: Serializer>(value: &str, serializer: S) -> Result<S::Ok,
     if value.is_empty() { serializer.serialize_none() } else { serializer.serialize_some(value) }
 }
 
-/// 0 as `null`: a connection's `"pid"` is `null` when kharond cannot see the process (no pid is 0).
-pub fn zero_as_null<S: Serializer>(value: &u32, serializer: S) -> Result<S::Ok, S::Error> {
-    if *value == 0 { serializer.serialize_none() } else { serializer.serialize_some(value) }
-}
-
-/// Milliseconds as seconds, a float: a connection's `age_ms` is shown as `"age_seconds": 65.25`.
-pub fn millis_as_seconds<S: Serializer>(value: &u64, serializer: S) -> Result<S::Ok, S::Error> {
-    serializer.serialize_f64(*value as f64 / 1000.0)
-}
-
-/// Microseconds as milliseconds, a float: a trace step's `at_us` is shown as `"at_ms": 1.133`.
-pub fn micros_as_millis<S: Serializer>(value: &u64, serializer: S) -> Result<S::Ok, S::Error> {
-    serializer.serialize_f64(*value as f64 / 1000.0)
-}
-
-/// Microseconds as milliseconds, a float, and 0 as `null`: a trace step's `took_us` is shown as
-/// `"took_ms": 2.032`, or `"took_ms": null` for a step that took no time of its own.
-pub fn micros_as_millis_or_null<S: Serializer>(value: &u64, serializer: S) -> Result<S::Ok, S::Error> {
-    if *value == 0 {
-        serializer.serialize_none()
-    } else {
-        serializer.serialize_some(&(*value as f64 / 1000.0))
-    }
+/// 0 as `null`: a connection's `"pid"` is `null` when kharond cannot see the process (no pid is
+/// 0), a trace step's `"took_us"` for a step that took no time of its own.
+pub fn zero_as_null<T, S>(value: &T, serializer: S) -> Result<S::Ok, S::Error>
+where
+    T: Serialize + Default + PartialEq,
+    S: Serializer,
+{
+    if *value == T::default() { serializer.serialize_none() } else { serializer.serialize_some(value) }
 }
 
 /// A chain's state as its word ([`ChainState::word`]): `"state": "connected"`. (`status` shows a
@@ -77,18 +48,17 @@ pub fn via<S: Serializer>(value: &i32, serializer: S) -> Result<S::Ok, S::Error>
     serializer.serialize_str(Via::try_from(*value).unwrap_or_default().word())
 }
 
-/// The `probe` oneof of a chain as two keys of the chain (the field is flattened), both always
-/// there: `"round_trip_ms": 0.412` (a float; the proto says microseconds) and `"probe_failed":
-/// "no answer within 1s"`, the one that does not apply `null`; both `null` for a chain that is not
-/// connected.
+/// The `probe` oneof of a chain as its two keys in the chain (the field is flattened), both always
+/// there: `"round_trip_us": 412` and `"probe_failed": "no answer within 1s"`, the one that does
+/// not apply `null`; both `null` for a chain that is not connected.
 pub fn probe<S: Serializer>(value: &Option<chain_status::Probe>, serializer: S) -> Result<S::Ok, S::Error> {
-    let (round_trip_ms, probe_failed) = match value {
-        Some(chain_status::Probe::RoundTripUs(us)) => (Some(*us as f64 / 1000.0), None),
+    let (round_trip_us, probe_failed) = match value {
+        Some(chain_status::Probe::RoundTripUs(us)) => (Some(*us), None),
         Some(chain_status::Probe::ProbeFailed(why)) => (None, Some(why.as_str())),
         None => (None, None),
     };
     let mut map = serializer.serialize_map(Some(2))?;
-    map.serialize_entry("round_trip_ms", &round_trip_ms)?;
+    map.serialize_entry("round_trip_us", &round_trip_us)?;
     map.serialize_entry("probe_failed", &probe_failed)?;
     map.end()
 }
@@ -103,43 +73,20 @@ mod tests {
         serde_json::to_value(value).unwrap_or_else(|e| panic!("serializing: {e}"))
     }
 
-    /// The whole status, so a field that moved or vanished shows here; unset parts as today.
+    /// The whole status, so a field that moved or vanished shows here: proto names, unset
+    /// messages `null`.
     #[test]
-    fn or_default_shows_an_unset_inventory_and_counters_as_zeros() {
+    fn a_status_is_its_proto_fields_by_their_names() {
         assert_eq!(
             json_of(&pb::StatusResponse::default()),
             json!({
                 "version": "", "pid": 0, "started_at_ms": 0, "uptime_seconds": 0,
                 "listen_address": "", "control_socket": "", "socks_auth_required": false,
-                "inventory": {
-                    "source": "", "path": "", "loaded_at_ms": 0, "modified_at_ms": 0,
-                    "clusters_total": 0, "clusters_ignored": 0, "clusters_routed": 0,
-                    "include_suffixes": 0, "exclude_suffixes": 0, "conflicts": [], "warnings": [],
-                    "jumphosts": 0, "missing": false, "refused": [],
-                },
-                "connections": {
-                    "open_direct": 0, "open_jumphost": 0, "total_direct": 0, "total_jumphost": 0,
-                    "failed": 0, "bytes_up": 0, "bytes_down": 0,
-                },
+                "inventory": null, "connections": null,
                 "chains": [], "routes": [],
                 "last_reload": null, "last_failed_reload": null, "memory": null, "preflight": null,
             })
         );
-        let conflict = pb::Conflict {
-            suffix: "a.example".into(),
-            winner: None,
-            shadowed: vec![pb::Claim { cluster: "c-2".into(), jumphost: "j2".into() }],
-        };
-        assert_eq!(
-            json_of(&conflict),
-            json!({"suffix": "a.example", "winner": {"cluster": "", "jumphost": ""},
-                   "shadowed": [{"cluster": "c-2", "jumphost": "j2"}]})
-        );
-    }
-
-    /// The inventory's renamed fields: `source`, `path` and `refused`, as status always said.
-    #[test]
-    fn the_inventory_keeps_its_short_names() {
         let inventory = pb::InventoryInfo {
             source_kind: "file".into(),
             source_path: "/i.json".into(),
@@ -149,18 +96,21 @@ mod tests {
                 value: "example.com".into(),
                 reason: "a registrable domain".into(),
             }],
+            conflicts: vec![pb::Conflict { suffix: "a.example".into(), winner: None, shadowed: vec![] }],
             ..Default::default()
         };
-        let shown = json_of(&inventory);
-        assert_eq!((&shown["source"], &shown["path"]), (&json!("file"), &json!("/i.json")));
         assert_eq!(
-            shown["refused"],
-            json!([{"cluster": "c-1", "fact": "openshiftApiURL", "value": "example.com",
-                    "reason": "a registrable domain"}])
+            json_of(&inventory),
+            json!({
+                "source_kind": "file", "source_path": "/i.json", "loaded_at_ms": 0, "modified_at_ms": 0,
+                "clusters_total": 0, "clusters_ignored": 0, "clusters_routed": 0,
+                "include_suffixes": 0, "exclude_suffixes": 0,
+                "conflicts": [{"suffix": "a.example", "winner": null, "shadowed": []}], "warnings": [],
+                "jumphosts": 0, "missing": false,
+                "refused_claims": [{"cluster": "c-1", "fact": "openshiftApiURL", "value": "example.com",
+                                    "reason": "a registrable domain"}],
+            })
         );
-        for proto_name in ["source_kind", "source_path", "refused_claims"] {
-            assert!(shown.get(proto_name).is_none(), "{proto_name} in {shown}");
-        }
     }
 
     fn chain(state: pb::ChainState, probe: Option<pb::chain_status::Probe>) -> pb::ChainStatus {
@@ -189,7 +139,7 @@ mod tests {
         }
     }
 
-    /// A chain: its state's word, the probe as `round_trip_ms` (ms) or `probe_failed`.
+    /// A chain: its state's word, the probe as `round_trip_us` or `probe_failed`.
     #[test]
     fn chain_state_and_probe_keep_the_chain_shape() {
         let up = chain(pb::ChainState::Connected, Some(pb::chain_status::Probe::RoundTripUs(412)));
@@ -198,7 +148,7 @@ mod tests {
             json!({
                 "jumphost": "j", "hops": ["u@j:22"], "state": "connected", "since_ms": 1000,
                 "last_error": "", "open_channels": 0, "bytes_up": 0, "bytes_down": 0,
-                "next_retry_ms": 0, "round_trip_ms": 0.412, "probe_failed": null,
+                "next_retry_ms": 0, "round_trip_us": 412, "probe_failed": null,
                 "hop_details": [{"alias": "j", "user": "u", "host": "j", "port": 22,
                                  "identity_files": ["/k"], "proxy_command": "", "origin": "/c:1"}],
                 "config_error": "", "config_origin": "", "last_error_ms": 0,
@@ -212,12 +162,12 @@ mod tests {
             Some(pb::chain_status::Probe::ProbeFailed("no answer within 1s".into())),
         ));
         assert_eq!(
-            (&frozen["round_trip_ms"], &frozen["probe_failed"]),
+            (&frozen["round_trip_us"], &frozen["probe_failed"]),
             (&json!(null), &json!("no answer within 1s"))
         );
         let idle = json_of(&pb::ChainStatus { last_refusal: None, ..chain(pb::ChainState::Idle, None) });
         assert_eq!(
-            (&idle["state"], &idle["round_trip_ms"], &idle["probe_failed"], &idle["last_refusal"]),
+            (&idle["state"], &idle["round_trip_us"], &idle["probe_failed"], &idle["last_refusal"]),
             (&json!("idle"), &json!(null), &json!(null), &json!(null))
         );
         let newer = json_of(&pb::ChainStatus { state: 99, ..Default::default() });
@@ -251,7 +201,7 @@ mod tests {
 
     /// A connection, as text: `connections -o json` prints it as it serializes, keys in this order.
     #[test]
-    fn a_connection_keeps_its_nulls_words_and_seconds() {
+    fn a_connection_says_nothing_as_null_and_its_state_in_a_word() {
         let mut connection = pb::Connection {
             id: 7,
             client: "127.0.0.1:50000".into(),
@@ -269,15 +219,15 @@ mod tests {
         assert_eq!(
             serde_json::to_string(&connection).ok(),
             Some(
-                r#"{"id":7,"client":"127.0.0.1:50000","pid":null,"program":null,"protocol":"SOCKS","destination":"api.c1.example:443","route":"hop2","cluster":null,"state":"half-closed","bytes_up":10,"bytes_down":2048,"age_seconds":65.25}"#
+                r#"{"id":7,"client":"127.0.0.1:50000","pid":null,"program":null,"protocol":"SOCKS","destination":"api.c1.example:443","route":"hop2","cluster":null,"state":"half-closed","bytes_up":10,"bytes_down":2048,"age_ms":65250}"#
                     .to_owned()
             )
         );
         (connection.pid, connection.program, connection.age_ms) = (42, "curl".into(), 1_000);
         let shown = json_of(&connection);
         assert_eq!(
-            (&shown["pid"], &shown["program"], &shown["age_seconds"]),
-            (&json!(42), &json!("curl"), &json!(1.0))
+            (&shown["pid"], &shown["program"], &shown["age_ms"]),
+            (&json!(42), &json!("curl"), &json!(1_000))
         );
     }
 
@@ -312,9 +262,10 @@ mod tests {
         );
     }
 
-    /// A trace step, as text (`route --trace -o json` prints one a line): times in milliseconds.
+    /// A trace step, as text (`route --trace -o json` prints one a line): times in microseconds,
+    /// `null` for a step that took no time of its own.
     #[test]
-    fn a_trace_step_is_in_milliseconds_and_a_moment_took_null() {
+    fn a_trace_step_is_in_microseconds_and_a_moment_took_null() {
         let step = pb::TraceEvent {
             step: "connect".into(),
             at_us: 3_202,
@@ -323,12 +274,12 @@ mod tests {
         };
         assert_eq!(
             serde_json::to_string(&step).ok(),
-            Some(r#"{"step":"connect","at_ms":3.202,"took_ms":2.032,"detail":"connected"}"#.to_owned())
+            Some(r#"{"step":"connect","at_us":3202,"took_us":2032,"detail":"connected"}"#.to_owned())
         );
         let moment = pb::TraceEvent { step: "route".into(), at_us: 1_168, took_us: 0, detail: String::new() };
         assert_eq!(
             serde_json::to_string(&moment).ok(),
-            Some(r#"{"step":"route","at_ms":1.168,"took_ms":null,"detail":""}"#.to_owned())
+            Some(r#"{"step":"route","at_us":1168,"took_us":null,"detail":""}"#.to_owned())
         );
     }
 }

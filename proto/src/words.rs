@@ -46,8 +46,8 @@ impl ConnectionState {
 }
 
 impl Via {
-    /// "jumphost" or "direct". Unspecified reads "direct": a route that names no jump host is
-    /// direct, and `route -o json` has always said so (scripts test `via == "jumphost"`).
+    /// "jumphost" or "direct", the routing model's words ([`kharon_routing::table::Via`]).
+    /// Unspecified reads "direct": a route that names no jump host is direct.
     pub fn word(self) -> &'static str {
         let via = match self {
             Via::Jumphost => kharon_routing::table::Via::Jumphost,

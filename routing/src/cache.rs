@@ -4,7 +4,7 @@
 //! The file is one JSON [`Envelope`]: a format `version`, the Lieutenant `api_url` and `fetched_at`
 //! time, the raw `clusters` exactly as Lieutenant returned them, and the `routes` derived from them
 //! when they were written (for `kharonctl update`'s "what changed" report; kharond recompiles the
-//! clusters itself, so an older build's routes are never trusted).
+//! clusters itself, so routes written by another build, or edited by hand, are never trusted).
 //!
 //! There is no TTL: the cache serves until the next successful update, also when Lieutenant is down.
 //! [`store`] writes atomically with mode 0600 ([`kharon_common::files::write_private`]: a temp file in the

@@ -314,18 +314,13 @@ impl pb::control_server::Control for Control {
         _request: Request<pb::ReloadRequest>,
     ) -> Result<Response<pb::ReloadResponse>, Status> {
         match self.state.reload(Trigger::Rpc).await {
-            Ok(outcome) => {
-                let (routes_added, routes_removed) = outcome.route_lines();
-                Ok(Response::new(pb::ReloadResponse {
-                    inventory: Some(inventory_info(&self.state, &outcome.installed.inventory)),
-                    routes_added,
-                    routes_removed,
-                    ssh_config_error: outcome.ssh_config_error.unwrap_or_default(),
-                    refused: refused_jumphosts(&outcome.refused),
-                    preflight: Some(preflight(&outcome.preflight, &[])),
-                    changes: outcome.changes.iter().map(Into::into).collect(),
-                }))
-            }
+            Ok(outcome) => Ok(Response::new(pb::ReloadResponse {
+                inventory: Some(inventory_info(&self.state, &outcome.installed.inventory)),
+                ssh_config_error: outcome.ssh_config_error.unwrap_or_default(),
+                refused: refused_jumphosts(&outcome.refused),
+                preflight: Some(preflight(&outcome.preflight, &[])),
+                changes: outcome.changes.iter().map(Into::into).collect(),
+            })),
             Err(e) => {
                 let status = match e {
                     ReloadError::Inventory(_) => Status::failed_precondition,

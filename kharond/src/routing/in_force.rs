@@ -15,7 +15,6 @@
 //! nothing) is [`reload`](crate::routing::reload)'s; what it changed, and how the last ones
 //! ended, is kept here.
 
-use std::collections::BTreeSet;
 use std::sync::{Arc, Mutex, PoisonError};
 use std::time::{Duration, SystemTime};
 
@@ -65,21 +64,6 @@ impl ReloadOutcome {
     /// The table went in, but not everything the files asked for is usable.
     pub fn partial(&self) -> bool {
         self.ssh_config_error.is_some() || !self.refused.is_empty()
-    }
-
-    /// The routes that appeared and disappeared, as "suffix -> jumphost" (whatever the cluster),
-    /// each once: what `Reload` answered before it said them per cluster, kept for older clients.
-    pub fn route_lines(&self) -> (Vec<String>, Vec<String>) {
-        let lines = |pick: fn(&ClusterChange) -> &Vec<(String, String)>| -> BTreeSet<String> {
-            self.changes
-                .iter()
-                .flat_map(pick)
-                .map(|(suffix, jumphost)| format!("{suffix} -> {jumphost}"))
-                .collect()
-        };
-        let (added, removed) = (lines(|c| &c.added), lines(|c| &c.removed));
-        // A route that moved between two clusters of the same jump host is no change here.
-        (added.difference(&removed).cloned().collect(), removed.difference(&added).cloned().collect())
     }
 }
 
