@@ -6,7 +6,7 @@
 //! name and facts, some of them reported by the cluster itself), host names a client sent, error
 //! texts of servers and of the operating system. Printed raw, a value could move the cursor,
 //! recolour or retitle the terminal, clear the screen, rewrite the line above with a carriage
-//! return, or start a new, real-looking line in a log (issue 33).
+//! return, or start a new, real-looking line in a log.
 //!
 //! Escaped visibly, so that the value can still be read and reported:
 //! - C0 controls U+0000–U+001F and DEL U+007F: `\n`, `\r`, `\t`, else `\x1b` style;

@@ -147,10 +147,10 @@ pub struct Config {
     pub passbolt_url: Setting<String>,
     /// Without a `[socks]` password, kharond serves only clients of its own user unless this is
     /// set (`allow_other_users = true`): other local users would act with the engineer's SSH
-    /// identity in every customer network (issue 33).
+    /// identity in every customer network.
     pub allow_other_users: Setting<bool>,
     /// Zones in which any cluster's dynamic facts may route names, beside each cluster's own
-    /// anchors (`anchor`, issue 41): normalised, e.g. `appuio.cloud`.
+    /// anchors (`kharon_routing::anchor`): normalised, e.g. `appuio.cloud`.
     pub dynamic_domains: Setting<Vec<String>>,
     /// How large an SSH receive window each jump host's sessions get ([`SshWindow`]).
     pub ssh_window: Setting<SshWindow>,
@@ -382,222 +382,44 @@ impl Config {
     }
 
     /// [`Config::load_with`] with `.env` variables, and with `resolve` standing in for the system
-    /// resolver (for `listen` given as a name), so tests never query DNS.
+    /// resolver (for `listen` given as a name), so tests never query DNS. Each setting is picked by
+    /// one precedence rule ([`Sources::pick`]) and checked as it is read, one after the other
+    /// below: the first bad one is the error.
     fn load_resolving(
         overrides: &Overrides,
         raw_env: &dyn Fn(&str) -> Option<String>,
         dotenv: Option<&DotEnv>,
         resolve: &Resolver,
     ) -> Result<Self, Error> {
-        let getenv = |name: &str| raw_env(name).filter(|v| !v.is_empty());
-        // A variable of the real environment, else (for commodore's) the `.env` file's. Present
-        // but empty still hides the file's value, as python-dotenv leaves any variable that is
-        // set alone, and then counts as unset, as click does with an empty one.
-        let lookup = |name: &'static str| -> Option<(String, Source)> {
-            if raw_env(name).is_some() {
-                return getenv(name).map(|v| (v, Source::Env(name)));
-            }
-            let dotenv = dotenv.filter(|_| env::FROM_DOTENV.contains(&name))?;
-            let value = dotenv.vars.get(name).filter(|v| !v.is_empty())?;
-            Some((value.clone(), Source::DotEnv { var: name, path: dotenv.path.clone() }))
-        };
-        let home = getenv("HOME").map(PathBuf::from);
-        let expand = |p: PathBuf| expand_tilde(p, home.as_deref());
-
-        // The config file: an explicit one must exist; the default one may be missing.
-        let (file_path, explicit) = match (&overrides.config, getenv(env::CONFIG)) {
-            (Some(p), _) => (Some(expand(p.clone())), true),
-            (None, Some(p)) => (Some(expand(PathBuf::from(p))), true),
-            (None, None) => (paths::config_file().ok(), false),
-        };
-        let (file, file_cfg) = match file_path {
-            Some(path) => match kharon_common::files::read_regular(&path) {
-                Ok(bytes) => {
-                    let text = String::from_utf8(bytes).map_err(|e| Error::Read {
-                        path: path.clone(),
-                        source: std::io::Error::new(std::io::ErrorKind::InvalidData, e.utf8_error()),
-                    })?;
-                    let cfg: FileConfig = toml::from_str(&text)
-                        .map_err(|source| Error::Parse { path: path.clone(), source: Box::new(source) })?;
-                    (Some(path), cfg)
-                }
-                Err(e) if e.kind() == std::io::ErrorKind::NotFound && !explicit => {
-                    (None, FileConfig::default())
-                }
-                Err(source) => return Err(Error::Read { path, source }),
-            },
-            None => (None, FileConfig::default()),
-        };
-        let from_file = || Source::File(file.clone().unwrap_or_default());
-
-        // One precedence rule for every setting: flag > env > file > default.
-        let pick = |flag: Option<String>,
-                    flag_name: &'static str,
-                    env_name: &'static str,
-                    file_value: Option<String>| {
-            if let Some(v) = flag {
-                Some((v, Source::Flag(flag_name)))
-            } else if let Some(found) = lookup(env_name) {
-                Some(found)
-            } else {
-                file_value.map(|v| (v, from_file()))
-            }
-        };
-        let path_str = |p: &Option<PathBuf>| p.as_ref().map(|p| p.to_string_lossy().into_owned());
-
-        let (listen, listen_name) =
-            match pick(overrides.listen.clone(), "--listen", env::LISTEN, file_cfg.listen.clone()) {
-                Some((v, source)) => {
-                    let (addr, name) = parse_listen(&v, &source, resolve)?;
-                    (Setting::new(addr, source), name)
-                }
-                None => (
-                    Setting::new(
-                        DEFAULT_LISTEN.parse().unwrap_or(SocketAddr::from(([127, 0, 0, 1], 12000))),
-                        Source::Default,
-                    ),
-                    None,
-                ),
-            };
-
-        let inventory = pick(
-            path_str(&overrides.inventory),
-            "--inventory",
-            env::INVENTORY,
-            path_str(&file_cfg.inventory),
-        )
-        .map(|(v, s)| Setting::new(expand(PathBuf::from(v)), s));
-
-        let ssh_config = match pick(
-            path_str(&overrides.ssh_config),
-            "--ssh-config",
-            env::SSH_CONFIG,
-            path_str(&file_cfg.ssh_config),
-        ) {
-            Some((v, s)) => Setting::new(expand(PathBuf::from(v)), s),
-            None => {
-                let home = home.clone().ok_or(paths::Error::NoHome)?;
-                Setting::new(home.join(".ssh/config"), Source::Default)
-            }
-        };
-
-        let control_socket = match pick(
-            path_str(&overrides.control_socket),
-            "--control-socket",
-            env::CONTROL_SOCKET,
-            path_str(&file_cfg.control_socket),
-        ) {
-            Some((v, s)) => Setting::new(expand(PathBuf::from(v)), s),
-            None => Setting::new(paths::control_socket()?, Source::Default),
-        };
-        paths::check_socket_path(&control_socket.value)?;
-
-        let cache_dir = match pick(None, "", env::CACHE_DIR, path_str(&file_cfg.cache_dir)) {
-            Some((v, s)) => Setting::new(expand(PathBuf::from(v)), s),
-            None => Setting::new(paths::cache_dir()?, Source::Default),
-        };
-
-        let socks_auth = match &file_cfg.socks {
-            None => None,
-            Some(FileSocks { username: None, password: None }) => None,
-            Some(FileSocks { username: Some(u), password: Some(p) }) if !u.is_empty() && !p.is_empty() => {
-                Some(Setting::new(SocksAuth { username: u.clone(), password: p.clone() }, from_file()))
-            }
-            Some(_) => return Err(Error::HalfAuth { path: file.clone().unwrap_or_default() }),
-        };
-
-        let secs = |name: &'static str, v: Option<u64>, default: Duration| match v {
-            None => Ok(Setting::new(default, Source::Default)),
-            Some(s) if TIMEOUT_SECS.contains(&s) => Ok(Setting::new(Duration::from_secs(s), from_file())),
-            Some(value) => Err(Error::BadDuration { setting: name, origin: from_file(), value }),
-        };
-        let handshake_timeout =
-            secs("handshake_timeout_secs", file_cfg.handshake_timeout_secs, DEFAULT_HANDSHAKE_TIMEOUT)?;
-        let connect_timeout =
-            secs("connect_timeout_secs", file_cfg.connect_timeout_secs, DEFAULT_CONNECT_TIMEOUT)?;
-        let max_connections = match file_cfg.max_connections {
-            None => None,
-            Some(0) => return Err(Error::NoConnections { origin: from_file() }),
-            Some(n) => Some(Setting::new(n, from_file())),
-        };
-
-        // Lieutenant: flag > LIEUTENANT_URL > COMMODORE_API_URL > file > VSHN's production instance
-        // (docs/lieutenant-and-oidc.md, "The API URL"). The URL is kept as the user wrote it:
-        // commodore's token cache is keyed by that exact string.
-        let http_url = |setting: &'static str, picked: Option<(String, Source)>| match picked {
-            None => Ok(None),
-            // The URL parser would drop them at either end and percent-encode them inside (a
-            // trailing space became a request for `/%20/`).
-            Some((v, source)) if v.chars().any(|c| c.is_whitespace() || c.is_control()) => {
-                Err(Error::UrlWhitespace { setting, origin: source, value: v })
-            }
-            Some((v, source)) => match url::Url::parse(&v) {
-                Ok(u) if matches!(u.scheme(), "http" | "https") && u.has_host() => {
-                    Ok(Some(Setting::new(v, source)))
-                }
-                _ => Err(Error::BadUrl { setting, origin: source, value: v }),
-            },
-        };
-        let lieutenant_url = http_url(
-            "lieutenant_url",
-            match pick(overrides.lieutenant_url.clone(), "--lieutenant-url", env::LIEUTENANT_URL, None) {
-                Some(p) => Some(p),
-                None => pick(None, "", env::COMMODORE_API_URL, file_cfg.lieutenant_url.clone()),
-            },
-        )?
-        .unwrap_or_else(|| Setting::new(DEFAULT_LIEUTENANT_URL.to_owned(), Source::Default));
-        let oidc_client = pick(
-            overrides.oidc_client.clone(),
-            "--oidc-client",
-            env::OIDC_CLIENT,
-            file_cfg.oidc_client.clone(),
-        )
-        .map(|(v, s)| Setting::new(v, s));
-        let oidc_discovery_url = http_url(
-            "oidc_discovery_url",
-            pick(
-                overrides.oidc_discovery_url.clone(),
-                "--oidc-discovery-url",
-                env::OIDC_DISCOVERY_URL,
-                file_cfg.oidc_discovery_url.clone(),
-            ),
+        let home = raw_env("HOME").filter(|v| !v.is_empty()).map(PathBuf::from);
+        let (file, file_cfg) = read_file(overrides, raw_env, home.as_deref())?;
+        let sources = Sources { overrides, raw_env, dotenv, home, file, file_cfg };
+        let file_cfg = &sources.file_cfg;
+        let (listen, listen_name) = sources.listen(resolve)?;
+        let inventory = sources.inventory();
+        let ssh_config = sources.ssh_config()?;
+        let control_socket = sources.control_socket()?;
+        let cache_dir = sources.cache_dir()?;
+        let socks_auth = sources.socks_auth()?;
+        let handshake_timeout = sources.secs(
+            "handshake_timeout_secs",
+            file_cfg.handshake_timeout_secs,
+            DEFAULT_HANDSHAKE_TIMEOUT,
         )?;
-
-        let api_token = lookup(env::API_TOKEN).map(|(v, s)| Setting::new(Secret::new(v), s));
-
-        // Flag: `clusters NAME emergency-credentials --passbolt-url` applies it on top of this.
-        let passbolt_url =
-            match http_url("passbolt_url", pick(None, "", env::PASSBOLT_URL, file_cfg.passbolt_url.clone()))?
-            {
-                Some(url) => url,
-                None => Setting::new(DEFAULT_PASSBOLT_URL.to_owned(), Source::Default),
-            };
-
-        let allow_other_users = match file_cfg.allow_other_users {
-            Some(allow) => Setting::new(allow, from_file()),
-            None => Setting::new(false, Source::Default),
-        };
-
-        let desktop_notifications = match file_cfg.desktop_notifications {
-            Some(on) => Setting::new(on, from_file()),
-            None => Setting::new(true, Source::Default),
-        };
-
-        let (dynamic_domains, provider_domains) = domain_settings(&file_cfg, &from_file)?;
-        let ssh_window = match &file_cfg.ssh_window {
-            None => Setting::new(SshWindow::Adaptive, Source::Default),
-            Some(value) => match SshWindow::parse(value) {
-                Some(window) => Setting::new(window, from_file()),
-                None => return Err(Error::BadWindow { origin: from_file(), value: value.clone() }),
-            },
-        };
-        let answer_wait = secs("answer_wait_secs", file_cfg.answer_wait_secs, DEFAULT_ANSWER_WAIT)?;
-        let reload_deadline = match file_cfg.reload_deadline_secs {
-            None => Setting::new(DEFAULT_RELOAD_DEADLINE, Source::Default),
-            Some(s) if RELOAD_DEADLINE_SECS.contains(&s) => Setting::new(Duration::from_secs(s), from_file()),
-            Some(value) => return Err(Error::BadReloadDeadline { origin: from_file(), value }),
-        };
-
+        let connect_timeout =
+            sources.secs("connect_timeout_secs", file_cfg.connect_timeout_secs, DEFAULT_CONNECT_TIMEOUT)?;
+        let max_connections = sources.max_connections()?;
+        let lieutenant_url = sources.lieutenant_url()?;
+        let oidc_client = sources.oidc_client();
+        let oidc_discovery_url = sources.oidc_discovery_url()?;
+        let api_token = sources.lookup(env::API_TOKEN).map(|(v, s)| Setting::new(Secret::new(v), s));
+        let passbolt_url = sources.passbolt_url()?;
+        let allow_other_users = sources.file_or(file_cfg.allow_other_users, false);
+        let desktop_notifications = sources.file_or(file_cfg.desktop_notifications, true);
+        let (dynamic_domains, provider_domains) = domain_settings(file_cfg, &|| sources.file_source())?;
+        let ssh_window = sources.ssh_window()?;
+        let answer_wait = sources.secs("answer_wait_secs", file_cfg.answer_wait_secs, DEFAULT_ANSWER_WAIT)?;
+        let reload_deadline = sources.reload_deadline()?;
         let config = Config {
             allow_other_users,
             dynamic_domains,
@@ -606,7 +428,7 @@ impl Config {
             reload_deadline,
             desktop_notifications,
             provider_domains,
-            file,
+            file: sources.file.clone(),
             dotenv_file: dotenv.map(|d| d.path.clone()),
             listen,
             listen_name,
@@ -696,6 +518,299 @@ impl Config {
 
 /// A list of domains as a setting.
 type Domains = Setting<Vec<String>>;
+
+/// The config file: an explicit one (`--config`, `KHARON_CONFIG`) must exist; the default one
+/// may be missing. Its path, if one was read, and what it says.
+fn read_file(
+    overrides: &Overrides,
+    raw_env: &dyn Fn(&str) -> Option<String>,
+    home: Option<&Path>,
+) -> Result<(Option<PathBuf>, FileConfig), Error> {
+    let (path, explicit) = match (&overrides.config, raw_env(env::CONFIG).filter(|v| !v.is_empty())) {
+        (Some(p), _) => (expand_tilde(p.clone(), home), true),
+        (None, Some(p)) => (expand_tilde(PathBuf::from(p), home), true),
+        (None, None) => match paths::config_file() {
+            Ok(path) => (path, false),
+            Err(_) => return Ok((None, FileConfig::default())),
+        },
+    };
+    match kharon_common::files::read_regular(&path) {
+        Ok(bytes) => {
+            let text = String::from_utf8(bytes).map_err(|e| Error::Read {
+                path: path.clone(),
+                source: std::io::Error::new(std::io::ErrorKind::InvalidData, e.utf8_error()),
+            })?;
+            let cfg: FileConfig = toml::from_str(&text)
+                .map_err(|source| Error::Parse { path: path.clone(), source: Box::new(source) })?;
+            Ok((Some(path), cfg))
+        }
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound && !explicit => Ok((None, FileConfig::default())),
+        Err(source) => Err(Error::Read { path, source }),
+    }
+}
+
+/// Where a setting may come from, for one load: the flags, the environment (and commodore's
+/// `.env`), the config file; each setting's step reads them by one precedence rule.
+struct Sources<'a> {
+    overrides: &'a Overrides,
+    raw_env: &'a dyn Fn(&str) -> Option<String>,
+    dotenv: Option<&'a DotEnv>,
+    home: Option<PathBuf>,
+    /// The config file read, if any.
+    file: Option<PathBuf>,
+    file_cfg: FileConfig,
+}
+
+impl Sources<'_> {
+    /// A variable of the environment, unset when empty (as click takes an empty one).
+    fn getenv(&self, name: &str) -> Option<String> {
+        (self.raw_env)(name).filter(|v| !v.is_empty())
+    }
+
+    /// A variable of the real environment, else (for commodore's) the `.env` file's. Present but
+    /// empty still hides the file's value, as python-dotenv leaves any variable that is set alone,
+    /// and then counts as unset, as click does with an empty one.
+    fn lookup(&self, name: &'static str) -> Option<(String, Source)> {
+        if (self.raw_env)(name).is_some() {
+            return self.getenv(name).map(|v| (v, Source::Env(name)));
+        }
+        let dotenv = self.dotenv.filter(|_| env::FROM_DOTENV.contains(&name))?;
+        let value = dotenv.vars.get(name).filter(|v| !v.is_empty())?;
+        Some((value.clone(), Source::DotEnv { var: name, path: dotenv.path.clone() }))
+    }
+
+    /// The one precedence rule for every setting: flag > env > file > (the caller's) default.
+    fn pick(
+        &self,
+        flag: Option<String>,
+        flag_name: &'static str,
+        env_name: &'static str,
+        file_value: Option<String>,
+    ) -> Option<(String, Source)> {
+        if let Some(v) = flag {
+            Some((v, Source::Flag(flag_name)))
+        } else if let Some(found) = self.lookup(env_name) {
+            Some(found)
+        } else {
+            file_value.map(|v| (v, self.file_source()))
+        }
+    }
+
+    fn file_source(&self) -> Source {
+        Source::File(self.file.clone().unwrap_or_default())
+    }
+
+    fn expand(&self, path: PathBuf) -> PathBuf {
+        expand_tilde(path, self.home.as_deref())
+    }
+
+    /// A path setting picked by [`Sources::pick`], `~` expanded.
+    fn path(
+        &self,
+        flag: &Option<PathBuf>,
+        flag_name: &'static str,
+        env_name: &'static str,
+        file_value: &Option<PathBuf>,
+    ) -> Option<Setting<PathBuf>> {
+        let as_string = |p: &Option<PathBuf>| p.as_ref().map(|p| p.to_string_lossy().into_owned());
+        self.pick(as_string(flag), flag_name, env_name, as_string(file_value))
+            .map(|(v, s)| Setting::new(self.expand(PathBuf::from(v)), s))
+    }
+
+    /// A value only the config file sets, else `default`.
+    fn file_or<T>(&self, value: Option<T>, default: T) -> Setting<T> {
+        match value {
+            Some(value) => Setting::new(value, self.file_source()),
+            None => Setting::new(default, Source::Default),
+        }
+    }
+
+    fn listen(&self, resolve: &Resolver) -> Result<(Setting<SocketAddr>, Option<ListenName>), Error> {
+        match self.pick(self.overrides.listen.clone(), "--listen", env::LISTEN, self.file_cfg.listen.clone())
+        {
+            Some((v, source)) => {
+                let (addr, name) = parse_listen(&v, &source, resolve)?;
+                Ok((Setting::new(addr, source), name))
+            }
+            None => Ok((
+                Setting::new(
+                    DEFAULT_LISTEN.parse().unwrap_or(SocketAddr::from(([127, 0, 0, 1], 12000))),
+                    Source::Default,
+                ),
+                None,
+            )),
+        }
+    }
+
+    fn inventory(&self) -> Option<Setting<PathBuf>> {
+        self.path(&self.overrides.inventory, "--inventory", env::INVENTORY, &self.file_cfg.inventory)
+    }
+
+    /// `~/.ssh/config` unless given.
+    fn ssh_config(&self) -> Result<Setting<PathBuf>, Error> {
+        match self.path(
+            &self.overrides.ssh_config,
+            "--ssh-config",
+            env::SSH_CONFIG,
+            &self.file_cfg.ssh_config,
+        ) {
+            Some(setting) => Ok(setting),
+            None => {
+                let home = self.home.clone().ok_or(paths::Error::NoHome)?;
+                Ok(Setting::new(home.join(".ssh/config"), Source::Default))
+            }
+        }
+    }
+
+    /// The control socket, checked as a place a socket can be bound at.
+    fn control_socket(&self) -> Result<Setting<PathBuf>, Error> {
+        let given = self.path(
+            &self.overrides.control_socket,
+            "--control-socket",
+            env::CONTROL_SOCKET,
+            &self.file_cfg.control_socket,
+        );
+        let control_socket = match given {
+            Some(setting) => setting,
+            None => Setting::new(paths::control_socket()?, Source::Default),
+        };
+        paths::check_socket_path(&control_socket.value)?;
+        Ok(control_socket)
+    }
+
+    fn cache_dir(&self) -> Result<Setting<PathBuf>, Error> {
+        match self.path(&None, "", env::CACHE_DIR, &self.file_cfg.cache_dir) {
+            Some(setting) => Ok(setting),
+            None => Ok(Setting::new(paths::cache_dir()?, Source::Default)),
+        }
+    }
+
+    /// Both the user name and the password, or neither.
+    fn socks_auth(&self) -> Result<Option<Setting<SocksAuth>>, Error> {
+        match &self.file_cfg.socks {
+            None | Some(FileSocks { username: None, password: None }) => Ok(None),
+            Some(FileSocks { username: Some(u), password: Some(p) }) if !u.is_empty() && !p.is_empty() => {
+                Ok(Some(Setting::new(
+                    SocksAuth { username: u.clone(), password: p.clone() },
+                    self.file_source(),
+                )))
+            }
+            Some(_) => Err(Error::HalfAuth { path: self.file.clone().unwrap_or_default() }),
+        }
+    }
+
+    /// A timeout of the config file in seconds, within [`TIMEOUT_SECS`].
+    fn secs(
+        &self,
+        name: &'static str,
+        value: Option<u64>,
+        default: Duration,
+    ) -> Result<Setting<Duration>, Error> {
+        match value {
+            None => Ok(Setting::new(default, Source::Default)),
+            Some(s) if TIMEOUT_SECS.contains(&s) => {
+                Ok(Setting::new(Duration::from_secs(s), self.file_source()))
+            }
+            Some(value) => Err(Error::BadDuration { setting: name, origin: self.file_source(), value }),
+        }
+    }
+
+    fn max_connections(&self) -> Result<Option<Setting<usize>>, Error> {
+        match self.file_cfg.max_connections {
+            None => Ok(None),
+            Some(0) => Err(Error::NoConnections { origin: self.file_source() }),
+            Some(n) => Ok(Some(Setting::new(n, self.file_source()))),
+        }
+    }
+
+    /// An http(s) URL, kept as the user wrote it (commodore's token cache is keyed by that exact
+    /// string).
+    fn http_url(
+        &self,
+        setting: &'static str,
+        picked: Option<(String, Source)>,
+    ) -> Result<Option<Setting<String>>, Error> {
+        match picked {
+            None => Ok(None),
+            // The URL parser would drop them at either end and percent-encode them inside (a
+            // trailing space became a request for `/%20/`).
+            Some((v, source)) if v.chars().any(|c| c.is_whitespace() || c.is_control()) => {
+                Err(Error::UrlWhitespace { setting, origin: source, value: v })
+            }
+            Some((v, source)) => match url::Url::parse(&v) {
+                Ok(u) if matches!(u.scheme(), "http" | "https") && u.has_host() => {
+                    Ok(Some(Setting::new(v, source)))
+                }
+                _ => Err(Error::BadUrl { setting, origin: source, value: v }),
+            },
+        }
+    }
+
+    /// flag > LIEUTENANT_URL > COMMODORE_API_URL > file > VSHN's production instance
+    /// (docs/lieutenant-and-oidc.md, "The API URL").
+    fn lieutenant_url(&self) -> Result<Setting<String>, Error> {
+        let picked = match self.pick(
+            self.overrides.lieutenant_url.clone(),
+            "--lieutenant-url",
+            env::LIEUTENANT_URL,
+            None,
+        ) {
+            Some(p) => Some(p),
+            None => self.pick(None, "", env::COMMODORE_API_URL, self.file_cfg.lieutenant_url.clone()),
+        };
+        Ok(self
+            .http_url("lieutenant_url", picked)?
+            .unwrap_or_else(|| Setting::new(DEFAULT_LIEUTENANT_URL.to_owned(), Source::Default)))
+    }
+
+    fn oidc_client(&self) -> Option<Setting<String>> {
+        self.pick(
+            self.overrides.oidc_client.clone(),
+            "--oidc-client",
+            env::OIDC_CLIENT,
+            self.file_cfg.oidc_client.clone(),
+        )
+        .map(|(v, s)| Setting::new(v, s))
+    }
+
+    fn oidc_discovery_url(&self) -> Result<Option<Setting<String>>, Error> {
+        let picked = self.pick(
+            self.overrides.oidc_discovery_url.clone(),
+            "--oidc-discovery-url",
+            env::OIDC_DISCOVERY_URL,
+            self.file_cfg.oidc_discovery_url.clone(),
+        );
+        self.http_url("oidc_discovery_url", picked)
+    }
+
+    /// No flag here: `clusters NAME emergency-credentials --passbolt-url` applies it on top.
+    fn passbolt_url(&self) -> Result<Setting<String>, Error> {
+        let picked = self.pick(None, "", env::PASSBOLT_URL, self.file_cfg.passbolt_url.clone());
+        Ok(self
+            .http_url("passbolt_url", picked)?
+            .unwrap_or_else(|| Setting::new(DEFAULT_PASSBOLT_URL.to_owned(), Source::Default)))
+    }
+
+    fn ssh_window(&self) -> Result<Setting<SshWindow>, Error> {
+        match &self.file_cfg.ssh_window {
+            None => Ok(Setting::new(SshWindow::Adaptive, Source::Default)),
+            Some(value) => match SshWindow::parse(value) {
+                Some(window) => Ok(Setting::new(window, self.file_source())),
+                None => Err(Error::BadWindow { origin: self.file_source(), value: value.clone() }),
+            },
+        }
+    }
+
+    fn reload_deadline(&self) -> Result<Setting<Duration>, Error> {
+        match self.file_cfg.reload_deadline_secs {
+            None => Ok(Setting::new(DEFAULT_RELOAD_DEADLINE, Source::Default)),
+            Some(s) if RELOAD_DEADLINE_SECS.contains(&s) => {
+                Ok(Setting::new(Duration::from_secs(s), self.file_source()))
+            }
+            Some(value) => Err(Error::BadReloadDeadline { origin: self.file_source(), value }),
+        }
+    }
+}
 
 /// The config file's `dynamic_domains` and `provider_domains` as settings: none by default.
 fn domain_settings(

@@ -19,7 +19,7 @@ fn synthetic_inventory() -> Vec<Cluster> {
             let base = format!("c-{i:05}.zone{}.vshnmanaged.net", i % 40);
             let mut facts = Map::new();
             facts.insert("distribution".into(), json!("openshift4"));
-            // A host name, as VSHN's jump hosts are: it anchors the cluster's dynamic names (issue 41).
+            // A host name, as VSHN's jump hosts are: it anchors the cluster's dynamic names.
             facts.insert("jumphost".into(), json!(format!("jump{}.zone{}.vshnmanaged.net", i % 7, i % 40)));
             if i % 2 == 0 {
                 facts.insert(

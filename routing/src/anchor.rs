@@ -1,4 +1,4 @@
-//! Where a cluster's dynamic facts may route at all (issue 41): inside its **anchors**, the
+//! Where a cluster's dynamic facts may route at all: inside its **anchors**, the
 //! domains something other than the cluster itself ties to it. A cluster-admin can set the
 //! dynamic facts a cluster reports, but not VSHN's static facts in Lieutenant, not the engineer's
 //! ssh_config and not the engineer's config file; so a name outside every anchor cannot have been

@@ -1,6 +1,6 @@
 //! What one routing table routes and refuses that the one before it did not, per cluster: so that
-//! a cluster that starts claiming new names is visible to the engineer the day it happens
-//! (issue 41). `kharonctl update` compares against the cache it replaces, kharond's reload against
+//! a cluster that starts claiming new names is visible to the engineer the day it happens.
+//! `kharonctl update` compares against the cache it replaces, kharond's reload against
 //! the table in force; both say it the same way.
 
 use std::collections::{BTreeMap, BTreeSet};

@@ -13,7 +13,7 @@
 //!
 //! Only ids in Lieutenant's own form count ([`is_lieutenant_id`]): a letter, a dash and more,
 //! lowercase, one DNS label (the `Id` schema of tests/fixtures/lieutenant/openapi.yaml,
-//! "<letter>-<adjective>-<noun>-<digits>"). A hand-written inventory's `api` or `www` would
+//! `<letter>-<adjective>-<noun>-<digits>`). A hand-written inventory's `api` or `www` would
 //! otherwise own every `api.` and `www.` name of its anchors.
 
 use crate::anchor::{AnchorSets, Anchors, ClusterAnchors};

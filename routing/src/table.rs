@@ -353,7 +353,7 @@ impl RoutingTable {
         let mut table = RoutingTable::default();
         // Sized once for every name (fewer are distinct; the excess is given back below, when it
         // is a whole size class): growing a map of a quarter of a million names rehashes it
-        // again and again (issue 41).
+        // again and again.
         table.suffixes.reserve(candidates.iter().map(|c| c.include.len() + c.exclude.len()).sum());
         let mut jumphosts: HashMap<&str, Arc<str>> = HashMap::new();
         for (idx, candidate) in candidates.into_iter().enumerate() {
@@ -570,8 +570,8 @@ impl RoutingTable {
 }
 
 /// Each of `names` once, sorted. Few are distinct among many (50,000 clusters, a few hundred jump
-/// hosts): hashed first, so only the distinct ones are sorted and copied (a sort of all of them
-/// was a tenth of a second of the start, issue 41).
+/// hosts): hashed first, so only the distinct ones are sorted and copied (sorting all of them
+/// takes a tenth of a second of a start: `bench/inventory.sh`).
 pub fn distinct_sorted<'a>(names: impl IntoIterator<Item = &'a str>) -> Vec<String> {
     let distinct: std::collections::HashSet<&str, foldhash::fast::RandomState> = names.into_iter().collect();
     let mut sorted: Vec<String> = distinct.into_iter().map(str::to_owned).collect();
