@@ -1,4 +1,4 @@
-//! What every subcommand gets: the merged settings (`shared::config`) and how to reach the daemon.
+//! What every subcommand gets: the merged settings (`kharon_config`) and how to reach the daemon.
 
 use std::net::{IpAddr, Ipv4Addr, Ipv6Addr, SocketAddr};
 

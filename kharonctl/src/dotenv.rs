@@ -2,7 +2,7 @@
 //! it reads its options (commodore `commodore/cli/__init__.py`, `main`:
 //! `load_dotenv(dotenv_path=find_dotenv(usecwd=True))`), and its users keep `COMMODORE_API_URL`
 //! there, one per project. kharonctl finds the same file and parses it with `dotenvy`;
-//! `shared::config` decides what its variables count for (below the real environment).
+//! `kharon_config` decides what its variables count for (below the real environment).
 //!
 //! Which file, as python-dotenv's `find_dotenv(usecwd=True)` picks it: the first `.env` in the
 //! working directory or one of its parents, up to `/`, that is a regular file or a FIFO

@@ -1,7 +1,7 @@
 //! `kharonctl config`: the effective settings and where each came from (default, config file,
-//! environment variable, commodore's `.env` file or flag), as `shared::config` merged them, and where the cluster commands
+//! environment variable, commodore's `.env` file or flag), as `kharon_config` merged them, and where the cluster commands
 //! read their clusters from (inventory file, cache, or kharond's table), with the provider's
-//! domains those clusters show (`shared::provider`). The SOCKS password and commodore's static
+//! domains those clusters show (`kharon_routing::provider`). The SOCKS password and commodore's static
 //! token are never shown, only whether one is set.
 
 use std::process::ExitCode;

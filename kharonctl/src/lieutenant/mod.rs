@@ -1,5 +1,5 @@
 //! The Lieutenant API client (docs/lieutenant-and-oidc.md): discovery (`GET /`) and the inventory
-//! (`GET /clusters`), returning `shared::inventory` types.
+//! (`GET /clusters`), returning `kharon_routing::inventory` types.
 //!
 //! Errors keep what the server said: Lieutenant answers `{"reason": "…"}` on every failure, and a
 //! 401 is its own variant because the caller reacts to it (refresh, then log in again). The HTTP
