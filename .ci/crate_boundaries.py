@@ -1,17 +1,28 @@
 #!/usr/bin/env python3
-"""The workspace's crate boundaries, checked (issue 40).
+"""The workspace's crate boundaries, checked.
 
-kharond's subsystems that have a boundary worth keeping are crates of their own, so that the
-compiler keeps it: `kharon-ssh-config` (kharond/ssh-config, reading ssh_config as ssh does),
-`kharon-ssh` (kharond/ssh, the SSH engine, which reads ssh_config through it) and `kharon-relay`
-(kharond/relay, moving bytes). This checks what the compiler alone would not:
+The libraries both binaries use are cut by what they are, and point one way:
+`kharon-common` (common/: errors, text made safe to show, files, paths, secrets; no kharon
+trade), `kharon-routing` (routing/: the inventory, its trust bounds and the routing table,
+pure), `kharon-config` (config/: the settings, which add hosts and anchors to the routing
+model's bounds) and `kharon-proto` (proto/: the gRPC control API, which speaks of the routing
+model's refusals and changes). kharond's subsystems that have a boundary worth keeping are crates
+of their own, so that the compiler keeps it: `kharon-ssh-config` (kharond/ssh-config, reading
+ssh_config as ssh does), `kharon-ssh` (kharond/ssh, the SSH engine, which reads ssh_config
+through it) and `kharon-relay` (kharond/relay, moving bytes). This checks what the compiler
+alone would not:
 
-1. Their `lib.rs` declares every module private (`mod x;`, never `pub mod x;`): their public
-   surface is what `lib.rs` re-exports, and no `use` of their internals can compile outside them.
-2. Dependencies point one way. kharon-relay depends on no kharon crate; kharon-ssh-config on
-   kharon-shared only (it knows nothing of sessions); kharon-ssh on kharon-ssh-config,
-   kharon-relay and kharon-shared only; kharonctl and kharon-shared on none of them (SSH stays in
-   the daemon).
+1. The engine crates' `lib.rs` declares every module private (`mod x;`, never `pub mod x;`):
+   their public surface is what `lib.rs` re-exports, and no `use` of their internals can compile
+   outside them.
+2. Dependencies point one way (ALLOWED below, a package's only kharon dependencies).
+   kharon-common depends on no kharon crate; kharon-routing on kharon-common (the routing model
+   knows no settings, no control API); kharon-config on kharon-common and kharon-routing;
+   kharon-proto on kharon-routing only (no settings cross the control API as types).
+   kharon-relay depends on no kharon crate; kharon-ssh-config on kharon-common only (it knows
+   nothing of sessions or routing); kharon-ssh on kharon-ssh-config, kharon-relay and
+   kharon-common only; kharonctl on the four libraries and none of kharond's crates (SSH stays
+   in the daemon).
 3. kharond's client side (kharond/src/proxy) never names the SSH engine: a routed upstream is a
    stream that routing dialled, like a direct one.
 
@@ -31,11 +42,14 @@ ENGINE_CRATES = {
 }
 # package -> the kharon crates it may depend on (normal dependencies)
 ALLOWED = {
+    "kharon-common": set(),
+    "kharon-routing": {"kharon-common"},
+    "kharon-config": {"kharon-common", "kharon-routing"},
+    "kharon-proto": {"kharon-routing"},
     "kharon-relay": set(),
-    "kharon-ssh-config": {"kharon-shared"},
-    "kharon-ssh": {"kharon-ssh-config", "kharon-relay", "kharon-shared"},
-    "kharon-shared": set(),
-    "kharonctl": {"kharon-shared"},
+    "kharon-ssh-config": {"kharon-common"},
+    "kharon-ssh": {"kharon-ssh-config", "kharon-relay", "kharon-common"},
+    "kharonctl": {"kharon-common", "kharon-routing", "kharon-config", "kharon-proto"},
 }
 # folders that must not name a crate
 MUST_NOT_NAME = [("kharond/src/proxy", "kharon_ssh")]

@@ -15,7 +15,10 @@ import sys
 
 MAX_LINES = 100
 DIRS = [
-    "shared/src",
+    "common/src",
+    "routing/src",
+    "config/src",
+    "proto/src",
     "kharond/src",
     "kharond/ssh-config/src",
     "kharond/ssh/src",

@@ -1,5 +1,6 @@
 #!/usr/bin/env python3
-"""Import cycles between the modules of each crate (kharond, kharon-ssh, kharon-relay, kharonctl, shared).
+"""Import cycles between the modules of each crate (kharond and its crates, kharonctl, and the
+libraries both use: common, routing, config, proto).
 
 A module is one source file. There is an edge A -> B when A names something in B: a `use` item or
 a `crate::`/`super::`/`self::` path in code. A `mod b;` declaration alone is not an edge, and test
@@ -10,14 +11,17 @@ child, and a child using the facade's own items depends on the facade: that is a
 
 Prints each cycle (strongly connected component of more than one module) with the lines that make
 its edges, and exits 1 if there is any; `--graph` also prints every edge.
-Usage: .ci/module_cycles.py [--graph] [CRATE_SRC_DIR …]   (default: the three crates)
+Usage: .ci/module_cycles.py [--graph] [CRATE_SRC_DIR …]   (default: CRATES)
 """
 
 import os
 import re
 import sys
 
-CRATES = ["kharond/src", "kharond/ssh/src", "kharond/relay/src", "kharonctl/src", "shared/src"]
+CRATES = [
+    "kharond/src", "kharond/ssh-config/src", "kharond/ssh/src", "kharond/relay/src", "kharonctl/src",
+    "common/src", "routing/src", "config/src", "proto/src",
+]
 IDENT = r"[A-Za-z_][A-Za-z0-9_]*"
 
 

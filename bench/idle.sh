@@ -68,7 +68,7 @@ python3 - "$W" "$N" <<'PY'
 import json, sys
 w, n = sys.argv[1], int(sys.argv[2])
 # Static base domains too: the jump hosts are aliases of 127.0.0.1, which anchor no dynamic name
-# (issue 41, shared/src/anchor.rs).
+# (issue 41, routing/src/anchor.rs).
 json.dump([{"id": f"c-{i}", "tenant": "t",
             "facts": {"distribution": "openshift4", "jumphost": f"jump{i}", "jumphostDomains": f"c{i}.idle"},
             "dynamicFacts": {"openshiftBaseDomain": f"c{i}.idle"}} for i in range(1, n + 1)],

@@ -7,7 +7,7 @@
 # KHAROND measures another kharond binary (e.g. one built from another commit) in place of this
 # tree's release build.
 #
-# The inventory is generated here, shaped like a large Lieutenant (as shared/benches/routing.rs):
+# The inventory is generated here, shaped like a large Lieutenant (as routing/benches/routing.rs):
 # each cluster with an OpenShift base domain, apps domain, API and console URLs, half of them with
 # two `jumphostDomains`, a third skipping their apps domain. Runs alternate small and large.
 # "Start" is from exec until the SOCKS port accepts; RSS is read then, one second later (kharond

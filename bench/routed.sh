@@ -130,7 +130,7 @@ if [ "$RTT_MS" != 0 ]; then
 fi
 
 # The base domain is static too: the jump host is an alias of 127.0.0.1, which anchors no dynamic
-# name (issue 41, shared/src/anchor.rs).
+# name (issue 41, routing/src/anchor.rs).
 echo '[{"id":"c1","facts":{"distribution":"openshift4","jumphost":"bench","jumphostDomains":"c1.example"},"dynamicFacts":{"openshiftBaseDomain":"c1.example"}}]' > "$W/inventory.json"
 env -i PATH="$PATH" HOME="$W/home" USER="$USER_NAME" XDG_RUNTIME_DIR="$W" RUST_LOG=warn \
   "$KHAROND" --listen 127.0.0.1:"$KH_PORT" --control-socket "$W/k.sock" \

@@ -28,7 +28,7 @@
 # - bench/inventory.sh: a 50,000-cluster inventory (start, RSS, PAC size);
 # - bench/burst.sh: kharond's memory before, during and after 3,000 concurrent connections, and
 #   after 30 s of idle (issue 55);
-# - `cargo bench -p kharon-shared --bench routing`: route lookup at 10,000 clusters.
+# - `cargo bench -p kharon-routing --bench routing`: route lookup at 10,000 clusters.
 #
 # QUICK=1 is a smoke run (a few minutes, figures meaningless); the full run should take about 50
 # minutes on 2 cores (the page records how long it took, and the load average before and after:
@@ -107,10 +107,10 @@ echo "== memory after a burst of $BURST_CONNS connections and $BURST_IDLE s idle
 bench/burst.sh "$BURST_CONNS" "$BURST_IDLE" "$BURST_RUNS"
 
 echo "== route lookup at 10,000 clusters"
-cargo bench -q -p kharon-shared --bench routing -- "${CRITERION[@]}" 2>&1 | grep -E '^(lookup|compile)|time:' || true
+cargo bench -q -p kharon-routing --bench routing -- "${CRITERION[@]}" 2>&1 | grep -E '^(lookup|compile)|time:' || true
 python3 - "$ROOT/target/criterion" >> "$JSON" <<'PY'
 import json, pathlib, sys
-# Only the groups of shared/benches/routing.rs; criterion rewrites each on every run.
+# Only the groups of routing/benches/routing.rs; criterion rewrites each on every run.
 for est in sorted(p for g in ("lookup", "compile") for p in pathlib.Path(sys.argv[1]).glob(f"{g}/*/new/estimates.json")):
     group, name = est.parts[-4], est.parts[-3]
     median = json.loads(est.read_text())["median"]["point_estimate"]

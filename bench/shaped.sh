@@ -141,7 +141,7 @@ wait_port_in "$FAR" "$FAR_ADDR" "$J1_PORT" "sshd j1" "$W/sshd.1.log"
 wait_port_in "$FAR" 127.0.0.1 "$J2_PORT" "sshd j2" "$W/sshd.2.log"
 wait_port_in "$FAR" 127.0.0.1 "$TARGET_PORT" "the target server" "$W/target.log"
 # The base domain is static too: the jump host is an alias of 127.0.0.1, which anchors no dynamic
-# name (issue 41, shared/src/anchor.rs).
+# name (issue 41, routing/src/anchor.rs).
 echo '[{"id":"c1","facts":{"distribution":"openshift4","jumphost":"bench","jumphostDomains":"c1.example"},"dynamicFacts":{"openshiftBaseDomain":"c1.example"}}]' > "$W/inventory.json"
 echo "== $(date -u '+%H:%M') ${#PROFILE_NAMES[@]} profiles, $REPS repetitions of ${SECONDS_EACH} s phases;" \
   "congestion control $(in_near sysctl -n net.ipv4.tcp_congestion_control); load average $(cut -d' ' -f1-3 /proc/loadavg)"

@@ -179,7 +179,7 @@ w = sys.argv[1]
 def routed(cid, jump, base):
     return {"id": cid, "tenant": "t-soak", "displayName": cid,
             # Static too: the jump hosts are aliases of 127.0.0.1, which anchor no dynamic name
-            # (issue 41, shared/src/anchor.rs).
+            # (issue 41, routing/src/anchor.rs).
             "facts": {"distribution": "openshift4", "jumphost": jump, "jumphostDomains": base},
             "dynamicFacts": {"openshiftBaseDomain": base, "openshiftApiURL": f"https://api.{base}:6443"}}
 base = [routed("c-a", "hop-a", "a.soak"), routed("c-b", "hop-b2", "b.soak"), routed("c-c", "hop-c3", "c.soak")]

@@ -1,10 +1,10 @@
-//! The inventory parser (kharon_shared::inventory, Lieutenant's /clusters JSON) and the routing
+//! The inventory parser (kharon_routing::inventory, Lieutenant's /clusters JSON) and the routing
 //! table compiled from what it accepts: neither panics, and every lookup of a name taken from
 //! the input itself answers.
 #![no_main]
 
-use kharon_shared::inventory::parse_clusters;
-use kharon_shared::routing::RoutingTable;
+use kharon_routing::inventory::parse_clusters;
+use kharon_routing::table::RoutingTable;
 use libfuzzer_sys::fuzz_target;
 
 fuzz_target!(|input: &[u8]| {

@@ -57,7 +57,7 @@ pub fn web_url(url: &str) -> std::io::Result<url::Url> {
     parsed.ok_or_else(|| {
         std::io::Error::new(
             std::io::ErrorKind::InvalidInput,
-            format!("{:?} is not an http(s) URL; it is not opened", kharon_shared::text::cap(url, 200)),
+            format!("{:?} is not an http(s) URL; it is not opened", kharon_common::text::cap(url, 200)),
         )
     })
 }

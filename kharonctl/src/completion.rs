@@ -14,7 +14,7 @@ use std::path::{Path, PathBuf};
 use std::time::Duration;
 
 use clap_complete::engine::CompletionCandidate;
-use kharon_shared::config::{Config, Overrides};
+use kharon_config::{Config, Overrides};
 
 use crate::catalog::Catalog;
 

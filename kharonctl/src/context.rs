@@ -1,9 +1,9 @@
-//! What every subcommand gets: the merged settings (`shared::config`) and how to reach the daemon.
+//! What every subcommand gets: the merged settings (`kharon_config`) and how to reach the daemon.
 
 use std::net::{IpAddr, Ipv4Addr, Ipv6Addr, SocketAddr};
 
-use kharon_shared::config::{Config, Overrides, SocksAuth, Source};
-use kharon_shared::proto::v1 as pb;
+use kharon_config::{Config, Overrides, SocksAuth, Source};
+use kharon_proto::v1 as pb;
 
 use crate::daemon::{self, Daemon};
 
@@ -14,7 +14,7 @@ pub struct Context {
 impl Context {
     /// The settings, with commodore's `.env` (found from the working directory) below the real
     /// environment; what is wrong with that file is a warning on stderr.
-    pub fn load(overrides: &Overrides) -> Result<Self, kharon_shared::config::Error> {
+    pub fn load(overrides: &Overrides) -> Result<Self, kharon_config::Error> {
         let disabled = crate::dotenv::disabled(std::env::var("PYTHON_DOTENV_DISABLED").ok().as_deref());
         let found = match std::env::current_dir() {
             Ok(cwd) => crate::dotenv::load(&cwd, disabled),
@@ -22,7 +22,7 @@ impl Context {
             Err(_) => crate::dotenv::Found::default(),
         };
         for warning in &found.warnings {
-            eprintln!("kharonctl: warning: {}", kharon_shared::errors::shown(warning));
+            eprintln!("kharonctl: warning: {}", kharon_common::errors::shown(warning));
         }
         Ok(Self { config: Config::load_with_dotenv(overrides, found.dotenv.as_ref())? })
     }
@@ -43,9 +43,9 @@ impl Context {
                     Ok(proxy) => return proxy,
                     Err(e) => e,
                 },
-                Err(e) => kharon_shared::errors::chain(&e),
+                Err(e) => kharon_common::errors::chain(&e),
             },
-            Err(e) => kharon_shared::errors::chain(&e),
+            Err(e) => kharon_common::errors::chain(&e),
         };
         let listen = &self.config.listen;
         eprintln!(
@@ -146,13 +146,13 @@ impl Context {
             .config
             .file
             .clone()
-            .or_else(|| kharon_shared::paths::config_file().ok())
+            .or_else(|| kharon_common::paths::config_file().ok())
             .unwrap_or_else(|| "the config file".into());
         anyhow::anyhow!(
             "{}\n{} is the default Lieutenant; for another one pass --lieutenant-url, set \
              LIEUTENANT_URL (or commodore's COMMODORE_API_URL, in the environment or in a .env file \
              here or in a parent directory), or put lieutenant_url = \"https://…\" in {}",
-            kharon_shared::errors::chain(e.as_ref()),
+            kharon_common::errors::chain(e.as_ref()),
             setting.value,
             file.display()
         )

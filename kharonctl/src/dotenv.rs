@@ -2,7 +2,7 @@
 //! it reads its options (commodore `commodore/cli/__init__.py`, `main`:
 //! `load_dotenv(dotenv_path=find_dotenv(usecwd=True))`), and its users keep `COMMODORE_API_URL`
 //! there, one per project. kharonctl finds the same file and parses it with `dotenvy`;
-//! `shared::config` decides what its variables count for (below the real environment).
+//! `kharon_config` decides what its variables count for (below the real environment).
 //!
 //! Which file, as python-dotenv's `find_dotenv(usecwd=True)` picks it: the first `.env` in the
 //! working directory or one of its parents, up to `/`, that is a regular file or a FIFO
@@ -17,7 +17,7 @@
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 
-use kharon_shared::config::DotEnv;
+use kharon_config::DotEnv;
 
 /// The file name python-dotenv looks for.
 const FILE_NAME: &str = ".env";
@@ -61,7 +61,7 @@ pub fn load(cwd: &Path, disabled: bool) -> Found {
         return Found::default();
     }
     let Some(path) = find(cwd) else { return Found::default() };
-    let bytes = match kharon_shared::files::read_regular(&path) {
+    let bytes = match kharon_common::files::read_regular(&path) {
         Ok(bytes) => bytes,
         Err(source) => return Found { dotenv: None, warnings: vec![Error::Read { path, source }] },
     };
@@ -157,7 +157,7 @@ mod tests {
         assert_eq!(find(dir.path()), Some(fifo.clone()));
         let found = load(dir.path(), false);
         assert!(found.dotenv.is_none());
-        let warning = kharon_shared::errors::chain(&found.warnings[0]);
+        let warning = kharon_common::errors::chain(&found.warnings[0]);
         assert!(warning.contains(&format!("cannot read {}", fifo.display())), "{warning}");
     }
 }

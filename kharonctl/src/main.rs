@@ -21,7 +21,7 @@
 //! - [`completion`]: dynamic shell completion (cluster ids from the cache). [`service`]: systemd and
 //!   launchd files for `service-install`.
 //!
-//! Errors follow `kharon_shared::errors`: a message never repeats its cause; `main` prints the
+//! Errors follow `kharon_common::errors`: a message never repeats its cause; `main` prints the
 //! whole chain of a failed command once (`errors::shown`) and picks its exit code ([`exit`]).
 
 mod broken_pipe;
@@ -44,14 +44,14 @@ use std::path::PathBuf;
 use std::process::ExitCode;
 
 use clap::{CommandFactory, Parser, Subcommand};
-use kharon_shared::config::Overrides;
+use kharon_config::Overrides;
 
 use crate::context::Context;
 
 #[derive(Parser, Debug)]
 #[command(
     name = "kharonctl",
-    version = kharon_shared::VERSION,
+    version = kharon_common::VERSION,
     about = "Control kharond, the SOCKS5 proxy that routes cluster hosts through their SSH jump hosts",
     after_help = "Examples:\n  kharonctl status\n  kharonctl route api.c-example.vshnmanaged.net\n  \
         kharonctl route api.c-example.vshnmanaged.net -o json\n  \
@@ -176,7 +176,7 @@ fn main() -> ExitCode {
     let ctx = match Context::load(&overrides) {
         Ok(ctx) => ctx,
         Err(e) => {
-            eprintln!("kharonctl: {}", kharon_shared::errors::shown(&e));
+            eprintln!("kharonctl: {}", kharon_common::errors::shown(&e));
             return ExitCode::from(exit::USAGE);
         }
     };
@@ -212,7 +212,7 @@ fn main() -> ExitCode {
         Ok(code) => code,
         Err(e) => {
             // Each cause once, escaped: an error can carry data (a daemon's or a server's text, an id).
-            eprintln!("kharonctl: {}", kharon_shared::errors::shown(e.as_ref()));
+            eprintln!("kharonctl: {}", kharon_common::errors::shown(e.as_ref()));
             if matches!(e.downcast_ref::<daemon::Error>(), Some(daemon::Error::NotRunning { .. })) {
                 ExitCode::from(exit::NOT_RUNNING)
             } else if matches!(e.downcast_ref::<catalog::Error>(), Some(catalog::Error::Ambiguous { .. })) {

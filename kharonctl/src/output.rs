@@ -8,10 +8,10 @@
 //! every row is one line as wide as its cells, whatever `$COLUMNS` says.
 //!
 //! Every cell of a table is data (ids, names, URLs, errors), so [`table`] passes each through
-//! [`kharon_shared::text::cell`]: control characters escaped, at most
-//! [`MAX_CELL`](kharon_shared::text::MAX_CELL) characters. A 10 MB display name then costs a table
+//! [`kharon_common::text::cell`]: control characters escaped, at most
+//! [`MAX_CELL`](kharon_common::text::MAX_CELL) characters. A 10 MB display name then costs a table
 //! no more than a short one (laying out huge cells took minutes), and none can drive the terminal.
-//! Text that commands print themselves goes through [`kharon_shared::text::Escaped`] where data
+//! Text that commands print themselves goes through [`kharon_common::text::Escaped`] where data
 //! enters it.
 
 use std::io::IsTerminal as _;
@@ -68,7 +68,7 @@ where
     }
     table.set_header(headers.iter().copied());
     for row in rows {
-        table.add_row(row.into_iter().map(|cell| kharon_shared::text::cell(&cell)));
+        table.add_row(row.into_iter().map(|cell| kharon_common::text::cell(&cell)));
     }
     table
 }

@@ -1,15 +1,15 @@
 //! kharond's command line: the flags, their help and the exit codes `--help` lists. What the flags
-//! mean is [`kharon_shared::config`]'s business: they are handed over as its [`Overrides`].
+//! mean is [`kharon_config`]'s business: they are handed over as its [`Overrides`].
 
 use std::path::PathBuf;
 
 use clap::Parser;
-use kharon_shared::config::Overrides;
+use kharon_config::Overrides;
 
 #[derive(Parser, Debug)]
 #[command(
     name = "kharond",
-    version = kharon_shared::VERSION,
+    version = kharon_common::VERSION,
     about = "Local SOCKS5 proxy that routes cluster hosts through their SSH jump hosts",
     long_about = "kharond listens for SOCKS5 clients (curl, kubectl, oc, browsers) and connects each \
         destination either directly or, when its name matches a cluster's domains, through that \
@@ -53,7 +53,7 @@ pub struct Cli {
 }
 
 impl Cli {
-    /// The flags that are settings, for [`kharon_shared::config::Config::load`].
+    /// The flags that are settings, for [`kharon_config::Config::load`].
     pub fn overrides(&self) -> Overrides {
         Overrides {
             config: self.config.clone(),

@@ -28,7 +28,7 @@ pub enum Error {
     #[error("cannot create control socket {}", path.display())]
     Bind { path: PathBuf, source: std::io::Error },
     #[error(transparent)]
-    Paths(#[from] kharon_shared::paths::Error),
+    Paths(#[from] kharon_common::paths::Error),
     #[error("cannot install signal handlers: {0}")]
     Signals(std::io::Error),
     #[error("control server failed")]
@@ -42,11 +42,11 @@ pub enum Error {
 /// No one else can swap the path between the check and the removal: the directory is ours and
 /// not writable by others (checked first).
 pub async fn bind_control_socket(path: &Path) -> Result<UnixListener, Error> {
-    kharon_shared::paths::check_socket_path(path)?;
+    kharon_common::paths::check_socket_path(path)?;
     if let Some(dir) = path.parent() {
-        kharon_shared::paths::prepare_private_dir(dir)?;
+        kharon_common::paths::prepare_private_dir(dir)?;
     }
-    if kharon_shared::paths::check_own_socket(path)? {
+    if kharon_common::paths::check_own_socket(path)? {
         if UnixStream::connect(path).await.is_ok() {
             return Err(Error::AlreadyRunning { path: path.to_owned() });
         }

@@ -26,7 +26,7 @@
 //! the exit codes); [`state`], what every subsystem shares while the daemon runs; and [`daemon`],
 //! the only module that knows them all and runs them until shutdown.
 //!
-//! Errors follow `kharon_shared::errors`: a message never repeats its cause, so every log line,
+//! Errors follow `kharon_common::errors`: a message never repeats its cause, so every log line,
 //! gRPC status, `Status` string and HTTP answer made from an error prints its whole chain.
 
 pub mod cli;

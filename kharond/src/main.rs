@@ -33,7 +33,7 @@ fn main() -> ExitCode {
     match outcome {
         Ok(()) => ExitCode::SUCCESS,
         Err(error) => {
-            eprintln!("kharond: {}", kharon_shared::errors::shown(&error));
+            eprintln!("kharond: {}", kharon_common::errors::shown(&error));
             ExitCode::from(error.exit_code())
         }
     }

@@ -17,7 +17,7 @@ use std::path::PathBuf;
 use std::sync::Arc;
 use std::time::Duration;
 
-use kharon_shared::config::{Config, Source, SshWindow};
+use kharon_config::{Config, Source, SshWindow};
 use tokio::net::{TcpListener, UnixListener};
 use tokio::sync::mpsc::UnboundedReceiver;
 
@@ -27,7 +27,7 @@ use crate::desktop;
 use crate::process;
 use crate::proxy;
 use crate::routing::in_force::{Generation, InForce};
-use crate::routing::table::{self, Inventory, LoadedTable};
+use crate::routing::loaded::{self, InventorySource, LoadedInventory};
 use crate::state::{self, State};
 
 /// Exit codes; `--help` lists them (cli.rs).
@@ -44,11 +44,11 @@ pub mod exit {
 #[derive(Debug, thiserror::Error)]
 pub enum Error {
     #[error(transparent)]
-    Config(#[from] kharon_shared::config::Error),
+    Config(#[from] kharon_config::Error),
     /// The inventory cannot be read; `hint` names the other way in. Not a `source()`: the hint
     /// follows the cause.
-    #[error("{}{hint}", kharon_shared::errors::Chain(cause))]
-    Inventory { cause: table::Error, hint: &'static str },
+    #[error("{}{hint}", kharon_common::errors::Chain(cause))]
+    Inventory { cause: loaded::Error, hint: &'static str },
     #[error(transparent)]
     SshConfig(kharon_ssh::Error),
     #[error(transparent)]
@@ -103,10 +103,10 @@ pub async fn start(cli: &Cli) -> Result<(), Error> {
 
 /// What the files say, read and checked before anything is bound.
 pub struct Loaded {
-    source: Inventory,
-    own_hosts: kharon_shared::trust::OwnHosts,
-    anchors: kharon_shared::anchor::Anchors,
-    table: LoadedTable,
+    source: InventorySource,
+    own_hosts: kharon_routing::trust::OwnHosts,
+    anchors: kharon_routing::anchor::Anchors,
+    inventory: LoadedInventory,
     pool: kharon_ssh::Pool,
     /// Where the pool announces the questions its jump hosts ask a person, and the desktop they
     /// are shown on; none without a desktop session or with `desktop_notifications = false`.
@@ -130,19 +130,19 @@ impl Loaded {
         let source = match &config.inventory {
             // Absolute: status and kharonctl (in another directory) name the file it is.
             Some(file) => {
-                Inventory::File(std::path::absolute(&file.value).unwrap_or_else(|_| file.value.clone()))
+                InventorySource::File(std::path::absolute(&file.value).unwrap_or_else(|_| file.value.clone()))
             }
-            None => Inventory::Cache(kharon_shared::cache::path(&config.cache_dir.value)),
+            None => InventorySource::Cache(kharon_routing::cache::path(&config.cache_dir.value)),
         };
         let own_hosts = config.own_hosts();
-        let read = table::read_at_start(&source, &own_hosts).map_err(|cause| {
+        let read = loaded::read_at_start(&source, &own_hosts).map_err(|cause| {
             // The cache error already says to run `kharonctl update`; add the other way in.
             let hint = match &source {
-                Inventory::Cache(_) => {
+                InventorySource::Cache(_) => {
                     "; or start with --inventory FILE (a Lieutenant /clusters JSON such as \
                      contrib/examples/inventory.json)"
                 }
-                Inventory::File(_) => "",
+                InventorySource::File(_) => "",
             };
             Error::Inventory { cause, hint }
         })?;
@@ -172,16 +172,16 @@ impl Loaded {
         let anchors = config.anchors();
         let jumphosts = read.jumphosts();
         let with_host_names = read.anchors(&anchors, &jumphosts, &|jumphost| pool.host_name(jumphost));
-        let table = read.compile(&with_host_names);
-        if table.missing {
+        let inventory = read.compile(&with_host_names);
+        if inventory.missing {
             tracing::warn!(
                 "{} to fetch the clusters from Lieutenant ({} does not exist, so every host goes direct \
                  until then; kharond picks them up without a restart)",
-                kharon_shared::cache::NO_INVENTORY_YET,
+                kharon_routing::cache::NO_INVENTORY_YET,
                 source.path().display()
             );
         }
-        let report = table.table.report();
+        let report = inventory.table.report();
         tracing::info!(
             source = %source.path().display(),
             clusters = report.clusters_total,
@@ -191,17 +191,26 @@ impl Loaded {
             refused = report.refused.len(),
             "routing table loaded"
         );
-        table::log_report(&table.table);
+        loaded::log_report(&inventory.table);
 
         // The engine's errors name the jump host themselves; routing through it fails until fixed.
-        for (_, error) in pool.validate(table.table.jumphosts()) {
+        for (_, error) in pool.validate(inventory.table.jumphosts()) {
             tracing::warn!(
                 "{}; connections routed through it will fail",
-                kharon_shared::errors::Chain(&error)
+                kharon_common::errors::Chain(&error)
             );
         }
         let reload_deadline = config.reload_deadline.value;
-        Ok(Loaded { source, own_hosts, anchors, table, pool, questions, max_connections, reload_deadline })
+        Ok(Loaded {
+            source,
+            own_hosts,
+            anchors,
+            inventory,
+            pool,
+            questions,
+            max_connections,
+            reload_deadline,
+        })
     }
 }
 
@@ -242,7 +251,7 @@ fn desktop_session(config: &Config, env: &HashMap<String, String>) -> Option<des
 /// else `/etc/ssh/ssh_config`, or what `KHARON_SYSTEM_SSH_CONFIG` names (README, "What kharond
 /// reads of ssh's configuration").
 fn system_ssh_config(
-    ssh_config: &kharon_shared::config::Setting<PathBuf>,
+    ssh_config: &kharon_config::Setting<PathBuf>,
     env: &HashMap<String, String>,
 ) -> Option<PathBuf> {
     (ssh_config.source == Source::Default).then(|| {
@@ -340,7 +349,7 @@ pub async fn serve(
 ) -> Result<(), Error> {
     let Listeners { socks, control, control_path, owns_control_socket } = listeners;
     let listen = socks.local_addr().map_err(Error::Listener)?;
-    let me = kharon_shared::paths::uid();
+    let me = kharon_common::paths::uid();
     let auth = config.socks_auth.as_ref().map(|s| {
         // The engineer's own clients get a login gate of their own (credentials.rs).
         let uids = proxy::owner::Uids::open(me).map(|(uids, why)| {
@@ -372,8 +381,8 @@ pub async fn serve(
         max_connections: loaded.max_connections,
         trim: process::trim::TrimSettings::default(),
     };
-    let Loaded { source, own_hosts, anchors, table, pool, questions, reload_deadline, .. } = loaded;
-    let routes = InForce::new(source, own_hosts, anchors, Generation { table, pool }, reload_deadline);
+    let Loaded { source, own_hosts, anchors, inventory, pool, questions, reload_deadline, .. } = loaded;
+    let routes = InForce::new(source, own_hosts, anchors, Generation { inventory, pool }, reload_deadline);
     let state = Arc::new(State::new(routes, proxy, listen, control_path));
     if let Some((questions, session)) = questions {
         tokio::spawn(desktop::run(Arc::clone(&state.logins), questions, session));

@@ -70,7 +70,7 @@ impl State {
     /// follow what routes now, and a reload right behind this one may have installed another.
     pub async fn reload(&self, trigger: Trigger) -> Result<ReloadOutcome, ReloadError> {
         let outcome = self.routes.reload(trigger).await?;
-        self.registry.retain_routes(self.routes.current().table.table.jumphosts());
+        self.registry.retain_routes(self.routes.current().table().jumphosts());
         Ok(outcome)
     }
 }

@@ -4,7 +4,7 @@
 
 use std::time::Duration;
 
-use kharon_shared::config::{Config, Overrides};
+use kharon_config::{Config, Overrides};
 use kharond::start::{Listeners, Loaded, serve};
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::{TcpListener, TcpStream};

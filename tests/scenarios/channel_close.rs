@@ -133,7 +133,7 @@ fn after_a_thousand_aborted_downloads_new_connections_get_a_fresh_session() {
     assert_eq!(log.matches("SSH session up").count(), 2, "{log}");
     let chain = lab.chain_status();
     assert_eq!(chain["state"], "connected", "{chain}");
-    assert!(chain["round_trip_ms"].as_f64().is_some(), "{chain}");
+    assert!(chain["round_trip_us"].as_u64().is_some(), "{chain}");
 }
 
 #[test]

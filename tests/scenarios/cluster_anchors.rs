@@ -97,7 +97,7 @@ fn dynamic_names_route_only_inside_their_anchors_and_nested_names_by_the_longest
     assert_eq!((totals("hop1"), totals("jump-m")), (3, 3), "{status}");
 
     // Each refusal is named with the cluster, the fact, the value, why and what to do.
-    let refused = status["inventory"]["refused"].as_array().unwrap();
+    let refused = status["inventory"]["refused_claims"].as_array().unwrap();
     let mut facts: Vec<(&str, &str)> =
         refused.iter().filter_map(|r| Some((r["cluster"].as_str()?, r["fact"].as_str()?))).collect();
     facts.sort_unstable();

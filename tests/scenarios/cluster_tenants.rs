@@ -73,7 +73,7 @@ fn a_customers_cluster_cannot_switch_off_another_nor_route_the_providers_hosts()
     assert_unclaimed(&lab.env, "vault.vshnmanaged.net");
 
     let status = kharonctl::run(&lab.env, &["status", "-o", "json"]).json();
-    let refused = status["inventory"]["refused"].as_array().unwrap();
+    let refused = status["inventory"]["refused_claims"].as_array().unwrap();
     let mut facts: Vec<(&str, &str)> =
         refused.iter().filter_map(|r| Some((r["cluster"].as_str()?, r["fact"].as_str()?))).collect();
     facts.sort_unstable();

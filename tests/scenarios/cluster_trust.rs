@@ -202,7 +202,7 @@ fn a_cluster_cannot_route_another_clusters_api_a_domain_a_public_suffix_or_kharo
     assert_eq!(hop1["total"], 1, "the victim's API went through the victim's jump host: {status}");
 
     // Each refusal is named: status (text and JSON), reload, the log.
-    let refused = status["inventory"]["refused"].as_array().unwrap();
+    let refused = status["inventory"]["refused_claims"].as_array().unwrap();
     assert_eq!(refused.len(), 4, "{status}");
     assert!(refused.iter().all(|r| r["cluster"] == "c-x"), "{status}");
     let facts: Vec<&str> = refused.iter().filter_map(|r| r["fact"].as_str()).collect();

@@ -292,9 +292,9 @@ fn trace_shows_each_step_of_a_routed_connection_through_two_hops_then_the_reused
         let detail = hop["detail"].as_str().unwrap_or_default();
         assert!(detail.starts_with(&format!("hop {}/2 ", i + 1)), "{detail}");
         assert!(detail.contains("connect") && detail.contains("auth"), "{detail}");
-        assert!(hop["took_ms"].as_f64().is_some_and(|ms| ms > 0.0), "{hop}");
+        assert!(hop["took_us"].as_u64().is_some_and(|us| us > 0), "{hop}");
     }
-    let at: Vec<f64> = steps.iter().map(|s| s["at_ms"].as_f64().unwrap_or(-1.0)).collect();
+    let at: Vec<i64> = steps.iter().map(|s| s["at_us"].as_i64().unwrap_or(-1)).collect();
     assert!(at.windows(2).all(|w| w[0] <= w[1]), "times go backwards: {at:?}");
 
     // The second connection reuses the session: no hop is dialled, its age is said.

@@ -25,7 +25,7 @@ fn status_and_route_describe_the_daemon() {
 
     let status = kharonctl::run(&env, &["status", "-o", "json"]).json();
     assert_eq!(status["listen_address"], daemon.socks_addr().to_string());
-    assert_eq!(status["inventory"]["source"], "file");
+    assert_eq!(status["inventory"]["source_kind"], "file");
     assert_eq!(status["inventory"]["clusters_total"], 2);
     assert_eq!(status["inventory"]["clusters_routed"], 1);
     assert_eq!(status["pid"], daemon.pid());

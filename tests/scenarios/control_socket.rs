@@ -156,7 +156,7 @@ fn kharonctl_refuses_a_socket_served_by_another_user() {
     let bound = wait_until(Duration::from_secs(10), || sock.exists());
     assert!(bound, "the foreign listener did not bind");
     // The socket and its directory given to us, private: only who listens is left to tell.
-    std::os::unix::fs::chown(&sock, Some(kharon_shared::paths::uid()), None).unwrap();
+    std::os::unix::fs::chown(&sock, Some(kharon_common::paths::uid()), None).unwrap();
     kharon_e2e::set_mode(dir.path(), 0o700);
 
     let socket = sock.display().to_string();

@@ -63,7 +63,7 @@ fn kill_9_while_reloading_a_large_inventory_leaves_it_whole_and_a_new_daemon_ser
 
 /// The cluster ids of the cache, which must parse.
 fn cached_ids(cache: &Path) -> BTreeSet<String> {
-    let envelope = kharon_shared::cache::load(cache).unwrap_or_else(|e| panic!("torn cache: {e}"));
+    let envelope = kharon_routing::cache::load(cache).unwrap_or_else(|e| panic!("torn cache: {e}"));
     envelope.clusters.iter().map(|c| c.id.clone()).collect()
 }
 

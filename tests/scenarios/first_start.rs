@@ -81,8 +81,8 @@ fn without_a_cache_kharond_serves_direct_and_the_first_update_makes_it_route() {
     // status and route say why nothing is routed, and what to do.
     let status = ctl_json(env, &["status", "-o", "json"]);
     assert_eq!(status["inventory"]["missing"], true, "{status}");
-    assert_eq!(status["inventory"]["source"], "cache", "{status}");
-    assert_eq!(status["inventory"]["path"], cache.display().to_string(), "{status}");
+    assert_eq!(status["inventory"]["source_kind"], "cache", "{status}");
+    assert_eq!(status["inventory"]["source_path"], cache.display().to_string(), "{status}");
     let human = kharonctl::run(env, &["status"]);
     assert!(human.stdout.contains("no inventory yet: run `kharonctl update`"), "{}", human.stdout);
     let route = ctl_json(env, &["route", "api.c1.example", "-o", "json"]);

@@ -279,8 +279,8 @@ fn routed_hello(hops: usize, form: Form) {
     }
     assert!(chain["bytes_down"].as_u64().unwrap_or(0) > 0, "{chain}");
     // Status probed the live chain end to end: a round trip, well under its 1 s limit.
-    let rtt = chain["round_trip_ms"].as_f64().unwrap_or(-1.0);
-    assert!(rtt > 0.0 && rtt < 1000.0, "{chain}");
+    let rtt = chain["round_trip_us"].as_u64().unwrap_or(0);
+    assert!(rtt > 0 && rtt < 1_000_000, "{chain}");
     assert!(chain["probe_failed"].is_null(), "{chain}");
     let human = kharonctl::run(&lab.env, &["status"]);
     assert!(human.stdout.contains("round trip") && human.stdout.contains(" ms"), "{}", human.stdout);

@@ -62,11 +62,11 @@ fn a_fifo_in_place_of_the_inventory_fails_the_reload_and_sigterm_still_stops() {
 #[test]
 fn a_fifo_in_place_of_the_cache_fails_the_reload() {
     let env = Env::new();
-    let clusters: Vec<kharon_shared::inventory::Cluster> =
+    let clusters: Vec<kharon_routing::inventory::Cluster> =
         serde_json::from_value(serde_json::json!([inventory::routed("c-a", "jump-a", "a.example")])).unwrap();
-    let envelope = kharon_shared::cache::Envelope::new("https://lieutenant.example", clusters, Vec::new());
-    let cache = kharon_shared::cache::path(&env.cache_dir());
-    kharon_shared::cache::store(&cache, &envelope).unwrap();
+    let envelope = kharon_routing::cache::Envelope::new("https://lieutenant.example", clusters, Vec::new());
+    let cache = kharon_routing::cache::path(&env.cache_dir());
+    kharon_routing::cache::store(&cache, &envelope).unwrap();
     let mut daemon = Kharond::start(&env, &[]);
     let server = HttpServer::start("still-here");
     mkfifo(&cache);

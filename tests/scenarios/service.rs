@@ -235,15 +235,15 @@ fn cluster_ids_complete_from_the_cache() {
     assert!(none.success(), "{none:?}");
     assert!(none.stdout.trim().is_empty() && none.stderr.is_empty(), "{none:?}");
 
-    let clusters = kharon_shared::inventory::parse_clusters(
+    let clusters = kharon_routing::inventory::parse_clusters(
         br#"[{"id": "c-alpha", "tenant": "t-a", "displayName": "Alpha Prod"},
              {"id": "c-beta", "tenant": "t-b"},
              {"id": "c-bygone", "tenant": "t-b", "facts": {"kharonIgnore": "decommissioned"}},
              {"id": "x-other", "tenant": "t-b"}]"#,
     )
     .expect("clusters");
-    let envelope = kharon_shared::cache::Envelope::new("https://lieutenant.example", clusters, Vec::new());
-    kharon_shared::cache::store(&kharon_shared::cache::path(&env.cache_dir()), &envelope)
+    let envelope = kharon_routing::cache::Envelope::new("https://lieutenant.example", clusters, Vec::new());
+    kharon_routing::cache::store(&kharon_routing::cache::path(&env.cache_dir()), &envelope)
         .expect("store cache");
 
     let out = kharonctl::run_with(&env, &["--", "kharonctl", "switch", "c-"], &[("COMPLETE", "fish")]);

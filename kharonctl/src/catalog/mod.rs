@@ -15,20 +15,20 @@
 
 pub mod picker;
 
-use kharon_shared::errors::Chain;
-use kharon_shared::text::{Escaped, cell};
+use kharon_common::errors::Chain;
+use kharon_common::text::{Escaped, cell};
 use std::path::{Path, PathBuf};
 
-use kharon_shared::config::Config;
-use kharon_shared::inventory::Cluster;
+use kharon_config::Config;
+use kharon_routing::inventory::Cluster;
 
 use crate::daemon::{self, Daemon};
 
 /// How many ids an "unknown cluster" error suggests at most.
 const MAX_SUGGESTIONS: usize = 3;
 
-impl From<kharon_shared::cache::Error> for Error {
-    fn from(e: kharon_shared::cache::Error) -> Self {
+impl From<kharon_routing::cache::Error> for Error {
+    fn from(e: kharon_routing::cache::Error) -> Self {
         Error::Cache(e)
     }
 }
@@ -36,7 +36,7 @@ impl From<kharon_shared::cache::Error> for Error {
 #[derive(Debug, thiserror::Error)]
 pub enum Error {
     #[error(transparent)]
-    Inventory(#[from] kharon_shared::inventory::Error),
+    Inventory(#[from] kharon_routing::inventory::Error),
     /// A cache that exists and is unusable. Not a `source`: the cache error (with its own cause)
     /// stays before the advice, inside the sentence.
     #[error(
@@ -44,7 +44,7 @@ pub enum Error {
          in place of a cache that exists",
         Chain(.0)
     )]
-    Cache(kharon_shared::cache::Error),
+    Cache(kharon_routing::cache::Error),
     /// No cache, and kharond could not be asked for its table. Not a `source`: why kharond could
     /// not be asked stays before the advice, inside the sentence.
     #[error(
@@ -129,12 +129,12 @@ impl Catalog {
     pub async fn load(flag: Option<&Path>, config: &Config) -> Result<Self, Error> {
         let configured = config.inventory.as_ref().map(|s| s.value.as_path());
         let (mut clusters, source) = match flag.or(configured).map(absolute) {
-            Some(path) => (kharon_shared::inventory::load_file(&path)?, Source::File(path)),
+            Some(path) => (kharon_routing::inventory::load_file(&path)?, Source::File(path)),
             None => {
-                let cache = kharon_shared::cache::path(&config.cache_dir.value);
-                match kharon_shared::cache::load(&cache) {
+                let cache = kharon_routing::cache::path(&config.cache_dir.value);
+                match kharon_routing::cache::load(&cache) {
                     Ok(envelope) => (envelope.clusters, Source::Cache(cache)),
-                    Err(kharon_shared::cache::Error::Missing { .. }) => {
+                    Err(kharon_routing::cache::Error::Missing { .. }) => {
                         from_daemon(&config.control_socket.value, cache).await?
                     }
                     Err(e) => return Err(Error::Cache(e)),
@@ -192,7 +192,7 @@ async fn from_daemon(socket: &Path, cache: PathBuf) -> Result<(Vec<Cluster>, Sou
         return Err(Error::DaemonHasNone { cache, kind: inventory.source_kind, path: inventory.source_path });
     }
     let clusters =
-        kharon_shared::inventory::parse_clusters(&reply.clusters_json).map_err(Error::DaemonReply)?;
+        kharon_routing::inventory::parse_clusters(&reply.clusters_json).map_err(Error::DaemonReply)?;
     Ok((clusters, Source::Daemon { cache, kind: inventory.source_kind, path: inventory.source_path }))
 }
 
@@ -251,7 +251,7 @@ pub fn filter<'a>(clusters: &'a [Cluster], filter: Option<&str>, tenant: Option<
         .filter(|c| tenant.is_none_or(|t| c.tenant == t))
         .filter(|c| match filter {
             None => true,
-            Some(f) if is_glob(f) => kharon_shared::wildcard::matches(&c.id, f),
+            Some(f) if is_glob(f) => kharon_common::wildcard::matches(&c.id, f),
             Some(f) => c.id.contains(f) || c.display_name.as_deref().is_some_and(|d| d.contains(f)),
         })
         .collect()
@@ -298,14 +298,14 @@ pub fn lines(clusters: &[&Cluster]) -> Vec<String> {
     let cells: Vec<[String; 4]> = clusters
         .iter()
         .map(|c| {
-            // Data, shown to a person: escaped and capped (kharon_shared::text).
+            // Data, shown to a person: escaped and capped (kharon_common::text).
             [
                 cell(&c.id),
                 c.display_name.as_deref().filter(|d| !d.is_empty()).map_or_else(|| "-".to_owned(), cell),
                 cell(&c.tenant),
                 match c.jumphost() {
                     Some(jumphost) => format!("via {}", cell(jumphost)),
-                    None => kharon_shared::routing::Via::Direct.as_str().to_owned(),
+                    None => kharon_routing::table::Via::Direct.as_str().to_owned(),
                 },
             ]
         })

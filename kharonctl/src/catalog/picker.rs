@@ -13,7 +13,7 @@ use std::io::IsTerminal as _;
 
 use inquire::Select;
 use inquire::list_option::ListOption;
-use kharon_shared::inventory::Cluster;
+use kharon_routing::inventory::Cluster;
 
 use crate::catalog;
 use crate::kube::{self, Kubeconfig};

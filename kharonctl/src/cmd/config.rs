@@ -1,15 +1,15 @@
 //! `kharonctl config`: the effective settings and where each came from (default, config file,
-//! environment variable, commodore's `.env` file or flag), as `shared::config` merged them, and where the cluster commands
+//! environment variable, commodore's `.env` file or flag), as `kharon_config` merged them, and where the cluster commands
 //! read their clusters from (inventory file, cache, or kharond's table), with the provider's
-//! domains those clusters show (`shared::provider`). The SOCKS password and commodore's static
+//! domains those clusters show (`kharon_routing::provider`). The SOCKS password and commodore's static
 //! token are never shown, only whether one is set.
 
 use std::process::ExitCode;
 
-use kharon_shared::cache;
-use kharon_shared::config::{Config, Setting, Source, SshWindow};
-use kharon_shared::provider::ProviderDomains;
-use kharon_shared::trust::ProviderWhy;
+use kharon_config::{Config, Setting, Source, SshWindow};
+use kharon_routing::cache;
+use kharon_routing::provider::ProviderDomains;
+use kharon_routing::trust::ProviderWhy;
 use serde::Serialize;
 
 use crate::catalog::Catalog;
@@ -57,7 +57,7 @@ fn clusters_row(catalog: &Result<Catalog, crate::catalog::Error>) -> (Row, Optio
             None,
         ),
         Err(e) => {
-            let why = kharon_shared::errors::chain(e);
+            let why = kharon_common::errors::chain(e);
             (Row { setting: "clusters", value: None, source: why.clone() }, Some(why))
         }
     }
@@ -171,7 +171,7 @@ pub async fn run(args: Args, ctx: &Context) -> anyhow::Result<ExitCode> {
             );
             println!("{table}");
             if let Some(why) = &clusters_error {
-                println!("clusters: {}", kharon_shared::text::Escaped(why));
+                println!("clusters: {}", kharon_common::text::Escaped(why));
             }
         }
     }

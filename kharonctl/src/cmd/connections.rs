@@ -6,8 +6,8 @@ use std::io::IsTerminal;
 use std::process::ExitCode;
 use std::time::Duration;
 
-use kharon_shared::proto::v1 as pb;
-use kharon_shared::routing::Via;
+use kharon_proto::v1 as pb;
+use kharon_routing::table::Via;
 
 use crate::context::Context;
 use crate::output::{self, Listing};
@@ -128,7 +128,7 @@ pub async fn run(args: Args, ctx: &Context) -> anyhow::Result<ExitCode> {
         && std::io::stdout().is_terminal()
         && matches!(args.output, Listing::Table | Listing::Wide);
     loop {
-        // JSON and YAML are the reply as it serializes (kharon_shared::proto::json): a stable
+        // JSON and YAML are the reply as it serializes (kharon_proto::json): a stable
         // interface for scripts.
         let listed = daemon.connections().await?;
         match args.output {

@@ -46,7 +46,7 @@ pub async fn run(args: Args, ctx: &Context) -> anyhow::Result<ExitCode> {
             // Clusters without an API URL have nothing to connect to; not worth a line each.
             Err(EntryError::NoApiUrl { .. }) => without_api_url += 1,
             Err(e) => {
-                eprintln!("kharonctl: warning: skipped {}", kharon_shared::text::Escaped(&e.to_string()))
+                eprintln!("kharonctl: warning: skipped {}", kharon_common::text::Escaped(&e.to_string()))
             }
         }
     }

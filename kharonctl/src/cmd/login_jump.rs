@@ -15,10 +15,10 @@ use std::process::ExitCode;
 use std::time::{SystemTime, UNIX_EPOCH};
 
 use anyhow::Context as _;
-use kharon_shared::proto::v1 as pb;
-use kharon_shared::proto::v1::jump_login_step::Step;
-use kharon_shared::secret::Secret;
-use kharon_shared::text::Escaped;
+use kharon_common::secret::Secret;
+use kharon_common::text::Escaped;
+use kharon_proto::v1 as pb;
+use kharon_proto::v1::jump_login_step::Step;
 
 use crate::context::Context;
 use crate::output;
@@ -73,7 +73,7 @@ pub async fn run(args: Args, ctx: &Context) -> anyhow::Result<ExitCode> {
                 let answers = match input.answers(&question) {
                     Ok(answers) => answers,
                     Err(e) if e.downcast_ref::<NoAnswer>().is_some() => {
-                        eprintln!("kharonctl: {}", kharon_shared::errors::shown(e.as_ref()));
+                        eprintln!("kharonctl: {}", kharon_common::errors::shown(e.as_ref()));
                         return Ok(ExitCode::from(crate::exit::USAGE));
                     }
                     Err(e) => return Err(e),
@@ -82,7 +82,7 @@ pub async fn run(args: Args, ctx: &Context) -> anyhow::Result<ExitCode> {
                     Ok(next) => next,
                     // Answered through SSH_ASKPASS meanwhile, or expired: see where it stands.
                     Err(e) if e.is_stale() => {
-                        eprintln!("{}; looking again", kharon_shared::errors::shown(&e));
+                        eprintln!("{}; looking again", kharon_common::errors::shown(&e));
                         daemon.jump_login(&jumphost).await?
                     }
                     Err(e) => return Err(e.into()),

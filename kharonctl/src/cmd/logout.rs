@@ -37,7 +37,7 @@ pub async fn run(args: Args, ctx: &Context) -> anyhow::Result<ExitCode> {
     let mut file = match TokenFile::load(path) {
         Ok(file) => file,
         Err(e @ store::Error::Corrupt { .. }) => {
-            eprintln!("warning: {}; removed it", kharon_shared::text::Escaped(&e.damage()));
+            eprintln!("warning: {}; removed it", kharon_common::text::Escaped(&e.damage()));
             remove_file(path)?;
             return Ok(ExitCode::SUCCESS);
         }
@@ -62,7 +62,7 @@ fn note_commodore(commodore_file: Option<&std::path::Path>, url: &str) {
          refreshing it, while it or its refresh token is valid. kharonctl never removes commodore's \
          tokens: to log out of both, delete that entry (or the file) too",
         theirs.display(),
-        kharon_shared::text::Escaped(&entry.key)
+        kharon_common::text::Escaped(&entry.key)
     );
 }
 

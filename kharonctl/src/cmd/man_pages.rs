@@ -1,5 +1,5 @@
 //! `kharonctl man-pages --output DIR`: writes kharonctl(1) and one page per subcommand
-//! (kharonctl-status(1), kharonctl-clusters-shell(1), …), see [`kharon_shared::man_pages`];
+//! (kharonctl-status(1), kharonctl-clusters-shell(1), …), see [`kharon_common::man_pages`];
 //! packages run it once at build time. kharond(1) comes from `kharond --man-pages DIR`. It needs no settings, so it runs before
 //! they are loaded (`main`): a build sandbox without HOME, or a broken config file, cannot stop it.
 
@@ -19,7 +19,7 @@ pub struct Args {
 /// Runs before the settings are loaded (it needs none), so it reports its own errors: one line on
 /// stderr and exit code 1, like every failed command.
 pub fn run(args: &Args, cli: clap::Command) -> ExitCode {
-    match kharon_shared::man_pages::write(cli, &args.output) {
+    match kharon_common::man_pages::write(cli, &args.output) {
         Ok(written) => {
             for path in written {
                 println!("{}", path.display());
@@ -27,7 +27,7 @@ pub fn run(args: &Args, cli: clap::Command) -> ExitCode {
             ExitCode::SUCCESS
         }
         Err(e) => {
-            eprintln!("kharonctl: {}", kharon_shared::errors::shown(&e));
+            eprintln!("kharonctl: {}", kharon_common::errors::shown(&e));
             ExitCode::FAILURE
         }
     }

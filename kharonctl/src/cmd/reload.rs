@@ -6,7 +6,7 @@
 
 use std::process::ExitCode;
 
-use kharon_shared::text::Escaped;
+use kharon_common::text::Escaped;
 
 use crate::context::Context;
 use crate::output;
@@ -30,22 +30,13 @@ pub async fn run(_args: Args, ctx: &Context) -> anyhow::Result<ExitCode> {
         inv.clusters_routed,
         output::count(inv.include_suffixes, "suffix")
     );
-    // Per cluster, so that a cluster that starts claiming names shows up under its own id; a
-    // reply without per-cluster changes is shown by its route lists.
+    // Per cluster, so that a cluster that starts claiming names shows up under its own id.
     for change in &reply.changes {
         for line in crate::daemon::reload_outcome::change_lines(change) {
             println!("  {line}");
         }
     }
     if reply.changes.is_empty() {
-        for route in &reply.routes_added {
-            println!("  + {}", Escaped(route));
-        }
-        for route in &reply.routes_removed {
-            println!("  - {}", Escaped(route));
-        }
-    }
-    if reply.routes_added.is_empty() && reply.routes_removed.is_empty() && reply.changes.is_empty() {
         println!("  routes unchanged");
     }
     for c in &inv.conflicts {

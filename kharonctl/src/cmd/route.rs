@@ -9,8 +9,8 @@
 use std::process::ExitCode;
 use std::time::Duration;
 
-use kharon_shared::proto::v1 as pb;
-use kharon_shared::text::{Escaped, cell};
+use kharon_common::text::{Escaped, cell};
+use kharon_proto::v1 as pb;
 use serde::Serialize;
 
 use crate::context::Context;
@@ -114,14 +114,14 @@ async fn trace(args: &Args, target: &Target, ctx: &Context) -> anyhow::Result<Ex
         Ok(events) => events,
         // A host that is not one is the command line's fault, as for `route` without --trace.
         Err(e) if e.is_bad_request() => {
-            eprintln!("kharonctl: {}", kharon_shared::errors::shown(&e));
+            eprintln!("kharonctl: {}", kharon_common::errors::shown(&e));
             return Ok(ExitCode::from(crate::exit::USAGE));
         }
         Err(e) => return Err(e.into()),
     };
     while let Some(step) = Daemon::next_trace_event(&mut events).await? {
         match args.output {
-            // The step as it serializes (kharon_shared::proto::json), one a line.
+            // The step as it serializes (kharon_proto::json), one a line.
             Format::Json => println!("{}", serde_json::to_string(&step)?),
             // Waiting is said on stderr: stdout holds only the connection's steps.
             Format::Table if step.step == "armed" => eprintln!("{} (Ctrl-C to stop)", Escaped(&step.detail)),
@@ -139,7 +139,7 @@ async fn trace(args: &Args, target: &Target, ctx: &Context) -> anyhow::Result<Ex
     Ok(ExitCode::SUCCESS)
 }
 
-/// `route -o json`: the reply as it serializes (kharon_shared::proto::json), and what was given.
+/// `route -o json`: the reply as it serializes (kharon_proto::json), and what was given.
 #[derive(Debug, Serialize)]
 struct Answer<'a> {
     #[serde(flatten)]

@@ -197,7 +197,7 @@ fn start_service(platform: Platform, files: &[File], changed: bool) {
         Err(e) => eprintln!(
             "note: the service manager is not reachable ({}); the files are installed, start the service \
              with: {}",
-            kharon_shared::errors::chain(e.as_ref()),
+            kharon_common::errors::chain(e.as_ref()),
             start_hint(platform, files)
         ),
     }
@@ -235,7 +235,7 @@ pub async fn run_uninstall(args: UninstallArgs, _ctx: &Context) -> anyhow::Resul
         if let Err(e) = stopped {
             eprintln!(
                 "note: could not stop the service ({}); removing its files anyway",
-                kharon_shared::errors::chain(e.as_ref())
+                kharon_common::errors::chain(e.as_ref())
             );
         }
     }
@@ -307,7 +307,7 @@ fn is_executable(path: &Path) -> bool {
 }
 
 fn uid() -> u32 {
-    kharon_shared::paths::uid()
+    kharon_common::paths::uid()
 }
 
 fn print_files(files: &[File]) -> anyhow::Result<()> {
@@ -348,7 +348,7 @@ fn write_if_changed(file: &File) -> anyhow::Result<Outcome> {
         Err(e) if e.kind() == std::io::ErrorKind::NotFound => Outcome::Created,
         Err(e) => return Err(e).with_context(|| format!("cannot read {}", file.path.display())),
     };
-    kharon_shared::files::write_atomic(&file.path, file.contents.as_bytes(), 0o644)
+    kharon_common::files::write_atomic(&file.path, file.contents.as_bytes(), 0o644)
         .with_context(|| format!("cannot write {}", file.path.display()))?;
     Ok(outcome)
 }

@@ -11,11 +11,11 @@
 use std::path::PathBuf;
 use std::process::ExitCode;
 
-use kharon_shared::inventory::Cluster;
+use kharon_routing::inventory::Cluster;
 
 use crate::catalog::Catalog;
 use crate::catalog::picker::{self, Marks};
-use kharon_shared::text::{Escaped, cell};
+use kharon_common::text::{Escaped, cell};
 
 use crate::context::Context;
 use crate::kube::{self, Kubeconfig};

@@ -20,12 +20,12 @@ use std::process::ExitCode;
 use std::time::{Duration, Instant};
 
 use indicatif::{ProgressBar, ProgressStyle};
-use kharon_shared::proto::v1 as pb;
+use kharon_proto::v1 as pb;
 use serde::Serialize;
 
 use crate::catalog::picker::{self, Marks};
 use crate::catalog::{self, Catalog};
-use kharon_shared::text::Escaped;
+use kharon_common::text::Escaped;
 
 use crate::context::{Context, Proxy};
 use crate::daemon::Daemon;
@@ -95,7 +95,7 @@ impl Clients<'_> {
         let made = self.made.entry(ca).or_insert_with_key(|ca| {
             https_client(proxy, ca.as_deref()).map_err(|e| {
                 let whose = if ca.is_some() { " with the cluster's own CA from the inventory" } else { "" };
-                format!("cannot make an HTTPS client{whose}: {}", kharon_shared::errors::chain(e.as_ref()))
+                format!("cannot make an HTTPS client{whose}: {}", kharon_common::errors::chain(e.as_ref()))
             })
         });
         (made.clone(), own_ca)
@@ -118,7 +118,7 @@ async fn https_check(
 ) -> Result<Duration, String> {
     let started = Instant::now();
     client.get(url).send().await.map_err(|e| {
-        let chain = kharon_shared::errors::chain(&e);
+        let chain = kharon_common::errors::chain(&e);
         let host = e.url().and_then(|u| u.host_str()).unwrap_or_default().to_owned();
         match trust::explain(&chain, &host, own_ca) {
             Some(words) => format!("{words}; `kharonctl clusters {cluster} login` refuses it too ({chain})"),
@@ -148,7 +148,7 @@ fn inventory_row(status: &pb::StatusResponse) -> Row {
     let inventory = status.inventory.clone().unwrap_or_default();
     // No inventory yet leaves nothing to check, which is not a pass.
     let (ok, error) = if inventory.missing {
-        (false, kharon_shared::cache::NO_INVENTORY_YET.to_owned())
+        (false, kharon_routing::cache::NO_INVENTORY_YET.to_owned())
     } else {
         (inventory.warnings.is_empty(), inventory.warnings.join("; "))
     };

@@ -16,8 +16,8 @@ use std::path::{Path, PathBuf};
 use std::time::Duration;
 
 use hyper_util::rt::TokioIo;
-use kharon_shared::proto::v1 as pb;
-use kharon_shared::proto::v1::control_client::ControlClient;
+use kharon_proto::v1 as pb;
+use kharon_proto::v1::control_client::ControlClient;
 use tokio::net::UnixStream;
 use tonic::transport::{Channel, Endpoint};
 
@@ -40,14 +40,14 @@ pub enum Error {
     Connect { path: PathBuf, source: tonic::transport::Error },
     /// Not a socket, or another user's.
     #[error(transparent)]
-    Untrusted(#[from] kharon_shared::paths::Error),
+    Untrusted(#[from] kharon_common::paths::Error),
     #[error(
         "control socket {} is served by a process of uid {}, not by us (uid {}); refusing to talk \
          to it. Pass the socket of your own kharond with --control-socket",
         path.display(), listener.peer, listener.uid
     )]
     ForeignListener { path: PathBuf, listener: ForeignListener },
-    #[error("kharond: {}", kharon_shared::text::Escaped(status.message()))]
+    #[error("kharond: {}", kharon_common::text::Escaped(status.message()))]
     Call { status: tonic::Status },
 }
 
@@ -94,7 +94,7 @@ pub struct ForeignListener {
 /// The socket file can be ours while another user's process listens on it (it was bound before
 /// we took the directory over); the peer credentials of the connection say who answers.
 fn listener_is_us(stream: &UnixStream) -> std::io::Result<()> {
-    let uid = kharon_shared::paths::uid();
+    let uid = kharon_common::paths::uid();
     let peer = stream.peer_cred()?.uid();
     if peer != uid {
         return Err(std::io::Error::new(std::io::ErrorKind::PermissionDenied, ForeignListener { peer, uid }));
@@ -130,13 +130,13 @@ pub struct Daemon {
 
 impl Daemon {
     pub async fn connect(path: &Path) -> Result<Self, Error> {
-        if !kharon_shared::paths::check_own_socket(path)? {
+        if !kharon_common::paths::check_own_socket(path)? {
             return Err(Error::NotRunning { path: path.to_owned(), stale: false });
         }
         // After the socket's own check: another user's socket in that user's directory is named
         // as theirs, while a socket of ours in a directory no longer ours is this check's.
         if let Some(dir) = path.parent().filter(|d| !d.as_os_str().is_empty()) {
-            kharon_shared::paths::check_socket_dir(dir)?;
+            kharon_common::paths::check_socket_dir(dir)?;
         }
         let socket = path.to_owned();
         // The URI is ignored by the connector; it must be http:// or tonic would try TLS.
@@ -242,12 +242,12 @@ impl Daemon {
     }
 
     /// Answers question `id` of `jumphost`; what follows. The request's copy of the answers is
-    /// tonic's once sent (freed, not wiped); ours stay [`Secret`](kharon_shared::secret::Secret)s.
+    /// tonic's once sent (freed, not wiped); ours stay [`Secret`](kharon_common::secret::Secret)s.
     pub async fn jump_answer(
         &mut self,
         jumphost: &str,
         id: u64,
-        answers: &[kharon_shared::secret::Secret],
+        answers: &[kharon_common::secret::Secret],
     ) -> Result<pb::JumpLoginStep, Error> {
         let request = pb::JumpAnswerRequest {
             jumphost: jumphost.to_owned(),

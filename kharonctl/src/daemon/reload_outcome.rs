@@ -1,8 +1,8 @@
 //! What a reload left out, and what will fail although it went in, told the same way by `reload`
 //! and `update` (and `status`, for the names the table refuses).
 
-use kharon_shared::proto::v1 as pb;
-use kharon_shared::text::Escaped;
+use kharon_common::text::Escaped;
+use kharon_proto::v1 as pb;
 
 /// Says on stderr what a partial reload left out; `Some` if it was partial.
 pub(crate) fn partial(reply: &pb::ReloadResponse) -> Option<()> {
@@ -46,9 +46,9 @@ pub(crate) fn preflight_lines(found: &pb::Preflight) -> Vec<String> {
 }
 
 /// A name the routing table refuses, in the words of `update` and kharond's log
-/// ([`kharon_shared::trust::refusal_text`]); escaped, since all of it is data.
+/// ([`kharon_routing::trust::refusal_text`]); escaped, since all of it is data.
 pub(crate) fn refused_claim(r: &pb::RefusedClaim) -> String {
-    Escaped(&kharon_shared::trust::refusal_text(&r.cluster, &r.fact, &r.value, &r.reason)).to_string()
+    Escaped(&kharon_routing::trust::refusal_text(&r.cluster, &r.fact, &r.value, &r.reason)).to_string()
 }
 
 /// A suffix several jump hosts claim and which one wins, as `reload` and `status` say it.

@@ -96,7 +96,7 @@ pub fn find(
 
 fn read_if_exists(path: &Path) -> Result<Option<String>, Error> {
     // read_regular: the legacy path comes from the environment, and a FIFO there must not hang us.
-    let read = kharon_shared::files::read_regular(path).and_then(|bytes| {
+    let read = kharon_common::files::read_regular(path).and_then(|bytes| {
         String::from_utf8(bytes).map_err(|e| std::io::Error::new(std::io::ErrorKind::InvalidData, e))
     });
     match read {
@@ -110,7 +110,7 @@ fn read_if_exists(path: &Path) -> Result<Option<String>, Error> {
 pub fn store(path: &Path, armored: &str) -> Result<(), Error> {
     let mut text = armored.trim().to_owned();
     text.push('\n');
-    kharon_shared::files::write_private(path, text.as_bytes())
+    kharon_common::files::write_private(path, text.as_bytes())
         .map_err(|source| Error::Write { path: path.to_owned(), source })
 }
 

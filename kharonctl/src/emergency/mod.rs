@@ -14,9 +14,9 @@ pub mod key;
 pub mod openpgp;
 pub mod passbolt;
 
-use kharon_shared::Secret;
-use kharon_shared::errors::{Chain, chain};
-use kharon_shared::proto::v1 as pb;
+use kharon_common::Secret;
+use kharon_common::errors::{Chain, chain};
+use kharon_proto::v1 as pb;
 use serde::Deserialize;
 use sha2::{Digest as _, Sha256};
 

@@ -8,7 +8,7 @@
 
 use std::fmt;
 
-use kharon_shared::Secret;
+use kharon_common::Secret;
 use pgp::composed::{Deserializable as _, Message, SignedPublicKey, SignedSecretKey};
 use pgp::types::{KeyDetails as _, Password};
 

@@ -11,7 +11,7 @@
 
 use std::path::{Path, PathBuf};
 
-use kharon_shared::inventory::Cluster;
+use kharon_routing::inventory::Cluster;
 
 use super::{Entry, Error, Kubeconfig, Settings};
 

@@ -97,7 +97,7 @@ fn busy(kubeconfig: &Path, lock: &Path) -> Error {
         .map_or_else(|| "an unknown time".to_owned(), |d| crate::output::age(d.as_secs()));
     let text = std::fs::read_to_string(lock).unwrap_or_default();
     let holder = match text.trim() {
-        said if said.starts_with("kharonctl pid ") => format!(" ({})", kharon_shared::text::Escaped(said)),
+        said if said.starts_with("kharonctl pid ") => format!(" ({})", kharon_common::text::Escaped(said)),
         _ => String::new(),
     };
     Error::Busy { path: kubeconfig.to_owned(), lock: lock.to_owned(), age, holder }

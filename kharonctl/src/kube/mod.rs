@@ -15,7 +15,7 @@
 //! # No code from a cluster
 //! A user entry can run a program (`exec`, and `auth-provider` plugins that run commands), and
 //! kubectl runs it as the engineer. Dynamic facts are what a cluster reports about itself, where a
-//! customer may be cluster-admin (`kharon_shared::trust`), so none of their values becomes a
+//! customer may be cluster-admin (`kharon_routing::trust`), so none of their values becomes a
 //! command, an argument list or an executed path:
 //! - a *dynamic* [`AUTH_INFO_FACT`] is ignored, with a warning naming the cluster;
 //! - the kubelogin entry's command and arguments are ours; only the issuer and the client id
@@ -39,7 +39,7 @@ pub mod trust;
 
 use std::path::{Path, PathBuf};
 
-use kharon_shared::inventory::{Cluster, Distribution, fact};
+use kharon_routing::inventory::{Cluster, Distribution, fact};
 use serde_norway::{Mapping, Value};
 
 use crate::context::Proxy;
@@ -136,7 +136,7 @@ impl Entry {
     /// Prints the warnings on stderr, one line each.
     pub fn print_warnings(&self) {
         for w in &self.warnings {
-            eprintln!("kharonctl: warning: {}", kharon_shared::text::Escaped(w));
+            eprintln!("kharonctl: warning: {}", kharon_common::text::Escaped(w));
         }
     }
 }
@@ -253,9 +253,9 @@ fn user(cluster: &Cluster, settings: &Settings, warnings: &mut Vec<String>) -> R
                     "{id}: no kubectl oidc-login entry from the {from} facts {} {:?} and {} {:?}: {e}; \
                      log in yourself",
                     fact::OIDC_ISSUER,
-                    kharon_shared::text::cap(issuer, kharon_shared::text::MAX_CELL),
+                    kharon_common::text::cap(issuer, kharon_common::text::MAX_CELL),
                     fact::OIDC_CLIENT_ID,
-                    kharon_shared::text::cap(client, kharon_shared::text::MAX_CELL)
+                    kharon_common::text::cap(client, kharon_common::text::MAX_CELL)
                 ));
                 return Ok(Value::Mapping(Mapping::new()));
             }
@@ -500,7 +500,7 @@ impl Kubeconfig {
         let yaml = self.to_yaml()?;
         let write = || {
             let target = through_links(path)?;
-            kharon_shared::files::write_private(&target, yaml.as_bytes())
+            kharon_common::files::write_private(&target, yaml.as_bytes())
         };
         write().map_err(|source| Error::Write { path: path.to_owned(), source })
     }
@@ -606,7 +606,7 @@ mod tests {
             "id": "c-a", "tenant": "t", "facts": {"jumphost": "jump"},
             "dynamicFacts": {"openshiftApiURL": "https://api.a.example:6443"}
         }));
-        let auth = kharon_shared::config::SocksAuth { username: "kh".into(), password: "p@ss/1".into() };
+        let auth = kharon_config::SocksAuth { username: "kh".into(), password: "p@ss/1".into() };
         let mut with_auth = settings();
         with_auth.proxy.auth = Some(auth);
         let e = entry(&c, &with_auth).unwrap();
@@ -821,7 +821,7 @@ mod tests {
         let a = dir.path().join("loop-a");
         std::os::unix::fs::symlink(dir.path().join("loop-b"), &a).unwrap();
         std::os::unix::fs::symlink(&a, dir.path().join("loop-b")).unwrap();
-        let err = kharon_shared::errors::chain(&Kubeconfig::new().write(&a).unwrap_err());
+        let err = kharon_common::errors::chain(&Kubeconfig::new().write(&a).unwrap_err());
         assert!(err.contains("too many levels of symbolic links"), "{err}");
     }
 

@@ -23,8 +23,8 @@
 use std::path::{Path, PathBuf};
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
-use kharon_shared::inventory::Cluster;
-use kharon_shared::time;
+use kharon_common::time;
+use kharon_routing::inventory::Cluster;
 use oauth2::basic::{BasicClient, BasicErrorResponse, BasicTokenResponse};
 use oauth2::{
     AuthUrl, AuthorizationCode, ClientId, CsrfToken, EndpointNotSet, EndpointSet, HttpRequest, HttpResponse,
@@ -65,16 +65,16 @@ pub enum Error {
     /// The server's certificate is refused (kube/trust.rs says why in words; `test` says the same).
     #[error("{url}: {words} ({detail})")]
     Certificate { url: String, words: String, detail: String },
-    #[error("{url} answered HTTP {status}: {}", kharon_shared::text::Escaped(body))]
+    #[error("{url} answered HTTP {status}: {}", kharon_common::text::Escaped(body))]
     Status { url: String, status: u16, body: String },
     #[error("{url} did not return OAuth server metadata")]
     Metadata { url: String, source: reqwest::Error },
     /// The token endpoint answered, but not with a token (nor an OAuth error).
-    #[error("{url} answered without a usable token: {}", kharon_shared::text::Escaped(reason))]
+    #[error("{url} answered without a usable token: {}", kharon_common::text::Escaped(reason))]
     NoToken { url: String, reason: String },
     #[error("cannot listen for the browser on 127.0.0.1: {0}")]
     Bind(std::io::Error),
-    #[error("the OAuth server refused the login: {}{}", kharon_shared::text::Escaped(error), in_parens(description.as_deref()))]
+    #[error("the OAuth server refused the login: {}{}", kharon_common::text::Escaped(error), in_parens(description.as_deref()))]
     Denied { error: String, description: Option<String> },
     #[error(
         "no login within {}; open the URL printed above, or run the command again",
@@ -87,7 +87,7 @@ pub enum Error {
 
 fn in_parens(text: Option<&str>) -> String {
     // The server's words (or a callback's query string): escaped where they are taken in.
-    text.map(|d| format!(" ({})", kharon_shared::text::Escaped(d))).unwrap_or_default()
+    text.map(|d| format!(" ({})", kharon_common::text::Escaped(d))).unwrap_or_default()
 }
 
 /// One cluster's stored bearer token.
@@ -125,7 +125,7 @@ pub fn load(path: &Path) -> Result<Option<StoredToken>, Error> {
 pub fn save(path: &Path, token: &StoredToken) -> Result<(), Error> {
     let bytes =
         serde_json::to_vec_pretty(token).map_err(|cause| Error::Corrupt { path: path.to_owned(), cause })?;
-    kharon_shared::files::write_private(path, &bytes)
+    kharon_common::files::write_private(path, &bytes)
         .map_err(|source| Error::Write { path: path.to_owned(), source })
 }
 
@@ -228,8 +228,8 @@ pub async fn web_login(opts: &WebLogin) -> Result<StoredToken, Error> {
     let auth = authorization(&oauth, opts.idp.as_deref());
     eprintln!(
         "Log in to {} in your browser:\n  {}",
-        kharon_shared::text::Escaped(&opts.api_url),
-        kharon_shared::text::Escaped(auth.url.as_str())
+        kharon_common::text::Escaped(&opts.api_url),
+        kharon_common::text::Escaped(auth.url.as_str())
     );
     if let Err(e) = browser::open(auth.url.as_str(), opts.browser.as_deref()) {
         eprintln!("kharonctl: cannot open a browser ({e}); open the URL above yourself");
@@ -382,7 +382,7 @@ async fn send(
 ) -> Result<reqwest::Response, Error> {
     let host = request.url().host_str().unwrap_or_default().to_owned();
     http.execute(request).await.map_err(|source| {
-        let detail = kharon_shared::errors::chain(&source);
+        let detail = kharon_common::errors::chain(&source);
         match super::trust::explain(&detail, &host, own_ca) {
             Some(words) => Error::Certificate { url: url.to_owned(), words, detail },
             None => Error::Http { url: url.to_owned(), source },

@@ -10,7 +10,7 @@
 //! `openssl req -x509`) is refused, even when that very certificate is trusted.
 
 use base64::Engine as _;
-use kharon_shared::inventory::{Cluster, fact};
+use kharon_routing::inventory::{Cluster, fact};
 
 /// The cluster's own CA (PEM) from its inventory fact, if it has a usable one.
 pub fn cluster_ca(cluster: &Cluster) -> Option<Vec<u8>> {

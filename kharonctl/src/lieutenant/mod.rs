@@ -1,5 +1,5 @@
 //! The Lieutenant API client (docs/lieutenant-and-oidc.md): discovery (`GET /`) and the inventory
-//! (`GET /clusters`), returning `shared::inventory` types.
+//! (`GET /clusters`), returning `kharon_routing::inventory` types.
 //!
 //! Errors keep what the server said: Lieutenant answers `{"reason": "…"}` on every failure, and a
 //! 401 is its own variant because the caller reacts to it (refresh, then log in again). The HTTP
@@ -13,7 +13,7 @@ pub mod oidc;
 
 use std::time::Duration;
 
-use kharon_shared::inventory::{self, Cluster};
+use kharon_routing::inventory::{self, Cluster};
 use serde::Deserialize;
 
 /// Connecting to Lieutenant or the IdP may take this long.

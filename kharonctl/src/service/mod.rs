@@ -65,7 +65,7 @@ mod tests {
                 Platform::Linux => Agent::Socket("@SSH_AUTH_SOCK@".into()),
                 Platform::Macos => Agent::Inherit,
             },
-            listen: kharon_shared::config::DEFAULT_LISTEN.parse().expect("default listen address"),
+            listen: kharon_config::DEFAULT_LISTEN.parse().expect("default listen address"),
             control_socket: "%t/kharon/kharond.sock".into(),
             socket_activation: platform == Platform::Linux,
         }

@@ -50,7 +50,7 @@ pub struct OnlyOurUser<S> {
 
 impl<S> OnlyOurUser<S> {
     pub fn new(inner: S) -> Self {
-        OnlyOurUser { inner, me: kharon_shared::paths::uid() }
+        OnlyOurUser { inner, me: kharon_common::paths::uid() }
     }
 }
 
@@ -95,7 +95,7 @@ mod tests {
     async fn only_a_unix_peer_of_our_own_uid_gets_through() {
         let (ours, _other_end) = tokio::net::UnixStream::pair().unwrap();
         let info = ours.connect_info();
-        let me = kharon_shared::paths::uid();
+        let me = kharon_common::paths::uid();
         assert!(refusal(Some(&info), me).is_none());
 
         let refused = refusal(Some(&info), me.wrapping_add(1)).expect("another uid");

@@ -15,8 +15,8 @@
 
 use std::time::{SystemTime, UNIX_EPOCH};
 
-use kharon_shared::proto::v1 as pb;
-use kharon_shared::secret::Secret;
+use kharon_common::secret::Secret;
+use kharon_proto::v1 as pb;
 use tonic::Status;
 
 use crate::state::State;
@@ -57,12 +57,12 @@ fn step(step: ssh::LoginStep) -> pb::JumpLoginStep {
 
 /// NOT_FOUND unless the routing table in force routes through `jumphost`.
 fn routed(state: &State, jumphost: &str) -> Result<(), Status> {
-    if state.routes.current().table.table.jumphosts().iter().any(|j| j == jumphost) {
+    if state.routes.current().table().jumphosts().iter().any(|j| j == jumphost) {
         return Ok(());
     }
     Err(Status::not_found(format!(
         "kharond routes through no jump host {:?}; `kharonctl status` lists the jump hosts it uses",
-        kharon_shared::text::escape(jumphost)
+        kharon_common::text::escape(jumphost)
     )))
 }
 
@@ -73,7 +73,7 @@ pub async fn login(state: &State, jumphost: &str) -> Result<pb::JumpLoginStep, S
     let generation = state.routes.current();
     match generation.pool.login(jumphost).await {
         Ok(s) => Ok(step(s)),
-        Err(e) => Ok(step(ssh::LoginStep::Failed(kharon_shared::errors::chain(&e)))),
+        Err(e) => Ok(step(ssh::LoginStep::Failed(kharon_common::errors::chain(&e)))),
     }
 }
 
@@ -87,7 +87,7 @@ pub async fn answer(state: &State, request: pb::JumpAnswerRequest) -> Result<pb:
     match generation.pool.answer(&jumphost, question_id, answers).await {
         Ok(s) => Ok(step(s)),
         Err(e) => {
-            let message = kharon_shared::errors::chain(&e);
+            let message = kharon_common::errors::chain(&e);
             Err(match e {
                 ssh::AnswerError::Unknown { .. } => Status::not_found(message),
                 ssh::AnswerError::NotOpen { .. } => Status::failed_precondition(message),

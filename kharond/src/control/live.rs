@@ -7,7 +7,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use futures::Stream;
-use kharon_shared::proto::v1 as pb;
+use kharon_proto::v1 as pb;
 use tokio::sync::mpsc;
 use tokio::time::Instant;
 use tonic::Status;
@@ -16,9 +16,9 @@ use crate::observe::peer;
 use crate::observe::registry::{Entry, Phase};
 use crate::observe::trace::Step;
 use crate::proxy::protocol::Protocol;
-use crate::routing::route::Route;
 use crate::routing::target::Target;
 use crate::state::State;
+use kharon_routing::table::Route;
 
 /// How long a trace waits when the caller names no timeout.
 pub const TRACE_DEFAULT_WAIT: Duration = Duration::from_secs(30);
@@ -35,7 +35,7 @@ pub async fn connections(state: &State) -> pb::ConnectionsResponse {
     let processes =
         tokio::task::spawn_blocking(move || peer::find(&clients, listen)).await.unwrap_or_default();
     let generation = state.routes.current();
-    let table = &generation.table.table;
+    let table = generation.table();
     let connections = entries
         .iter()
         .map(|entry| {

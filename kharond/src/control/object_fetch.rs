@@ -19,15 +19,15 @@ use std::time::{Duration, SystemTime};
 use http_body_util::{BodyExt as _, Empty, Limited};
 use hyper::body::Bytes;
 use hyper_util::rt::TokioIo;
-use kharon_shared::Secret;
-use kharon_shared::errors::{Chain, chain};
+use kharon_common::Secret;
+use kharon_common::errors::{Chain, chain};
 use tokio::io::{AsyncRead, AsyncWrite};
 use tokio_rustls::rustls;
 
 use crate::routing::dial::{self, Failed, Upstream};
-use crate::routing::route::Route;
 use crate::routing::target::Target;
 use crate::state::State;
+use kharon_routing::table::Route;
 
 /// The largest object we return. Emergency credential objects hold a few armored messages (a few
 /// KiB each); a larger answer is not one of them, and the whole body travels in one gRPC message.

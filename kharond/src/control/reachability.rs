@@ -6,7 +6,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use futures::{Stream, StreamExt as _};
-use kharon_shared::proto::v1 as pb;
+use kharon_proto::v1 as pb;
 
 use crate::routing::dial;
 use crate::routing::endpoints::Endpoint;
@@ -39,7 +39,7 @@ pub fn run(
 async fn check(state: &State, endpoint: &Endpoint) -> pb::TestEvent {
     let mut event = pb::TestEvent {
         cluster: endpoint.cluster.clone(),
-        path: crate::routing::route::Route::Direct.label().to_owned(),
+        path: kharon_routing::table::Route::Direct.label().to_owned(),
         kind: endpoint.kind.to_owned(),
         fact: endpoint.fact.to_owned(),
         url: endpoint.url.clone(),
@@ -66,7 +66,7 @@ async fn check(state: &State, endpoint: &Endpoint) -> pb::TestEvent {
     event.step = "connect".to_owned();
     event.endpoint = target.to_string();
     event.ok = error.is_none();
-    event.error = error.map(|e| kharon_shared::errors::chain(&e)).unwrap_or_default();
+    event.error = error.map(|e| kharon_common::errors::chain(&e)).unwrap_or_default();
     event
 }
 
@@ -81,7 +81,7 @@ async fn agent_check(state: &State) -> pb::TestEvent {
     let mut event = pb::TestEvent { step: "agent".to_owned(), ok: true, ..Default::default() };
     let generation = state.routes.current();
     let Some(socket) = generation.pool.default_agent().map(str::to_owned) else {
-        let jumphosts = generation.table.table.jumphosts();
+        let jumphosts = generation.table().jumphosts();
         if let Some(why) = generation.pool.credentials_problem(jumphosts).await {
             event.ok = false;
             event.error = why;

@@ -8,8 +8,8 @@
 use std::sync::Arc;
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
-use kharon_shared::proto::v1 as pb;
-use kharon_shared::routing::{self, Via};
+use kharon_proto::v1 as pb;
+use kharon_routing::table::{self, Via};
 use tonic::{Request, Response, Status};
 
 use crate::control::caller;
@@ -20,9 +20,9 @@ use crate::control::reachability;
 use crate::observe::registry::RouteSummary;
 use crate::routing::endpoints::Endpoint;
 use crate::routing::in_force::{ReloadError, ReloadRecord, ReloadResult, Trigger};
-use crate::routing::route::Route;
-use crate::routing::table::LoadedTable;
+use crate::routing::loaded::LoadedInventory;
 use crate::state::State;
+use kharon_routing::table::Route;
 use kharon_ssh as ssh;
 
 pub struct Control {
@@ -44,9 +44,9 @@ fn unix_ms(t: SystemTime) -> i64 {
     t.duration_since(UNIX_EPOCH).map(|d| i64::try_from(d.as_millis()).unwrap_or(i64::MAX)).unwrap_or(0)
 }
 
-fn inventory_info(state: &State, loaded: &LoadedTable) -> pb::InventoryInfo {
+fn inventory_info(state: &State, loaded: &LoadedInventory) -> pb::InventoryInfo {
     let report = loaded.table.report();
-    let claim = |c: &routing::Claim| pb::Claim { cluster: c.cluster.clone(), jumphost: c.jumphost.clone() };
+    let claim = |c: &table::Claim| pb::Claim { cluster: c.cluster.clone(), jumphost: c.jumphost.clone() };
     let count = |n: usize| u32::try_from(n).unwrap_or(u32::MAX);
     pb::InventoryInfo {
         source_kind: state.routes.source.kind().to_owned(),
@@ -77,7 +77,7 @@ fn inventory_info(state: &State, loaded: &LoadedTable) -> pb::InventoryInfo {
 /// `Route`'s reason while there is no inventory: the rule that decided matters less than why no
 /// rule could route anything.
 fn no_inventory_yet() -> String {
-    format!("{}; until then every host goes direct", kharon_shared::cache::NO_INVENTORY_YET)
+    format!("{}; until then every host goes direct", kharon_routing::cache::NO_INVENTORY_YET)
 }
 
 /// How long `Status` waits for a connected chain to answer its probe.
@@ -181,7 +181,7 @@ fn reload_record(record: &ReloadRecord) -> pb::ReloadRecord {
 /// The gRPC status `FetchObject` answers with; the message is ours, never the server's body.
 pub fn fetch_status(e: &object_fetch::Error) -> Status {
     use object_fetch::Error;
-    let message = kharon_shared::errors::chain(e);
+    let message = kharon_common::errors::chain(e);
     match e {
         Error::BadEndpoint { .. } | Error::BadBucket { .. } | Error::BadKey => {
             Status::invalid_argument(message)
@@ -260,7 +260,7 @@ impl pb::control_server::Control for Control {
         let generation = self.state.routes.current();
         // The first `Test` of a table works its endpoints out (a while at 50,000 clusters): off
         // the async threads, as `clusters` inflates them.
-        let endpoints = tokio::task::spawn_blocking(move || tested(&generation.table, &wanted))
+        let endpoints = tokio::task::spawn_blocking(move || tested(&generation.inventory, &wanted))
             .await
             .map_err(|e| Status::internal(format!("reading the clusters' URLs failed: {e}")))??;
         let events = reachability::run(Arc::clone(&self.state), endpoints).map(Ok);
@@ -273,7 +273,7 @@ impl pb::control_server::Control for Control {
     ) -> Result<Response<pb::StatusResponse>, Status> {
         let state = &self.state;
         let generation = state.routes.current();
-        let loaded = &generation.table;
+        let loaded = &generation.inventory;
         let mut probes = generation.pool.round_trips(STATUS_PROBE).await;
         let history = state.routes.history();
         let routes = state.registry.routes();
@@ -285,7 +285,7 @@ impl pb::control_server::Control for Control {
             .map(|c| c.jumphost.clone())
             .collect();
         Ok(Response::new(pb::StatusResponse {
-            version: kharon_shared::VERSION.to_owned(),
+            version: kharon_common::VERSION.to_owned(),
             pid: std::process::id(),
             started_at_ms: unix_ms(state.started_at),
             uptime_seconds: now.duration_since(state.started_at).map(|d| d.as_secs()).unwrap_or(0),
@@ -314,18 +314,13 @@ impl pb::control_server::Control for Control {
         _request: Request<pb::ReloadRequest>,
     ) -> Result<Response<pb::ReloadResponse>, Status> {
         match self.state.reload(Trigger::Rpc).await {
-            Ok(outcome) => {
-                let (routes_added, routes_removed) = outcome.route_lines();
-                Ok(Response::new(pb::ReloadResponse {
-                    inventory: Some(inventory_info(&self.state, &outcome.installed.table)),
-                    routes_added,
-                    routes_removed,
-                    ssh_config_error: outcome.ssh_config_error.unwrap_or_default(),
-                    refused: refused_jumphosts(&outcome.refused),
-                    preflight: Some(preflight(&outcome.preflight, &[])),
-                    changes: outcome.changes.iter().map(Into::into).collect(),
-                }))
-            }
+            Ok(outcome) => Ok(Response::new(pb::ReloadResponse {
+                inventory: Some(inventory_info(&self.state, &outcome.installed.inventory)),
+                ssh_config_error: outcome.ssh_config_error.unwrap_or_default(),
+                refused: refused_jumphosts(&outcome.refused),
+                preflight: Some(preflight(&outcome.preflight, &[])),
+                changes: outcome.changes.iter().map(Into::into).collect(),
+            })),
             Err(e) => {
                 let status = match e {
                     ReloadError::Inventory(_) => Status::failed_precondition,
@@ -333,7 +328,7 @@ impl pb::control_server::Control for Control {
                     ReloadError::Busy { .. } => Status::unavailable,
                     ReloadError::Panicked(_) => Status::internal,
                 };
-                Err(status(kharon_shared::errors::chain(&e)))
+                Err(status(kharon_common::errors::chain(&e)))
             }
         }
     }
@@ -360,7 +355,7 @@ impl pb::control_server::Control for Control {
     async fn route(&self, request: Request<pb::RouteRequest>) -> Result<Response<pb::RouteResponse>, Status> {
         let host = request.into_inner().host;
         let generation = self.state.routes.current();
-        let loaded = &generation.table;
+        let loaded = &generation.inventory;
         let e = loaded.table.explain(&host);
         let via = match e.via {
             Via::Direct => pb::Via::Direct,
@@ -399,9 +394,9 @@ impl pb::control_server::Control for Control {
         _request: Request<pb::ClustersRequest>,
     ) -> Result<Response<pb::ClustersResponse>, Status> {
         let generation = self.state.routes.current();
-        let inventory = Some(inventory_info(&self.state, &generation.table));
+        let inventory = Some(inventory_info(&self.state, &generation.inventory));
         // Inflating 50,000 clusters takes a while: off the async threads.
-        let clusters_json = tokio::task::spawn_blocking(move || match &generation.table.catalog {
+        let clusters_json = tokio::task::spawn_blocking(move || match &generation.inventory.catalog {
             Ok(catalog) => catalog.json(),
             Err(e) => Err(e.clone()),
         })
@@ -414,7 +409,7 @@ impl pb::control_server::Control for Control {
 
 /// The endpoints `Test` checks: those of the `wanted` clusters, or all of them; an unknown
 /// cluster is an error naming it.
-fn tested(table: &LoadedTable, wanted: &[String]) -> Result<Vec<Endpoint>, Status> {
+fn tested(table: &LoadedInventory, wanted: &[String]) -> Result<Vec<Endpoint>, Status> {
     let all = table.endpoints().map_err(|why| {
         Status::internal(format!("the clusters of kharond's table cannot be read back: {why}"))
     })?;

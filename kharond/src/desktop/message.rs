@@ -3,7 +3,7 @@
 //! system.
 //!
 //! The jump host's name comes from the inventory, which is not ours to trust: the routing table
-//! admits only plain ssh_config aliases (`kharon_shared::inventory::check_jumphost`), and what a
+//! admits only plain ssh_config aliases (`kharon_routing::inventory::check_jumphost`), and what a
 //! notification shows of a name is checked again here. Any character but ASCII letters, digits,
 //! `-`, `_` and `.` is shown as an escape (`\x3c`), so no control character, line break or markup
 //! (`<b>`, `&amp;`: a freedesktop server may render the body's markup) reaches the desktop, and a
@@ -13,7 +13,7 @@
 use std::fmt::Write as _;
 use std::time::{Duration, SystemTime};
 
-use kharon_shared::text::cap;
+use kharon_common::text::cap;
 use kharon_ssh as ssh;
 
 /// The most characters of a jump host's name a notification shows; a longer one is cut, with an
@@ -136,7 +136,7 @@ mod tests {
         assert!(n.title.starts_with("Jump host -rf\\x20\\x3ci\\x3e asks"), "{}", n.title);
         for text in [&n.title, &n.body] {
             assert!(
-                !text.contains(['<', '>', '&', '\n']) && !text.contains(kharon_shared::text::needs_escape)
+                !text.contains(['<', '>', '&', '\n']) && !text.contains(kharon_common::text::needs_escape)
             );
         }
     }

@@ -27,7 +27,7 @@ use std::collections::HashMap;
 use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
 use std::time::{Duration, SystemTime};
 
-use kharon_shared::errors::Chain;
+use kharon_common::errors::Chain;
 use tokio::sync::mpsc::UnboundedReceiver;
 use tokio::time::Instant;
 
@@ -127,7 +127,7 @@ pub async fn run(
 ) {
     let mut failed_before = false;
     while let Some(question) = questions.recv().await {
-        let jumphost = kharon_shared::text::escape(&question.jumphost).into_owned();
+        let jumphost = kharon_common::text::escape(&question.jumphost).into_owned();
         if let Some(why) = shown_elsewhere(&question, &logins) {
             tracing::debug!(%jumphost, question = question.id, "no desktop notification: {why}");
             continue;

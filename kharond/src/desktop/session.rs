@@ -16,7 +16,7 @@ use std::collections::HashMap;
 use std::process::{ExitStatus, Stdio};
 use std::time::Duration;
 
-use kharon_shared::text::{cap, escape};
+use kharon_common::text::{cap, escape};
 
 use super::message::Notification;
 

@@ -11,15 +11,15 @@ use std::net::SocketAddr;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use kharon_shared::routing::RoutingTable;
+use kharon_routing::table::RoutingTable;
 
 use crate::observe::failures::{Failure, FailureLog, Notice};
 use crate::observe::registry::{Entry, Registry, Tracked};
 use crate::observe::trace::{self, Tracer};
 use crate::proxy::protocol::Protocol;
 use crate::routing::dial::Upstream;
-use crate::routing::route::Route;
 use crate::routing::target::Target;
+use kharon_routing::table::Route;
 
 /// How long a trace waits for the target's first byte after the reply; a connection that stays
 /// quiet longer (the target waits for the client) ends the trace with that said.

@@ -29,9 +29,9 @@ use std::time::Instant;
 use crate::observe::failures::FailureLog;
 use crate::observe::trace::Traces;
 use crate::proxy::protocol::Protocol;
-use crate::routing::route::Route;
 use crate::routing::target::Target;
 use kharon_relay as relay;
+use kharon_routing::table::Route;
 
 /// How the registry keeps a [`Protocol`] in an atomic: 0 until the handshake says.
 fn protocol_code(protocol: Protocol) -> u8 {
@@ -258,11 +258,11 @@ impl Registry {
     fn totals(&self, route: &Route) -> Arc<RouteTotals> {
         let Route::Jumphost(jumphost) = route else { return Arc::clone(&self.direct) };
         let mut routed = lock(&self.routed);
-        if let Some(totals) = routed.get(jumphost) {
+        if let Some(totals) = routed.get(&**jumphost) {
             return Arc::clone(totals);
         }
         let totals = Arc::new(RouteTotals::new(route.clone()));
-        routed.insert(jumphost.clone(), Arc::clone(&totals));
+        routed.insert(jumphost.to_string(), Arc::clone(&totals));
         totals
     }
 }

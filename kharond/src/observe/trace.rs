@@ -14,12 +14,12 @@ use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
 use std::sync::{Mutex, MutexGuard, PoisonError};
 use std::time::{Duration, Instant};
 
-use kharon_shared::routing::RoutingTable;
+use kharon_routing::table::RoutingTable;
 use tokio::sync::mpsc;
 
 use crate::routing::dial::Upstream;
-use crate::routing::route::Route;
 use crate::routing::target::Target;
+use kharon_routing::table::Route;
 
 /// One step of a traced connection.
 #[derive(Debug, Clone, PartialEq, Eq)]

@@ -5,7 +5,7 @@
 //! specific (`fast_socks5::server=debug`), lifts the cap (house rule: no secret is ever logged).
 //!
 //! Every field of every event and span, the message included, is written through
-//! [`kharon_shared::text::escape`] ([`EscapedFields`]): a cluster id, a jump host, a host name a
+//! [`kharon_common::text::escape`] ([`EscapedFields`]): a cluster id, a jump host, a host name a
 //! client sent or an error text of a server can hold a newline or a terminal escape, and must
 //! neither start a line of its own that reads like kharond's (`… INFO kharond::daemon: …`) nor
 //! recolour the terminal a log is read on. One place for all of them, whoever logs.
@@ -13,7 +13,7 @@
 use std::fmt;
 use std::io::IsTerminal;
 
-use kharon_shared::text::EscapingWriter;
+use kharon_common::text::EscapingWriter;
 use tracing::Subscriber;
 use tracing::field::{Field, Visit};
 use tracing::level_filters::LevelFilter;
@@ -106,7 +106,7 @@ where
 }
 
 /// Writes fields as the default formatter does (`message` bare, others `name=value`, strings
-/// quoted), every value escaped ([`kharon_shared::text`]); the `log.*` fields of events from the
+/// quoted), every value escaped ([`kharon_common::text`]); the `log.*` fields of events from the
 /// `log` crate are left out, as the default formatter leaves them out.
 pub struct EscapedFields;
 

@@ -4,8 +4,8 @@
 //! handshake::accept  protocol, greeting, optional auth, request, one deadline → Request (Target)
 //!                    (SOCKS5 or HTTP CONNECT; or the PAC request, answered here; or an
 //!                    absolute-form HTTP request, the first of a forwarding session)
-//! Route::of          the generation in force: its table                      → Route (direct | jumphost)
-//! dial::along        its pool: direct TCP, or a channel from the chain's last hop → Upstream
+//! Routed::by         the generation in force: its table                      → Route (direct | jumphost)
+//! Routed::dial       the same generation's pool: direct TCP, or a channel from the chain's last hop → Upstream
 //! reply              success, or the failure                             (Request::succeed | fail)
 //! relay              splice / large-buffer copy both ways, half-close honoured → Transfer
 //! ```
@@ -25,7 +25,7 @@ use std::net::SocketAddr;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use kharon_shared::errors::Chain;
+use kharon_common::errors::Chain;
 use tokio::net::TcpStream;
 use tokio::time::Instant as Deadline;
 use tracing::{Instrument as _, Span, debug};
@@ -38,11 +38,10 @@ use crate::proxy::handshake::{self, Accepted, Protocol, Request};
 use crate::proxy::http::{self, forward};
 use crate::proxy::linger::{LINGER, linger};
 use crate::proxy::owner::NotOurs;
-use crate::routing::dial::{self, Client, Failed, Upstream};
-use crate::routing::in_force::Generation;
-use crate::routing::route::Route;
+use crate::routing::dial::{Client, Failed, Routed, Upstream};
 use crate::routing::target::{Target, Unreachable};
 use crate::state::State;
+use kharon_routing::table::Route;
 
 /// Serves one accepted client until its connection ends. Errors end here, in the connection's
 /// span; they never reach the accept loop. Until `handshake` is dropped, the listener may close
@@ -140,18 +139,10 @@ async fn tunnel(state: &State, observed: Observed<'_>, request: Request, peer: S
     Span::current().record("target", tracing::field::display(target));
     // One route per connection, by one generation (its table and its chains): a reload in the
     // middle changes nothing for it (routing/in_force.rs). Dropped before relaying.
-    let (generation, route) = routed(state, &observed, target);
+    let routed = routed(state, &observed, target);
     let started = Instant::now();
-    let dialled = Box::pin(dial::along(
-        &generation.pool,
-        &route,
-        target,
-        Client::of(peer),
-        state.proxy.connect_timeout,
-    ))
-    .await;
-    drop(generation);
-    let upstream = match dialled_to(&observed, route, dialled, started) {
+    let dialled = Box::pin(routed.dial(target, Client::of(peer), state.proxy.connect_timeout)).await;
+    let upstream = match dialled_to(&observed, dialled, started) {
         Ok(upstream) => upstream,
         Err(failed) => {
             Box::pin(request.fail(Unreachable::from(failed.error.kind()), &*failed)).await;
@@ -192,34 +183,33 @@ async fn tunnel(state: &State, observed: Observed<'_>, request: Request, peer: S
     }
 }
 
-/// The route `target` takes by the generation in force (returned with it, for the dial), said to
-/// the connection's span and observers.
-fn routed(state: &State, observed: &Observed<'_>, target: &Target) -> (Arc<Generation>, Route) {
-    let generation = state.routes.current();
-    let route = Route::of(&generation.table.table, target);
+/// The route `target` takes by the generation in force (held with it, for the dial), said to the
+/// connection's span and observers.
+fn routed(state: &State, observed: &Observed<'_>, target: &Target) -> Routed {
+    let routed = Routed::by(&state.routes, target);
+    let route = routed.route();
     let span = Span::current();
     span.record("via", route.via().as_str());
     if let Some(jumphost) = route.jumphost() {
         span.record("jumphost", jumphost);
     }
-    observed.routed(&route, &generation.table.table, target);
-    (generation, route)
+    observed.routed(route, routed.table(), target);
+    routed
 }
 
 /// The dial's outcome, said to the observers (a failure is logged there, on either route).
 fn dialled_to(
     observed: &Observed<'_>,
-    route: Route,
-    dialled: Result<Upstream, dial::Error>,
+    dialled: Result<(Route, Upstream), Failed>,
     started: Instant,
 ) -> Result<Upstream, Box<Failed>> {
     match dialled {
-        Ok(upstream) => {
+        Ok((route, upstream)) => {
             observed.connected(&route, &upstream, started);
             Ok(upstream)
         }
-        Err(error) => {
-            let failed = Box::new(Failed { route, error });
+        Err(failed) => {
+            let failed = Box::new(failed);
             observed.failed(&Failure::Dial(&failed), started);
             Err(failed)
         }
@@ -263,18 +253,11 @@ impl forward::Legs for Legs<'_> {
             }
             self.answered.set(false);
             let target = self.observed.requested(Protocol::Forward, target, self.peer).clone();
-            let (generation, route) = routed(self.state, &self.observed, &target);
+            let routed = routed(self.state, &self.observed, &target);
             let started = Instant::now();
-            let dialled = Box::pin(dial::along(
-                &generation.pool,
-                &route,
-                &target,
-                Client::of(self.peer),
-                self.state.proxy.connect_timeout,
-            ))
-            .await;
-            drop(generation);
-            dialled_to(&self.observed, route, dialled, started)
+            let client = Client::of(self.peer);
+            let dialled = Box::pin(routed.dial(&target, client, self.state.proxy.connect_timeout)).await;
+            dialled_to(&self.observed, dialled, started)
         }
         .instrument(span)
     }

@@ -25,8 +25,8 @@ use std::net::SocketAddr;
 use std::sync::{Arc, Mutex, PoisonError};
 use std::time::Duration;
 
-use kharon_shared::Secret;
-use kharon_shared::config::SocksAuth;
+use kharon_common::Secret;
+use kharon_config::SocksAuth;
 
 use crate::proxy::owner::Uids;
 use subtle::ConstantTimeEq;
@@ -261,7 +261,7 @@ mod tests {
         let server = listener.local_addr().unwrap();
         let _client = std::net::TcpStream::connect(server).unwrap();
         let (_accepted, peer) = listener.accept().unwrap();
-        let (uids, _) = Uids::open(kharon_shared::paths::uid()).expect("Linux can tell");
+        let (uids, _) = Uids::open(kharon_common::paths::uid()).expect("Linux can tell");
         let auth = SocksAuth { username: "kh".into(), password: "s3cret".into() };
         let creds = Credentials::new(&auth, Some(uids));
         // A connection the kernel does not know: not provably ours, so it is one of the others.

@@ -20,14 +20,14 @@
 use std::fmt::Write as _;
 use std::net::SocketAddr;
 
-use kharon_shared::routing::{Route, RoutingTable};
+use kharon_routing::table::{Route, RoutingTable};
 
 /// `Content-Type` of a PAC response.
 pub const CONTENT_TYPE: &str = "application/x-ns-proxy-autoconfig";
 
 /// The JavaScript half of the PAC. `@RULES@` and `@PROXY@` are replaced by [`render`].
 ///
-/// Host rules mirror `kharon_shared::inventory::lower_name` and `routing::classify`: one trailing
+/// Host rules mirror `kharon_routing::inventory::lower_name` and `routing::classify`: one trailing
 /// dot is dropped, IPv6 (anything with `:` or `[`) and dotted-quad IPv4 literals go direct, and a name
 /// with an empty label, a character other than ASCII letters, digits, `-` and `_`, a label over 63 or
 /// a name over 253 characters is not a valid name and goes direct. Labels are checked *before*
@@ -104,7 +104,7 @@ pub fn render(table: &RoutingTable, socks: SocketAddr) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use kharon_shared::inventory::Cluster;
+    use kharon_routing::inventory::Cluster;
     use serde_json::json;
 
     const SOCKS: &str = "127.0.0.1:12000";

@@ -18,8 +18,8 @@ use std::io::{Read, Write};
 use flate2::Compression;
 use flate2::read::DeflateDecoder;
 use flate2::write::DeflateEncoder;
-use kharon_shared::cache;
-use kharon_shared::inventory::{self, Cluster};
+use kharon_routing::cache;
+use kharon_routing::inventory::{self, Cluster};
 
 /// What the bytes of a catalog are.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

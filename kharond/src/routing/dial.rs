@@ -1,8 +1,10 @@
-//! The dial along a route ([`along`]), and the two ways to reach a target: [`direct`] (resolve
-//! here, connect over TCP) and [`via_jumphost`] (a direct-tcpip channel from the chain's last hop,
-//! which resolves the name). Which route a target takes is [`route`](crate::routing::route)'s
-//! business; [`routed`] is both, by the generation in force, for kharond's own requests (`Test`,
-//! `FetchObject`), so that each takes the path a SOCKS client's connection would take.
+//! From a target to an upstream in one step ([`Routed`]): its route by the generation in force,
+//! and the dial along that route through the same generation's chains, so a reload between the
+//! two changes nothing for it. The two ways to reach a target: [`direct`] (resolve here, connect
+//! over TCP) and [`via_jumphost`] (a direct-tcpip channel from the chain's last hop, which
+//! resolves the name). Client connections take the step in two halves (route, then say the route
+//! to their observers, then dial); kharond's own requests (`Test`, `FetchObject`) in one
+//! ([`routed`]), so that each takes the path a SOCKS client's connection would take.
 //!
 //! Knows nothing of SOCKS: a failure carries an [`std::io::ErrorKind`] the caller maps to a reply.
 //!
@@ -18,10 +20,12 @@ use std::io::ErrorKind;
 use std::net::SocketAddr;
 use std::time::Duration;
 
+use std::sync::Arc;
+
+use kharon_routing::table::{Route, RoutingTable};
 use tokio::net::TcpStream;
 
-use crate::routing::in_force::InForce;
-use crate::routing::route::Route;
+use crate::routing::in_force::{Generation, InForce};
 use crate::routing::target::Target;
 use kharon_ssh as ssh;
 
@@ -104,7 +108,59 @@ pub struct Failed {
 
 impl fmt::Display for Failed {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        write!(f, "{}: {}", self.route, kharon_shared::errors::Chain(&self.error))
+        write!(f, "{}: {}", self.route, kharon_common::errors::Chain(&self.error))
+    }
+}
+
+/// A target's route, read from the generation in force, held with that generation: the dial
+/// ([`Routed::dial`]) goes through the very chains the route was read with, and lets the
+/// generation go as soon as it is done, before any relaying.
+pub struct Routed {
+    generation: Arc<Generation>,
+    route: Route,
+}
+
+impl Routed {
+    /// The route the generation in force gives `target`.
+    pub fn by(routes: &InForce, target: &Target) -> Self {
+        let generation = routes.current();
+        let route = route_of(generation.table(), target);
+        Routed { generation, route }
+    }
+
+    pub fn route(&self) -> &Route {
+        &self.route
+    }
+
+    /// The table the route was read from: what explains it (a trace's decision).
+    pub fn table(&self) -> &RoutingTable {
+        self.generation.table()
+    }
+
+    /// Dials `target` along the route through the same generation's chains, within `timeout`,
+    /// for `client` (a remote one never reaches loopback directly: [`direct`]).
+    pub async fn dial(
+        self,
+        target: &Target,
+        client: Client,
+        timeout: Duration,
+    ) -> Result<(Route, Upstream), Failed> {
+        let Routed { generation, route } = self;
+        let dialled = along(&generation.pool, &route, target, client, timeout).await;
+        drop(generation);
+        match dialled {
+            Ok(upstream) => Ok((route, upstream)),
+            Err(error) => Err(Failed { route, error }),
+        }
+    }
+}
+
+/// The route `table` gives `target`: an address the client resolved goes direct (there is no
+/// name to match), a name by its suffixes.
+fn route_of(table: &RoutingTable, target: &Target) -> Route {
+    match target {
+        Target::Ip(_) => Route::Direct,
+        Target::Name(name, _) => table.lookup(name),
     }
 }
 
@@ -116,19 +172,11 @@ pub async fn routed(
     target: &Target,
     timeout: Duration,
 ) -> Result<(Route, Upstream), Failed> {
-    let generation = routes.current();
-    let route = Route::of(&generation.table.table, target);
-    let dialled = along(&generation.pool, &route, target, Client::Daemon, timeout).await;
-    match dialled {
-        Ok(upstream) => Ok((route, upstream)),
-        Err(error) => Err(Failed { route, error }),
-    }
+    Routed::by(routes, target).dial(target, Client::Daemon, timeout).await
 }
 
-/// Dials `target` along a `route` already taken from a generation's table ([`Route::of`]),
-/// through that generation's `pool`, within `timeout`, for `client` (a remote one never reaches
-/// loopback directly: [`direct`]).
-pub async fn along(
+/// Dials `target` along `route` through `pool`, within `timeout`, for `client`.
+async fn along(
     pool: &ssh::Pool,
     route: &Route,
     target: &Target,
@@ -209,6 +257,20 @@ pub async fn via_jumphost(
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn names_follow_the_table_and_addresses_go_direct() {
+        let cluster: kharon_routing::inventory::Cluster = serde_json::from_str(
+            r#"{"id": "c-a", "facts": {"jumphost": "jump-a", "jumphostDomains": "a.example"}}"#,
+        )
+        .unwrap();
+        let table = RoutingTable::compile(&[cluster]);
+        let routed = route_of(&table, &Target::Name("api.a.example".into(), 443));
+        assert_eq!(routed, Route::Jumphost("jump-a".into()));
+        assert_eq!(route_of(&table, &Target::Name("example.org".into(), 443)), Route::Direct);
+        // Even an address inside a routed range: the client resolved it, there is no name to route.
+        assert_eq!(route_of(&table, &Target::Ip("10.0.0.1:443".parse().unwrap())), Route::Direct);
+    }
 
     #[tokio::test]
     async fn a_timeout_too_large_for_a_deadline_still_connects() {

@@ -2,7 +2,7 @@
 //! cluster's API, console and OAuth URL, and what each points at (checked as strictly as a SOCKS
 //! client's target: it is inventory data), or why it is unusable.
 
-use kharon_shared::inventory::{self, fact};
+use kharon_routing::inventory::{self, fact};
 
 use crate::routing::target::Target;
 

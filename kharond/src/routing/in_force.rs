@@ -15,25 +15,33 @@
 //! nothing) is [`reload`](crate::routing::reload)'s; what it changed, and how the last ones
 //! ended, is kept here.
 
-use std::collections::BTreeSet;
 use std::sync::{Arc, Mutex, PoisonError};
 use std::time::{Duration, SystemTime};
 
 use arc_swap::ArcSwap;
-use kharon_shared::anchor::Anchors;
-use kharon_shared::changes::{self, ClusterChange};
-use kharon_shared::errors::{Chain, chain};
-use kharon_shared::trust::OwnHosts;
+use kharon_common::errors::{Chain, chain};
+use kharon_routing::anchor::Anchors;
+use kharon_routing::changes::{self, ClusterChange};
+use kharon_routing::table::RoutingTable;
+use kharon_routing::trust::OwnHosts;
 
+use crate::routing::loaded::{self, InventorySource, LoadedInventory};
 use crate::routing::reload::{Failure, Job, Reloads};
-use crate::routing::table::{self, Inventory, LoadedTable};
 
 /// What routes a connection, in force together (see the invariant in the module doc).
 pub struct Generation {
-    pub table: LoadedTable,
+    /// The inventory as loaded: the routing table compiled from it, and what hangs off that.
+    pub inventory: LoadedInventory,
     /// The SSH chains of this generation's ssh config read; shares live sessions with the
     /// generations before it where the chain is unchanged.
     pub pool: kharon_ssh::Pool,
+}
+
+impl Generation {
+    /// The routing table of this generation: where a target goes, read with its `pool`.
+    pub fn table(&self) -> &RoutingTable {
+        &self.inventory.table
+    }
 }
 
 /// What a reload installed and changed, for the `Reload` answer and the log.
@@ -56,21 +64,6 @@ impl ReloadOutcome {
     /// The table went in, but not everything the files asked for is usable.
     pub fn partial(&self) -> bool {
         self.ssh_config_error.is_some() || !self.refused.is_empty()
-    }
-
-    /// The routes that appeared and disappeared, as "suffix -> jumphost" (whatever the cluster),
-    /// each once: what `Reload` answered before it said them per cluster, kept for older clients.
-    pub fn route_lines(&self) -> (Vec<String>, Vec<String>) {
-        let lines = |pick: fn(&ClusterChange) -> &Vec<(String, String)>| -> BTreeSet<String> {
-            self.changes
-                .iter()
-                .flat_map(pick)
-                .map(|(suffix, jumphost)| format!("{suffix} -> {jumphost}"))
-                .collect()
-        };
-        let (added, removed) = (lines(|c| &c.added), lines(|c| &c.removed));
-        // A route that moved between two clusters of the same jump host is no change here.
-        (added.difference(&removed).cloned().collect(), removed.difference(&added).cloned().collect())
     }
 }
 
@@ -128,7 +121,7 @@ pub struct ReloadHistory {
 #[derive(Debug, thiserror::Error)]
 pub enum ReloadError {
     #[error("inventory not reloaded, the old routing table stays")]
-    Inventory(#[from] table::Error),
+    Inventory(#[from] loaded::Error),
     #[error(
         "nothing reloaded, the old routing table and ssh config stay: reading {} and the ssh config \
          and resolving every jump host (Match exec, canonicalization) did not finish within \
@@ -152,7 +145,7 @@ struct Abandoned;
 /// The routing in force, its reloads and their history (see the module doc).
 pub struct InForce {
     /// Where the table is read from.
-    pub source: Inventory,
+    pub source: InventorySource,
     /// The hosts kharon itself talks to, as the settings name them: no dynamic fact may claim
     /// them (a cache adds its own on every load).
     pub own_hosts: OwnHosts,
@@ -169,7 +162,7 @@ pub struct InForce {
 impl InForce {
     /// The routing `first` is in force; a reload may take `deadline` (`reload_deadline_secs`).
     pub fn new(
-        source: Inventory,
+        source: InventorySource,
         own_hosts: OwnHosts,
         anchors: Anchors,
         first: Generation,
@@ -208,7 +201,7 @@ impl InForce {
     /// As [`InForce::preflight`], for `checked`: what a reload installed. Kept and logged only
     /// while `checked` is still in force.
     async fn preflight_of(&self, checked: Arc<Generation>) -> kharon_ssh::Findings {
-        let findings = checked.pool.preflight(checked.table.table.jumphosts()).await;
+        let findings = checked.pool.preflight(checked.table().jumphosts()).await;
         // The start's check runs beside a reload's, and its lookups can take seconds: the findings
         // of a generation no longer in force are not kept (the newer check's are, or will be).
         if Arc::ptr_eq(&checked, &self.current()) {
@@ -242,7 +235,7 @@ impl InForce {
         let result = match loaded {
             Ok(Ok(mut outcome)) => {
                 outcome.preflight = self.preflight_of(outcome.installed.clone()).await;
-                table::log_report(&outcome.installed.table.table);
+                loaded::log_report(outcome.installed.table());
                 Ok(outcome)
             }
             // Only reachable when the deadline passed between the last check and the answer.
@@ -298,8 +291,8 @@ impl InForce {
     fn prepare(
         &self,
         job: &Job,
-    ) -> Result<Result<(LoadedTable, kharon_ssh::Prepared), Abandoned>, ReloadError> {
-        let read = table::read(&self.source, &self.own_hosts)?;
+    ) -> Result<Result<(LoadedInventory, kharon_ssh::Prepared), Abandoned>, ReloadError> {
+        let read = loaded::read(&self.source, &self.own_hosts)?;
         let jumphosts = read.jumphosts();
         let current = self.current();
         // The pool asks first right after reading the ssh config file: from then on only
@@ -316,24 +309,24 @@ impl InForce {
             prepared.host_name(jumphost).map(str::to_owned).or_else(|| current.pool.known_host_name(jumphost))
         };
         let anchors = read.anchors(&self.anchors, &jumphosts, &host_name);
-        let table = read.compile(&anchors);
-        prepared.want(table.table.jumphosts().to_vec());
-        Ok(Ok((table, prepared)))
+        let inventory = read.compile(&anchors);
+        prepared.want(inventory.table.jumphosts().to_vec());
+        Ok(Ok((inventory, prepared)))
     }
 
     /// Makes the next generation from what [`InForce::prepare`] read and swaps it in, as one
     /// value; says what changed.
-    fn install(&self, (table, prepared): (LoadedTable, kharon_ssh::Prepared)) -> ReloadOutcome {
+    fn install(&self, (inventory, prepared): (LoadedInventory, kharon_ssh::Prepared)) -> ReloadOutcome {
         // Within the reload's turn (reload.rs): no other reload installs between this read of
         // the pool in force and the swap below.
         let old = self.current();
         let (pool, installed) = old.pool.next(prepared);
-        let (old_all, new_all) = (old.table.table.routes(), table.table.routes());
+        let (old_all, new_all) = (old.table().routes(), inventory.table.routes());
         let changes = changes::between(
-            &changes::Snapshot { routes: &old_all, refused: &old.table.table.report().refused },
-            &changes::Snapshot { routes: &new_all, refused: &table.table.report().refused },
+            &changes::Snapshot { routes: &old_all, refused: &old.table().report().refused },
+            &changes::Snapshot { routes: &new_all, refused: &inventory.table.report().refused },
         );
-        let generation = Arc::new(Generation { table, pool });
+        let generation = Arc::new(Generation { inventory, pool });
         self.current.store(generation.clone());
         ReloadOutcome {
             installed: generation,
@@ -373,9 +366,9 @@ mod tests {
     }
 
     fn in_force(dir: &std::path::Path) -> Arc<InForce> {
-        let source = Inventory::File(dir.join("inventory.json"));
+        let source = InventorySource::File(dir.join("inventory.json"));
         let own_hosts = OwnHosts::default();
-        let read = table::read_at_start(&source, &own_hosts).expect("the inventory reads");
+        let read = loaded::read_at_start(&source, &own_hosts).expect("the inventory reads");
         let ssh_config = dir.join("ssh_config");
         std::fs::write(&ssh_config, "").expect("write the ssh config");
         let pool = kharon_ssh::Pool::new(kharon_ssh::PoolSettings {
@@ -390,12 +383,12 @@ mod tests {
         })
         .expect("an empty ssh config reads");
         let anchors = Anchors::default();
-        let table = read.compile(&anchors);
+        let inventory = read.compile(&anchors);
         Arc::new(InForce::new(
             source,
             own_hosts,
             anchors,
-            Generation { table, pool },
+            Generation { inventory, pool },
             Duration::from_secs(30),
         ))
     }
@@ -414,7 +407,7 @@ mod tests {
         std::fs::write(&file, inventory(3)).expect("write the inventory");
         let second = routes.reload(Trigger::Rpc).await.expect("the second reload installs");
 
-        let clusters = |generation: &Generation| generation.table.table.report().clusters_total;
+        let clusters = |generation: &Generation| generation.table().report().clusters_total;
         assert_eq!(clusters(&first.installed), 2, "the first reload's answer");
         assert_eq!(clusters(&second.installed), 3, "the second reload's answer");
         assert!(Arc::ptr_eq(&second.installed, &routes.current()), "the second is in force");

@@ -49,7 +49,7 @@ fn many(errors: &[Error]) -> String {
     errors
         .iter()
         .flat_map(Error::iter)
-        .map(|e| kharon_shared::errors::chain(e))
+        .map(|e| kharon_common::errors::chain(e))
         .collect::<Vec<_>>()
         .join("\n")
 }

@@ -155,7 +155,7 @@ pub(super) fn load(path: &Path, system: Option<&Path>, home: &Path) -> Result<Lo
         env_names: BTreeSet::new(),
         wants_final: false,
     };
-    let root = match kharon_shared::files::read_regular(path) {
+    let root = match kharon_common::files::read_regular(path) {
         Ok(bytes) => loader.file(path, &bytes),
         Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
             // OpenSSH treats a missing ~/.ssh/config as empty; so do we (direct hops only).
@@ -173,7 +173,7 @@ pub(super) fn load(path: &Path, system: Option<&Path>, home: &Path) -> Result<Lo
             loader.include_base = system.parent().map_or_else(|| PathBuf::from("/"), Path::to_owned);
             loader.user = false;
             let mut items = vec![Item::Include(vec![root])];
-            match kharon_shared::files::read_regular(system) {
+            match kharon_common::files::read_regular(system) {
                 Ok(bytes) => items.push(Item::Include(vec![loader.file(system, &bytes)])),
                 // ssh skips a system file it cannot open (readconf.c `read_config_file_depth`).
                 Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
@@ -493,7 +493,7 @@ impl Loader<'_> {
             });
             return None;
         }
-        match kharon_shared::files::read_regular(path) {
+        match kharon_common::files::read_regular(path) {
             Ok(bytes) => Some(self.file(path, &bytes)),
             Err(source) => {
                 self.errors.push(Error::Read { path: path.to_owned(), source });

@@ -8,7 +8,7 @@ use std::path::{Path, PathBuf};
 /// OpenSSH `match_pattern` (`wildcard(text, pattern)`): `*` matches any run (also empty), `?`
 /// exactly one character, everything else itself. Case-sensitive, like OpenSSH 9.2 (`ssh -G FOO`
 /// does not match `Host foo`).
-pub(crate) use kharon_shared::wildcard::matches as wildcard;
+pub(crate) use kharon_common::wildcard::matches as wildcard;
 
 /// OpenSSH `match_pattern_list` with lowercasing (used for `IgnoreUnknown`): a comma-separated
 /// list, `!` negates, a negated hit wins over any positive one.

@@ -795,7 +795,7 @@ fn unreadable_include_is_a_read_error() {
     // A directory matched by a literal Include is not a file: nothing is read, nothing fails.
     assert!(load(&home).is_ok());
     let err =
-        kharon_shared::errors::chain(&SshConfig::load(home.path(), None, home.path(), &env).unwrap_err());
+        kharon_common::errors::chain(&SshConfig::load(home.path(), None, home.path(), &env).unwrap_err());
     assert!(err.starts_with(&format!("cannot read ssh config {}: ", home.path().display())), "{err}");
 }
 

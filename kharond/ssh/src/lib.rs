@@ -34,7 +34,7 @@
 //! `error` holds every failure and the [`std::io::ErrorKind`] it means for the client.
 //!
 //! The engine knows nothing of SOCKS: failures carry an [`std::io::ErrorKind`] so the caller can
-//! pick a reply code. Their messages never repeat their cause (`kharon_shared::errors`): whoever
+//! pick a reply code. Their messages never repeat their cause (`kharon_common::errors`): whoever
 //! shows one, here (a log line, a `Status` string) or in the daemon, prints its whole chain.
 
 mod error;

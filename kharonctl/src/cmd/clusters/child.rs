@@ -4,7 +4,7 @@
 use std::path::Path;
 use std::process::{Command, ExitCode, ExitStatus};
 
-use kharon_shared::inventory::Cluster;
+use kharon_routing::inventory::Cluster;
 
 /// Points `cmd` at `cluster`: `KUBECONFIG` is the cluster's own file, and `KHARON_CLUSTER` its id
 /// for the user's start-up scripts and prompts.

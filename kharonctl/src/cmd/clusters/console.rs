@@ -11,7 +11,7 @@ pub async fn run(run: &Run<'_>) -> anyhow::Result<ExitCode> {
         anyhow::bail!("{} has no console URL fact (openshiftConsoleURL or talosConsoleURL)", cluster.id);
     };
     let places = run.ctx.oidc_places();
-    eprintln!("Opening {}", kharon_shared::text::Escaped(url));
+    eprintln!("Opening {}", kharon_common::text::Escaped(url));
     crate::browser::open(url, places.kharon_browser.or(places.browser).as_deref())
         .map_err(|e| anyhow::anyhow!("cannot open a browser ({e}); open {url:?} yourself"))?;
     Ok(ExitCode::SUCCESS)

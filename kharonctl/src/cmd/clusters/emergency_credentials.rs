@@ -13,14 +13,14 @@
 //! token, user `emergency-credentials/<i>/<cluster-id>/kharon-login`: Go kharon's names, so that a
 //! merge replaces the token Go kharon wrote instead of leaving it beside ours.
 
-use kharon_shared::text::Escaped;
+use kharon_common::text::Escaped;
 use std::io::{IsTerminal as _, Read as _};
 use std::path::Path;
 use std::process::ExitCode;
 use std::time::{SystemTime, UNIX_EPOCH};
 
 use anyhow::Context as _;
-use kharon_shared::inventory::Cluster;
+use kharon_routing::inventory::Cluster;
 use serde_norway::{Mapping, Value};
 
 use crate::cmd::clusters::run::Run;
@@ -107,7 +107,7 @@ pub async fn run(args: Args, run: &Run<'_>) -> anyhow::Result<ExitCode> {
 /// worked), its passphrase and the TOTP code.
 async fn passbolt_login(passbolt_url: &str) -> anyhow::Result<passbolt::Session> {
     let getenv = |name: &str| std::env::var(name).ok().filter(|v| !v.is_empty());
-    let config_dir = kharon_shared::paths::config_file()?
+    let config_dir = kharon_common::paths::config_file()?
         .parent()
         .map(std::path::Path::to_owned)
         .context("kharon's config file has no directory")?;
@@ -253,7 +253,7 @@ fn expiry_text(token: &str, now: SystemTime) -> String {
     let Some(exp) = crate::lieutenant::oidc::token::expiry(token) else {
         return "no expiry in the token (not a JWT with exp)".to_owned();
     };
-    let at = kharon_shared::time::rfc3339(exp.duration_since(UNIX_EPOCH).map(|d| d.as_secs()).unwrap_or(0));
+    let at = kharon_common::time::rfc3339(exp.duration_since(UNIX_EPOCH).map(|d| d.as_secs()).unwrap_or(0));
     match exp.duration_since(now) {
         Ok(left) => format!("expires {at} (in {})", crate::output::age(left.as_secs())),
         Err(_) => format!("EXPIRED at {at}: ask for the credentials to be renewed"),

@@ -3,7 +3,7 @@
 
 use std::process::ExitCode;
 
-use kharon_shared::inventory::Cluster;
+use kharon_routing::inventory::Cluster;
 use serde::Serialize;
 
 use crate::catalog;
@@ -42,7 +42,7 @@ pub fn run(
             id: &c.id,
             display_name: c.display_name.as_deref(),
             tenant: &c.tenant,
-            distribution: c.fact_str(kharon_shared::inventory::fact::DISTRIBUTION),
+            distribution: c.fact_str(kharon_routing::inventory::fact::DISTRIBUTION),
             jumphost: c.jumphost(),
             api_url: c.api_url(),
             console_url: c.console_url(),
@@ -66,7 +66,7 @@ pub fn run(
                 &headers,
                 rows.iter().map(|r| {
                     let jumphost =
-                        r.jumphost.unwrap_or(kharon_shared::routing::Via::Direct.as_str()).to_owned();
+                        r.jumphost.unwrap_or(kharon_routing::table::Via::Direct.as_str()).to_owned();
                     if wide {
                         vec![
                             r.id.to_owned(),

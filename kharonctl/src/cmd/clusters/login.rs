@@ -46,7 +46,7 @@ pub async fn run(args: Args, run: &Run<'_>) -> anyhow::Result<ExitCode> {
     ocp::save(&path, &stored)?;
     eprintln!(
         "Logged in to {}; the token is in {}",
-        kharon_shared::text::Escaped(&cluster.id),
+        kharon_common::text::Escaped(&cluster.id),
         path.display()
     );
     Ok(ExitCode::SUCCESS)

@@ -4,7 +4,7 @@
 
 use std::path::PathBuf;
 
-use kharon_shared::inventory::Cluster;
+use kharon_routing::inventory::Cluster;
 
 use crate::catalog::picker;
 use crate::catalog::{self, Catalog};

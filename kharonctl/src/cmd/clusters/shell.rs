@@ -11,7 +11,7 @@ use std::io::{BufRead, BufReader, Write};
 use std::process::{Command, ExitCode, Stdio};
 
 use anyhow::Context as _;
-use kharon_shared::inventory::Cluster;
+use kharon_routing::inventory::Cluster;
 
 use crate::cmd::clusters::child;
 use crate::cmd::clusters::run::Run;
@@ -76,8 +76,8 @@ fn each(args: &Args, run: &Run<'_>, clusters: &[&Cluster]) -> anyhow::Result<Exi
         let code = match one_prefixed(args, run, cluster) {
             Ok(code) => code.to_string(),
             Err(e) => {
-                let id = kharon_shared::text::Escaped(&cluster.id);
-                eprintln!("[{id}] kharonctl: {}", kharon_shared::errors::shown(e.as_ref()));
+                let id = kharon_common::text::Escaped(&cluster.id);
+                eprintln!("[{id}] kharonctl: {}", kharon_common::errors::shown(e.as_ref()));
                 "error".to_owned()
             }
         };

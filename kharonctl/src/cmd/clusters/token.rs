@@ -6,7 +6,7 @@
 use std::process::ExitCode;
 use std::time::SystemTime;
 
-use kharon_shared::inventory::Distribution;
+use kharon_routing::inventory::Distribution;
 
 use crate::cmd::clusters::run::Run;
 use crate::kube::openshift_login as ocp;
@@ -37,7 +37,7 @@ pub async fn run(args: Args, run: &Run<'_>) -> anyhow::Result<ExitCode> {
             if stale.is_some() {
                 eprintln!(
                     "The token of {} has expired; logging in again.",
-                    kharon_shared::text::Escaped(&cluster.id)
+                    kharon_common::text::Escaped(&cluster.id)
                 );
             }
             let token = ocp::web_login(&ocp::WebLogin::for_cluster(run.ctx, cluster, None).await?).await?;

@@ -61,7 +61,7 @@ impl std::fmt::Display for Holder {
             write!(
                 f,
                 ", running since {} ({} ago)",
-                kharon_shared::time::rfc3339(since),
+                kharon_common::time::rfc3339(since),
                 crate::output::age(now.saturating_sub(since))
             )?;
         }

@@ -21,10 +21,10 @@ use std::time::Duration;
 
 use anyhow::Context as _;
 use indicatif::{ProgressBar, ProgressDrawTarget, ProgressStyle};
-use kharon_shared::cache::{self, Envelope, RouteEntry};
-use kharon_shared::inventory::Cluster;
-use kharon_shared::routing::RoutingTable;
-use kharon_shared::text::Escaped;
+use kharon_common::text::Escaped;
+use kharon_routing::cache::{self, Envelope, RouteEntry};
+use kharon_routing::inventory::Cluster;
+use kharon_routing::table::RoutingTable;
 
 use crate::context::Context;
 use crate::daemon::{self, Daemon};
@@ -84,7 +84,7 @@ pub async fn run(args: Args, ctx: &Context) -> anyhow::Result<ExitCode> {
         Ok(envelope) => Some(envelope),
         Err(cache::Error::Missing { .. }) => None,
         Err(e) => {
-            eprintln!("warning: {}; it will be replaced", kharon_shared::errors::shown(&e));
+            eprintln!("warning: {}; it will be replaced", kharon_common::errors::shown(&e));
             None
         }
     };

@@ -4,11 +4,11 @@
 
 use std::collections::BTreeSet;
 
-use kharon_shared::cache::Envelope;
-use kharon_shared::changes;
-use kharon_shared::routing::RoutingTable;
-use kharon_shared::text::Escaped;
-use kharon_shared::trust::Refused;
+use kharon_common::text::Escaped;
+use kharon_routing::cache::Envelope;
+use kharon_routing::changes;
+use kharon_routing::table::RoutingTable;
+use kharon_routing::trust::Refused;
 
 use crate::output;
 

@@ -13,7 +13,7 @@
 use std::collections::BTreeSet;
 use std::path::PathBuf;
 
-use kharon_shared::text::Escaped;
+use kharon_common::text::Escaped;
 
 use crate::output::count;
 

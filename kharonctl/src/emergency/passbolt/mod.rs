@@ -63,7 +63,7 @@ pub enum Error {
          URL right (setting passbolt_url, env KHARON_PASSBOLT_URL, flag --passbolt-url)?"
     )]
     NotPassbolt { url: String, status: u16 },
-    #[error("Passbolt refused {what} (HTTP {status}): {}", kharon_shared::text::Escaped(message))]
+    #[error("Passbolt refused {what} (HTTP {status}): {}", kharon_common::text::Escaped(message))]
     Refused { what: String, status: u16, message: String },
     #[error(
         "Passbolt at {url} knows no user with key {fingerprint}: use the key of your Passbolt account \
@@ -82,7 +82,7 @@ pub enum Error {
     #[error(
         "Passbolt refused the TOTP code: {} Give the current code from your authenticator \
          app (KHARON_PASSBOLT_TOTP or EMR_TOTP_TOKEN must hold a fresh one)",
-        kharon_shared::text::Escaped(message)
+        kharon_common::text::Escaped(message)
     )]
     TotpRejected { message: String },
     #[error(

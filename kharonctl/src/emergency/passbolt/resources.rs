@@ -8,7 +8,7 @@
 //! also encrypted to our key: JSON with a `password` field, or (legacy "password-string" type)
 //! the password itself.
 
-pub use kharon_shared::Secret;
+pub use kharon_common::Secret;
 use serde::Deserialize;
 use serde_json::Value;
 

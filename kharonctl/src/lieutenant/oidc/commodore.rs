@@ -163,7 +163,7 @@ pub fn keep_current(path: &Path, api_url: &str, grant: &Grant, now: SystemTime) 
         serde_json::Serializer::with_formatter(&mut out, serde_json::ser::PrettyFormatter::with_indent(b" "));
     file.serialize(&mut serializer)
         .map_err(|e| Error::Write { path: path.to_owned(), source: std::io::Error::other(e) })?;
-    kharon_shared::files::write_private(&target, &out)
+    kharon_common::files::write_private(&target, &out)
         .map_err(|source| Error::Write { path: path.to_owned(), source })?;
     Ok(Kept::Updated { keys })
 }
@@ -295,7 +295,7 @@ mod tests {
         for foreign in ["{\n \"https://syn.example\": {\n  \"id_tok", "[1, 2]", "\u{0}\u{1}"] {
             std::fs::write(&file, foreign).unwrap();
             let err = keep_current(&file, "https://syn.example", &grant("x"), at(0)).unwrap_err();
-            let shown = kharon_shared::errors::chain(&err);
+            let shown = kharon_common::errors::chain(&err);
             assert!(shown.contains(&format!("commodore's token cache {}", file.display())), "{shown}");
             assert!(shown.contains("left as it is"), "{shown}");
             assert_eq!(std::fs::read_to_string(&file).unwrap(), foreign);

@@ -40,8 +40,8 @@ pub enum Error {
     Timeout { after: std::time::Duration },
     #[error(
         "the identity provider refused the login: {}{}",
-        kharon_shared::text::Escaped(error),
-        description.as_ref().map(|d| format!(": {}", kharon_shared::text::Escaped(d))).unwrap_or_default()
+        kharon_common::text::Escaped(error),
+        description.as_ref().map(|d| format!(": {}", kharon_common::text::Escaped(d))).unwrap_or_default()
     )]
     Denied { error: String, description: Option<String> },
     #[error("{what} at the identity provider failed")]

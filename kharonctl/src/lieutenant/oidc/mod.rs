@@ -34,8 +34,8 @@ pub mod token;
 use std::path::PathBuf;
 use std::time::{Duration, SystemTime};
 
-use kharon_shared::errors::chain;
-use kharon_shared::text::Escaped;
+use kharon_common::errors::chain;
+use kharon_common::text::Escaped;
 
 use crate::lieutenant::Lieutenant;
 use choice::{Cached, Origin};
@@ -142,7 +142,7 @@ impl<'a> Auth<'a> {
                         .and_then(|t| t.duration_since(std::time::UNIX_EPOCH).ok())
                         .map_or_else(
                             || "some time ago".to_owned(),
-                            |d| kharon_shared::time::rfc3339(d.as_secs()),
+                            |d| kharon_common::time::rfc3339(d.as_secs()),
                         );
                     eprintln!(
                         "the token in {} expired at {when}; like commodore, kharonctl goes on with its own login",

@@ -14,7 +14,7 @@
 
 use std::path::{Path, PathBuf};
 
-use kharon_shared::Secret;
+use kharon_common::Secret;
 
 use super::choice::{Cached, Origin};
 use super::token::Tokens;
@@ -41,7 +41,7 @@ pub fn resolve(given: &Given) -> Result<Option<Cached>, Unreadable> {
     let raw = given.value.as_str();
     let path = Path::new(raw);
     let (text, file) = if path.is_file() {
-        let bytes = kharon_shared::files::read_regular(path).map_err(|source| Unreadable {
+        let bytes = kharon_common::files::read_regular(path).map_err(|source| Unreadable {
             path: path.to_owned(),
             from: given.from.clone(),
             source,

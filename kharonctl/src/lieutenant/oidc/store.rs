@@ -1,5 +1,5 @@
 //! Our own token cache: `<cache dir>/tokens.json`, mode 0600, replaced atomically
-//! ([`kharon_shared::files::write_private`]): `{"version": 1, "entries": {"<api url>": Tokens}}`,
+//! ([`kharon_common::files::write_private`]): `{"version": 1, "entries": {"<api url>": Tokens}}`,
 //! keyed by the Lieutenant URL without a trailing slash. Commodore's cache is [`super::commodore`].
 
 use std::collections::BTreeMap;
@@ -34,7 +34,7 @@ impl Error {
     pub fn damage(&self) -> String {
         match self {
             Error::Corrupt { path, cause } => damage(path, cause),
-            other => kharon_shared::errors::chain(other),
+            other => kharon_common::errors::chain(other),
         }
     }
 }
@@ -86,7 +86,7 @@ impl TokenFile {
         self.version = VERSION;
         let bytes = serde_json::to_vec_pretty(self)
             .map_err(|e| Error::Write { path: path.to_owned(), source: std::io::Error::other(e) })?;
-        kharon_shared::files::write_private(path, &bytes)
+        kharon_common::files::write_private(path, &bytes)
             .map_err(|source| Error::Write { path: path.to_owned(), source })
     }
 

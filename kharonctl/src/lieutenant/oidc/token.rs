@@ -9,7 +9,7 @@
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 use base64::Engine as _;
-use kharon_shared::Secret;
+use kharon_common::Secret;
 use serde::{Deserialize, Serialize};
 
 /// An `id_token` expiring within this margin is refreshed first (commodore's margin).

@@ -45,7 +45,7 @@ use std::sync::OnceLock;
 use std::time::Duration;
 
 use bytes::Bytes;
-use kharon_shared::routing::RoutingTable;
+use kharon_routing::table::RoutingTable;
 use tokio::io::{AsyncRead, AsyncReadExt, AsyncWrite, AsyncWriteExt};
 use tokio::net::TcpStream;
 use tokio::time::Instant;
@@ -187,7 +187,7 @@ pub async fn serve(state: &State, request: PacRequest) -> io::Result<()> {
     let PacRequest { mut stream, reply } = request;
     let pac = || {
         let generation = state.routes.current();
-        let loaded = &generation.table;
+        let loaded = &generation.inventory;
         shared_pac(&loaded.pac, &loaded.table, state.listen)
     };
     let result = answer(&mut stream, reply, WRITE_DEADLINE, pac).await;

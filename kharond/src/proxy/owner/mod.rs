@@ -229,7 +229,7 @@ mod tests {
         let client = std::net::TcpStream::connect(server).unwrap();
         let (_accepted, peer) = listener.accept().unwrap();
         assert_eq!(peer, client.local_addr().unwrap());
-        let me = kharon_shared::paths::uid();
+        let me = kharon_common::paths::uid();
         let owner = OwnerOnly::new(me).expect("Linux can tell");
         assert_eq!(owner.uids.client_uid(peer, server), Lookup::Uid(me));
         assert!(owner.admits(peer, server));
@@ -258,7 +258,7 @@ mod tests {
         let server = listener.local_addr().unwrap();
         let _client = std::net::TcpStream::connect(server).unwrap();
         let (_accepted, peer) = listener.accept().unwrap();
-        let me = kharon_shared::paths::uid();
+        let me = kharon_common::paths::uid();
         let (uids, _) = Uids::open(me).expect("Linux can tell");
         assert_eq!(uids.client_uid(peer, server), Lookup::Uid(me));
     }

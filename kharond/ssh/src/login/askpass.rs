@@ -30,7 +30,7 @@
 use std::collections::HashMap;
 use std::process::Stdio;
 
-use kharon_shared::secret::Secret;
+use kharon_common::secret::Secret;
 use tokio::io::AsyncReadExt as _;
 use tokio::process::{Child, Command};
 

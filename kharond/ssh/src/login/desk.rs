@@ -19,8 +19,8 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
 use std::time::{Duration, SystemTime};
 
-use kharon_shared::secret::Secret;
-use kharon_shared::text::{cap, escape};
+use kharon_common::secret::Secret;
+use kharon_common::text::{cap, escape};
 use tokio::sync::{oneshot, watch};
 use tokio::time::Instant;
 

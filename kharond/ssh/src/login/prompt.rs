@@ -139,7 +139,7 @@ fn wants_text(after: &[&str], wants: &[&str], accepted_key: Option<&str>, unable
 
 fn askpass_note(askpass: Option<&str>) -> String {
     askpass
-        .map(|p| format!(" (SSH_ASKPASS {} asked too)", kharon_shared::text::escape(p)))
+        .map(|p| format!(" (SSH_ASKPASS {} asked too)", kharon_common::text::escape(p)))
         .unwrap_or_default()
 }
 
@@ -438,8 +438,8 @@ impl Login {
                         Some(Err(declined)) => tracing::info!(
                             "SSH_ASKPASS {} gave no answer: {}; the question stays open for `kharonctl \
                              login-jump {jumphost}`",
-                            kharon_shared::text::escape(question.askpass.as_deref().unwrap_or_default()),
-                            kharon_shared::errors::Chain(&declined)
+                            kharon_common::text::escape(question.askpass.as_deref().unwrap_or_default()),
+                            kharon_common::errors::Chain(&declined)
                         ),
                         None => {}
                     }

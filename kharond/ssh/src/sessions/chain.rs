@@ -123,7 +123,7 @@ pub enum ErrorKind {
     #[error("cannot start ProxyCommand: {0}")]
     ProxyCommand(std::io::Error),
     /// Not a `source()`: the ProxyCommand's stderr, when there is any, follows the cause.
-    #[error("SSH handshake failed: {}{}", kharon_shared::errors::Chain(cause), stderr_note(stderr))]
+    #[error("SSH handshake failed: {}{}", kharon_common::errors::Chain(cause), stderr_note(stderr))]
     Handshake { cause: russh::Error, stderr: String },
     /// The server and the hop's algorithm lists have nothing in common (ssh's words).
     #[error(transparent)]
@@ -360,8 +360,8 @@ impl client::Handler for Handler {
             DisconnectReason::ReceivedDisconnect(info) => {
                 format!("closed by the server: {:?}", info.reason_code)
             }
-            DisconnectReason::Error(HandlerError::Russh(e)) => kharon_shared::errors::chain(&e),
-            DisconnectReason::Error(HandlerError::HostKey(e)) => kharon_shared::errors::chain(&e),
+            DisconnectReason::Error(HandlerError::Russh(e)) => kharon_common::errors::chain(&e),
+            DisconnectReason::Error(HandlerError::HostKey(e)) => kharon_common::errors::chain(&e),
         };
         self.events.dead.store(true, Ordering::Relaxed);
         self.down.send_replace(Some(why));

@@ -28,7 +28,7 @@ pub struct Refusal {
 impl From<&kharon_ssh_config::Error> for Refusal {
     fn from(e: &kharon_ssh_config::Error) -> Self {
         Refusal {
-            reason: kharon_shared::errors::chain(e),
+            reason: kharon_common::errors::chain(e),
             origin: e.origin().map(ToString::to_string),
             since: SystemTime::now(),
         }

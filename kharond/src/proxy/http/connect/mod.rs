@@ -28,7 +28,7 @@
 
 use std::fmt;
 
-use kharon_shared::errors::Chain;
+use kharon_common::errors::Chain;
 use tokio::io::{AsyncWrite, AsyncWriteExt};
 
 use super::authorization::{self, CHALLENGE, Given, Problem};
@@ -169,7 +169,7 @@ fn failure_status(failure: Unreachable) -> &'static str {
 
 fn failure_answer(target: &Target, failure: Unreachable, why: &str) -> String {
     // One line: an SSH or OS error text could carry line breaks, escapes or bidi overrides.
-    let needs = kharon_shared::text::needs_escape;
+    let needs = kharon_common::text::needs_escape;
     let why: String = why.chars().map(|c| if needs(c) { ' ' } else { c }).collect();
     let body = format!("kharond cannot reach {target} {why}\n");
     response_head(failure_status(failure), TEXT, body.len(), "") + &body

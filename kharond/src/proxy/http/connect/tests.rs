@@ -1,7 +1,7 @@
 use std::net::SocketAddr;
 
 use base64::Engine;
-use kharon_shared::config::SocksAuth;
+use kharon_config::SocksAuth;
 
 use super::super::request::Judged;
 

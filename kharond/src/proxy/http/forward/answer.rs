@@ -149,7 +149,7 @@ fn response_head_bytes(
 pub fn refusal(refused: &Refused) -> String {
     let (extra, body) = match refused {
         Refused::Credentials(_) => (CHALLENGE, HOW.to_owned()),
-        _ => ("", format!("{}\n", kharon_shared::errors::chain(refused))),
+        _ => ("", format!("{}\n", kharon_common::errors::chain(refused))),
     };
     response_head(refused.status(), TEXT, body.len(), extra) + &body
 }

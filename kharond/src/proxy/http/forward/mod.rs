@@ -43,7 +43,7 @@ use std::pin::{Pin, pin};
 use std::time::Duration;
 
 use futures::FutureExt as _;
-use kharon_shared::errors::Chain;
+use kharon_common::errors::Chain;
 
 use kharon_relay::{Counters, Way};
 use tokio::io::{AsyncReadExt, AsyncWrite, AsyncWriteExt};

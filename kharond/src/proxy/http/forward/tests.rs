@@ -8,7 +8,7 @@ use tokio::net::{TcpListener, TcpStream};
 use super::*;
 use crate::proxy::http::request::{Parsed, parse};
 use crate::routing::dial;
-use crate::routing::route::Route;
+use kharon_routing::table::Route;
 
 /// What `decide` makes of a complete head.
 fn decided(head: &str) -> Result<Forward, Refused> {

@@ -33,10 +33,10 @@ pub(super) fn check(
     }
     let now = now.duration_since(UNIX_EPOCH).map(|d| d.as_secs()).unwrap_or(0);
     if now < cert.valid_after() {
-        return Err(format!("it is not valid before {}", kharon_shared::time::rfc3339(cert.valid_after())));
+        return Err(format!("it is not valid before {}", kharon_common::time::rfc3339(cert.valid_after())));
     }
     if now >= cert.valid_before() {
-        return Err(format!("it expired at {}", kharon_shared::time::rfc3339(cert.valid_before())));
+        return Err(format!("it expired at {}", kharon_common::time::rfc3339(cert.valid_before())));
     }
     // No principals: valid for any host (ssh does not require one of a host certificate). The
     // comparison is exact, as ssh's strcmp; the host name is already lowercased.

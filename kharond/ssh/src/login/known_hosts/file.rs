@@ -63,7 +63,7 @@ impl Entry {
 /// Every usable line of one file. A missing file is empty.
 pub(super) fn read(path: &Path) -> Vec<Entry> {
     // read_regular: a FIFO planted at the path must not hang the chain's dial.
-    let read = kharon_shared::files::read_regular(path).and_then(|b| {
+    let read = kharon_common::files::read_regular(path).and_then(|b| {
         String::from_utf8(b).map_err(|e| std::io::Error::new(std::io::ErrorKind::InvalidData, e))
     });
     let text = match read {

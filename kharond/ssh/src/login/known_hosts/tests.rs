@@ -219,7 +219,7 @@ fn global_files_are_read_after_user_files() {
 /// the known_hosts file.
 fn glob(pattern: &[u8], text: &[u8]) -> bool {
     let ascii = |b: &[u8]| String::from_utf8(b.to_vec()).expect("ASCII");
-    kharon_shared::wildcard::matches(&ascii(text), &ascii(pattern))
+    kharon_common::wildcard::matches(&ascii(text), &ascii(pattern))
 }
 
 #[test]

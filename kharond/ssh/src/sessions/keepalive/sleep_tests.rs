@@ -84,7 +84,7 @@ impl Lab {
             .pool
             .connect(&self.jumphost(), "127.0.0.1", self.target.port(), Patience::Wait)
             .await
-            .map_err(|e| kharon_shared::errors::chain(&e))?;
+            .map_err(|e| kharon_common::errors::chain(&e))?;
         tunnel
             .write_all(b"GET /hello HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n")
             .await

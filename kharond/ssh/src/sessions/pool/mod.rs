@@ -46,7 +46,7 @@ use std::sync::atomic::Ordering;
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, SystemTime};
 
-use kharon_shared::errors;
+use kharon_common::errors;
 use tokio::sync::watch;
 use tokio::task::JoinHandle;
 use tokio::time::Instant;
