@@ -554,9 +554,9 @@ def shaped_figures(rec, figures):
             a, b = q(fk["new_ms"], 50), q(fs["new_ms"], 50)
             figures.append(Figure(f"{where}: small request p50 during the *first* bulk download after start: "
                                   f"kharond / ssh -D", a / b, "x", None, False, "reported",
-                                  f"{a:.0f} / {b:.0f} ms: kharond starts with the window it assumes (a 1 Gbit/s link) "
-                                  f"and measures the path during this transfer, whose channel follows the "
-                                  f"measured window from its next adjust on (docs/ssh-engine.md, "
+                                  f"{a:.0f} / {b:.0f} ms: kharond starts with OpenSSH's 2 MiB window and doubles it "
+                                  f"while the rate grows, measuring the path during this transfer, whose channel "
+                                  f"follows the measured window from its next adjust on (docs/ssh-engine.md, "
                                   f"\"Windows that follow the path\"){tail}", plot=False))
 
 
