@@ -45,7 +45,9 @@
 //!   that no first transfer queues more than it would; each sample doubles it while the delivery
 //!   rate grew by `startup_growth` since the last doubling and no queue showed. A queue above half
 //!   the allowance (below) ends it at the wanted window: the last doubling overshot. A rate that
-//!   stopped growing without a queue ends it where it is: the window does not limit the transfer.
+//!   stopped growing without a queue ends it at the window before the last doubling, which
+//!   carried the same rate: the window does not limit the transfer (a CPU does, on loopback,
+//!   where a window twice OpenSSH's carried a sixth less, `HOPS=1 bench/routed.sh`).
 //! - **Steady**: the window **shrinks** to the wanted one when the round trip stands more than
 //!   half the allowance above its minimum and the spread: a queue the link does not need.
 //!   "Stands": the lowest of this spell's last `recent` samples, so one ping that waited for a
@@ -256,9 +258,17 @@ impl PathWindow {
         )
     }
 
+    /// The window becomes `window`, set from `min_rtt`: a later, lower minimum makes it stale.
     fn set(&mut self, window: f64, min_rtt: Duration) {
-        self.window = window.clamp(f64::from(self.settings.floor), f64::from(self.settings.ceiling)) as u32;
+        self.resize(window);
         self.basis = Some(min_rtt);
+    }
+
+    /// The window becomes `window`, set from no round trip (the startup's doublings): only a
+    /// queue changes it later, not a lower minimum (on loopback the minimum falls to a tenth of
+    /// a millisecond, and the wanted window with it).
+    fn resize(&mut self, window: f64) {
+        self.window = window.clamp(f64::from(self.settings.floor), f64::from(self.settings.ceiling)) as u32;
     }
 
     /// Measuring starts (again) at `now`: the next sample's bytes were delivered since then, and
@@ -307,14 +317,17 @@ impl PathWindow {
             Phase::Startup { rate } => {
                 if queued <= allowance / 2 && latest >= rate * self.settings.startup_growth {
                     self.phase = Phase::Startup { rate: latest.max(rate) };
-                    self.set(2.0 * f64::from(self.window), min_rtt);
+                    self.resize(2.0 * f64::from(self.window));
                 } else {
                     // A queue showed: the last doubling overshot, and the window goes to what the
-                    // path wants. No queue, but no more rate either: something other than the
-                    // window limits the transfer, and a smaller window would only add to that.
+                    // path wants. No queue, but no more rate either: the last doubling bought
+                    // nothing (something else limits the transfer, a CPU on loopback), and the
+                    // window goes back to the one before it, which carried the same rate.
                     self.phase = Phase::Steady;
                     if queued > allowance / 2 {
                         self.set(wanted, min_rtt);
+                    } else {
+                        self.resize(f64::from(self.window) / 2.0);
                     }
                 }
             }
