@@ -437,7 +437,7 @@ mod tests {
         prepare_private_dir(&own_link).unwrap();
     }
 
-    /// Issue 33: without XDG_RUNTIME_DIR the socket folder is `$TMPDIR/kharon-<uid>`, where another
+    /// Without XDG_RUNTIME_DIR the socket folder is `$TMPDIR/kharon-<uid>`, where another
     /// user may plant a link to a directory of ours; it is refused for who owns the link.
     #[test]
     fn a_symlink_of_another_user_is_refused_even_when_it_points_at_our_directory() {

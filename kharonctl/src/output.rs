@@ -155,7 +155,7 @@ mod tests {
         assert_eq!(super::bytes(u64::MAX), "16777216.0 TiB");
     }
 
-    /// Issue 33: a hostile display name neither drives the terminal nor takes minutes to lay out.
+    /// A hostile display name neither drives the terminal nor takes minutes to lay out.
     #[test]
     fn cells_are_escaped_and_capped() {
         let huge = "x".repeat(10 * 1024 * 1024);

@@ -640,7 +640,7 @@ mod tests {
 
     #[test]
     fn a_name_that_only_contains_a_stronger_one_keeps_routing_around_it() {
-        // Issue 41: c-outer's dynamic base domain holds c-inner's static name, a loose name holds
+        // c-outer's dynamic base domain holds c-inner's static name, a loose name holds
         // another cluster's anchored one; nothing is refused, the longest suffix decides.
         let claims = [
             claim("c-outer", "c-outer.example.net", Tier::Anchored),

@@ -1,5 +1,5 @@
 //! Debian's Dropbear as a jump host on loopback (`apt-get install dropbear-bin`), for the oracle
-//! matrix (issue 42): the SSH server of routers, appliances and small images.
+//! matrix: the SSH server of routers, appliances and small images.
 //!
 //! Dropbear reads authorized keys only from the login user's `~/.ssh/authorized_keys` (2022.83
 //! has no option to name another file) and resolves names with the system's resolver. So, like

@@ -5,7 +5,7 @@ use serde_json::{Value, json};
 
 /// An OpenShift cluster routed through `jumphost` whose base domain is `base`. VSHN lists the
 /// base domain in `jumphostDomains` too: the lab's jump hosts are aliases of 127.0.0.1, which
-/// anchor nothing, and a dynamic name needs an anchor to route (issue 41).
+/// anchor nothing, and a dynamic name needs an anchor to route.
 pub fn routed(id: &str, jumphost: &str, base: &str) -> Value {
     json!({
         "id": id,

@@ -1,6 +1,6 @@
 //! An OpenSSH-7-like jump host (`fixtures/legacy_sshd.py`, paramiko 3): SHA-1 key exchange,
 //! `ssh-rsa` host key signatures, hmac-sha1, and `server-sig-algs` with exactly the signature
-//! algorithms given, for the algorithm cases of the oracle matrix (issue 42) that no packaged
+//! algorithms given, for the algorithm cases of the oracle matrix that no packaged
 //! server offers any more. Listens on 127.0.0.1 at a port it picks; killed on drop.
 
 use std::io::{BufRead as _, BufReader};

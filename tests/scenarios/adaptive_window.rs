@@ -1,4 +1,4 @@
-//! The receive window that follows the measured path (issue 43, docs/ssh-engine.md "Windows that
+//! The receive window that follows the measured path (docs/ssh-engine.md "Windows that
 //! follow the path"), end to end through two real sshd: while a bulk download runs, kharond pings
 //! the last hop and counts bytes to size its windows, and the download's bytes still arrive
 //! intact, in order, while small requests on other channels of the same session complete.

@@ -1,6 +1,6 @@
 //! The clients people point at kharond's one port, each against a routed target (a cluster name
 //! that only a real OpenSSH jump host resolves) and a direct one, with the outcome a user sees
-//! (issue 55): curl as a SOCKS5 (socks5h), SOCKS4A, HTTP CONNECT and plain HTTP proxy client,
+//!: curl as a SOCKS5 (socks5h), SOCKS4A, HTTP CONNECT and plain HTTP proxy client,
 //! Python's requests and urllib, Node's http module, git over http, and ssh through
 //! `nc -X 5`. Every client gets through, or (SOCKS4) a refusal in its own protocol, with the
 //! hint in kharond's log; every failure is logged once at INFO on either route, escaped and

@@ -1,4 +1,4 @@
-//! Issue 41: a cluster's dynamic facts route names only inside its anchors, the domains something
+//! A cluster's dynamic facts route names only inside its anchors, the domains something
 //! other than the cluster ties to it (VSHN's static facts, the engineer's ssh_config and config
 //! file); names of one cluster may nest inside another's, the longest suffix deciding; and
 //! `update` and `reload` say per cluster what a new inventory routes and refuses that the last

@@ -1,4 +1,4 @@
-//! Issue 33: what a cluster reports about itself (its dynamic facts, where a customer may be
+//! What a cluster reports about itself (its dynamic facts, where a customer may be
 //! cluster-admin) cannot act as the engineer. It never becomes a program kubectl runs, and it
 //! cannot route another cluster's names, a whole registrable domain, a public suffix or a host
 //! kharon itself talks to; every refusal is named by `update`, `reload`, `status` and the log, and
@@ -172,7 +172,7 @@ fn a_cluster_cannot_route_another_clusters_api_a_domain_a_public_suffix_or_kharo
     });
     let _hostile_hop = second_jump_host(&lab, "jump-x", &["api.c-x.example", "console.apps.c-x.example"]);
     let inv = lab.env.write("inventory.json", &hostile_inventory(&lab).to_string());
-    // Both clusters' jump hosts are aliases of 127.0.0.1, which anchor nothing (issue 41): the
+    // Both clusters' jump hosts are aliases of 127.0.0.1, which anchor nothing: the
     // engineer's zone lets their names in, so that the rules here decide between them.
     let config = lab.env.write(
         "config.toml",

@@ -94,8 +94,8 @@ fn without_inventory_cache_or_daemon_the_error_says_what_to_do() {
 
 /// kharond started on `--inventory FILE`, and no cache here: every command that reads clusters
 /// asks kharond for the table it routes by (not the file, which may have changed since), without
-/// a notice on every command (the README's first command starts kharond that way; issue 35 item
-/// 13): `kharonctl config` shows where the list came from.
+/// a notice on every command (the README's first command starts kharond that way):
+/// `kharonctl config` shows where the list came from.
 #[test]
 fn without_a_cache_the_clusters_are_the_daemons_table() {
     let env = Env::new();

@@ -1,4 +1,4 @@
-//! kharonctl and the real commodore on one machine (issue 44): commodore users log in once.
+//! kharonctl and the real commodore on one machine: commodore users log in once.
 //! Commodore (PyPI `syn-commodore`, pinned; `harness/commodore.rs`) logs in, saves and fetches
 //! tokens through its own code; kharonctl must use what it wrote, find the `.env` it reads, and
 //! keep its cache current so that `commodore fetch-token` needs no login after `kharonctl login`.

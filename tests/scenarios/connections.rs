@@ -1,4 +1,4 @@
-//! `kharonctl connections`, `status`'s per-route totals and `route --trace` (issue 23), with real
+//! `kharonctl connections`, `status`'s per-route totals and `route --trace`, with real
 //! clients: curl and kubectl through a real OpenSSH jump host, listed while they transfer, their
 //! byte counts checked against what curl says it moved and, for kubectl's TLS, against the API
 //! server's own kernel counters (`ss`); a trace through a real two-hop chain, dialled and reused.
@@ -326,7 +326,7 @@ fn trace_times_out_cleanly_and_bad_input_or_no_daemon_get_clear_errors() {
     assert!(out.stderr.contains("no connection to nothing.example came within 1s"), "{}", out.stderr);
     assert!(started.elapsed() < Duration::from_secs(15), "took {:?}", started.elapsed());
 
-    // Not a host: the command line's fault, exit 2 as for `route` without --trace (issue 35).
+    // Not a host: the command line's fault, exit 2 as for `route` without --trace.
     let bad = kharonctl::run(&env, &["route", "bad host!", "--trace", "--timeout", "1"]);
     assert_eq!(bad.code, Some(2), "{bad:?}");
     assert!(bad.stderr.contains("cannot trace invalid target host"), "{}", bad.stderr);

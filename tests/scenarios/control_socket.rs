@@ -225,7 +225,7 @@ fn out_of_descriptors_the_control_socket_waits_instead_of_spinning() {
     assert!(daemon.log().contains("control socket: accept failed"), "{}", daemon.log());
 }
 
-/// Issue 33: without XDG_RUNTIME_DIR the control socket goes to `$TMPDIR/kharon-<uid>`, a name
+/// Without XDG_RUNTIME_DIR the control socket goes to `$TMPDIR/kharon-<uid>`, a name
 /// anyone can take in a shared folder. A symbolic link planted there by another user is refused
 /// (lstat), even while it points at a private directory of ours, and nothing is created through it.
 #[test]

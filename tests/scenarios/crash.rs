@@ -1,4 +1,4 @@
-//! Crash safety (issue 21): `kill -9` of kharond while it reloads an inventory, and while
+//! Crash safety: `kill -9` of kharond while it reloads an inventory, and while
 //! `kharonctl update` writes the cache and asks it to reload, leaves the files whole (old or new,
 //! never torn), a new kharond starts from them, and clients of the dead one are refused at once,
 //! not left hanging. The shipped systemd unit restarts a kharond that was killed (its policy,

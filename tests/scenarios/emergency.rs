@@ -1,4 +1,4 @@
-//! `kharonctl clusters NAME emergency-credentials` end to end (issue 15): the fake Passbolt
+//! `kharonctl clusters NAME emergency-credentials` end to end: the fake Passbolt
 //! (`harness::passbolt`: GPGAuth, CSRF and session cookies, TOTP MFA, v5 metadata, real OpenPGP),
 //! a real S3 that verifies SigV4 (moto) whose host name `objects.c1.example` resolves only at the
 //! jump host (a real sshd), so only kharond's routing reaches it, and real `kubectl` through
@@ -152,7 +152,7 @@ impl World {
         let cluster = |id: &str, base: &str, port: u16| {
             json!({
                 "id": id, "tenant": "t-test",
-                // The lab's jump host anchors nothing: VSHN lists the base domain (issue 41).
+                // The lab's jump host anchors nothing: VSHN lists the base domain.
                 "facts": {"distribution": "openshift4", "jumphost": lab.jumphost(), "jumphostDomains": base},
                 "dynamicFacts": {
                     "openshiftBaseDomain": base,

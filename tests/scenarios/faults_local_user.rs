@@ -1,5 +1,5 @@
 //! Another local user is refused by the control API (docs/performance.md, item 18), and by a
-//! password-less proxy (issue 33). The control API: first by the
+//! password-less proxy. The control API: first by the
 //! private runtime directory; if someone loosened the modes, kharonctl itself refuses a socket
 //! that is not its user's, and a client that ignores that (raw gRPC over HTTP/2, here real `curl`)
 //! is refused by the daemon's peer-credential check on every request (OpenSSH's agent-getpeereid
@@ -140,7 +140,7 @@ fn curl(args: &[&str]) -> Result<String, String> {
     if out.status.success() { Ok(String::from_utf8_lossy(&out.stdout).into_owned()) } else { Err(text(&out)) }
 }
 
-/// Issue 33: a password-less kharond is the engineer's SSH identity in every customer network;
+/// A password-less kharond is the engineer's SSH identity in every customer network;
 /// another user of the machine is refused (SOCKS "not allowed", HTTP 403, the PAC too), named
 /// once in the log, while the owner is served; `allow_other_users = true` lets others in.
 #[test]

@@ -1,4 +1,4 @@
-//! The first hour (issue 35): what a newcomer meets following the README, on a fresh HOME, with
+//! The first hour: what a newcomer meets following the README, on a fresh HOME, with
 //! real kharond, kharonctl, sshd and curl. Each answer is right and says what to do next: a URL
 //! pasted into `route` is routed as its host; a missing ssh-agent and a jump host no `Host` block
 //! names are said before any connection fails; a stale control socket is named as such; errors
@@ -107,7 +107,7 @@ fn no_agent_and_no_usable_key_is_a_warning_at_start_and_a_failed_test_row() {
     let status = kharonctl::run(&env, &["status"]);
     assert!(status.stdout.contains("warning: kharond has no ssh-agent"), "{}", status.stdout);
 
-    // Issue 55: the log says it once per condition, not again at every reload while it lasts
+    // The log says it once per condition, not again at every reload while it lasts
     // (each reload still tells the person who asked for it).
     let warnings = || daemon.log().lines().filter(|l| warned(l)).count();
     for _ in 0..3 {
@@ -218,7 +218,7 @@ fn errors_are_printed_once() {
     assert_eq!(exited.stderr.matches("TOML parse error").count(), 1, "{}", exited.stderr);
 }
 
-/// Item 8, and issue 55: a table that is not on a terminal is never folded or cut, whatever
+/// Item 8: a table that is not on a terminal is never folded or cut, whatever
 /// `$COLUMNS` says, so `grep` finds a whole value on the line of its setting; the long reason is
 /// said once, under the table.
 #[test]

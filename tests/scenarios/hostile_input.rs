@@ -1,4 +1,4 @@
-//! Hostile data from the inventory and the ssh_config (issue 14): a `jumphost` fact never becomes
+//! Hostile data from the inventory and the ssh_config: a `jumphost` fact never becomes
 //! a shell command, and an ssh_config that would overflow the loader's stack is refused at start
 //! and on reload, while the daemon keeps serving.
 
@@ -19,7 +19,7 @@ fn start_with_inventory(lab: &mut Lab, clusters: &[serde_json::Value]) {
 #[test]
 fn a_jumphost_fact_with_shell_syntax_never_runs_and_is_reported() {
     let mut lab = Lab::new(LabOptions::default());
-    // The reproduction of issue 14: a generic ProxyCommand for a wildcard block, and a jump
+    // The reproduction: a generic ProxyCommand for a wildcard block, and a jump
     // host name from the inventory that the block matches.
     let mut config = std::fs::read_to_string(&lab.ssh_config).unwrap();
     config.push_str("Host *.jump.test\n  ProxyCommand /bin/echo %h\n");

@@ -1,4 +1,4 @@
-//! Issue 33: text from the inventory reaches people only escaped. A hostile inventory (an OSC
+//! Text from the inventory reaches people only escaped. A hostile inventory (an OSC
 //! window title, CSI screen clears, carriage returns and newlines, C1 controls, a 10 MB display
 //! name) printed by `clusters` and `status` on a real pseudo-terminal shows none of its control
 //! bytes and stays small; and a newline in a cluster id or a jump host value cannot forge a line of

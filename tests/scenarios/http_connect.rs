@@ -1,4 +1,4 @@
-//! HTTP CONNECT on the SOCKS port (issue 16 item 9): `HTTPS_PROXY=http://127.0.0.1:PORT` with
+//! HTTP CONNECT on the SOCKS port: `HTTPS_PROXY=http://127.0.0.1:PORT` with
 //! real curl, Python's urllib and kubectl reaches a cluster host behind a real OpenSSH jump host
 //! and a direct host; failures and bad requests get HTTP answers; a payload sent with the CONNECT
 //! head is relayed and counted; with a password configured, CONNECT needs it and no log line

@@ -258,7 +258,7 @@ fn routed_hello(hops: usize, form: Form) {
     let seen = if form == Form::Command { hops - 1 } else { hops };
     assert_eq!(chain["hops"].as_array().map(Vec::len), Some(seen), "{chain}");
     // Every hop kharond dials is listed with what it resolved; a ProxyCommand transport is
-    // shown in front of the hop it reaches (issue 16): the hops inside it are its business.
+    // shown in front of the hop it reaches: the hops inside it are its business.
     let details = chain["hop_details"].as_array().cloned().unwrap_or_default();
     assert_eq!(details.len(), seen, "{chain}");
     let human = kharonctl::run(&lab.env, &["status"]).stdout;
@@ -411,7 +411,7 @@ fn unencrypted_key_file_works_without_agent_and_encrypted_one_says_what_to_do() 
     lab.start_daemon();
     let (code, _, _) = lab.socks_connect(lab.target.port());
     assert_ne!(code, 0);
-    // `ssh-add` would not help: this hop has `IdentityAgent none` (issue 35: the advice fits).
+    // `ssh-add` would not help: this hop has `IdentityAgent none` (the advice fits).
     let expected = format!(
         "{} is encrypted and the ssh config gives this hop no agent (IdentityAgent none)",
         enc.display()

@@ -1,4 +1,4 @@
-//! A jump host that asks a person (issue 42, item 7): a real OpenSSH sshd with
+//! A jump host that asks a person (item 7): a real OpenSSH sshd with
 //! `AuthenticationMethods publickey,keyboard-interactive` (or `publickey,password`) and a PAM
 //! stack of its own (`harness::sshd`, `Builder::pam`), whose `pam_exec` checks a one-time code:
 //! each code works once. kharond used to fail there with "no key was accepted" while sshd logged
@@ -8,7 +8,7 @@
 //! no log: kharond's (at trace level), kharonctl's output, the askpass program's record aside.
 //! In a desktop session (a private D-Bus session bus with a notification server that records what
 //! it is sent, `harness::desktop`), the question is a desktop notification, once, and the clients
-//! that waited for it past their connect timeout hear what became of it (issue 55).
+//! that waited for it past their connect timeout hear what became of it.
 
 use std::io::Write as _;
 use std::path::PathBuf;

@@ -1,4 +1,4 @@
-//! A jump host that will not forward (issue 34): the client gets "not allowed" (SOCKS 0x02),
+//! A jump host that will not forward: the client gets "not allowed" (SOCKS 0x02),
 //! `kharonctl status` shows the refused channel (target, reason, when) while the chain itself
 //! stays connected with no error, and `kharonctl test` says the jump host refuses forwarding.
 

@@ -117,7 +117,7 @@ fn merge_keeps_unrelated_entries_byte_for_byte_and_leaves_0600() {
     assert!(view.status.success(), "{}", String::from_utf8_lossy(&view.stderr));
 }
 
-/// Issue 33: `~/.kube/config` as a dotfile manager's symbolic link stays a link; the merge goes
+/// `~/.kube/config` as a dotfile manager's symbolic link stays a link; the merge goes
 /// into the file it points to, atomically, and kubectl reads the result through the link.
 #[test]
 fn merge_writes_through_a_symlinked_kubeconfig_and_keeps_the_link() {
@@ -451,7 +451,7 @@ impl JumpCluster {
         let api = TlsApi::start(lab.env.path(), TARGET);
         let cluster = json!({
             "id": "c1", "tenant": "t-test",
-            // The lab's jump host anchors nothing: VSHN lists the base domain (issue 41).
+            // The lab's jump host anchors nothing: VSHN lists the base domain.
             "facts": {"distribution": "openshift4", "jumphost": lab.jumphost(), "jumphostDomains": "c1.example"},
             "dynamicFacts": {
                 "openshiftBaseDomain": "c1.example",

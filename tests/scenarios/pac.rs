@@ -229,7 +229,7 @@ document.getElementById("seen").textContent =
     )
 }
 
-/// Issue 14 item 3: a foreign page's `<script src=…/proxy.pac>` read the routing table.
+/// A foreign page's `<script src=…/proxy.pac>` read the routing table.
 #[test]
 fn a_foreign_page_cannot_read_the_pac() {
     let env = Env::new();

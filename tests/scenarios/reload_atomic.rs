@@ -1,4 +1,4 @@
-//! A reload is all or nothing (issue 21): a reload whose `Match exec` outlasts the reload
+//! A reload is all or nothing: a reload whose `Match exec` outlasts the reload
 //! deadline installs neither the new table nor the new jump host chains, `status` names it, and
 //! the next reload (started while the abandoned one is still running) installs both. A new ssh
 //! config that refuses a jump host, or cannot be read, makes a partial reload: the table is in,

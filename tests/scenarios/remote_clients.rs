@@ -1,4 +1,4 @@
-//! Issue 33: kharond on a non-loopback address (allowed with a password) serves clients on other
+//! Kharond on a non-loopback address (allowed with a password) serves clients on other
 //! machines, but such a client must not reach, through the direct path, what listens only on the
 //! engineer's loopback (by address, by `localhost`, by 0.0.0.0); the engineer's own clients still
 //! do. The "other machine" is a network namespace the test makes, with 10.200.0.1 on it: a client

@@ -1,5 +1,5 @@
 //! 10,000 concurrent idle direct connections under the machine's default descriptor limits
-//! (issue 14, "Must show"), or as many as those limits fit when that is fewer (a hard limit of
+//! ("Must show"), or as many as those limits fit when that is fewer (a hard limit of
 //! 20,000 that kharond may not raise fits 9,808: two descriptors each plus its reserve). Every
 //! SOCKS CONNECT succeeds and relays bytes both ways while all are
 //! open, kharond holds about two descriptors per connection (kharond/src/fd_limit.rs, the pipe

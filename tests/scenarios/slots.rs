@@ -1,7 +1,7 @@
 //! Connection slots, when every one is taken (kharond/src/listener.rs): connections that never
 //! finish their SOCKS handshake (any local user can open them) make room for a new client, the
 //! oldest first; a connection whose handshake has finished is never closed for that, and with
-//! all slots established a new client waits until one closes. Issue 14, item 8.
+//! all slots established a new client waits until one closes.
 
 use std::io::{ErrorKind, Read, Write};
 use std::net::TcpStream;

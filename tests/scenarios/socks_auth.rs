@@ -96,7 +96,7 @@ fn no_password_reaches_the_log_at_any_level() {
         assert!(wait_until(Duration::from_secs(10), || refusals() >= 2), "{rust_log}:\n{}", daemon.log());
         let log = daemon.log();
         assert!(log.contains("TRACE"), "{rust_log}:\n{log}");
-        // stderr is a pipe here, not a terminal: no colour codes (issue 16 item 10).
+        // stderr is a pipe here, not a terminal: no colour codes.
         assert!(!log.contains('\x1b'), "{rust_log}: ANSI escapes in a log that is not a terminal");
         for secret in [PASSWORD, WRONG] {
             assert!(!log.contains(secret), "{rust_log}: {secret} logged:\n{log}");
@@ -129,7 +129,7 @@ fn guess(addr: std::net::SocketAddr, target_port: u16, http: bool, password: &st
     }
 }
 
-/// Issue 33: 32 connections guessing for 10 s get at most 10 answers a second between them, the
+/// 32 connections guessing for 10 s get at most 10 answers a second between them, the
 /// right password keeps working meanwhile over both protocols, and the guessing is logged at WARN
 /// (rate-limited, never the passwords).
 #[test]

@@ -35,7 +35,7 @@ fn killed_jump_host_is_redialled_after_restart() {
     let status = lab.chain_status();
     assert_eq!(status["state"], "failed", "{status}");
     assert!(status["last_error"].as_str().unwrap_or("").contains("hop 1/1 hop1"), "{status}");
-    // The error says when it happened, and `status` shows its age (issue 35 item 5).
+    // The error says when it happened, and `status` shows its age.
     let now_ms =
         std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).unwrap().as_millis() as u64;
     let at = status["last_error_ms"].as_u64().unwrap_or(0);

@@ -1,4 +1,4 @@
-//! OpenSSH as the oracle for *connecting* (issue 34): every row of [`ROWS`] is one ssh_config
+//! OpenSSH as the oracle for *connecting*: every row of [`ROWS`] is one ssh_config
 //! case, run through `ssh -F CONFIG -W TARGET:PORT jump` and through kharond on the same config,
 //! the same known_hosts files and the same agent, against real sshd jump hosts. Both must
 //! connect (and carry bytes through the tunnel), or both refuse: ssh for the reason the row names,
@@ -12,7 +12,7 @@
 //!
 //! Besides OpenSSH's sshd, rows run against Debian's Dropbear and an OpenSSH-7-like server of our
 //! own (`fixtures/legacy_sshd.py`: SHA-1 key exchange, `ssh-rsa` host keys, hmac-sha1), which
-//! packaged servers no longer offer (issue 42). A row can put its `Host` block or a crypto policy
+//! packaged servers no longer offer. A row can put its `Host` block or a crypto policy
 //! into a system-wide config: then ssh runs without `-F` in a mount namespace whose `/etc/ssh`
 //! and home directory are the row's, and kharond without `--ssh-config`, with its system file
 //! pointed at the row's (`KHARON_SYSTEM_SSH_CONFIG`). A row can also check that no ProxyCommand
@@ -724,8 +724,7 @@ fn proxy_commands(config: &Path) -> Vec<u32> {
 }
 
 /// Reload with a changed chain (so it is dialled anew and the old session ends), connect again,
-/// then SIGTERM: one ProxyCommand once the old session is gone, none after the stop (issue 42
-/// item 6).
+/// then SIGTERM: one ProxyCommand once the old session is gone, none after the stop.
 fn leaks(case: &Case, config: &Path, daemon: &mut Kharond) -> Vec<String> {
     let mut problems = Vec::new();
     let text = std::fs::read_to_string(config).expect("config");
@@ -1242,7 +1241,7 @@ const ROWS: &[Row] = &[
         },
     },
     Row { name: "MaxSessions 2, five parallel clients", expect: Connect, case: |c| c.parallel = 5 },
-    // ---- issue 42: identities the agent keeps
+    // ---- identities the agent keeps
     Row {
         name: "IdentityFile KEY.pub with IdentitiesOnly yes, the private key only in the agent",
         expect: Connect,
@@ -1253,7 +1252,7 @@ const ROWS: &[Row] = &[
         expect: Connect,
         case: |c| public_key_identity(c, Server::Dropbear),
     },
-    // ---- issue 42: the system-wide config
+    // ---- the system-wide config
     Row {
         name: "the Host block only in /etc/ssh/ssh_config.d/*.conf (Include ssh_config.d/*.conf)",
         expect: Connect,
@@ -1274,7 +1273,7 @@ const ROWS: &[Row] = &[
             ));
         },
     },
-    // ---- issue 42: algorithms ssh offers by default or on a `+` line
+    // ---- algorithms ssh offers by default or on a `+` line
     Row {
         name: "sshd with aes128-ctr and hmac-sha1 only, no algorithm line",
         expect: Connect,
@@ -1317,7 +1316,7 @@ const ROWS: &[Row] = &[
             c.line("Ciphers +3des-cbc");
         },
     },
-    // ---- issue 42: SHA-1 RSA only where the config allows it
+    // ---- SHA-1 RSA only where the config allows it
     Row {
         name: "sshd signs its host key only as ssh-rsa (SHA-1), no algorithm line",
         expect: Refuse {
@@ -1341,7 +1340,7 @@ const ROWS: &[Row] = &[
             c.agent = AgentUse::Ssh(vec![Key::Rsa]);
         },
     },
-    // ---- issue 51: the host key's signature must be of the algorithm negotiated (russh 0.65.2)
+    // ---- the host key's signature must be of the algorithm negotiated (russh 0.65.2)
     Row {
         name: "server agrees rsa-sha2-512 for its host key, then signs as ssh-rsa (SHA-1)",
         expect: Refuse {
@@ -1350,7 +1349,7 @@ const ROWS: &[Row] = &[
         },
         case: |c| c.server(Server::LyingSigner),
     },
-    // ---- issue 42: the same address twice is not a cycle
+    // ---- the same address twice is not a cycle
     Row {
         name: "ProxyJump USER@127.0.0.1:P1,USER@127.0.0.1:P2 (one bastion behind two ports)",
         expect: Connect,
@@ -1382,7 +1381,7 @@ const ROWS: &[Row] = &[
             c.line(format!("ProxyJump {user}@127.0.0.1:{port}"));
         },
     },
-    // ---- issue 42: no ProxyCommand outlives its session
+    // ---- no ProxyCommand outlives its session
     Row {
         name: "ProxyCommand ssh -F CONFIG jump0 nc %h %p, through a reload and a stop",
         expect: Connect,

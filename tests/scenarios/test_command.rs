@@ -166,7 +166,7 @@ fn test_checks_api_console_and_oauth_and_names_a_malformed_url() {
     assert_eq!(out.code, Some(0), "{}\n{}", out.stdout, out.stderr);
 }
 
-/// `test` verifies the API's certificate as `clusters ID login` does (issue 35 item 4): the same
+/// `test` verifies the API's certificate as `clusters ID login` does: the same
 /// roots (the system's and the cluster's CA fact) and the same verifier. A server that presents a
 /// CA certificate as its own (what `openssl req -x509` makes) fails both even with that CA
 /// trusted; a certificate the CA issued passes. The refusal is said once, in words.

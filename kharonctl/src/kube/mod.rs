@@ -642,7 +642,7 @@ mod tests {
         );
     }
 
-    /// Issue 33: what a cluster reports about itself never becomes a program kubectl runs.
+    /// What a cluster reports about itself never becomes a program kubectl runs.
     #[test]
     fn a_dynamic_auth_info_never_reaches_the_kubeconfig_and_a_static_one_does() {
         let exec = serde_json::json!({"exec": {"apiVersion": EXEC_API_V1, "command": "/bin/sh",
@@ -777,7 +777,7 @@ mod tests {
         assert!(Kubeconfig::parse("clusters: 3", path).is_err());
     }
 
-    /// Issue 33: a dotfile manager's symlinked kubeconfig stays a link; its target gets the merge.
+    /// A dotfile manager's symlinked kubeconfig stays a link; its target gets the merge.
     #[test]
     fn writing_a_symlinked_kubeconfig_replaces_its_target_and_keeps_the_link() {
         use std::os::unix::fs::PermissionsExt;

@@ -229,7 +229,7 @@ mod tests {
         assert!(log.contains("engine debug line") && !log.contains("dependency debug line"), "{log}");
     }
 
-    /// Issue 33: a newline or an escape in data (a cluster id, a jump host) cannot forge a line.
+    /// A newline or an escape in data (a cluster id, a jump host) cannot forge a line.
     #[test]
     fn data_in_a_message_or_a_field_never_starts_a_line_or_reaches_the_terminal() {
         let captured = Captured::default();

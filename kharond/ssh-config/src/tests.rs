@@ -577,7 +577,7 @@ Host d
     assert!(too_small.contains("is too small"), "{too_small}");
 }
 
-// ---- source addresses (issue 34) ----------------------------------------------------------
+// ---- source addresses ----------------------------------------------------------
 
 #[test]
 fn address_family_and_bind_options_apply_first_value_wins() {
@@ -1128,7 +1128,7 @@ fn a_jump_host_that_is_the_host_itself_is_sshs_jumphost_loop() {
 
 #[test]
 fn the_same_host_on_other_ports_or_as_another_user_is_no_cycle() {
-    // One bastion behind two NAT ports (issue 42).
+    // One bastion behind two NAT ports.
     let chain =
         chain_of("Host jump\n  HostName 127.0.0.1\n  ProxyJump u@127.0.0.1:2201,u@127.0.0.1:2202\n", "jump")
             .unwrap();
@@ -1387,7 +1387,7 @@ fn bad_algorithm_lists_are_errors_with_file_and_line() {
     assert!(load_error(&everything_removed).contains("leaves no host key algorithm"));
 }
 
-// ---- hostile input (issue 14) ---------------------------------------------------------------
+// ---- hostile input ---------------------------------------------------------------
 
 /// The message of a ProxyCommand token refused at `line` of the config.
 fn refused_token(home: &TempDir, line: usize, alias: &str, token: &str, value: &str, why: &str) -> String {
@@ -1400,7 +1400,7 @@ fn refused_token(home: &TempDir, line: usize, alias: &str, token: &str, value: &
 
 #[test]
 fn a_proxy_command_never_gets_shell_syntax_from_a_host_name() {
-    // The reproduction of issue 14: the jump host name (from the inventory) matched a wildcard
+    // The reproduction: the jump host name (from the inventory) matched a wildcard
     // block, and `%h` put `$(...)` into the command that `sh -c` runs.
     let config = "Host *.jump.test\n  ProxyCommand /bin/echo %h\n";
     let home = home(&[(".ssh/config", config)]);

@@ -454,7 +454,7 @@ fn warnings_name_the_cluster_and_the_fact() {
     );
 }
 
-/// Issue 14: a `jumphost` fact reaches ssh_config `%h`/`%n` and so a `ProxyCommand` run by
+/// A `jumphost` fact reaches ssh_config `%h`/`%n` and so a `ProxyCommand` run by
 /// `sh -c`; a value that is not a plain alias must never get that far.
 #[test]
 fn a_hostile_or_non_string_jumphost_is_refused_and_reported() {
@@ -554,7 +554,7 @@ fn example_inventory_compiles_cleanly() {
     );
 }
 
-/// Issue 33: what a cluster reports about itself may route its own names, never another cluster's,
+/// What a cluster reports about itself may route its own names, never another cluster's,
 /// a whole domain, a public suffix or a host kharon itself talks to.
 #[test]
 fn dynamic_claims_beyond_the_clusters_own_names_are_refused_and_named() {
@@ -658,7 +658,7 @@ fn a_cluster_whose_every_name_is_refused_routes_nothing_and_says_so() {
     assert_eq!(table.report().clusters_routed, 0);
 }
 
-/// Issue 41's inventory: a cluster that reports the whole internet, and another cluster's loose
+/// An inventory with a cluster that reports the whole internet, and another cluster's loose
 /// apps domain as its base domain, routes none of it; its own anchored names still route.
 #[test]
 fn dynamic_names_outside_the_clusters_anchors_are_refused_and_say_what_to_do() {
@@ -775,7 +775,7 @@ fn config_zones_and_the_jump_hosts_host_name_anchor_dynamic_names() {
     assert_eq!(RoutingTable::compile(&clusters).report().refused.len(), 3);
 }
 
-/// Issue 41: nesting works again. A name is refused only for equalling or lying inside another
+/// Nesting: a name is refused only for equalling or lying inside another
 /// cluster's claim at least as strong, never for containing one; the longest suffix decides.
 #[test]
 fn an_outer_clusters_dynamic_domain_routes_around_an_inner_clusters_static_one() {

@@ -74,7 +74,7 @@ fn bulk(link: Link, rule: &mut dyn Rule) -> (u32, Duration, f64) {
     (rule.window(), last.0, last.1)
 }
 
-/// The path of issue 43: 25 ms each way, 50 Mbit/s.
+/// A slow path: 25 ms each way, 50 Mbit/s.
 const SLOW: Link = Link { rate: 50e6 / 8.0, base: Duration::from_millis(50) };
 /// The page's fastest shaped path: 50 ms, 1 Gbit/s.
 const FAST: Link = Link { rate: 1e9 / 8.0, base: Duration::from_millis(50) };

@@ -160,7 +160,7 @@ fn unknown_key_error_shows_fingerprint_and_a_command_that_records_it() {
     );
 }
 
-/// Issue 14: a host name in a printed command must never be read as an option by `ssh`, nor as
+/// A host name in a printed command must never be read as an option by `ssh`, nor as
 /// shell syntax by the shell the user pastes it into.
 #[test]
 fn suggested_commands_end_options_before_the_host_and_quote_it() {
@@ -231,7 +231,7 @@ fn glob_matches_like_openssh() {
     assert!(!glob(b"*.b", b"x.bc"));
 }
 
-// ---- host certificates (issue 34) -----------------------------------------------------------
+// ---- host certificates -----------------------------------------------------------
 
 /// A host CA and a host key signed by it with `ssh-keygen -s` (`options`: principals, validity,
 /// type), in a temporary directory.
