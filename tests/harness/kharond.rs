@@ -75,6 +75,7 @@ fn spawn_wrapped(
     for (k, v) in extra {
         cmd.env(k, v);
     }
+    crate::failure::keep_panic_messages();
     let mut child = cmd.spawn().expect("spawn kharond");
     let log = Arc::new(Mutex::new(String::new()));
     if let Some(stderr) = child.stderr.take() {
@@ -217,7 +218,7 @@ impl Drop for Kharond {
         let _ = self.child.kill();
         let _ = self.child.wait();
         if std::thread::panicking() {
-            eprintln!("---- kharond log ----\n{}", self.log());
+            crate::failure::print_log("kharond log", &self.log());
         }
     }
 }

@@ -18,12 +18,14 @@
 //! - [`oidc`], [`lieutenant`]: a real OpenID provider and a fake Lieutenant; [`commodore`]: the real
 //!   commodore, whose token cache kharonctl shares.
 //! - [`wait_until`]: the only way to wait: a bounded poll of a real condition.
+//! - [`failure`]: the logs a failed test prints, each ending with the failure.
 
 pub mod agent;
 pub mod chromium;
 pub mod desktop;
 pub mod dropbear;
 pub mod echo;
+pub mod failure;
 pub mod gpg_agent;
 pub mod inventory;
 pub mod kharonctl;
@@ -46,6 +48,7 @@ pub struct Env {
 
 impl Env {
     pub fn new() -> Self {
+        failure::keep_panic_messages();
         // Short base path: the control socket must fit in sun_path (108 bytes).
         let dir = tempfile::Builder::new().prefix("kh").tempdir_in("/tmp").expect("temp dir");
         for sub in ["home/.ssh", "config", "cache", "run"] {

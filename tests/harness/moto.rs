@@ -42,6 +42,7 @@ impl Moto {
     }
 
     fn spawn(tls: Option<(&Path, &Path)>) -> Moto {
+        crate::failure::keep_panic_messages();
         let port = crate::free_port();
         let mut cmd = Command::new("python3");
         cmd.args(["-m", "moto.server", "-H", "127.0.0.1", "-p", &port.to_string()]);
@@ -114,7 +115,7 @@ impl Drop for Moto {
         let _ = self.child.kill();
         let _ = self.child.wait();
         if std::thread::panicking() {
-            eprintln!("---- moto :{} log ----\n{}", self.port, self.log());
+            crate::failure::print_log(&format!("moto :{} log", self.port), &self.log());
         }
     }
 }

@@ -90,6 +90,7 @@ pub struct NodeProcess {
 
 impl NodeProcess {
     pub fn spawn(script: &str, env: &[(&str, String)]) -> Self {
+        crate::failure::keep_panic_messages();
         ensure_npm();
         let mut cmd = Command::new("node");
         cmd.arg(node_dir().join(script))
@@ -156,7 +157,7 @@ impl Drop for NodeProcess {
     fn drop(&mut self) {
         self.stop();
         if std::thread::panicking() {
-            eprintln!("---- {} log ----\n{}", self.url, self.log());
+            crate::failure::print_log(&format!("{} log", self.url), &self.log());
         }
     }
 }

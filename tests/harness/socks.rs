@@ -8,10 +8,23 @@ use std::time::Duration;
 use crate::kharond::Kharond;
 use crate::servers::HttpServer;
 
+/// How long a client reads before it gives up, unless it waits for a person.
+const READ_TIMEOUT: Duration = Duration::from_secs(15);
+
+/// How long a client that waits for a person (a jump host's question, answered by the test) reads
+/// before it gives up: past the test's own steps on a loaded 2-core machine, within the 90 s a
+/// question stays open.
+pub const WAITING_FOR_A_PERSON: Duration = Duration::from_secs(75);
+
 /// Opens a TCP connection with a read timeout, so a test never blocks forever.
 pub fn connect(addr: SocketAddr) -> TcpStream {
+    connect_within(addr, READ_TIMEOUT)
+}
+
+/// [`connect`] with a read timeout of `wait`.
+fn connect_within(addr: SocketAddr, wait: Duration) -> TcpStream {
     let s = TcpStream::connect(addr).expect("connect to kharond");
-    s.set_read_timeout(Some(Duration::from_secs(15))).expect("timeout");
+    s.set_read_timeout(Some(wait)).expect("timeout");
     s
 }
 
@@ -81,7 +94,17 @@ pub fn connect_by_name_as(
     host: &str,
     port: u16,
 ) -> (u8, TcpStream) {
-    let mut s = connect(addr);
+    handshake_by_name(connect(addr), auth, host, port)
+}
+
+/// [`connect_by_name`] for a client that waits for a person: it reads for
+/// [`WAITING_FOR_A_PERSON`].
+pub fn connect_by_name_waiting(addr: SocketAddr, host: &str, port: u16) -> (u8, TcpStream) {
+    handshake_by_name(connect_within(addr, WAITING_FOR_A_PERSON), None, host, port)
+}
+
+/// The greeting, the credentials when given, and a CONNECT by name on `s`.
+fn handshake_by_name(mut s: TcpStream, auth: Option<(&str, &str)>, host: &str, port: u16) -> (u8, TcpStream) {
     let method = if auth.is_some() { 2 } else { 0 };
     s.write_all(&[5, 1, method]).expect("greeting");
     let mut chosen = [0u8; 2];
@@ -108,7 +131,15 @@ pub fn connect_by_name_as(
 
 /// Sends `bytes` in one write (a pipelining client) and returns everything answered until close.
 pub fn exchange(addr: SocketAddr, bytes: &[u8]) -> Vec<u8> {
-    let mut s = connect(addr);
+    exchange_on(connect(addr), bytes)
+}
+
+/// [`exchange`] for a client that waits for a person: it reads for [`WAITING_FOR_A_PERSON`].
+pub fn exchange_waiting(addr: SocketAddr, bytes: &[u8]) -> Vec<u8> {
+    exchange_on(connect_within(addr, WAITING_FOR_A_PERSON), bytes)
+}
+
+fn exchange_on(mut s: TcpStream, bytes: &[u8]) -> Vec<u8> {
     s.write_all(bytes).expect("send");
     read_all(&mut s)
 }

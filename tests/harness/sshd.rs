@@ -167,6 +167,7 @@ impl Builder {
     }
 
     pub fn start(self) -> Sshd {
+        crate::failure::keep_panic_messages();
         let dir = tempfile::Builder::new().prefix("khsshd").tempdir_in("/tmp").expect("sshd dir");
         let host_key = dir.path().join("host_ed25519");
         keygen(&host_key, "");
@@ -368,7 +369,7 @@ impl Drop for Sshd {
         self.cont();
         self.kill();
         if std::thread::panicking() {
-            eprintln!("---- sshd :{} log ----\n{}", self.port, self.log());
+            crate::failure::print_log(&format!("sshd :{} log", self.port), &self.log());
         }
     }
 }

@@ -171,11 +171,12 @@ impl Bastion {
         chain
     }
 
-    /// An HTTP CONNECT to the target, raw; the whole answer.
+    /// An HTTP CONNECT to the target, raw, by a client that may wait for a person; the whole
+    /// answer.
     fn http_connect(&self, daemon: &Kharond) -> String {
         let authority = format!("{TARGET}:{}", self.target.port());
         let head = format!("CONNECT {authority} HTTP/1.1\r\nHost: {authority}\r\n\r\n");
-        String::from_utf8_lossy(&socks::exchange(daemon.socks_addr(), head.as_bytes())).into_owned()
+        String::from_utf8_lossy(&socks::exchange_waiting(daemon.socks_addr(), head.as_bytes())).into_owned()
     }
 }
 
@@ -404,7 +405,7 @@ fn question_notified(
     n: usize,
 ) -> (serde_json::Value, std::thread::JoinHandle<u8>) {
     let (addr, port) = (daemon.socks_addr(), b.target.port());
-    let socks = std::thread::spawn(move || socks::connect_by_name(addr, TARGET, port).0);
+    let socks = std::thread::spawn(move || socks::connect_by_name_waiting(addr, TARGET, port).0);
     b.chain_reaching("asking");
     let shown = wait_until(Duration::from_secs(10), || desktop.notifications().len() >= n);
     assert!(
@@ -431,7 +432,7 @@ fn a_question_shows_on_the_desktop_once_and_the_clients_waiting_for_it_are_told(
         let (addr, authority) = (daemon.socks_addr(), format!("{TARGET}:{}", b.target.port()));
         std::thread::spawn(move || {
             let head = format!("CONNECT {authority} HTTP/1.1\r\nHost: {authority}\r\n\r\n");
-            String::from_utf8_lossy(&socks::exchange(addr, head.as_bytes())).into_owned()
+            String::from_utf8_lossy(&socks::exchange_waiting(addr, head.as_bytes())).into_owned()
         })
     };
     b.issue_code();
@@ -505,7 +506,7 @@ fn a_question_shows_on_the_desktop_once_and_the_clients_waiting_for_it_are_told(
         &bus,
     );
     let (addr, port) = (daemon.socks_addr(), b.target.port());
-    let socks = std::thread::spawn(move || socks::connect_by_name(addr, TARGET, port).0);
+    let socks = std::thread::spawn(move || socks::connect_by_name_waiting(addr, TARGET, port).0);
     b.chain_reaching("asking");
     let answer = b.http_connect(&daemon);
     assert_eq!(socks.join().expect("the SOCKS client"), 3, "{}", daemon.log());
