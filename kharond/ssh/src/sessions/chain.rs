@@ -698,7 +698,8 @@ impl Step<'_, '_> {
                     measured(self.id, Some(connect.max(first_byte)), Some(connect), self.last, settings.flow);
                 keep_unsent_small(&tcp, engine.transport.notsent_lowat);
                 let channels = settings.open_channels.clone();
-                let stream = Gathered::new(QuickAck(tcp), channels, self.layer.clone(), &engine.transport);
+                let stream =
+                    Gathered::new(QuickAck::new(tcp), channels, self.layer.clone(), &engine.transport);
                 (
                     client::connect_stream(client_config(hop, self.hints, dial), stream, handler).await,
                     transport,
