@@ -258,9 +258,19 @@ mod tests {
         }
         assert!(std::fs::symlink_metadata(&link).is_ok(), "a symbolic link was removed");
 
-        // Once its writer is gone, the live one is a leftover too.
+        // Once its writer is gone, the live one is a leftover too. The lock belongs to the open
+        // file, and a process another test spawns meanwhile holds a copy of every descriptor
+        // until its exec closes them: the lock may outlive `held` by that long.
         drop(held);
-        assert_eq!(remove_stale_temps(dir.path(), SystemTime::now()).unwrap(), 1);
+        let deadline = std::time::Instant::now() + Duration::from_secs(5);
+        let mut removed = 0;
+        while removed == 0 && std::time::Instant::now() < deadline {
+            removed = remove_stale_temps(dir.path(), SystemTime::now()).unwrap();
+            if removed == 0 {
+                std::thread::sleep(Duration::from_millis(10));
+            }
+        }
+        assert_eq!(removed, 1);
         assert!(!live.exists());
     }
 
