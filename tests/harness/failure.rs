@@ -12,8 +12,9 @@ thread_local! {
 
 static HOOK: Once = Once::new();
 
-/// Keeps each thread's panic message for [`print_log`], then reports the panic as the default
-/// hook does. Called wherever a component whose log is printed starts; installs once.
+/// Keeps each thread's panic message for [`print_log_if_failing`], then reports the panic as the default
+/// hook does. `collect_output` calls it for every component whose log a test prints; installs
+/// once.
 pub fn keep_panic_messages() {
     HOOK.call_once(|| {
         let default = std::panic::take_hook();
@@ -33,8 +34,13 @@ pub fn keep_panic_messages() {
     });
 }
 
-/// Prints `log` under `title` for a test that is unwinding, followed by the panic that failed it.
-pub fn print_log(title: &str, log: &str) {
+/// Prints `log` under `title` if this thread's test is failing (unwinding), followed by the panic
+/// that failed it; nothing otherwise.
+pub fn print_log_if_failing(title: &str, log: impl FnOnce() -> String) {
+    if !std::thread::panicking() {
+        return;
+    }
+    let log = log();
     eprintln!("---- {title} ----\n{log}");
     if let Some(failed) = FAILED_WITH.with(|f| f.borrow().clone()) {
         eprintln!("---- end of {title}; the test failed at {failed}");

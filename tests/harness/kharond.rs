@@ -75,7 +75,6 @@ fn spawn_wrapped(
     for (k, v) in extra {
         cmd.env(k, v);
     }
-    crate::failure::keep_panic_messages();
     let mut child = cmd.spawn().expect("spawn kharond");
     let log = Arc::new(Mutex::new(String::new()));
     if let Some(stderr) = child.stderr.take() {
@@ -217,8 +216,6 @@ impl Drop for Kharond {
     fn drop(&mut self) {
         let _ = self.child.kill();
         let _ = self.child.wait();
-        if std::thread::panicking() {
-            crate::failure::print_log("kharond log", &self.log());
-        }
+        crate::failure::print_log_if_failing("kharond log", || self.log());
     }
 }

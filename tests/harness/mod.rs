@@ -48,7 +48,6 @@ pub struct Env {
 
 impl Env {
     pub fn new() -> Self {
-        failure::keep_panic_messages();
         // Short base path: the control socket must fit in sun_path (108 bytes).
         let dir = tempfile::Builder::new().prefix("kh").tempdir_in("/tmp").expect("temp dir");
         for sub in ["home/.ssh", "config", "cache", "run"] {
@@ -133,12 +132,13 @@ pub fn bin(name: &str) -> PathBuf {
 }
 
 /// Appends everything `reader` produces (a child's stderr) to `log`, on a thread of its own, so
-/// a failing test can print what the child said. The thread ends at EOF; join it to be sure the
-/// log holds everything.
+/// a failing test can print what the child said (and keeps panic messages for the end of that
+/// print, [`failure`]). The thread ends at EOF; join it to be sure the log holds everything.
 pub fn collect_output(
     mut reader: impl std::io::Read + Send + 'static,
     log: Arc<Mutex<String>>,
 ) -> std::thread::JoinHandle<()> {
+    failure::keep_panic_messages();
     std::thread::spawn(move || {
         let mut buf = [0u8; 4096];
         while let Ok(n) = reader.read(&mut buf) {

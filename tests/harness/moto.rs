@@ -42,7 +42,6 @@ impl Moto {
     }
 
     fn spawn(tls: Option<(&Path, &Path)>) -> Moto {
-        crate::failure::keep_panic_messages();
         let port = crate::free_port();
         let mut cmd = Command::new("python3");
         cmd.args(["-m", "moto.server", "-H", "127.0.0.1", "-p", &port.to_string()]);
@@ -114,8 +113,6 @@ impl Drop for Moto {
     fn drop(&mut self) {
         let _ = self.child.kill();
         let _ = self.child.wait();
-        if std::thread::panicking() {
-            crate::failure::print_log(&format!("moto :{} log", self.port), &self.log());
-        }
+        crate::failure::print_log_if_failing(&format!("moto :{} log", self.port), || self.log());
     }
 }

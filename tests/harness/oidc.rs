@@ -90,7 +90,6 @@ pub struct NodeProcess {
 
 impl NodeProcess {
     pub fn spawn(script: &str, env: &[(&str, String)]) -> Self {
-        crate::failure::keep_panic_messages();
         ensure_npm();
         let mut cmd = Command::new("node");
         cmd.arg(node_dir().join(script))
@@ -156,9 +155,7 @@ impl NodeProcess {
 impl Drop for NodeProcess {
     fn drop(&mut self) {
         self.stop();
-        if std::thread::panicking() {
-            crate::failure::print_log(&format!("{} log", self.url), &self.log());
-        }
+        crate::failure::print_log_if_failing(&format!("{} log", self.url), || self.log());
     }
 }
 

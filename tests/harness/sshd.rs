@@ -167,7 +167,6 @@ impl Builder {
     }
 
     pub fn start(self) -> Sshd {
-        crate::failure::keep_panic_messages();
         let dir = tempfile::Builder::new().prefix("khsshd").tempdir_in("/tmp").expect("sshd dir");
         let host_key = dir.path().join("host_ed25519");
         keygen(&host_key, "");
@@ -368,8 +367,6 @@ impl Drop for Sshd {
     fn drop(&mut self) {
         self.cont();
         self.kill();
-        if std::thread::panicking() {
-            crate::failure::print_log(&format!("sshd :{} log", self.port), &self.log());
-        }
+        crate::failure::print_log_if_failing(&format!("sshd :{} log", self.port), || self.log());
     }
 }
