@@ -1,9 +1,8 @@
-//! A jump host that asks a person (item 7): a real OpenSSH sshd with
+//! A jump host that asks a person: a real OpenSSH sshd with
 //! `AuthenticationMethods publickey,keyboard-interactive` (or `publickey,password`) and a PAM
 //! stack of its own (`harness::sshd`, `Builder::pam`), whose `pam_exec` checks a one-time code:
-//! each code works once. kharond used to fail there with "no key was accepted" while sshd logged
-//! "Partial publickey"; now the question shows in `status` and `test`, connections wait for its
-//! answer, and a person answers through `kharonctl login-jump` or the SSH_ASKPASS program, which
+//! each code works once. After the key, sshd logs "Partial publickey" and asks more; the
+//! question shows in `status` and `test`, connections wait for its answer, and a person answers through `kharonctl login-jump` or the SSH_ASKPASS program, which
 //! gets the prompt ssh itself shows. Real curl goes through the hop afterwards, and the code is in
 //! no log: kharond's (at trace level), kharonctl's output, the askpass program's record aside.
 //! In a desktop session (a private D-Bus session bus with a notification server that records what

@@ -1,4 +1,4 @@
-//! ssh_config constructs that used to stop kharond: a `Match` kharon cannot evaluate
+//! ssh_config constructs kharond cannot take whole, and what it does: a `Match` it cannot evaluate
 //! costs only the jump hosts it applies to, named with its file:line in `status` and the log,
 //! while the daemon, the other jump hosts (real sshd) and the direct path keep working; and a
 //! jump host with no Host block is connected as `ssh` would, with "did you mean" when that fails.
