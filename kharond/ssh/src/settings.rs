@@ -187,6 +187,11 @@ pub struct SessionSettings {
     /// Bytes a tunnel hands to its lane of the session's writer before its writes wait: what one
     /// channel may have queued there at a time.
     pub lane_bytes: usize,
+    /// How long a channel's closing EOF, once the server has sent its own, waits for the chain's
+    /// next channel open to go out with it (uplink.rs, "A teardown goes out with the next
+    /// open"). Long enough for the next command of a script or a `kubectl` loop to connect;
+    /// meanwhile the closed connection keeps its channel and its task, nothing else.
+    pub teardown_hold: Duration,
 }
 
 /// Logging in (`login`).
@@ -286,6 +291,7 @@ impl Default for SessionSettings {
             agent_connect: Duration::from_secs(2),
             uplink_backlog: 128 * 1024,
             lane_bytes: 64 * 1024,
+            teardown_hold: Duration::from_millis(500),
         }
     }
 }

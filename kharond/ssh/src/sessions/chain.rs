@@ -481,6 +481,8 @@ impl Dialled {
         let Some(last) = self.sessions.last() else {
             return Err(OpenError::Transport(russh::Error::Disconnect));
         };
+        // Held teardowns go first, in the same write as this open (uplink.rs).
+        self.uplink.release_held().await;
         open_on(last, host, port).await
     }
 }

@@ -87,6 +87,9 @@ pub struct Tunnel {
     chain: Arc<Dialled>,
     /// The packet a reader's batch is counted in (`FlowSettings::packet`).
     packet: u32,
+    /// How long our EOF may wait for the chain's next open once the server has sent its own
+    /// (`SessionSettings::teardown_hold`; uplink.rs, "A teardown goes out with the next open").
+    teardown_hold: Duration,
 }
 
 /// What the pump waits for, and how long (`SessionSettings`).
@@ -131,6 +134,7 @@ impl Tunnel {
             counters,
             chain,
             packet: settings.flow.packet,
+            teardown_hold: settings.sessions.teardown_hold,
         }
     }
 
@@ -299,7 +303,10 @@ impl AsyncWrite for Tunnel {
         self.lane.poll_flush(cx)
     }
     fn poll_shutdown(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<std::io::Result<()>> {
-        let r = ready!(self.lane.poll_shutdown(cx));
+        // The pump lets go of the inbound queue once the server sent EOF (or the channel
+        // ended): then our EOF is a teardown that nobody waits for, and may wait for an open.
+        let hold = self.inbound.is_closed().then_some(self.teardown_hold);
+        let r = ready!(self.lane.poll_shutdown(cx, hold));
         self.eof_sent |= r.is_ok();
         Poll::Ready(r)
     }

@@ -20,6 +20,19 @@
 //!
 //! A lane's end of stream (EOF) goes out after its last byte; a lane that fails (its channel or
 //! session ended) fails its tunnel's next write.
+//!
+//! # A teardown goes out with the next open
+//! A channel whose server already sent EOF ends when we send ours; nobody waits for it: the
+//! client has closed, the server has said all it will. The far sshd answers that EOF at once with
+//! its CLOSE, one small packet, and its Nagle rule holds the next small packet it sends behind it
+//! until our ACK comes back (docs/ssh-engine.md, "The round trips of a small request"). When the
+//! next packet is the open confirmation of a connection that a client made right after closing
+//! the previous one (a script, a browser, `kubectl` run in a loop), the new connection waits a
+//! round trip for that. So such an EOF is held (`SessionSettings::teardown_hold` at most) and
+//! goes out with the chain's next open ([`Uplink::release_held`]): the server reads both at
+//! once and answers both in one write, as it does for `ssh -D`, whose one loop writes them
+//! together. An EOF the server still waits for (the client shut down writing and awaits the
+//! answer) is never held.
 
 use std::collections::{BTreeMap, HashSet, VecDeque};
 use std::io;
@@ -31,6 +44,7 @@ use bytes::Bytes;
 use russh::ChannelWriteHalf;
 use russh::client::Msg;
 use tokio::sync::Notify;
+use tokio::time::Instant;
 
 use crate::transport::backlog::Backlog;
 
@@ -77,6 +91,11 @@ struct LaneState {
     bytes: usize,
     /// The tunnel shut down writing: EOF goes out after the queue.
     eof: bool,
+    /// A held EOF (see "A teardown goes out with the next open"): it goes with the chain's next
+    /// open, or at this instant, whichever comes first.
+    eof_held_until: Option<Instant>,
+    /// EOF was handed to russh, by the writer or by an open that released it.
+    eof_taken: bool,
     /// EOF was sent.
     eof_sent: bool,
     /// The channel failed: every write fails with this.
@@ -86,6 +105,16 @@ struct LaneState {
 }
 
 impl LaneState {
+    /// Whether the EOF is the lane's next message and may go out: at `now`, or, with `None`,
+    /// whether or not it is held.
+    fn eof_due_after(&self, now: Option<Instant>) -> bool {
+        let held = match (now, self.eof_held_until) {
+            (Some(now), Some(until)) => now < until,
+            _ => false,
+        };
+        self.failed.is_none() && self.bytes == 0 && self.eof && !self.eof_taken && !held
+    }
+
     fn wake(&mut self) {
         if let Some(waker) = self.waker.take() {
             waker.wake();
@@ -134,12 +163,35 @@ impl Uplink {
                 queue: VecDeque::new(),
                 bytes: 0,
                 eof: false,
+                eof_held_until: None,
+                eof_taken: false,
                 eof_sent: false,
                 failed: None,
                 waker: None,
             },
         );
         Lane { id, shared: self.shared.clone() }
+    }
+
+    /// Hands russh every held EOF whose lane has nothing else left to send, before the chain
+    /// opens a channel: they leave in the same write as the open (see "A teardown goes out with
+    /// the next open").
+    pub(crate) async fn release_held(&self) {
+        let held: Vec<(u64, Arc<ChannelWriteHalf<Msg>>)> = {
+            let mut state = lock(&self.shared.state);
+            state
+                .lanes
+                .iter_mut()
+                .filter(|(_, lane)| lane.eof_held_until.is_some() && lane.eof_due_after(None))
+                .map(|(&id, lane)| {
+                    lane.eof_taken = true;
+                    (id, lane.write.clone())
+                })
+                .collect()
+        };
+        for (id, write) in held {
+            settle(&self.shared, id, write.eof().await.map(|()| true));
+        }
     }
 }
 
@@ -201,8 +253,10 @@ impl Lane {
         Poll::Pending
     }
 
-    /// Asks for EOF after what is queued; ready once it went out.
-    pub(crate) fn poll_shutdown(&self, cx: &mut Context<'_>) -> Poll<io::Result<()>> {
+    /// Asks for EOF after what is queued; ready once it went out. With `hold`, the EOF is a
+    /// teardown nobody waits for: it goes out with the chain's next open, or `hold` after it was
+    /// asked for (see "A teardown goes out with the next open").
+    pub(crate) fn poll_shutdown(&self, cx: &mut Context<'_>, hold: Option<Duration>) -> Poll<io::Result<()>> {
         let mut state = lock(&self.shared.state);
         let Some(lane) = state.lanes.get_mut(&self.id) else { return Poll::Ready(Err(gone())) };
         if let Some(why) = &lane.failed {
@@ -212,7 +266,10 @@ impl Lane {
             return Poll::Ready(Ok(()));
         }
         let asked = !lane.eof;
-        lane.eof = true;
+        if asked {
+            lane.eof = true;
+            lane.eof_held_until = hold.map(|hold| Instant::now() + hold);
+        }
         lane.waker = Some(cx.waker().clone());
         drop(state);
         if asked {
@@ -251,18 +308,20 @@ async fn write(shared: Arc<Shared>) {
         window.as_mut().enable();
         let next = match next_lane(&shared, &blocked) {
             Next::Ended => return,
-            Next::Idle => {
+            Next::Idle { held } => {
                 tokio::select! {
                     () = &mut work => {}
                     () = &mut window => blocked.clear(),
+                    () = until(held) => {}
                 }
                 continue;
             }
-            Next::OnlyBlocked => {
+            Next::OnlyBlocked { held } => {
                 tokio::select! {
                     () = &mut work => {}
                     () = &mut window => blocked.clear(),
                     () = tokio::time::sleep(WINDOW_WAIT) => blocked.clear(),
+                    () = until(held) => {}
                 }
                 continue;
             }
@@ -303,13 +362,25 @@ fn settle(shared: &Shared, id: u64, sent: Result<bool, russh::Error>) {
     }
 }
 
+/// Sleeps until `at`; forever without it.
+async fn until(at: Option<Instant>) {
+    match at {
+        Some(at) => tokio::time::sleep_until(at).await,
+        None => std::future::pending().await,
+    }
+}
+
 enum Next {
     /// The chain is gone and so are its lanes.
     Ended,
-    /// No lane has anything to send.
-    Idle,
-    /// Every lane with bytes is out of window.
-    OnlyBlocked,
+    /// No lane has anything to send now; `held`: when the first held EOF falls due.
+    Idle {
+        held: Option<Instant>,
+    },
+    /// Every lane with bytes is out of window; `held` as for `Idle`.
+    OnlyBlocked {
+        held: Option<Instant>,
+    },
     Lane(u64, Arc<ChannelWriteHalf<Msg>>),
 }
 
@@ -319,12 +390,17 @@ fn next_lane(shared: &Shared, blocked: &HashSet<u64>) -> Next {
     if state.closed && state.lanes.is_empty() {
         return Next::Ended;
     }
-    let wants = |lane: &LaneState| lane.failed.is_none() && (lane.bytes > 0 || (lane.eof && !lane.eof_sent));
+    let now = Instant::now();
+    let mut held: Option<Instant> = None;
     let after = state.lanes.range(state.last_served + 1..);
     let from_start = state.lanes.range(..=state.last_served);
     let mut any_blocked = false;
     for (&id, lane) in after.chain(from_start) {
-        if !wants(lane) {
+        let wants = (lane.failed.is_none() && lane.bytes > 0) || lane.eof_due_after(Some(now));
+        if !wants {
+            if let Some(until) = lane.eof_held_until.filter(|_| lane.eof_due_after(None)) {
+                held = Some(held.map_or(until, |h| h.min(until)));
+            }
             continue;
         }
         // An EOF needs no window.
@@ -334,7 +410,7 @@ fn next_lane(shared: &Shared, blocked: &HashSet<u64>) -> Next {
         }
         return Next::Lane(id, lane.write.clone());
     }
-    if any_blocked { Next::OnlyBlocked } else { Next::Idle }
+    if any_blocked { Next::OnlyBlocked { held } } else { Next::Idle { held } }
 }
 
 /// Takes the next packet of lane `id` (at most `writable` bytes, what its channel's window
@@ -344,7 +420,11 @@ fn take(shared: &Shared, id: u64, write: Arc<ChannelWriteHalf<Msg>>, writable: u
     state.last_served = id;
     let lane = state.lanes.get_mut(&id)?;
     if lane.bytes == 0 {
-        return (lane.eof && !lane.eof_sent).then_some(Job::Eof { id, write });
+        if !lane.eof_due_after(Some(Instant::now())) {
+            return None;
+        }
+        lane.eof_taken = true;
+        return Some(Job::Eof { id, write });
     }
     let mut want = writable.min(shared.packet);
     if want == 0 {

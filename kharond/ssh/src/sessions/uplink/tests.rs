@@ -1,6 +1,7 @@
-//! The writer against a russh server on loopback, through the first hop's real transport
-//! (transport/gather.rs) over a link the server reads slowly: a small request's bytes overtake
-//! a bulk upload that is queued in the writer.
+//! The writer against a russh server, through the first hop's real transport
+//! (transport/gather.rs): over a link the server reads slowly, a small request's bytes overtake
+//! a bulk upload that is queued in the writer; a held EOF goes out just before the chain's next
+//! open, or by itself once its hold has passed.
 
 use std::future::poll_fn;
 use std::pin::Pin;
@@ -27,9 +28,30 @@ const BULK: usize = 1 << 20;
 /// What the server received, in order: (channel, bytes).
 type Received = Arc<Mutex<Vec<(ChannelId, usize)>>>;
 
+/// What the server heard of channels, in order.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Heard {
+    /// A direct-tcpip open to this port.
+    Open(u32),
+    Eof(ChannelId),
+}
+
 #[derive(Clone)]
 struct Sink {
     received: Received,
+    heard: Arc<Mutex<Vec<(Heard, Instant)>>>,
+}
+
+impl Sink {
+    fn hear(&self, what: Heard) {
+        if let Ok(mut heard) = self.heard.lock() {
+            heard.push((what, Instant::now()));
+        }
+    }
+
+    fn heard(&self) -> Vec<Heard> {
+        self.heard.lock().expect("no panic").iter().map(|(what, _)| *what).collect()
+    }
 }
 
 impl server::Handler for Sink {
@@ -43,13 +65,19 @@ impl server::Handler for Sink {
         &mut self,
         _channel: russh::Channel<server::Msg>,
         _host: &str,
-        _port: u32,
+        port: u32,
         _originator_address: &str,
         _originator_port: u32,
         reply: server::ChannelOpenHandle,
         _session: &mut Session,
     ) -> Result<(), Self::Error> {
+        self.hear(Heard::Open(port));
         reply.accept().await;
+        Ok(())
+    }
+
+    async fn channel_eof(&mut self, channel: ChannelId, _: &mut Session) -> Result<(), Self::Error> {
+        self.hear(Heard::Eof(channel));
         Ok(())
     }
 
@@ -124,15 +152,17 @@ async fn write_all(lane: &Lane, mut data: &[u8]) {
     }
 }
 
-#[tokio::test]
-async fn a_small_request_overtakes_a_bulk_upload_queued_in_the_writer() {
+/// A session with the server, which reads slowly when `slow`; the first hop's transport layer.
+async fn connect(sink: Sink, slow: bool) -> (client::Handle<Client>, Arc<Layer>) {
     let (near, far) = tokio::io::duplex(64 * 1024);
-    let received: Received = Arc::default();
     let key = PrivateKey::random(&mut russh::keys::key::safe_rng(), Algorithm::Ed25519).expect("a host key");
     let config = Arc::new(server::Config { keys: vec![key], ..Default::default() });
-    let sink = Sink { received: received.clone() };
     tokio::spawn(async move {
-        if let Ok(running) = server::run_stream(config, Slow { inner: far, next: None }, sink).await {
+        if slow {
+            if let Ok(running) = server::run_stream(config, Slow { inner: far, next: None }, sink).await {
+                let _ = running.await;
+            }
+        } else if let Ok(running) = server::run_stream(config, far, sink).await {
             let _ = running.await;
         }
     });
@@ -142,6 +172,18 @@ async fn a_small_request_overtakes_a_bulk_upload_queued_in_the_writer() {
         .await
         .expect("the handshake completes");
     assert!(session.authenticate_none("kharon").await.expect("an answer").success());
+    (session, layer)
+}
+
+fn sink() -> Sink {
+    Sink { received: Arc::default(), heard: Arc::default() }
+}
+
+#[tokio::test]
+async fn a_small_request_overtakes_a_bulk_upload_queued_in_the_writer() {
+    let sink = sink();
+    let received = sink.received.clone();
+    let (session, layer) = connect(sink, true).await;
     let open = |port| session.channel_open_direct_tcpip("target", port, "127.0.0.1", 1);
     let bulk = tokio::time::timeout(LIMIT, open(1)).await.expect("in time").expect("opened");
     let small = tokio::time::timeout(LIMIT, open(2)).await.expect("in time").expect("opened");
@@ -182,10 +224,73 @@ async fn a_small_request_overtakes_a_bulk_upload_queued_in_the_writer() {
     assert!(small_arrived < BULK, "the small request waited for the whole upload");
 
     // And the upload still arrives whole, its end after its last byte.
-    poll_fn(|cx| bulk_lane.poll_shutdown(cx)).await.expect("EOF goes out");
+    poll_fn(|cx| bulk_lane.poll_shutdown(cx, None)).await.expect("EOF goes out");
     let started = Instant::now();
     while bulk_bytes(&received.lock().expect("no panic")) < BULK && started.elapsed() < LIMIT {
         tokio::time::sleep(Duration::from_millis(5)).await;
     }
     assert_eq!(bulk_bytes(&received.lock().expect("no panic")), BULK);
+}
+
+#[tokio::test]
+async fn a_held_eof_goes_out_just_before_the_next_open() {
+    let sink = sink();
+    let (session, layer) = connect(sink.clone(), false).await;
+    let open = |port| session.channel_open_direct_tcpip("target", port, "127.0.0.1", 1);
+    let first = tokio::time::timeout(LIMIT, open(1)).await.expect("in time").expect("opened");
+    let first_id = first.id();
+    let (_read, write) = first.split();
+    let uplink =
+        Uplink::new(Backlog::new(vec![layer]), Arc::new(Notify::new()), 64 * 1024, 64 * 1024, 32 * 1024);
+    let lane = Arc::new(uplink.lane(Arc::new(write)));
+    // Held far longer than the test: only the open can let it go.
+    let shutdown = tokio::spawn({
+        let lane = lane.clone();
+        async move { poll_fn(|cx| lane.poll_shutdown(cx, Some(LIMIT * 10))).await }
+    });
+    // A plain EOF would be at the server by now (the test below sees one within its hold).
+    tokio::time::sleep(Duration::from_millis(200)).await;
+    assert_eq!(sink.heard(), [Heard::Open(1)], "the held EOF went out without an open");
+    assert!(!shutdown.is_finished(), "the shutdown was answered before its EOF went out");
+
+    uplink.release_held().await;
+    let _second = tokio::time::timeout(LIMIT, open(2)).await.expect("in time").expect("opened");
+    tokio::time::timeout(LIMIT, shutdown).await.expect("in time").expect("no panic").expect("EOF sent");
+    assert_eq!(sink.heard(), [Heard::Open(1), Heard::Eof(first_id), Heard::Open(2)]);
+}
+
+#[tokio::test]
+async fn a_held_eof_goes_out_by_itself_once_its_hold_has_passed() {
+    const HOLD: Duration = Duration::from_millis(300);
+    let sink = sink();
+    let (session, layer) = connect(sink.clone(), false).await;
+    let opened = tokio::time::timeout(LIMIT, session.channel_open_direct_tcpip("target", 1, "127.0.0.1", 1))
+        .await
+        .expect("in time")
+        .expect("opened");
+    let id = opened.id();
+    let (_read, write) = opened.split();
+    let uplink =
+        Uplink::new(Backlog::new(vec![layer]), Arc::new(Notify::new()), 64 * 1024, 64 * 1024, 32 * 1024);
+    let lane = uplink.lane(Arc::new(write));
+    let asked = Instant::now();
+    tokio::time::timeout(LIMIT, poll_fn(|cx| lane.poll_shutdown(cx, Some(HOLD))))
+        .await
+        .expect("in time")
+        .expect("EOF sent");
+    let started = Instant::now();
+    let at = loop {
+        let heard = sink.heard.lock().expect("no panic").clone();
+        if let Some((_, at)) = heard.iter().find(|(what, _)| *what == Heard::Eof(id)) {
+            break *at;
+        }
+        assert!(started.elapsed() < LIMIT, "the held EOF never arrived");
+        tokio::time::sleep(Duration::from_millis(5)).await;
+    };
+    assert!(
+        at.duration_since(asked) >= HOLD,
+        "the EOF left {:?} after it was asked for",
+        at.duration_since(asked)
+    );
+    assert_eq!(sink.heard(), [Heard::Open(1), Heard::Eof(id)]);
 }
