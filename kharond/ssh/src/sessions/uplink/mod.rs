@@ -23,16 +23,16 @@
 //!
 //! # A teardown goes out with the next open
 //! A channel whose server already sent EOF ends when we send ours; nobody waits for it: the
-//! client has closed, the server has said all it will. The far sshd answers that EOF at once with
-//! its CLOSE, one small packet, and its Nagle rule holds the next small packet it sends behind it
-//! until our ACK comes back (docs/ssh-engine.md, "The round trips of a small request"). When the
-//! next packet is the open confirmation of a connection that a client made right after closing
-//! the previous one (a script, a browser, `kubectl` run in a loop), the new connection waits a
-//! round trip for that. So such an EOF is held (`SessionSettings::teardown_hold` at most) and
-//! goes out with the chain's next open ([`Uplink::release_held`]): the server reads both at
-//! once and answers both in one write, as it does for `ssh -D`, whose one loop writes them
-//! together. An EOF the server still waits for (the client shut down writing and awaits the
-//! answer) is never held.
+//! client has closed, the server has said all it will. The last hop's sshd answers that EOF at
+//! once with its CLOSE, one small packet, and the first hop's sshd, which keeps Nagle on, holds
+//! the next small packet it passes to us behind it until our ACK comes back (docs/ssh-engine.md,
+//! "The round trips of a small request"). When the next packet is the open confirmation of a
+//! connection that a client made right after closing the previous one (a script, a browser,
+//! `kubectl` run in a loop), the new connection waits a round trip for that. So such an EOF is
+//! held (`SessionSettings::teardown_hold` at most) and goes out with the chain's next open
+//! ([`Uplink::release_held`]): the server reads both at once and answers both in one write, as
+//! it does for `ssh -D`, whose one loop writes them together. An EOF the server still waits for
+//! (the client shut down writing and awaits the answer) is never held.
 
 use std::collections::{BTreeMap, HashSet, VecDeque};
 use std::io;
