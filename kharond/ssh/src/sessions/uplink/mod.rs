@@ -34,7 +34,7 @@
 //! it does for `ssh -D`, whose one loop writes them together. An EOF the server still waits for
 //! (the client shut down writing and awaits the answer) is never held.
 
-use std::collections::{BTreeMap, HashSet, VecDeque};
+use std::collections::{BTreeMap, BTreeSet, HashSet, VecDeque};
 use std::io;
 use std::sync::{Arc, Mutex, PoisonError};
 use std::task::{Context, Poll, Waker};
@@ -81,6 +81,9 @@ struct State {
     next_id: u64,
     /// The lane served last: the next turn starts after it.
     last_served: u64,
+    /// Lanes whose EOF is held for the chain's next open ([`End::Asked`] with a time): what
+    /// [`Uplink::release_held`] looks at, so that an open costs nothing for the other lanes.
+    held: BTreeSet<u64>,
     /// Set when the chain is gone: the writer ends once no lane is left.
     closed: bool,
 }
@@ -89,30 +92,41 @@ struct LaneState {
     write: Arc<ChannelWriteHalf<Msg>>,
     queue: VecDeque<Bytes>,
     bytes: usize,
-    /// The tunnel shut down writing: EOF goes out after the queue.
-    eof: bool,
-    /// A held EOF (see "A teardown goes out with the next open"): it goes with the chain's next
-    /// open, or at this instant, whichever comes first.
-    eof_held_until: Option<Instant>,
-    /// EOF was handed to russh, by the writer or by an open that released it.
-    eof_taken: bool,
-    /// EOF was sent.
-    eof_sent: bool,
+    end: End,
     /// The channel failed: every write fails with this.
     failed: Option<String>,
     /// The tunnel waiting for room, for the queue to empty, or for the EOF to go out.
     waker: Option<Waker>,
 }
 
+/// Where a lane's end of stream (EOF) is.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum End {
+    /// The tunnel still writes.
+    Open,
+    /// The tunnel shut down writing: EOF goes out after the queue; with `held_until`, not before
+    /// that instant unless the chain opens a channel first (see "A teardown goes out with the
+    /// next open").
+    Asked {
+        held_until: Option<Instant>,
+    },
+    /// Handed to russh, by the writer or by an open that released it.
+    Taken,
+    Sent,
+}
+
 impl LaneState {
-    /// Whether the EOF is the lane's next message and may go out: at `now`, or, with `None`,
-    /// whether or not it is held.
-    fn eof_due_after(&self, now: Option<Instant>) -> bool {
-        let held = match (now, self.eof_held_until) {
-            (Some(now), Some(until)) => now < until,
-            _ => false,
-        };
-        self.failed.is_none() && self.bytes == 0 && self.eof && !self.eof_taken && !held
+    /// The EOF, when it is the lane's next message: `Some(held_until)`.
+    fn next_eof(&self) -> Option<Option<Instant>> {
+        match self.end {
+            End::Asked { held_until } if self.failed.is_none() && self.bytes == 0 => Some(held_until),
+            _ => None,
+        }
+    }
+
+    /// Whether the EOF is the lane's next message and its hold, if any, has passed at `now`.
+    fn eof_due(&self, now: Instant) -> bool {
+        self.next_eof().is_some_and(|held_until| held_until.is_none_or(|until| until <= now))
     }
 
     fn wake(&mut self) {
@@ -158,17 +172,7 @@ impl Uplink {
         state.next_id += 1;
         state.lanes.insert(
             id,
-            LaneState {
-                write,
-                queue: VecDeque::new(),
-                bytes: 0,
-                eof: false,
-                eof_held_until: None,
-                eof_taken: false,
-                eof_sent: false,
-                failed: None,
-                waker: None,
-            },
+            LaneState { write, queue: VecDeque::new(), bytes: 0, end: End::Open, failed: None, waker: None },
         );
         Lane { id, shared: self.shared.clone() }
     }
@@ -179,15 +183,18 @@ impl Uplink {
     pub(crate) async fn release_held(&self) {
         let held: Vec<(u64, Arc<ChannelWriteHalf<Msg>>)> = {
             let mut state = lock(&self.shared.state);
-            state
-                .lanes
-                .iter_mut()
-                .filter(|(_, lane)| lane.eof_held_until.is_some() && lane.eof_due_after(None))
-                .map(|(&id, lane)| {
-                    lane.eof_taken = true;
-                    (id, lane.write.clone())
-                })
-                .collect()
+            let State { lanes, held, .. } = &mut *state;
+            let mut released = Vec::new();
+            held.retain(|id| {
+                // A lane that still has bytes keeps its hold: its EOF goes after them.
+                let Some(lane) = lanes.get_mut(id).filter(|lane| lane.next_eof().is_some()) else {
+                    return lanes.contains_key(id);
+                };
+                lane.end = End::Taken;
+                released.push((*id, lane.write.clone()));
+                false
+            });
+            released
         };
         for (id, write) in held {
             settle(&self.shared, id, write.eof().await.map(|()| true));
@@ -221,7 +228,7 @@ impl Lane {
         if let Some(why) = &lane.failed {
             return Poll::Ready(Err(io::Error::new(io::ErrorKind::BrokenPipe, why.clone())));
         }
-        if lane.eof {
+        if lane.end != End::Open {
             return Poll::Ready(Err(io::Error::new(io::ErrorKind::BrokenPipe, "written after its end")));
         }
         let room = self.shared.lane_bytes.saturating_sub(lane.bytes);
@@ -262,15 +269,17 @@ impl Lane {
         if let Some(why) = &lane.failed {
             return Poll::Ready(Err(io::Error::new(io::ErrorKind::BrokenPipe, why.clone())));
         }
-        if lane.eof_sent {
+        if lane.end == End::Sent {
             return Poll::Ready(Ok(()));
         }
-        let asked = !lane.eof;
+        let asked = lane.end == End::Open;
         if asked {
-            lane.eof = true;
-            lane.eof_held_until = hold.map(|hold| Instant::now() + hold);
+            lane.end = End::Asked { held_until: hold.map(|hold| Instant::now() + hold) };
         }
         lane.waker = Some(cx.waker().clone());
+        if asked && hold.is_some() {
+            state.held.insert(self.id);
+        }
         drop(state);
         if asked {
             self.shared.work.notify_one();
@@ -281,7 +290,10 @@ impl Lane {
 
 impl Drop for Lane {
     fn drop(&mut self) {
-        lock(&self.shared.state).lanes.remove(&self.id);
+        let mut state = lock(&self.shared.state);
+        state.lanes.remove(&self.id);
+        state.held.remove(&self.id);
+        drop(state);
         self.shared.work.notify_one();
     }
 }
@@ -355,7 +367,8 @@ fn settle(shared: &Shared, id: u64, sent: Result<bool, russh::Error>) {
     let mut state = lock(&shared.state);
     if let Some(lane) = state.lanes.get_mut(&id) {
         match sent {
-            Ok(eof) => lane.eof_sent |= eof,
+            Ok(true) => lane.end = End::Sent,
+            Ok(false) => {}
             Err(e) => lane.failed = Some(format!("the SSH channel cannot take more: {e}")),
         }
         lane.wake();
@@ -391,16 +404,11 @@ fn next_lane(shared: &Shared, blocked: &HashSet<u64>) -> Next {
         return Next::Ended;
     }
     let now = Instant::now();
-    let mut held: Option<Instant> = None;
     let after = state.lanes.range(state.last_served + 1..);
     let from_start = state.lanes.range(..=state.last_served);
     let mut any_blocked = false;
     for (&id, lane) in after.chain(from_start) {
-        let wants = (lane.failed.is_none() && lane.bytes > 0) || lane.eof_due_after(Some(now));
-        if !wants {
-            if let Some(until) = lane.eof_held_until.filter(|_| lane.eof_due_after(None)) {
-                held = Some(held.map_or(until, |h| h.min(until)));
-            }
+        if !((lane.failed.is_none() && lane.bytes > 0) || lane.eof_due(now)) {
             continue;
         }
         // An EOF needs no window.
@@ -410,6 +418,8 @@ fn next_lane(shared: &Shared, blocked: &HashSet<u64>) -> Next {
         }
         return Next::Lane(id, lane.write.clone());
     }
+    // When the first held EOF falls due: the writer wakes for it.
+    let held = state.held.iter().filter_map(|id| state.lanes.get(id)?.next_eof().flatten()).min();
     if any_blocked { Next::OnlyBlocked { held } } else { Next::Idle { held } }
 }
 
@@ -420,10 +430,11 @@ fn take(shared: &Shared, id: u64, write: Arc<ChannelWriteHalf<Msg>>, writable: u
     state.last_served = id;
     let lane = state.lanes.get_mut(&id)?;
     if lane.bytes == 0 {
-        if !lane.eof_due_after(Some(Instant::now())) {
+        if !lane.eof_due(Instant::now()) {
             return None;
         }
-        lane.eof_taken = true;
+        lane.end = End::Taken;
+        state.held.remove(&id);
         return Some(Job::Eof { id, write });
     }
     let mut want = writable.min(shared.packet);

@@ -179,19 +179,42 @@ fn sink() -> Sink {
     Sink { received: Arc::default(), heard: Arc::default() }
 }
 
+/// A direct-tcpip channel to `port`, opened within [`LIMIT`].
+async fn open(session: &client::Handle<Client>, port: u32) -> russh::Channel<client::Msg> {
+    let opening = session.channel_open_direct_tcpip("target", port, "127.0.0.1", 1);
+    tokio::time::timeout(LIMIT, opening).await.expect("in time").expect("opened")
+}
+
+/// A writer over the first hop's `layer`, each lane holding up to `lane_bytes`.
+fn uplink_over(layer: Arc<Layer>, lane_bytes: usize) -> Uplink {
+    Uplink::new(Backlog::new(vec![layer]), Arc::new(Notify::new()), 64 * 1024, lane_bytes, 32 * 1024)
+}
+
+/// What `found` finds, asked again every 2 ms for up to [`LIMIT`]; `what` names it if it never
+/// comes.
+async fn eventually<T>(what: &str, mut found: impl FnMut() -> Option<T>) -> T {
+    let started = Instant::now();
+    loop {
+        if let Some(it) = found() {
+            return it;
+        }
+        assert!(started.elapsed() < LIMIT, "{what} never came");
+        tokio::time::sleep(Duration::from_millis(2)).await;
+    }
+}
+
 #[tokio::test]
 async fn a_small_request_overtakes_a_bulk_upload_queued_in_the_writer() {
     let sink = sink();
     let received = sink.received.clone();
     let (session, layer) = connect(sink, true).await;
-    let open = |port| session.channel_open_direct_tcpip("target", port, "127.0.0.1", 1);
-    let bulk = tokio::time::timeout(LIMIT, open(1)).await.expect("in time").expect("opened");
-    let small = tokio::time::timeout(LIMIT, open(2)).await.expect("in time").expect("opened");
+    let bulk = open(&session, 1).await;
+    let small = open(&session, 2).await;
     let (bulk_id, small_id) = (bulk.id(), small.id());
     let (_bulk_read, bulk_write) = bulk.split();
     let (_small_read, small_write) = small.split();
 
-    let uplink = Uplink::new(Backlog::new(vec![layer]), Arc::new(Notify::new()), 64 * 1024, BULK, 32 * 1024);
+    let uplink = uplink_over(layer, BULK);
     let bulk_lane = uplink.lane(Arc::new(bulk_write));
     let small_lane = uplink.lane(Arc::new(small_write));
     // The whole upload goes into its lane at once: the writer holds what the link cannot take.
@@ -207,15 +230,12 @@ async fn a_small_request_overtakes_a_bulk_upload_queued_in_the_writer() {
     assert!(before < BULK / 2, "the link took {before} bytes of the upload already: not slow enough to test");
 
     write_all(&small_lane, b"GET /hello HTTP/1.1\r\n\r\n").await;
-    let started = Instant::now();
-    let small_arrived = loop {
-        let received = received.lock().expect("no panic").clone();
-        if let Some(at) = received.iter().position(|(c, _)| *c == small_id) {
-            break bulk_bytes(&received[..at]);
-        }
-        assert!(started.elapsed() < LIMIT, "the small request never arrived");
-        tokio::time::sleep(Duration::from_millis(2)).await;
-    };
+    let small_arrived = eventually("the small request", || {
+        let received = received.lock().expect("no panic");
+        let at = received.iter().position(|(c, _)| *c == small_id)?;
+        Some(bulk_bytes(&received[..at]))
+    })
+    .await;
     // Ahead of it: what was on its way to the link when it was written (the writer's 64 KiB of
     // backlog, the pipe's 64 KiB) and a packet or two of the upload, not the rest of the upload.
     // (Without the backlog's bound, 352 KiB went first here.)
@@ -236,12 +256,10 @@ async fn a_small_request_overtakes_a_bulk_upload_queued_in_the_writer() {
 async fn a_held_eof_goes_out_just_before_the_next_open() {
     let sink = sink();
     let (session, layer) = connect(sink.clone(), false).await;
-    let open = |port| session.channel_open_direct_tcpip("target", port, "127.0.0.1", 1);
-    let first = tokio::time::timeout(LIMIT, open(1)).await.expect("in time").expect("opened");
+    let first = open(&session, 1).await;
     let first_id = first.id();
     let (_read, write) = first.split();
-    let uplink =
-        Uplink::new(Backlog::new(vec![layer]), Arc::new(Notify::new()), 64 * 1024, 64 * 1024, 32 * 1024);
+    let uplink = uplink_over(layer, 64 * 1024);
     let lane = Arc::new(uplink.lane(Arc::new(write)));
     // Held far longer than the test: only the open can let it go.
     let shutdown = tokio::spawn({
@@ -254,7 +272,7 @@ async fn a_held_eof_goes_out_just_before_the_next_open() {
     assert!(!shutdown.is_finished(), "the shutdown was answered before its EOF went out");
 
     uplink.release_held().await;
-    let _second = tokio::time::timeout(LIMIT, open(2)).await.expect("in time").expect("opened");
+    let _second = open(&session, 2).await;
     tokio::time::timeout(LIMIT, shutdown).await.expect("in time").expect("no panic").expect("EOF sent");
     assert_eq!(sink.heard(), [Heard::Open(1), Heard::Eof(first_id), Heard::Open(2)]);
 }
@@ -264,29 +282,21 @@ async fn a_held_eof_goes_out_by_itself_once_its_hold_has_passed() {
     const HOLD: Duration = Duration::from_millis(300);
     let sink = sink();
     let (session, layer) = connect(sink.clone(), false).await;
-    let opened = tokio::time::timeout(LIMIT, session.channel_open_direct_tcpip("target", 1, "127.0.0.1", 1))
-        .await
-        .expect("in time")
-        .expect("opened");
+    let opened = open(&session, 1).await;
     let id = opened.id();
     let (_read, write) = opened.split();
-    let uplink =
-        Uplink::new(Backlog::new(vec![layer]), Arc::new(Notify::new()), 64 * 1024, 64 * 1024, 32 * 1024);
+    let uplink = uplink_over(layer, 64 * 1024);
     let lane = uplink.lane(Arc::new(write));
     let asked = Instant::now();
     tokio::time::timeout(LIMIT, poll_fn(|cx| lane.poll_shutdown(cx, Some(HOLD))))
         .await
         .expect("in time")
         .expect("EOF sent");
-    let started = Instant::now();
-    let at = loop {
-        let heard = sink.heard.lock().expect("no panic").clone();
-        if let Some((_, at)) = heard.iter().find(|(what, _)| *what == Heard::Eof(id)) {
-            break *at;
-        }
-        assert!(started.elapsed() < LIMIT, "the held EOF never arrived");
-        tokio::time::sleep(Duration::from_millis(5)).await;
-    };
+    let at = eventually("the held EOF", || {
+        let heard = sink.heard.lock().expect("no panic");
+        heard.iter().find(|(what, _)| *what == Heard::Eof(id)).map(|(_, at)| *at)
+    })
+    .await;
     assert!(
         at.duration_since(asked) >= HOLD,
         "the EOF left {:?} after it was asked for",
