@@ -12,9 +12,9 @@ thread_local! {
 
 static HOOK: Once = Once::new();
 
-/// Keeps each thread's panic message for [`print_log_if_failing`], then reports the panic as the default
-/// hook does. `collect_output` calls it for every component whose log a test prints; installs
-/// once.
+/// Keeps each thread's panic message for [`print_log_if_failing`], then reports the panic as the
+/// default hook does. `collect_output` calls it for every component whose log a test prints;
+/// installs once.
 pub fn keep_panic_messages() {
     HOOK.call_once(|| {
         let default = std::panic::take_hook();

@@ -2,9 +2,10 @@
 //! `AuthenticationMethods publickey,keyboard-interactive` (or `publickey,password`) and a PAM
 //! stack of its own (`harness::sshd`, `Builder::pam`), whose `pam_exec` checks a one-time code:
 //! each code works once. After the key, sshd logs "Partial publickey" and asks more; the
-//! question shows in `status` and `test`, connections wait for its answer, and a person answers through `kharonctl login-jump` or the SSH_ASKPASS program, which
-//! gets the prompt ssh itself shows. Real curl goes through the hop afterwards, and the code is in
-//! no log: kharond's (at trace level), kharonctl's output, the askpass program's record aside.
+//! question shows in `status` and `test`, connections wait for its answer, and a person answers
+//! through `kharonctl login-jump` or the SSH_ASKPASS program, which gets the prompt ssh itself
+//! shows. Real curl goes through the hop afterwards, and the code is in no log: kharond's (at
+//! trace level), kharonctl's output, the askpass program's record aside.
 //! In a desktop session (a private D-Bus session bus with a notification server that records what
 //! it is sent, `harness::desktop`), the question is a desktop notification, once, and the clients
 //! that waited for it past their connect timeout hear what became of it.
