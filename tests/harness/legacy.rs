@@ -22,6 +22,8 @@ pub struct Algorithms<'a> {
 
 pub struct LegacySshd {
     child: Child,
+    /// The authorized_keys file the server read; removed with it.
+    _authorized: tempfile::NamedTempFile,
     port: u16,
     log: Arc<Mutex<String>>,
 }
@@ -35,16 +37,22 @@ impl LegacySshd {
         hosts: &[(&str, &str)],
         algorithms: &Algorithms,
     ) -> Self {
+        // A file of its own: servers of the matrix start in parallel threads, and one written over
+        // while another's server reads it leaves that server with no keys (every login refused).
         let dir = host_key.parent().expect("key dir");
-        let file = dir.join(format!("legacy_authorized_{}", std::process::id()));
-        std::fs::write(&file, authorized.join("\n") + "\n").expect("authorized keys");
+        let mut file = tempfile::Builder::new()
+            .prefix("legacy_authorized_")
+            .tempfile_in(dir)
+            .expect("authorized keys file");
+        std::io::Write::write_all(&mut file, (authorized.join("\n") + "\n").as_bytes())
+            .expect("authorized keys");
         let script = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("fixtures/legacy_sshd.py");
         let mut cmd = Command::new("python3");
         cmd.arg(script)
             .arg("--host-key")
             .arg(host_key)
             .arg("--authorized")
-            .arg(&file)
+            .arg(file.path())
             .args(["--kex", algorithms.kex, "--ciphers", algorithms.ciphers, "--macs", algorithms.macs])
             .args(["--host-key-algorithms", algorithms.host_key, "--pubkey-algorithms", algorithms.pubkeys]);
         for (name, address) in hosts {
@@ -73,7 +81,7 @@ impl LegacySshd {
             crate::wait_until(std::time::Duration::from_secs(2), || log.lock().is_ok_and(|l| !l.is_empty()));
             panic!("legacy_sshd.py did not start: {:?}", log.lock().map(|l| l.clone()).unwrap_or_default());
         };
-        LegacySshd { child, port, log }
+        LegacySshd { child, _authorized: file, port, log }
     }
 
     pub fn port(&self) -> u16 {
