@@ -14,7 +14,7 @@
 //! # Layout
 //! - `overrides.rs`: the flags a binary hands over ([`Overrides`]).
 //! - `dotenv.rs`: commodore's `.env`, as kharonctl hands it over ([`DotEnv`]).
-//! - `env.rs`: the environment variables' names ([`env`]).
+//! - `env.rs`: the environment variables' names ([`env`](mod@env)).
 //! - `file.rs`: which config file is read, its schema, and reading it.
 //! - `sources.rs`: the one precedence rule (flag, then the environment with commodore's `.env`
 //!   below it, then the file, then the default) and each setting read and checked by it.
