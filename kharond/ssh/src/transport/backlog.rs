@@ -3,9 +3,21 @@
 //! link small. A chain has a layer per hop: the first hop's gathered writes (gather.rs), and each
 //! later hop's queue into the channel of the hop before it (carrier.rs). The kernel's own send
 //! buffer is kept small by `TCP_NOTSENT_LOWAT` (tcp.rs).
+//!
+//! # Two totals, not one running count
+//! What a layer holds is the bytes appended so far less the bytes passed on so far, two totals
+//! that only grow. The two are counted by different tasks: a nested hop's session appends, and
+//! the carrier's own task, on another worker thread, passes on; that task can take bytes and count
+//! them passed on before the appending write has counted them (a preempted thread is enough). A
+//! single running count that may not fall below zero would then lose the decrement and hold those
+//! bytes for good: the writer hands russh a packet only while the layers hold less than its
+//! budget, so after a few such moments it would wait for ever and no channel of the chain could
+//! send again (`bench/shaped.sh` on the 200m profile with a budget of one packet showed it within
+//! one upload). With two totals the order does not matter: once both tasks have counted, the
+//! difference is exact again.
 
 use std::sync::Arc;
-use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicU64, Ordering};
 
 use tokio::sync::Notify;
 
@@ -14,9 +26,8 @@ use tokio::sync::Notify;
 pub(crate) struct Layer {
     /// Bytes the session above has written into this transport so far.
     appended: AtomicU64,
-    /// Bytes this transport holds that the layer below (the socket, or the outer hop's channel)
-    /// has not taken yet.
-    queued: AtomicUsize,
+    /// Bytes the layer below (the socket, or the outer hop's channel) has taken so far.
+    passed: AtomicU64,
     /// Woken whenever bytes are appended or passed on.
     moved: Notify,
 }
@@ -24,26 +35,28 @@ pub(crate) struct Layer {
 impl Layer {
     /// The session wrote `n` bytes into the transport, which holds them.
     pub(crate) fn appended(&self, n: usize) {
-        self.appended.fetch_add(n as u64, Ordering::Relaxed);
-        self.queued.fetch_add(n, Ordering::Relaxed);
+        self.appended.fetch_add(n as u64, Ordering::AcqRel);
         self.moved.notify_waiters();
     }
 
     /// The layer below took `n` of the bytes held.
     pub(crate) fn passed_on(&self, n: usize) {
-        // Never below zero: a count that went wrong must not make the writer wait for good.
-        let _ = self.queued.fetch_update(Ordering::Relaxed, Ordering::Relaxed, |q| Some(q.saturating_sub(n)));
+        self.passed.fetch_add(n as u64, Ordering::AcqRel);
         self.moved.notify_waiters();
     }
 
-    /// Bytes held now.
+    /// Bytes held now. Read while the other task counts, this may be one write off; never below
+    /// zero (passed on and not yet counted as appended reads as nothing held).
     pub(crate) fn queued(&self) -> usize {
-        self.queued.load(Ordering::Relaxed)
+        // Passed first: a total read later is never smaller, so this errs towards more held.
+        let passed = self.passed.load(Ordering::Acquire);
+        let appended = self.appended.load(Ordering::Acquire);
+        usize::try_from(appended.saturating_sub(passed)).unwrap_or(usize::MAX)
     }
 
     /// Bytes the session has written into the transport so far.
     pub(crate) fn total_appended(&self) -> u64 {
-        self.appended.load(Ordering::Relaxed)
+        self.appended.load(Ordering::Acquire)
     }
 }
 
@@ -124,13 +137,29 @@ mod tests {
         assert!(!waiting.is_finished(), "70,000 bytes are not below 50,000");
         first.passed_on(30_000);
         tokio::time::timeout(Duration::from_secs(2), waiting).await.expect("woken").expect("no panic");
-        first.passed_on(1 << 30);
-        assert_eq!(backlog.queued(), 30_000, "a count never falls below zero");
+        first.passed_on(10_000);
+        assert_eq!(backlog.queued(), 30_000, "the first layer passed on all it held");
         let written = tokio::spawn({
             let backlog = backlog.clone();
             async move { backlog.appended_past(30_000).await }
         });
         second.appended(1);
         tokio::time::timeout(Duration::from_secs(2), written).await.expect("woken").expect("no panic");
+    }
+
+    /// The carrier's task passes bytes on from another thread, and may count them before the
+    /// write that queued them has (module doc, "Two totals"): the layer still ends holding
+    /// nothing.
+    #[test]
+    fn bytes_passed_on_before_they_were_counted_as_appended_leave_nothing_held() {
+        let layer = Layer::default();
+        layer.appended(1_000);
+        layer.passed_on(1_000);
+        layer.passed_on(32_804);
+        assert_eq!(layer.queued(), 0, "passed on ahead of its count: nothing held meanwhile");
+        layer.appended(32_804);
+        assert_eq!(layer.queued(), 0, "every byte appended was passed on");
+        layer.appended(500);
+        assert_eq!(layer.queued(), 500);
     }
 }

@@ -116,15 +116,19 @@ impl AsyncRead for Carried {
 
 impl AsyncWrite for Carried {
     fn poll_write(self: Pin<&mut Self>, _: &mut Context<'_>, buf: &[u8]) -> Poll<std::io::Result<usize>> {
+        // Counted before the task can take it (it runs on another thread): the count then errs
+        // towards more held, never less (backlog.rs, "Two totals").
+        self.layer.appended(buf.len());
         let sent = self.outbound.as_ref().is_some_and(|out| out.send(Bytes::copy_from_slice(buf)).is_ok());
-        if sent {
-            self.layer.appended(buf.len());
+        if !sent {
+            // Nothing will take it: not held either.
+            self.layer.passed_on(buf.len());
+            return Poll::Ready(Err(std::io::Error::new(
+                std::io::ErrorKind::BrokenPipe,
+                "the outer hop's channel is closed",
+            )));
         }
-        Poll::Ready(if sent {
-            Ok(buf.len())
-        } else {
-            Err(std::io::Error::new(std::io::ErrorKind::BrokenPipe, "the outer hop's channel is closed"))
-        })
+        Poll::Ready(Ok(buf.len()))
     }
 
     fn poll_flush(self: Pin<&mut Self>, _: &mut Context<'_>) -> Poll<std::io::Result<()>> {
