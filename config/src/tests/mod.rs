@@ -16,7 +16,7 @@ mod listen;
 mod merge;
 mod services;
 
-fn env_of(pairs: &[(&str, &str)]) -> impl Fn(&str) -> Option<String> {
+fn env_of(pairs: &[(&str, &str)]) -> impl Fn(&str) -> Option<String> + use<> {
     let map: HashMap<String, String> = pairs.iter().map(|(k, v)| (k.to_string(), v.to_string())).collect();
     move |k| map.get(k).cloned()
 }
@@ -36,11 +36,16 @@ fn base_env(dir: &Path) -> Vec<(&'static str, String)> {
     ]
 }
 
-fn load(overrides: &Overrides, extra: &[(&'static str, String)], dir: &Path) -> Result<Config, Error> {
+/// The environment of a load: [`base_env`] of `dir`, then `extra`.
+fn env_in(dir: &Path, extra: &[(&'static str, String)]) -> impl Fn(&str) -> Option<String> + use<> {
     let mut pairs = base_env(dir);
     pairs.extend(extra.iter().cloned());
     let pairs: Vec<(&str, &str)> = pairs.iter().map(|(k, v)| (*k, v.as_str())).collect();
-    Config::load_with(overrides, &env_of(&pairs))
+    env_of(&pairs)
+}
+
+fn load(overrides: &Overrides, extra: &[(&'static str, String)], dir: &Path) -> Result<Config, Error> {
+    Config::load_with(overrides, &env_in(dir, extra))
 }
 
 /// A resolver that knows `names` only; nothing here reaches a real DNS server.
@@ -61,10 +66,7 @@ fn load_resolving(
     dir: &Path,
     resolve: &Resolver,
 ) -> Result<Config, Error> {
-    let mut pairs = base_env(dir);
-    pairs.extend(extra.iter().cloned());
-    let pairs: Vec<(&str, &str)> = pairs.iter().map(|(k, v)| (*k, v.as_str())).collect();
-    Config::load_resolving(overrides, &env_of(&pairs), None, resolve)
+    Config::load_resolving(overrides, &env_in(dir, extra), None, resolve)
 }
 
 fn load_with_dotenv(
@@ -73,8 +75,5 @@ fn load_with_dotenv(
     dir: &Path,
     dotenv: &DotEnv,
 ) -> Result<Config, Error> {
-    let mut pairs = base_env(dir);
-    pairs.extend(extra.iter().cloned());
-    let pairs: Vec<(&str, &str)> = pairs.iter().map(|(k, v)| (*k, v.as_str())).collect();
-    Config::load_resolving(overrides, &env_of(&pairs), Some(dotenv), &resolver(&[]))
+    Config::load_resolving(overrides, &env_in(dir, extra), Some(dotenv), &resolver(&[]))
 }
