@@ -19,9 +19,16 @@ For each repetition, each proxy in turn (interleaved, so drift on the machine hi
 WARMUP > 0 first runs one unmeasured bulk download of WARMUP seconds per proxy, with small
 requests beside it whose latencies are recorded as "first" (a daemon that learns its path
 learns it there). Every figure goes to JSON as one line per proxy and repetition.
+
+Two settings from the environment, for looking closer (bench/shaped.sh passes them on):
+UPLOAD_RATE (MB/s) paces the bulk upload below the link's rate instead of sending as fast as the
+socket takes; PHASE_TIMES (a file) gets each measured phase's proxy, repetition and wall-clock
+start and end, one JSON line each, so that packet captures can be cut by phase
+(bench/crossings.py).
 """
 
 import json
+import os
 import socket
 import statistics
 import struct
@@ -45,6 +52,8 @@ def path(arg):
 PROXIES = [path(a) for a in sys.argv[7:]]
 BIG = 1 << 40
 IDLE_REQUESTS = 15
+UPLOAD_RATE = float(os.environ.get("UPLOAD_RATE") or 0) * 1e6
+PHASE_TIMES = os.environ.get("PHASE_TIMES")
 # A small request that takes longer than this is given up and counted as this long.
 LIMIT = 30.0
 
@@ -134,10 +143,16 @@ def upload(proxy, seconds, result):
     s = connect(proxy)
     s.sendall(b"POST /sink HTTP/1.0\r\nContent-Length: %d\r\n\r\n" % BIG)
     chunk = b"\0" * (256 << 10)
-    end = time.perf_counter() + seconds
+    start = time.perf_counter()
+    end = start + seconds
+    sent = 0
     try:
         while time.perf_counter() < end:
-            s.send(chunk)
+            if UPLOAD_RATE > 0:
+                ahead = sent / UPLOAD_RATE - (time.perf_counter() - start)
+                if ahead > 0:
+                    time.sleep(ahead)
+            sent += s.send(chunk)
         s.shutdown(socket.SHUT_WR)
         s.settimeout(LIMIT)
         answer = b""
@@ -172,6 +187,16 @@ def beside(proxy, bulk, seconds, keep_alive=True):
     return new, alive, rate[0] if rate else 0.0
 
 
+def mark(name, proxy, rep, phase, start):
+    """Appends one phase's wall-clock span to PHASE_TIMES, if set, with the proxy's SOCKS port (or
+    the address dialled directly)."""
+    if PHASE_TIMES:
+        where = list(proxy) if isinstance(proxy, tuple) else proxy
+        with open(PHASE_TIMES, "a") as f:
+            f.write(json.dumps({"path": name, "proxy": where, "rep": rep, "phase": phase, "start": start,
+                                "end": time.time()}) + "\n")
+
+
 def q(v, p):
     if not v:
         return None
@@ -192,9 +217,15 @@ def main():
                 out.write(json.dumps({"kind": "first", "path": name, "new_ms": new, "mb_s": rate}) + "\n")
     for rep in range(REPS):
         for name, proxy in PROXIES:
+            t = time.time()
             idle = [small(proxy) for _ in range(IDLE_REQUESTS)]
+            mark(name, proxy, rep, "idle", t)
+            t = time.time()
             d_new, d_alive, d_rate = beside(proxy, download, SECONDS)
+            mark(name, proxy, rep, "download", t)
+            t = time.time()
             u_new, u_alive, u_rate = beside(proxy, upload, SECONDS)
+            mark(name, proxy, rep, "upload", t)
             two = [0.0, 0.0]
             if not isinstance(proxy, tuple):
                 rates = [[], []]

@@ -5,7 +5,7 @@
 #
 #   [PROFILES="NAME LINK-EMU OPTIONS; …" | ONLY="deep lossy"] [PHASE_SECONDS=6] [REPS=2] [WARMUP=6]
 #   [CC=cubic] [JSON=FILE] [KHAROND=PATH] [PIN_WINDOWS="KIB …"] [KHAROND_LOG=FILTER KEEP_LOG=FILE]
-#   bench/shaped.sh
+#   [CAPTURE=DIR] [UPLOAD_RATE=MB/s] bench/shaped.sh
 #
 # The link between this host and the first jump host is emulated at the packet level by
 # `link-emu` (bench/client/link_emu/, bench/netns_link.sh): the clients, kharond and `ssh -D` run in
@@ -36,6 +36,14 @@
 # rows. KHAROND_LOG replaces kharond's RUST_LOG (e.g. "warn,kharon_ssh::flow=trace" logs every
 # sample of the window rule) and KEEP_LOG copies kharond's log there at the end of each profile.
 #
+# CAPTURE records, per profile in DIR/NAME/, where a small request's time goes: `tcpdump` of the
+# small packets at the clients' side of the proxies (near `lo`), at the target (far `lo`) and at
+# both ends of the link (`emu0`, the link alone's), `ss -tnmi` of both namespaces every 50 ms, and
+# each phase's wall-clock span; `bench/crossings.py DIR/NAME` then prints every crossing's median
+# per proxy and phase, and the socket queues along the path during the upload. Needs tcpdump.
+# UPLOAD_RATE paces the bulk upload at that many MB/s instead of as fast as the socket takes
+# (below the link's rate: what the path adds when no queue of the upload's own stands).
+#
 # With JSON (as bench/run.sh calls it) the figures are appended there. Without it, the run
 # replaces the shaped rows of docs/benchmarks.jsonl and re-renders docs/benchmarks.md from it
 # (bench/report.py): every other figure on the page stays as the last full run measured it.
@@ -52,6 +60,9 @@ cd "$(dirname "$0")/.."
 . bench/lib.sh
 . bench/netns_link.sh
 SSHD=$(find_tool sshd)
+if [ -n "${CAPTURE:-}" ] && ! command -v tcpdump >/dev/null; then
+  echo "CAPTURE needs tcpdump (apt-get install tcpdump)" >&2; exit 1
+fi
 [ -n "$SSHD" ] || { echo "bench/shaped.sh needs OpenSSH's sshd (apt-get install openssh-server)" >&2; exit 1; }
 select_profiles
 cargo build --release -q -p kharond -p kharon-bench
@@ -152,6 +163,25 @@ for i in "${!PROFILE_NAMES[@]}"; do
   echo "== shaped $NAME: $ARGS (link-emu to j1, then j2)"
   P_STARTED=$(( $(date +%s) - STARTED )); P_LOAD=$(cut -d' ' -f1 /proc/loadavg)
   link_start "$NAME" $ARGS
+  CAPTURING=()
+  if [ -n "${CAPTURE:-}" ]; then
+    C=$CAPTURE/$NAME; mkdir -p "$C"; rm -f "$C"/*.pcap "$C/ss.txt" "$C/phases.jsonl"
+    # Only packets of at most 400 bytes: the small requests' own, not the transfers' beside them.
+    for where in "$NEAR lo near_lo tcp and (port 1080 or port 1081 or portrange 1083-1099)" \
+        "$FAR lo far_lo tcp port $TARGET_PORT" "$NEAR emu0 near_emu tcp port $TARGET_PORT" \
+        "$FAR emu0 far_emu tcp port $TARGET_PORT"; do
+      read -r ns dev file filter <<< "$where"
+      ip netns exec "$ns" tcpdump -i "$dev" -s 200 -U -w "$C/$file.pcap" "($filter) and less 400" 2>/dev/null &
+      CAPTURING+=($!); PIDS+=($!)
+    done
+    (while :; do
+      echo "T $(date +%s.%N)"
+      ip netns exec "$FAR" ss -tnmiH state established; ip netns exec "$NEAR" ss -tnmiH state established
+      sleep 0.05
+    done) > "$C/ss.txt" 2>&1 &
+    CAPTURING+=($!); PIDS+=($!)
+    sleep 1
+  fi
   KH_PORT=1080; SD_PORT=1081
   ip netns exec "$NEAR" env -i PATH="$PATH" HOME="$W/home" USER="$USER_NAME" XDG_RUNTIME_DIR="$W" RUST_LOG=${KHAROND_LOG:-warn,kharon_ssh=info} \
     "$KHAROND" --listen 127.0.0.1:"$KH_PORT" --control-socket "$W/k.$NAME.sock" \
@@ -173,11 +203,12 @@ for i in "${!PROFILE_NAMES[@]}"; do
   wait_port_in "$NEAR" 127.0.0.1 "$KH_PORT" kharond "$W/kharond.log"
   wait_port_in "$NEAR" 127.0.0.1 "$SD_PORT" "ssh -D" "$W/ssh.log"
   : > "$W/profile.jsonl"
-  in_near python3 bench/shaped.py "$TARGET" "$TARGET_PORT" "$SECONDS_EACH" "$REPS" "$WARMUP" "$W/profile.jsonl" \
+  PHASE_TIMES=${CAPTURE:+$CAPTURE/$NAME/phases.jsonl} UPLOAD_RATE=${UPLOAD_RATE:-} \
+    in_near python3 bench/shaped.py "$TARGET" "$TARGET_PORT" "$SECONDS_EACH" "$REPS" "$WARMUP" "$W/profile.jsonl" \
     "kharond=$KH_PORT" "ssh -D=$SD_PORT" "${PINNED[@]}" "link alone=@$FAR_ADDR:$TARGET_PORT"
   grep -h "replacing the SSH session" "$W/kharond.log" | sed 's/^/  kharond: /' | cut -c1-220 || true
   [ -z "${KEEP_LOG:-}" ] || cp "$W/kharond.log" "$KEEP_LOG"
-  stop "$KPID" "$SPID" "${PINNED_PIDS[@]}"
+  stop "$KPID" "$SPID" "${PINNED_PIDS[@]}" "${CAPTURING[@]}"
   link_stop
   python3 - "$NAME" "$ARGS" "$LINK_STATS" "$W/profile.jsonl" "$P_LOAD" "$(cut -d' ' -f1 /proc/loadavg)" \
     "$P_STARTED" "$(( $(date +%s) - STARTED ))" >> "$OUT" <<'PY'
