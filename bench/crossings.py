@@ -26,6 +26,7 @@ after a near-side one is its own.
 
 import json
 import re
+import shutil
 import statistics
 import subprocess
 import sys
@@ -127,19 +128,20 @@ def link_alone(near_emu, far_emu, start, end, target):
     return crossings
 
 
-def queues(samples, start, end, target):
+def queues(samples, start, end, ports):
     """Median queues per socket role during [start, end], from `ss -tnmi` samples."""
+    j1, j2, target = f":{ports['j1']}", f":{ports['j2']}", f":{ports['target']}"
     roles = {}
     for t, sockets in samples:
         if not start + 1.0 <= t <= end:
             continue
         seen = {}
         for recv_q, send_q, local, peer, info in sockets:
-            role = ("first hop, this side" if peer.endswith(":2201") else
-                    "j1 from the link" if local.endswith(":2201") else
-                    "j1 to j2" if peer.endswith(":2202") else
-                    "j2 from j1" if local.endswith(":2202") else
-                    "target" if local.endswith(f":{target}") else None)
+            role = ("first hop, this side" if peer.endswith(j1) else
+                    "j1 from the link" if local.endswith(j1) else
+                    "j1 to j2" if peer.endswith(j2) else
+                    "j2 from j1" if local.endswith(j2) else
+                    "target" if local.endswith(target) else None)
             if role is None:
                 continue
             unsent = re.search(r"notsent:(\d+)", info)
@@ -175,10 +177,17 @@ def main():
     if len(sys.argv) != 2:
         sys.exit(__doc__)
     where = Path(sys.argv[1])
+    for needed in ("phases.jsonl", "ports.json"):
+        if not (where / needed).is_file():
+            sys.exit(f"{where / needed}: not found; {where} should be a profile's directory of a "
+                     "`CAPTURE=DIR bench/shaped.sh` run (DIR/PROFILE)")
+    if shutil.which("tcpdump") is None:
+        sys.exit("bench/crossings.py reads the captures with tcpdump (apt-get install tcpdump)")
     phases = [json.loads(line) for line in (where / "phases.jsonl").read_text().splitlines() if line]
+    ports = json.loads((where / "ports.json").read_text())
+    target = ports["target"]
     near, far = packets(where / "near_lo.pcap"), packets(where / "far_lo.pcap")
     near_emu, far_emu = packets(where / "near_emu.pcap"), packets(where / "far_emu.pcap")
-    target = next((p["proxy"][1] for p in phases if isinstance(p["proxy"], list)), 8080)
     samples = read_samples(where / "ss.txt")
     print("ms, medians | open up, confirmation down, GET up, response down, FIN after the response, "
           "whole | kept-alive up, down")
@@ -193,7 +202,7 @@ def main():
         kept_cols = " ".join(median_ms([k[i] for k in kept]) for i in range(2))
         print(f"{label}: {cols} | {kept_cols} ({len(rows)} new, {len(kept)} kept-alive)")
         if p["phase"] == "upload":
-            for role, entries in sorted(queues(samples, p["start"], p["end"], target).items()):
+            for role, entries in sorted(queues(samples, p["start"], p["end"], ports).items()):
                 send_q = statistics.median(e[0] for e in entries)
                 recv_q = statistics.median(e[1] for e in entries)
                 unsent = statistics.median(e[2] for e in entries)

@@ -36,7 +36,7 @@
 # rows. KHAROND_LOG replaces kharond's RUST_LOG (e.g. "warn,kharon_ssh::flow=trace" logs every
 # sample of the window rule) and KEEP_LOG copies kharond's log there at the end of each profile.
 #
-# CAPTURE records, per profile in DIR/NAME/, where a small request's time goes: `tcpdump` of the
+# CAPTURE records, per profile in DIR/NAME/ (replacing an earlier capture there), where a small request's time goes: `tcpdump` of the
 # small packets at the clients' side of the proxies (near `lo`), at the target (far `lo`) and at
 # both ends of the link (`emu0`, the link alone's), `ss -tnmi` of both namespaces every 50 ms, and
 # each phase's wall-clock span; `bench/crossings.py DIR/NAME` then prints every crossing's median
@@ -83,6 +83,9 @@ bench_keys
 # leaves the process running). The far namespace is ours alone: fixed ports. j1 listens on the link, j2 and the target on the far
 # side's loopback as before, the target on the link too (for the "link alone" path).
 J1_PORT=2201; J2_PORT=2202; TARGET_PORT=8080
+# kharond and `ssh -D` per profile; the pinned kharonds (PIN_WINDOWS) take the ports after these.
+KH_PORT=1080; SD_PORT=1081
+read -r -a PIN_WINDOWS_LIST <<< "${PIN_WINDOWS:-}"
 USER_NAME=${USER:-root}
 TARGET=bench.c1.example
 
@@ -166,8 +169,11 @@ for i in "${!PROFILE_NAMES[@]}"; do
   CAPTURING=()
   if [ -n "${CAPTURE:-}" ]; then
     C=$CAPTURE/$NAME; mkdir -p "$C"; rm -f "$C"/*.pcap "$C/ss.txt" "$C/phases.jsonl"
+    # What bench/crossings.py needs to tell the sockets apart.
+    printf '{"j1": %d, "j2": %d, "target": %d}\n' "$J1_PORT" "$J2_PORT" "$TARGET_PORT" > "$C/ports.json"
     # Only packets of at most 400 bytes: the small requests' own, not the transfers' beside them.
-    for where in "$NEAR lo near_lo tcp and (port 1080 or port 1081 or portrange 1083-1099)" \
+    # The proxies' ports: kharond's, ssh -D's and the pinned kharonds' after them.
+    for where in "$NEAR lo near_lo tcp and portrange $KH_PORT-$((SD_PORT + 1 + ${#PIN_WINDOWS_LIST[@]}))" \
         "$FAR lo far_lo tcp port $TARGET_PORT" "$NEAR emu0 near_emu tcp port $TARGET_PORT" \
         "$FAR emu0 far_emu tcp port $TARGET_PORT"; do
       read -r ns dev file filter <<< "$where"
@@ -182,7 +188,6 @@ for i in "${!PROFILE_NAMES[@]}"; do
     CAPTURING+=($!); PIDS+=($!)
     sleep 1
   fi
-  KH_PORT=1080; SD_PORT=1081
   ip netns exec "$NEAR" env -i PATH="$PATH" HOME="$W/home" USER="$USER_NAME" XDG_RUNTIME_DIR="$W" RUST_LOG=${KHAROND_LOG:-warn,kharon_ssh=info} \
     "$KHAROND" --listen 127.0.0.1:"$KH_PORT" --control-socket "$W/k.$NAME.sock" \
     --inventory "$W/inventory.json" --ssh-config "$W/home/.ssh/config" 2>"$W/kharond.log" & KPID=$!
@@ -190,7 +195,7 @@ for i in "${!PROFILE_NAMES[@]}"; do
     -D 127.0.0.1:"$SD_PORT" bench 2>"$W/ssh.log" & SPID=$!
   PIDS+=("$KPID" "$SPID")
   PINNED=(); PINNED_PIDS=(); port=$((SD_PORT + 1))
-  for kib in ${PIN_WINDOWS:-}; do
+  for kib in "${PIN_WINDOWS_LIST[@]}"; do
     port=$((port + 1))
     printf 'ssh_window = "%sK"\n' "$kib" > "$W/pinned.$kib.toml"
     ip netns exec "$NEAR" env -i PATH="$PATH" HOME="$W/home" USER="$USER_NAME" XDG_RUNTIME_DIR="$W" RUST_LOG=warn \
