@@ -12,9 +12,9 @@
 //! single running count that may not fall below zero would then lose the decrement and hold those
 //! bytes for good: the writer hands russh a packet only while the layers hold less than its
 //! budget, so after a few such moments it would wait for ever and no channel of the chain could
-//! send again. (Seen on `bench/shaped.sh`'s 200m profile, two hops: once per run of the profile;
-//! an experiment build whose budget was one packet stalled at its first upload.) With two totals
-//! the order does not matter: once both tasks have counted, the difference is exact again.
+//! send again. That order is not rare: `bench/shaped.sh`'s 200m profile (two hops, a download
+//! and an upload of a few seconds) meets it about once per run. With two totals the order does
+//! not matter: once both tasks have counted, the difference is exact again.
 
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
