@@ -80,6 +80,10 @@ pub(crate) struct Path {
     /// At most this long, uniformly drawn, each answer waits for a busy CPU at one end or the
     /// other (a loaded 2-core machine: the jump hosts' sshds, the emulator and kharond share it).
     pub busy_cpu: Duration,
+    /// How much longer than the path the session's first ping takes: the last sshd answers it
+    /// only once its own start after the login is done (41-65 ms on a 20 ms path,
+    /// `bench/shaped.sh` traced).
+    pub first_answer: Duration,
 }
 
 impl Path {
@@ -231,7 +235,7 @@ impl Sim {
     /// One round trip through the path: the answer waits behind every byte queued on it.
     async fn round_trip(&self) -> Duration {
         let started = Instant::now();
-        let answered = {
+        let (first, answered) = {
             let mut s = lock(&self.state);
             let id = s.next_ping;
             s.next_ping += 1;
@@ -239,9 +243,12 @@ impl Sim {
             s.pings_up.push_back((at, id));
             let (tx, rx) = oneshot::channel();
             s.answers.insert(id, tx);
-            rx
+            (id == 0, rx)
         };
         let _ = answered.await;
+        if first {
+            tokio::time::sleep(self.path.first_answer).await;
+        }
         if self.path.busy_cpu > Duration::ZERO {
             let wait = self.path.busy_cpu.mul_f64(lock(&self.state).uniform());
             tokio::time::sleep(wait).await;
@@ -284,10 +291,12 @@ impl Sim {
                 kick = true;
                 s.local_window -= chunk.bytes;
                 s.since_reopen += chunk.bytes;
-                // The vendored russh re-opens once the window fell by a share of it, to the
-                // handler's window of the moment.
+                // The vendored russh re-opens once a share of the window arrived since it last
+                // did, or less than half the window is left (a window that grew, or one held
+                // small by a drain and set free again), to the handler's window of the moment.
                 let threshold = self.reopen_at_least.max(window / self.reopen_divisor);
-                if s.sending && s.since_reopen >= threshold && window > s.local_window {
+                let due = s.since_reopen >= threshold || s.local_window < window / 2.0;
+                if s.sending && due && window > s.local_window {
                     let amount = window - s.local_window;
                     s.local_window = window;
                     s.since_reopen = 0.0;

@@ -60,7 +60,15 @@ fn meets_targets(rule: &[Transfer; 2], openssh: &[Transfer; 2]) -> Result<(), St
 
 fn path(rate: Rate, one_way_ms: u64, loss: f64) -> Path {
     let one_way = Duration::from_millis(one_way_ms);
-    Path { rate, up: one_way, down: one_way, loss, dial_rtt: 4 * one_way, busy_cpu: Duration::ZERO }
+    Path {
+        rate,
+        up: one_way,
+        down: one_way,
+        loss,
+        dial_rtt: 4 * one_way,
+        busy_cpu: Duration::ZERO,
+        first_answer: Duration::ZERO,
+    }
 }
 
 #[tokio::test(start_paused = true)]
