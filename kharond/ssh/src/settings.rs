@@ -135,6 +135,16 @@ pub struct AdaptiveSettings {
     /// The fastest link a hop is assumed to sit behind: 1 Gbit/s, in bytes per second. It sizes
     /// the windows of hops before the last, and the packet size of every hop (`Flow::dial_hop`).
     pub assumed_rate: f64,
+    /// The window a drain holds the path's channels to while it measures the path's own round
+    /// trip (`flow::adaptive`, "Draining"): four 32 KiB packets, one more than a channel takes
+    /// before it is re-opened, so that every channel keeps moving, and under a BDP of any path
+    /// whose queue is worth draining (a quarter of one at 10 ms each way and 200 Mbit/s).
+    pub drain_window: u32,
+    /// How much longer than the far side needs to use up what it was allowed a drain holds
+    /// before it pings: the rate that time is reckoned from is the highest of the samples, and a
+    /// burst can lift that above the link's own by a fifth (28 against 24 MB/s on 10 ms each way
+    /// at 200 Mbit/s, `bench/shaped.sh` traced).
+    pub drain_margin: f64,
 }
 
 /// The shared sessions (`sessions`).
@@ -267,6 +277,8 @@ impl Default for AdaptiveSettings {
             startup_growth: 1.25,
             assumed_floor: 2 * 1024 * 1024,
             assumed_rate: 125_000_000.0,
+            drain_window: 128 * 1024,
+            drain_margin: 1.25,
         }
     }
 }

@@ -23,8 +23,8 @@
 //! `rate_samples` samples, the propagation delay the lowest round trip of the last
 //! `min_rtt_span` (BBR's min_rtt filter, kept longer), their product the bandwidth-delay product
 //! (BDP). The lowest round trip comes from pings on a quiet path: each new session's first
-//! three (`MeterSettings::quiet_pings`), and two more after a busy spell, once the queue it left
-//! has drained. A dial's own timings seed it too, but they overstate it (sshd's start, a
+//! three (`MeterSettings::quiet_pings`), two more after a busy spell, once the queue it left
+//! has drained, and a drain's (below) during the first transfer on a path. A dial's own timings seed it too, but they overstate it (sshd's start, a
 //! forwarder's own connect: 34-63 ms for a 20 ms path, measured with `bench/shaped.sh`).
 //!
 //! The wanted window is `gain` (1.25) BDPs, the path's spread, and `slack`:
@@ -64,6 +64,29 @@
 //! (RFC 6817) backs off from queueing delay above a target the same way. Windows stay within
 //! `floor` and `ceiling`. `flow/sim` runs the rule on simulated paths (a deep buffer, loss, a
 //! rate that halves, 1 Gbit/s) against OpenSSH's fixed window.
+//!
+//! # Draining
+//! A minimum round trip that is too high hides the queue it stands for: every sample looks like
+//! a path with nothing queued, and the window grows on its own queue. That happens whenever a
+//! transfer starts with its session, the usual first use of a cluster: its quiet pings go out
+//! while the transfer fills the link, and the first waits for the last sshd's own start after
+//! the login as well. On 10 ms each way at 200 Mbit/s a new session's three pings found 61 ms at
+//! best, and its first download ran with a window of 1.8 MB, three times the path's need, and
+//! small requests beside it waited 134 ms (`bench/shaped.sh`, traced).
+//!
+//! So the rule makes a quiet moment itself, as BBR's ProbeRTT does (four packets in flight for
+//! 200 ms and a round trip, when its minimum is 10 s old; Cardwell et al., above): once its
+//! startup is over and at most once per `min_rtt_span`, the window is held at `drain_window`
+//! ([`PathWindow::drain`]). A receiver cannot take back what the far side was allowed, so the hold
+//! lasts until the far side has used it up at the highest rate measured (and `drain_margin`
+//! more); by then what stood in the queue has gone through the link, and what is in flight is less
+//! than the link carries per round trip, so the ping sent then measures the path's own round trip.
+//! Its answer ends the hold ([`PathWindow::drained`]), and seeds the minimum as a quiet moment's
+//! does (docs/ssh-engine.md, "A minimum round trip learned late", has what it measured).
+//!
+//! It costs the link a window's worth of time at a lower rate, once per path per `min_rtt_span`:
+//! a transfer on a path already measured does not drain again, and a quiet moment between
+//! transfers (above) measures the minimum anyway.
 
 use std::collections::VecDeque;
 use std::time::Duration;
@@ -156,6 +179,16 @@ impl WindowRule for Adaptive {
         self.path.as_mut().map(|path| path.observe(now, rtt, delivered))
     }
 
+    fn drain(&mut self, now: Duration) -> Option<Duration> {
+        self.path.as_mut().and_then(|path| path.drain(now))
+    }
+
+    fn drained(&mut self, now: Duration, rtt: Option<Duration>) {
+        if let Some(path) = self.path.as_mut() {
+            path.drained(now, rtt);
+        }
+    }
+
     #[cfg(test)]
     fn min_rtt(&self) -> Option<Duration> {
         self.path.as_ref().and_then(PathWindow::min_rtt)
@@ -192,6 +225,10 @@ pub(crate) struct PathWindow {
     /// waits a lost segment or a burst of cross traffic adds now and then, which a queue that
     /// stands does not.
     jitter: Duration,
+    /// When the path was last drained (see "Draining"); `None` before its first drain.
+    drained_at: Option<Duration>,
+    /// A drain holds the window at `drain_window` until its ping answers.
+    holding: bool,
 }
 
 impl PathWindow {
@@ -207,12 +244,41 @@ impl PathWindow {
             last: None,
             basis: None,
             jitter: Duration::ZERO,
+            drained_at: None,
+            holding: false,
         }
     }
 
-    /// The window sessions on this path should get now.
+    /// The window sessions on this path should get now: during a drain, the drain's.
     pub(crate) fn window(&self) -> u32 {
-        self.window
+        if self.holding { self.window.min(self.settings.drain_window) } else { self.window }
+    }
+
+    /// Called after each sample: drains the path if its last drain is older than `min_rtt_span`
+    /// (or it never had one) and its startup is over, so that the rate is known. Returns how long
+    /// the far side needs to use up the window it was allowed beyond the drain's, at the highest
+    /// rate measured and `drain_margin` more: the drain's ping goes then (see "Draining").
+    pub(crate) fn drain(&mut self, now: Duration) -> Option<Duration> {
+        let s = &self.settings;
+        let due = self.drained_at.is_none_or(|at| now.saturating_sub(at) > s.min_rtt_span);
+        if self.holding || !due || self.phase != Phase::Steady || self.window <= s.drain_window {
+            return None;
+        }
+        let rate = self.rates.iter().copied().reduce(f64::max).filter(|&rate| rate > 0.0)?;
+        self.holding = true;
+        let allowed = f64::from(self.window - s.drain_window);
+        Some(Duration::from_secs_f64(s.drain_margin * allowed / rate))
+    }
+
+    /// The drain's ping answered after `rtt`, or not at all: the hold ends, and the round trip
+    /// seeds the minimum as a quiet moment's does ([`Self::seed`]).
+    pub(crate) fn drained(&mut self, now: Duration, rtt: Option<Duration>) {
+        self.holding = false;
+        // A drain whose ping went unanswered is not tried again at once: the session is failing.
+        self.drained_at = Some(now);
+        if let Some(rtt) = rtt {
+            self.seed(now, rtt);
+        }
     }
 
     /// The lowest round trip within `min_rtt_span`.

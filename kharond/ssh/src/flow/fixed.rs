@@ -45,6 +45,12 @@ impl WindowRule for Fixed {
         None
     }
 
+    fn drain(&mut self, _: Duration) -> Option<Duration> {
+        None
+    }
+
+    fn drained(&mut self, _: Duration, _: Option<Duration>) {}
+
     #[cfg(test)]
     fn min_rtt(&self) -> Option<Duration> {
         None
@@ -65,5 +71,6 @@ mod tests {
         assert!(!fixed.begin(Duration::ZERO), "a measuring task would stop at once");
         assert_eq!(fixed.sample(Duration::ZERO, Duration::from_secs(2), 1 << 30), None);
         assert_eq!(fixed.window(), Some(2 << 20), "a queue changes nothing");
+        assert_eq!(fixed.drain(Duration::ZERO), None, "a fixed window is never drained");
     }
 }

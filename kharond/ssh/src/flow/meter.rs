@@ -174,7 +174,32 @@ impl Meter {
                 window_kib = window / 1024,
                 "path sample"
             );
+            let drain = self.rule().drain(self.born.elapsed());
+            if let Some(hold) = drain {
+                self.drain(hold).await;
+                // The next sample's rate counts from the hold's end, and what stood before the
+                // drain no longer stands.
+                moved = (self.moved)();
+                self.rule().begin(self.born.elapsed());
+            }
         }
+    }
+
+    /// Drains the path (adaptive.rs, "Draining"): the rule holds the window small; after `hold`
+    /// the far side has used up what it was allowed before, the queue it kept has gone through
+    /// the link, and a ping measures the path's own round trip. Its answer ends the hold.
+    async fn drain(&self, hold: Duration) {
+        tracing::trace!(hold_ms = hold.as_secs_f64() * 1e3, "drain");
+        tokio::time::sleep(hold).await;
+        let rtt = match self.probe() {
+            Some(probe) => probe.ping(self.settings.ping_limit).await,
+            None => None,
+        };
+        let rtt = rtt.filter(|&rtt| rtt < self.settings.ping_limit);
+        if let Some(rtt) = rtt {
+            tracing::trace!(rtt_ms = rtt.as_secs_f64() * 1e3, "path round trip of a drain");
+        }
+        self.rule().drained(self.born.elapsed(), rtt);
     }
 
     /// The end of a busy spell: pings the quiet path again (adaptive.rs, "The rule").

@@ -26,6 +26,13 @@ pub(crate) trait WindowRule: Send + fmt::Debug {
     /// One sample while data flows: the round trip of a ping and the bytes delivered since the
     /// previous sample. The window after it; `None` when the rule takes no samples.
     fn sample(&mut self, now: Duration, rtt: Duration, delivered: u64) -> Option<u32>;
+    /// Called after each sample: whether the path is to be drained now, to measure its own round
+    /// trip under the queue its transfers keep (adaptive.rs, "Draining"). If so, the path's
+    /// window is held small from now on, and the wait is returned after which the far side has
+    /// used up what it was allowed before: the drain's ping goes then.
+    fn drain(&mut self, now: Duration) -> Option<Duration>;
+    /// The drain's ping was answered after `rtt` (`None`: not in time): the hold ends.
+    fn drained(&mut self, now: Duration, rtt: Option<Duration>);
     /// The lowest round trip the rule holds for the path's own, if any.
     #[cfg(test)]
     fn min_rtt(&self) -> Option<Duration>;

@@ -301,3 +301,48 @@ fn a_quiet_moment_that_beats_the_minimum_resets_the_window_before_the_next_trans
     rule.seed(now + GAP, link.base + Duration::from_millis(2));
     assert_eq!(rule.window(), after);
 }
+
+#[test]
+fn a_drain_holds_the_window_until_its_ping_answers_and_comes_once_per_span() {
+    // 200 Mbit/s at 20 ms, first seen through a dial that took 63 ms; the transfer goes on.
+    let link = Link { rate: 25e6, base: Duration::from_millis(20) };
+    let mut fresh = PathWindow::new(settings(), settings().start);
+    fresh.begin(Duration::ZERO);
+    assert_eq!(fresh.drain(Duration::ZERO), None, "drained before a rate was measured");
+    let (mut rule, mut now) = shrunk_from_an_overstated_minimum(Duration::from_millis(63));
+    let before = rule.window();
+    let hold = rule.drain(now).expect("the first transfer on a path drains it");
+    // The far side uses up what it was allowed beyond the drain's window at the measured rate.
+    let s = settings();
+    let expected = s.drain_margin * f64::from(before - s.drain_window) / link.rate;
+    assert!((hold.as_secs_f64() - expected).abs() < 1e-3, "{hold:?}, expected {expected} s");
+    assert_eq!(rule.window(), s.drain_window, "the drain does not hold the window");
+    assert_eq!(rule.drain(now), None, "a drain started during a drain");
+    now += hold + link.base;
+    rule.drained(now, Some(link.base));
+    assert_eq!(rule.min_rtt(), Some(link.base));
+    let bdp = link.rate * link.base.as_secs_f64();
+    let after = rule.window();
+    assert!(after > s.drain_window, "the hold outlasted its ping");
+    assert!(f64::from(after) <= s.gain * bdp + s.slack + 1.0, "{after} B after the drain, BDP {bdp:.0} B");
+    // Once per span: not again within it, whatever the transfers do.
+    assert_eq!(rule.drain(now + s.min_rtt_span / 2), None, "drained twice within the span");
+    let later = now + s.min_rtt_span + GAP;
+    assert!(rule.drain(later).is_some(), "the minimum aged out and was not measured again");
+    // A drain whose ping goes unanswered ends too, and leaves the minimum as it was.
+    rule.drained(later + hold, None);
+    assert_eq!(rule.window(), after);
+    assert_eq!(rule.min_rtt(), Some(link.base));
+    assert_eq!(rule.drain(later + hold + GAP), None, "a failing session is drained again at once");
+}
+
+#[test]
+fn a_path_still_in_its_startup_is_not_drained() {
+    let mut rule = PathWindow::new(settings(), 2 * 1024 * 1024);
+    rule.seed(Duration::ZERO, FAST.base);
+    rule.begin(Duration::ZERO);
+    let (rtt, rate) = FAST.carry(rule.window());
+    rule.observe(rtt + GAP, rtt, (rate * (rtt + GAP).as_secs_f64()) as u64);
+    assert!(rule.starting());
+    assert_eq!(rule.drain(rtt + GAP), None, "a window still doubling was held");
+}

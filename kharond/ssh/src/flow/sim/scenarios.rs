@@ -129,3 +129,45 @@ async fn a_far_slow_path_behind_a_deep_buffer_holds_no_standing_queue() {
     let (rule, openssh) = against_openssh(path(Rate::Fixed(20.0 * MBIT), 60, 0.0)).await;
     assert_eq!(meets_targets(&rule, &openssh), Ok(()), "{rule:?}");
 }
+
+#[tokio::test(start_paused = true)]
+async fn a_download_on_a_new_session_learns_the_path_s_round_trip_while_it_runs() {
+    // 10 ms each way, 200 Mbit/s; the download starts with the session, so its quiet pings go
+    // out while the download fills the link, and the first waits for the last sshd's start.
+    let link = Path { first_answer: Duration::from_millis(40), ..path(Rate::Fixed(200.0 * MBIT), 10, 0.0) };
+    let base = link.base_rtt();
+    let sim = Sim::start(link.clone(), FlowSettings::default());
+    let transfer = {
+        let sim = sim.clone();
+        tokio::spawn(async move { sim.transfer(Duration::from_secs(6), Duration::from_secs(2)).await })
+    };
+    tokio::time::sleep(Duration::from_secs(2)).await;
+    let learned = sim.flow.min_rtt();
+    let rule = transfer.await.expect("the transfer ran");
+    let fixed = FlowSettings { policy: WindowPolicy::OPENSSH, ..FlowSettings::default() };
+    let openssh = Sim::start(link, fixed);
+    let openssh = openssh.transfer(Duration::from_secs(6), Duration::from_secs(2)).await;
+    eprintln!(
+        "min {learned:?}; rule {:.2} MB/s p50 {:?}; openssh {:.2} MB/s p50 {:?}",
+        rule.rate / 1e6,
+        rule.p50(),
+        openssh.rate / 1e6,
+        openssh.p50()
+    );
+    assert!(
+        learned.is_some_and(|min| min <= base * 5 / 4),
+        "after 2 s the minimum is {learned:?} on a {base:?} path"
+    );
+    assert!(
+        rule.rate >= 0.95 * openssh.rate,
+        "{:.2} against {:.2} MB/s",
+        rule.rate / 1e6,
+        openssh.rate / 1e6
+    );
+    assert!(
+        rule.p50() <= openssh.p50() / 2,
+        "small request p50 {:?} against {:?}",
+        rule.p50(),
+        openssh.p50()
+    );
+}
