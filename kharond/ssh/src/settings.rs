@@ -83,6 +83,18 @@ pub struct MeterSettings {
     /// answer took 64 ms on a 20 ms path in one run, and the end of a download found 30-40 ms
     /// while its queue drained (`bench/shaped.sh`, traced).
     pub quiet_pings: usize,
+    /// The shortest step at which a drain reads what was delivered (flow/adaptive.rs,
+    /// "Draining"): a step is otherwise the time the link takes to carry the drain's window, at
+    /// most [`Self::gap`].
+    pub drain_step: Duration,
+    /// The longest a drain waits for its ping, in multiples of the time the far side needs to use
+    /// up what it was allowed at the path's measured rate: the rate can be a burst's, above the
+    /// link's own (28 against 24 MB/s on 10 ms each way at 200 Mbit/s, `bench/shaped.sh` traced),
+    /// and a transfer that ends meanwhile never uses it up. Ending the wait earlier, when the
+    /// link carried less than half its rate for 20 ms, did not work: kharond's reads come in
+    /// bursts, and such a drain ended with 1.43 of 1.97 MB delivered, its ping 38 ms on a 20 ms
+    /// path (`ONLY=200m bench/shaped.sh`, traced).
+    pub drain_limit: f64,
 }
 
 /// The adaptive window rule's parameters (`flow::adaptive`, whose module doc says what each is
@@ -140,11 +152,6 @@ pub struct AdaptiveSettings {
     /// before it is re-opened, so that every channel keeps moving, and under a BDP of any path
     /// whose queue is worth draining (a quarter of one at 10 ms each way and 200 Mbit/s).
     pub drain_window: u32,
-    /// How much longer than the far side needs to use up what it was allowed a drain holds
-    /// before it pings: the rate that time is reckoned from is the highest of the samples, and a
-    /// burst can lift that above the link's own by a fifth (28 against 24 MB/s on 10 ms each way
-    /// at 200 Mbit/s, `bench/shaped.sh` traced).
-    pub drain_margin: f64,
 }
 
 /// The shared sessions (`sessions`).
@@ -258,6 +265,8 @@ impl Default for MeterSettings {
             ping_limit: Duration::from_secs(3),
             busy: 64 * 1024,
             quiet_pings: 3,
+            drain_step: Duration::from_millis(5),
+            drain_limit: 2.0,
         }
     }
 }
@@ -278,7 +287,6 @@ impl Default for AdaptiveSettings {
             assumed_floor: 2 * 1024 * 1024,
             assumed_rate: 125_000_000.0,
             drain_window: 128 * 1024,
-            drain_margin: 1.25,
         }
     }
 }

@@ -76,22 +76,25 @@
 //!
 //! So the rule makes a quiet moment itself, as BBR's ProbeRTT does (four packets in flight for
 //! 200 ms and a round trip, when its minimum is 10 s old; Cardwell et al., above): once its
-//! startup is over and at most once per `min_rtt_span`, the window is held at `drain_window`
-//! ([`PathWindow::drain`]). A receiver cannot take back what the far side was allowed, so the hold
-//! lasts until the far side has used it up at the highest rate measured (and `drain_margin`
-//! more); by then what stood in the queue has gone through the link, and what is in flight is less
-//! than the link carries per round trip, so the ping sent then measures the path's own round trip.
-//! Its answer ends the hold ([`PathWindow::drained`]), and seeds the minimum as a quiet moment's
-//! does (docs/ssh-engine.md, "A minimum round trip learned late", has what it measured).
+//! startup is over, the window is held at `drain_window` ([`PathWindow::drain`]). A receiver
+//! cannot take back what the far side was allowed, so the meter waits until the far side has
+//! used it up (counted in the bytes delivered since the hold began; `MeterSettings::drain_limit`
+//! bounds the wait, for a transfer that ends meanwhile). What stood in the queue has then gone
+//! through the link, what is in flight is less than the link carries per round trip, and the
+//! ping sent then measures the path's own round trip. Its answer ends the hold ([`PathWindow::drained`]) and seeds the minimum as a
+//! quiet moment's does (docs/ssh-engine.md, "A minimum round trip learned late", has what it
+//! measured).
 //!
-//! It costs the link a window's worth of time at a lower rate, once per path per `min_rtt_span`:
-//! a transfer on a path already measured does not drain again, and a quiet moment between
-//! transfers (above) measures the minimum anyway.
+//! A path is drained at most once per `min_rtt_span`, and not at all while quiet pings with
+//! nothing bulk arriving beside them (a new session used a moment later, the end of a transfer)
+//! keep measuring it: they see what a drain would. So it costs a window's worth of time at a
+//! lower rate, once, when a transfer starts with its session; the transfers that follow, on a
+//! path already measured, do not drain.
 
 use std::collections::VecDeque;
 use std::time::Duration;
 
-use crate::flow::rule::WindowRule;
+use crate::flow::rule::{Drain, WindowRule};
 use crate::settings::AdaptiveSettings;
 
 /// The window a session of a hop before the last is dialled with, and what the window of a
@@ -159,9 +162,13 @@ impl WindowRule for Adaptive {
         true
     }
 
-    fn quiet(&mut self, now: Duration, rtt: Duration) {
+    fn quiet(&mut self, now: Duration, rtt: Duration, idle: bool) {
         if let Some(path) = self.path.as_mut() {
-            path.seed(now, rtt);
+            if idle {
+                path.drained(now, Some(rtt));
+            } else {
+                path.seed(now, rtt);
+            }
         }
     }
 
@@ -179,7 +186,7 @@ impl WindowRule for Adaptive {
         self.path.as_mut().map(|path| path.observe(now, rtt, delivered))
     }
 
-    fn drain(&mut self, now: Duration) -> Option<Duration> {
+    fn drain(&mut self, now: Duration) -> Option<Drain> {
         self.path.as_mut().and_then(|path| path.drain(now))
     }
 
@@ -225,6 +232,9 @@ pub(crate) struct PathWindow {
     /// waits a lost segment or a burst of cross traffic adds now and then, which a queue that
     /// stands does not.
     jitter: Duration,
+    /// The window in force until the last sample changed it: what the far side may still have
+    /// been allowed when a drain starts right after that sample shrank the window.
+    previous: u32,
     /// When the path was last drained (see "Draining"); `None` before its first drain.
     drained_at: Option<Duration>,
     /// A drain holds the window at `drain_window` until its ping answers.
@@ -244,6 +254,7 @@ impl PathWindow {
             last: None,
             basis: None,
             jitter: Duration::ZERO,
+            previous: 0,
             drained_at: None,
             holding: false,
         }
@@ -255,10 +266,10 @@ impl PathWindow {
     }
 
     /// Called after each sample: drains the path if its last drain is older than `min_rtt_span`
-    /// (or it never had one) and its startup is over, so that the rate is known. Returns how long
-    /// the far side needs to use up the window it was allowed beyond the drain's, at the highest
-    /// rate measured and `drain_margin` more: the drain's ping goes then (see "Draining").
-    pub(crate) fn drain(&mut self, now: Duration) -> Option<Duration> {
+    /// (or it never had one) and its startup is over, so that the rate is known. The far side may
+    /// still send what the larger of the window now and the one before the last sample allowed
+    /// (the startup ends by shrinking the window), less the drain's own window (see "Draining").
+    pub(crate) fn drain(&mut self, now: Duration) -> Option<Drain> {
         let s = &self.settings;
         let due = self.drained_at.is_none_or(|at| now.saturating_sub(at) > s.min_rtt_span);
         if self.holding || !due || self.phase != Phase::Steady || self.window <= s.drain_window {
@@ -266,12 +277,13 @@ impl PathWindow {
         }
         let rate = self.rates.iter().copied().reduce(f64::max).filter(|&rate| rate > 0.0)?;
         self.holding = true;
-        let allowed = f64::from(self.window - s.drain_window);
-        Some(Duration::from_secs_f64(s.drain_margin * allowed / rate))
+        let allowed = u64::from(self.window.max(self.previous) - s.drain_window);
+        Some(Drain { allowed, rate, window: s.drain_window })
     }
 
-    /// The drain's ping answered after `rtt`, or not at all: the hold ends, and the round trip
-    /// seeds the minimum as a quiet moment's does ([`Self::seed`]).
+    /// The drain's ping answered after `rtt`, or not at all, or a quiet moment with nothing bulk
+    /// arriving measured the path as a drain would: the hold ends, the round trip seeds the
+    /// minimum ([`Self::seed`]), and the next drain is due `min_rtt_span` from now.
     pub(crate) fn drained(&mut self, now: Duration, rtt: Option<Duration>) {
         self.holding = false;
         // A drain whose ping went unanswered is not tried again at once: the session is failing.
@@ -356,6 +368,7 @@ impl PathWindow {
         if interval <= 0.0 {
             return self.window;
         }
+        self.previous = self.window;
         self.push_rtt(now, rtt);
         if self.spell.len() >= self.settings.recent {
             self.spell.pop_front();

@@ -5,7 +5,7 @@
 
 use std::time::Duration;
 
-use crate::flow::rule::WindowRule;
+use crate::flow::rule::{Drain, WindowRule};
 
 #[derive(Debug)]
 pub(crate) struct Fixed {
@@ -35,7 +35,7 @@ impl WindowRule for Fixed {
         false
     }
 
-    fn quiet(&mut self, _: Duration, _: Duration) {}
+    fn quiet(&mut self, _: Duration, _: Duration, _: bool) {}
 
     fn begin(&mut self, _: Duration) -> bool {
         false
@@ -45,7 +45,7 @@ impl WindowRule for Fixed {
         None
     }
 
-    fn drain(&mut self, _: Duration) -> Option<Duration> {
+    fn drain(&mut self, _: Duration) -> Option<Drain> {
         None
     }
 

@@ -10,6 +10,10 @@
 //! would look like a rate our window had to carry. One ping at a time, then `gap`
 //! ([`MeterSettings`]): about five samples a second on a 50 ms path, a 60-byte request each.
 //!
+//! When the rule asks for it after a sample, the task drains the path (adaptive.rs, "Draining"):
+//! it watches the bytes delivered while the rule holds the window small, and pings once the
+//! queue has gone.
+//!
 //! The task runs only while there is traffic and only for a rule that measures: a tunnel's pump
 //! starts it once `busy` bytes have arrived since it last ended ([`Meter::kick`]), and it ends
 //! after an interval that moved less. An idle daemon wakes for nothing, and small requests send
@@ -32,7 +36,7 @@ use std::time::Duration;
 
 use tokio::time::Instant;
 
-use crate::flow::rule::WindowRule;
+use crate::flow::rule::{Drain, WindowRule};
 use crate::settings::MeterSettings;
 
 /// What the meter pings: a chain's session (`chain::Dialled`).
@@ -104,9 +108,9 @@ impl Meter {
             let Some(probe) = session.upgrade() else { return };
             let lowest = meter.quiet_round_trip(&*probe, meter.settings.quiet_pings).await;
             drop(probe);
-            if let Some(rtt) = lowest {
-                tracing::trace!(rtt_ms = rtt.as_secs_f64() * 1e3, "path round trip of a new session");
-                meter.rule().quiet(meter.born.elapsed(), rtt);
+            if let Some((rtt, idle)) = lowest {
+                tracing::trace!(rtt_ms = rtt.as_secs_f64() * 1e3, idle, "path round trip of a new session");
+                meter.rule().quiet(meter.born.elapsed(), rtt, idle);
             }
         });
     }
@@ -160,7 +164,7 @@ impl Meter {
                 // a ping that waited for a busy CPU would then shrink the window to it. Their
                 // round trip may still be the path's lowest; after a transfer, the path is quiet
                 // now, and a few more pings find its own round trip once the queue has drained.
-                self.rule().quiet(self.born.elapsed(), rtt);
+                self.rule().quiet(self.born.elapsed(), rtt, false);
                 if carrying {
                     self.quiet_end().await;
                 }
@@ -175,8 +179,8 @@ impl Meter {
                 "path sample"
             );
             let drain = self.rule().drain(self.born.elapsed());
-            if let Some(hold) = drain {
-                self.drain(hold).await;
+            if let Some(plan) = drain {
+                self.drain(plan).await;
                 // The next sample's rate counts from the hold's end, and what stood before the
                 // drain no longer stands.
                 moved = (self.moved)();
@@ -185,20 +189,34 @@ impl Meter {
         }
     }
 
-    /// Drains the path (adaptive.rs, "Draining"): the rule holds the window small; after `hold`
-    /// the far side has used up what it was allowed before, the queue it kept has gone through
-    /// the link, and a ping measures the path's own round trip. Its answer ends the hold.
-    async fn drain(&self, hold: Duration) {
-        tracing::trace!(hold_ms = hold.as_secs_f64() * 1e3, "drain");
-        tokio::time::sleep(hold).await;
+    /// Drains the path (adaptive.rs, "Draining"): the rule holds the window small; once the far
+    /// side has used up what it was allowed before (what stood in the queue has gone through the
+    /// link), a ping measures the path's own round trip. Its answer ends the hold.
+    async fn drain(&self, plan: Drain) {
+        let s = &self.settings;
+        let rate = plan.rate;
+        let step = Duration::from_secs_f64(f64::from(plan.window) / rate).clamp(s.drain_step, s.gap);
+        let limit = Duration::from_secs_f64(s.drain_limit * plan.allowed as f64 / rate).max(step);
+        let started = Instant::now();
+        let first = (self.moved)();
+        let mut delivered = 0;
+        while delivered < plan.allowed && started.elapsed() < limit {
+            tokio::time::sleep(step).await;
+            delivered = (self.moved)().saturating_sub(first);
+        }
+        let held = started.elapsed();
         let rtt = match self.probe() {
-            Some(probe) => probe.ping(self.settings.ping_limit).await,
+            Some(probe) => probe.ping(s.ping_limit).await,
             None => None,
         };
-        let rtt = rtt.filter(|&rtt| rtt < self.settings.ping_limit);
-        if let Some(rtt) = rtt {
-            tracing::trace!(rtt_ms = rtt.as_secs_f64() * 1e3, "path round trip of a drain");
-        }
+        let rtt = rtt.filter(|&rtt| rtt < s.ping_limit);
+        tracing::trace!(
+            held_ms = held.as_secs_f64() * 1e3,
+            delivered,
+            allowed = plan.allowed,
+            rtt_ms = rtt.map(|rtt| rtt.as_secs_f64() * 1e3),
+            "path round trip of a drain"
+        );
         self.rule().drained(self.born.elapsed(), rtt);
     }
 
@@ -207,14 +225,17 @@ impl Meter {
         let Some(probe) = self.probe() else { return };
         tokio::time::sleep(self.settings.gap).await;
         let pings = self.settings.quiet_pings.saturating_sub(1);
-        if let Some(rtt) = self.quiet_round_trip(&*probe, pings).await {
-            tracing::trace!(rtt_ms = rtt.as_secs_f64() * 1e3, "path round trip after a transfer");
-            self.rule().quiet(self.born.elapsed(), rtt);
+        if let Some((rtt, idle)) = self.quiet_round_trip(&*probe, pings).await {
+            tracing::trace!(rtt_ms = rtt.as_secs_f64() * 1e3, idle, "path round trip after a transfer");
+            self.rule().quiet(self.born.elapsed(), rtt, idle);
         }
     }
 
-    /// The lowest round trip of `pings` pings `gap` apart; `None` if none was answered in time.
-    async fn quiet_round_trip(&self, probe: &dyn Probe, pings: usize) -> Option<Duration> {
+    /// The lowest round trip of `pings` pings `gap` apart, and whether less than `busy` arrived
+    /// meanwhile (the path was idle: no transfer's queue stood in them); `None` if none was
+    /// answered in time.
+    async fn quiet_round_trip(&self, probe: &dyn Probe, pings: usize) -> Option<(Duration, bool)> {
+        let before = (self.moved)();
         let mut lowest: Option<Duration> = None;
         for i in 0..pings {
             if i > 0 {
@@ -225,7 +246,8 @@ impl Meter {
                 lowest = Some(lowest.map_or(rtt, |low| low.min(rtt)));
             }
         }
-        lowest
+        let idle = (self.moved)().saturating_sub(before) < self.settings.busy;
+        lowest.map(|rtt| (rtt, idle))
     }
 }
 

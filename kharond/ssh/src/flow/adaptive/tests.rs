@@ -311,11 +311,14 @@ fn a_drain_holds_the_window_until_its_ping_answers_and_comes_once_per_span() {
     assert_eq!(fresh.drain(Duration::ZERO), None, "drained before a rate was measured");
     let (mut rule, mut now) = shrunk_from_an_overstated_minimum(Duration::from_millis(63));
     let before = rule.window();
-    let hold = rule.drain(now).expect("the first transfer on a path drains it");
-    // The far side uses up what it was allowed beyond the drain's window at the measured rate.
+    let plan = rule.drain(now).expect("the first transfer on a path drains it");
+    // The far side may still send what it was allowed beyond the drain's window, at the rate
+    // the samples measured.
     let s = settings();
-    let expected = s.drain_margin * f64::from(before - s.drain_window) / link.rate;
-    assert!((hold.as_secs_f64() - expected).abs() < 1e-3, "{hold:?}, expected {expected} s");
+    assert_eq!(plan.allowed, u64::from(before - s.drain_window));
+    assert!((plan.rate - link.rate).abs() < 1.0, "{} B/s", plan.rate);
+    assert_eq!(plan.window, s.drain_window);
+    let hold = Duration::from_secs_f64(plan.allowed as f64 / plan.rate);
     assert_eq!(rule.window(), s.drain_window, "the drain does not hold the window");
     assert_eq!(rule.drain(now), None, "a drain started during a drain");
     now += hold + link.base;
@@ -345,4 +348,42 @@ fn a_path_still_in_its_startup_is_not_drained() {
     rule.observe(rtt + GAP, rtt, (rate * (rtt + GAP).as_secs_f64()) as u64);
     assert!(rule.starting());
     assert_eq!(rule.drain(rtt + GAP), None, "a window still doubling was held");
+}
+
+#[test]
+fn a_drain_right_after_the_startup_shrank_the_window_waits_out_the_window_before_it() {
+    // 200 Mbit/s at 20 ms: the first sample shows a queue, and the startup ends by shrinking
+    // OpenSSH's 2 MiB to what the path wants; the far side may still send the 2 MiB.
+    let mut rule = PathWindow::new(settings(), settings().start);
+    rule.seed(Duration::ZERO, Duration::from_millis(20));
+    rule.begin(Duration::ZERO);
+    let rate = 25e6;
+    rule.observe(Duration::from_millis(300), Duration::from_millis(150), (rate * 0.3) as u64);
+    assert!(!rule.starting());
+    assert!(rule.window() < settings().start, "the queue did not shrink the window");
+    let plan = rule.drain(Duration::from_millis(300)).expect("drained");
+    assert_eq!(plan.allowed, u64::from(settings().start - settings().drain_window));
+}
+
+#[test]
+fn a_quiet_moment_with_nothing_arriving_counts_as_a_drain_and_one_beside_a_transfer_does_not() {
+    // Both paths: dialled at 63 ms, then a download whose samples stood 600 ms queued.
+    let steady = |idle: bool| {
+        let mut rule = Adaptive::new(settings());
+        rule.dial(Duration::ZERO, Some(Duration::from_millis(63)), true);
+        rule.quiet(Duration::from_millis(100), Duration::from_millis(20), idle);
+        assert!(rule.begin(Duration::from_millis(200)));
+        let mut now = Duration::from_millis(200);
+        for _ in 0..3 {
+            now += Duration::from_millis(700);
+            rule.sample(now, Duration::from_millis(600), 17_500_000);
+        }
+        (rule, now)
+    };
+    let (mut idle, now) = steady(true);
+    assert_eq!(idle.min_rtt(), Some(Duration::from_millis(20)));
+    assert_eq!(idle.drain(now), None, "a path measured idle was drained");
+    let (mut beside, now) = steady(false);
+    assert_eq!(beside.min_rtt(), Some(Duration::from_millis(20)));
+    assert!(beside.drain(now).is_some(), "pings beside a transfer stood for a drain");
 }
