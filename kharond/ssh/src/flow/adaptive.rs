@@ -24,8 +24,9 @@
 //! `min_rtt_span` (BBR's min_rtt filter, kept longer), their product the bandwidth-delay product
 //! (BDP). The lowest round trip comes from pings on a quiet path: each new session's first
 //! three (`MeterSettings::quiet_pings`), two more after a busy spell, once the queue it left
-//! has drained, and a drain's (below) during the first transfer on a path. A dial's own timings seed it too, but they overstate it (sshd's start, a
-//! forwarder's own connect: 34-63 ms for a 20 ms path, measured with `bench/shaped.sh`).
+//! has drained, and a drain's ("Draining", below). A dial's own timings seed it too, but they
+//! overstate it (sshd's start, a forwarder's own connect: 34-63 ms for a 20 ms path, measured
+//! with `bench/shaped.sh`).
 //!
 //! The wanted window is `gain` (1.25) BDPs, the path's spread, and `slack`:
 //! - one BDP, because the vendored russh re-opens a channel's window every three packets, as
@@ -81,9 +82,11 @@
 //! used it up (counted in the bytes delivered since the hold began; `MeterSettings::drain_limit`
 //! bounds the wait, for a transfer that ends meanwhile). What stood in the queue has then gone
 //! through the link, what is in flight is less than the link carries per round trip, and the
-//! ping sent then measures the path's own round trip. Its answer ends the hold ([`PathWindow::drained`]) and seeds the minimum as a
-//! quiet moment's does (docs/ssh-engine.md, "A minimum round trip learned late", has what it
-//! measured).
+//! ping sent then measures the path's own round trip. Its answer ends the hold
+//! ([`PathWindow::drained`]) and seeds the minimum as a quiet moment's does (docs/ssh-engine.md,
+//! "A minimum round trip learned late", has what it measured). Several transfers at once were
+//! each allowed a window, and the drain waits for one: its ping may then still find a queue,
+//! which lowers nothing.
 //!
 //! A path is drained at most once per `min_rtt_span`, and not at all while quiet pings with
 //! nothing bulk arriving beside them (a new session used a moment later, the end of a transfer)
