@@ -36,10 +36,10 @@
 # rows. KHAROND_LOG replaces kharond's RUST_LOG (e.g. "warn,kharon_ssh::flow=trace" logs every
 # sample of the window rule) and KEEP_LOG copies kharond's log there at the end of each profile.
 #
-# CAPTURE records, per profile in DIR/NAME/ (replacing an earlier capture there), where a small request's time goes: `tcpdump` of the
-# small packets at the clients' side of the proxies (near `lo`), at the target (far `lo`) and at
-# both ends of the link (`emu0`, the link alone's), `ss -tnmi` of both namespaces every 50 ms, and
-# each phase's wall-clock span; `bench/crossings.py DIR/NAME` then prints every crossing's median
+# CAPTURE records, per profile in DIR/NAME/ (replacing an earlier capture there), where a small
+# request's time goes: `tcpdump` of the small packets at the clients' side of the proxies (near
+# `lo`), at the target (far `lo`) and at both ends of the link (`emu0`, the link alone's),
+# `ss -tnmi` of both namespaces every 50 ms, and each phase's wall-clock span; `bench/crossings.py DIR/NAME` then prints every crossing's median
 # per proxy and phase, and the socket queues along the path during the upload. Needs tcpdump.
 # UPLOAD_RATE paces the bulk upload at that many MB/s instead of as fast as the socket takes
 # (below the link's rate: what the path adds when no queue of the upload's own stands).
@@ -60,8 +60,9 @@ cd "$(dirname "$0")/.."
 . bench/lib.sh
 . bench/netns_link.sh
 SSHD=$(find_tool sshd)
-if [ -n "${CAPTURE:-}" ] && ! command -v tcpdump >/dev/null; then
-  echo "CAPTURE needs tcpdump (apt-get install tcpdump)" >&2; exit 1
+TCPDUMP=$(find_tool tcpdump)
+if [ -n "${CAPTURE:-}" ] && [ -z "$TCPDUMP" ]; then
+  echo "bench/shaped.sh: CAPTURE needs tcpdump (apt-get install tcpdump)" >&2; exit 1
 fi
 [ -n "$SSHD" ] || { echo "bench/shaped.sh needs OpenSSH's sshd (apt-get install openssh-server)" >&2; exit 1; }
 select_profiles
@@ -177,7 +178,7 @@ for i in "${!PROFILE_NAMES[@]}"; do
         "$FAR lo far_lo tcp port $TARGET_PORT" "$NEAR emu0 near_emu tcp port $TARGET_PORT" \
         "$FAR emu0 far_emu tcp port $TARGET_PORT"; do
       read -r ns dev file filter <<< "$where"
-      ip netns exec "$ns" tcpdump -i "$dev" -s 200 -U -w "$C/$file.pcap" "($filter) and less 400" 2>/dev/null &
+      ip netns exec "$ns" "$TCPDUMP" -i "$dev" -s 200 -U -w "$C/$file.pcap" "($filter) and less 400" 2>/dev/null &
       CAPTURING+=($!); PIDS+=($!)
     done
     (while :; do
