@@ -178,6 +178,7 @@ impl Meter {
                 window_kib = window / 1024,
                 "path sample"
             );
+            // Its own statement: the rule's lock must be let go before the drain awaits.
             let drain = self.rule().drain(self.born.elapsed());
             if let Some(plan) = drain {
                 self.drain(plan).await;

@@ -1,4 +1,5 @@
-//! [`WindowRule`]: what decides a path's window, the seam's one trait (`flow`, "The seam").
+//! [`WindowRule`]: what decides a path's window, the seam's one trait (`flow`, "The seam"), and
+//! [`Drain`]: what a rule that drains the path asks the meter to wait for.
 
 use std::fmt;
 use std::time::Duration;
