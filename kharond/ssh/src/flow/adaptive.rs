@@ -88,15 +88,6 @@
 //! each allowed a window, and the drain waits for one: its ping may then still find a queue,
 //! which lowers nothing.
 //!
-//! After the drain the window goes through a startup again: it doubles per sample while the rate
-//! grows, as BBR leaves ProbeRTT for its Startup when it has not found the link's rate yet
-//! (Linux's net/ipv4/tcp_bbr.c, `bbr_reset_mode`). The rule cannot tell whether it has: a drain
-//! comes right after a startup, which the first sample usually ends, since it waits in the new
-//! session's own queue (217-479 ms on 50 ms paths, traced), so the rates measured are those of
-//! the session's first moments. Growing by `gain` per sample from there takes ten samples to
-//! fill a 1 Gbit/s path where doubling takes two (adaptive/tests.rs); where the window was
-//! right, one doubling finds no more rate and the window goes back.
-//!
 //! A path is drained at most once per `min_rtt_span`, and not at all while quiet pings with
 //! nothing bulk arriving beside them (a new session used a moment later, the end of a transfer)
 //! keep measuring it: they see what a drain would. So it costs a window's worth of time at a
@@ -295,16 +286,13 @@ impl PathWindow {
 
     /// The drain's ping answered after `rtt`, or not at all, or a quiet moment with nothing bulk
     /// arriving measured the path as a drain would: the hold ends, the round trip seeds the
-    /// minimum ([`Self::seed`]), and the next drain is due `min_rtt_span` from now. An answered
-    /// drain starts the window's startup again (see "Draining").
+    /// minimum ([`Self::seed`]), and the next drain is due `min_rtt_span` from now.
     pub(crate) fn drained(&mut self, now: Duration, rtt: Option<Duration>) {
-        let held = std::mem::take(&mut self.holding);
+        self.holding = false;
         // A drain whose ping went unanswered is not tried again at once: the session is failing.
         self.drained_at = Some(now);
-        let Some(rtt) = rtt else { return };
-        self.seed(now, rtt);
-        if held {
-            self.phase = Phase::Startup { rate: 0.0 };
+        if let Some(rtt) = rtt {
+            self.seed(now, rtt);
         }
     }
 
