@@ -39,8 +39,9 @@
 # CAPTURE records, per profile in DIR/NAME/ (replacing an earlier capture there), where a small
 # request's time goes: `tcpdump` of the small packets at the clients' side of the proxies (near
 # `lo`), at the target (far `lo`) and at both ends of the link (`emu0`, the link alone's),
-# `ss -tnmi` of both namespaces every 50 ms, and each phase's wall-clock span; `bench/crossings.py DIR/NAME` then prints every crossing's median
-# per proxy and phase, and the socket queues along the path during the upload. Needs tcpdump.
+# `ss -tnmi` of both namespaces every 50 ms, and each phase's wall-clock span;
+# `bench/crossings.py DIR/NAME` then prints every crossing's median per proxy and phase, and the
+# socket queues along the path during the upload. Needs tcpdump.
 # UPLOAD_RATE paces the bulk upload at that many MB/s instead of as fast as the socket takes
 # (below the link's rate: what the path adds when no queue of the upload's own stands).
 #
