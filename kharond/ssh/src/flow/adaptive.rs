@@ -278,7 +278,7 @@ impl PathWindow {
         if self.holding || !due || self.phase != Phase::Steady || self.window <= s.drain_window {
             return None;
         }
-        let rate = self.rates.iter().copied().reduce(f64::max).filter(|&rate| rate > 0.0)?;
+        let rate = self.rate().filter(|&rate| rate > 0.0)?;
         self.holding = true;
         let allowed = u64::from(self.window.max(self.previous) - s.drain_window);
         Some(Drain { allowed, rate, window: s.drain_window })
@@ -328,10 +328,16 @@ impl PathWindow {
         self.basis.is_some_and(|basis| min_rtt * 4 < basis * 3)
     }
 
-    /// `gain` BDPs of the highest measured rate and `min_rtt`, and `slack`, within the bounds;
-    /// `None` before a rate was measured.
+    /// The path's rate, bytes per second: the highest of the last `rate_samples` samples (BBR's
+    /// max filter); `None` before a sample.
+    fn rate(&self) -> Option<f64> {
+        self.rates.iter().copied().reduce(f64::max)
+    }
+
+    /// `gain` BDPs of the path's rate ([`Self::rate`]) and `min_rtt`, and `slack`, within the
+    /// bounds; `None` before a rate was measured.
     fn wanted(&self, min_rtt: Duration) -> Option<f64> {
-        let rate = self.rates.iter().copied().reduce(f64::max)?;
+        let rate = self.rate()?;
         let s = &self.settings;
         Some(
             (rate * (s.gain * min_rtt.as_secs_f64() + self.spread(min_rtt).as_secs_f64()) + s.slack)
